@@ -1,0 +1,1 @@
+//! Parsers of device outputs: pure functions of text and bytes.

@@ -1,0 +1,192 @@
+//! The validated lab inventory (`lab.toml`): hosts and the devices attached to them.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// A validated lab. Paths are absolute (resolved against the lab file's folder).
+#[derive(Debug, Clone, Serialize)]
+pub struct Lab {
+    pub name: String,
+    /// The file this lab came from (or `<embedded>` for the built-in default).
+    pub source: PathBuf,
+    /// The file's text, verbatim (kept with every campaign).
+    #[serde(skip)]
+    pub text: String,
+    pub artifacts_dir: PathBuf,
+    pub store_path: PathBuf,
+    pub hosts: Vec<Host>,
+    pub devices: Vec<DeviceSpec>,
+}
+
+impl Lab {
+    pub fn device(&self, name: &str) -> Option<&DeviceSpec> {
+        self.devices.iter().find(|d| d.name == name)
+    }
+    pub fn host(&self, name: &str) -> Option<&Host> {
+        self.hosts.iter().find(|h| h.name == name)
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Host {
+    pub name: String,
+    pub kind: HostKind,
+}
+
+/// How a host is reached. SSH hosts are added by the remote-hosts work.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum HostKind {
+    Local,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Platform {
+    Sim,
+    Host,
+    Android,
+    Ios,
+}
+
+impl Platform {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Platform::Sim => "sim",
+            Platform::Host => "host",
+            Platform::Android => "android",
+            Platform::Ios => "ios",
+        }
+    }
+}
+
+impl std::fmt::Display for Platform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a device is cut from and given back USB power around the soak.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase", tag = "kind")]
+pub enum TetherSpec {
+    /// Never tethered (a lab host, or a phone that lives on battery).
+    None,
+    /// An operator unplugs and replugs the cable when asked.
+    Manual,
+    /// The device unplugs itself in software (Android `dumpsys battery unplug`, the simulator).
+    Software,
+    /// A USB hub with per-port power switching, driven by `uhubctl -l LOCATION -p PORT`.
+    Uhubctl { location: String, port: u32 },
+}
+
+impl TetherSpec {
+    pub fn label(&self) -> String {
+        match self {
+            TetherSpec::None => "none".into(),
+            TetherSpec::Manual => "manual".into(),
+            TetherSpec::Software => "software".into(),
+            TetherSpec::Uhubctl { location, port } => format!("uhubctl {location}:{port}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceSpec {
+    pub name: String,
+    pub host: String,
+    pub platform: Platform,
+    pub model: String,
+    pub os: String,
+    pub tags: Vec<String>,
+    pub tether: TetherSpec,
+    /// Platform identifiers: `udid` (iOS), `serial` (Android), ...
+    pub ids: BTreeMap<String, String>,
+    /// Simulator parameters; present exactly when `platform = "sim"`.
+    pub sim: Option<SimParams>,
+}
+
+/// Parameters of a simulated phone (see docs/sim.md for the physical model).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SimParams {
+    /// Which real platform the simulator imitates (`ios` or `android`); decides the raw dump's shape.
+    pub emulates: Platform,
+    /// Seed of the per-device random effect and of the device's noise stream.
+    pub seed: u64,
+    pub battery_mah: f64,
+    pub battery_start_pct: f64,
+    pub voltage_v: f64,
+    /// SoC and radios idle, screen off (mW).
+    pub base_mw: f64,
+    /// Display power at 100 % brightness (mW); scales linearly with brightness.
+    pub screen_mw_max: f64,
+    /// Power per percent of one core of CPU load (mW / %).
+    pub cpu_mw_per_pct: f64,
+    /// Energy per wakeup (mJ).
+    pub wakeup_mj: f64,
+    /// Energy per request on the radio (mJ), plus a tail at `radio_tail_mw` for `radio_tail`.
+    pub request_mj: f64,
+    pub radio_tail_mw: f64,
+    pub radio_tail: Duration,
+    /// Charging current when tethered (mA).
+    pub charge_ma: f64,
+    pub ambient_c: f64,
+    /// Temperature rise per watt at steady state (°C / W) and the thermal time constant.
+    pub thermal_c_per_w: f64,
+    pub thermal_tau: Duration,
+    /// Relative sd of the per-device random effect on power (e.g. 0.03 = 3 %).
+    pub device_effect_sd: f64,
+    /// Relative sd of the per-trial random effect on power.
+    pub trial_noise_sd: f64,
+    /// Brightness the device boots with (percent).
+    pub brightness_pct: f64,
+    pub faults: SimFaults,
+}
+
+/// Fault injection for the simulator: each a probability per trial.
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct SimFaults {
+    /// The device drops off USB/the network during the trial and comes back after `reconnect_after`.
+    pub disconnect: f64,
+    pub reconnect_after: Duration,
+    /// Brightness resets (to 100 %) mid-soak.
+    pub brightness_reset: f64,
+    /// USB power is not really cut: the device charges during the soak.
+    pub charging_during_soak: f64,
+}
+
+impl SimParams {
+    /// Defaults for a simulated phone imitating `emulates` (an iPhone 6s for `ios`,
+    /// a Pixel 5 for `android`). Every field can be overridden in `[device.sim]`.
+    pub fn defaults(emulates: Platform) -> Self {
+        let (battery_mah, voltage_v) = match emulates {
+            Platform::Android => (4080.0, 3.87),
+            _ => (1715.0, 3.82),
+        };
+        SimParams {
+            emulates,
+            seed: 0,
+            battery_mah,
+            battery_start_pct: 100.0,
+            voltage_v,
+            base_mw: 350.0,
+            screen_mw_max: 800.0,
+            cpu_mw_per_pct: 10.0,
+            wakeup_mj: 0.3,
+            request_mj: 15.0,
+            radio_tail_mw: 120.0,
+            radio_tail: Duration::from_millis(200),
+            charge_ma: 1000.0,
+            ambient_c: 25.0,
+            thermal_c_per_w: 4.0,
+            thermal_tau: Duration::from_secs(600),
+            device_effect_sd: 0.02,
+            trial_noise_sd: 0.02,
+            brightness_pct: 50.0,
+            faults: SimFaults { reconnect_after: Duration::from_secs(300), ..SimFaults::default() },
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! The validated runbook: one experiment (builds × configs × devices × repeats).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::lab::Platform;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Runbook {
+    pub name: String,
+    pub description: String,
+    /// The file this runbook came from.
+    pub source: PathBuf,
+    /// The file's text, verbatim (kept with every campaign).
+    #[serde(skip)]
+    pub text: String,
+    /// sha256 of the runbook file's bytes.
+    pub sha256: String,
+    /// Length of the soak of every trial.
+    pub duration: Duration,
+    /// Trials per variant per device model (spread over the devices of that model).
+    pub repeats: u32,
+    pub seed: u64,
+    pub order: Order,
+    /// Pause between two trials on one device (on top of the charge and temperature gates).
+    pub cooldown: Duration,
+    /// How often an invalid trial is re-run before it is given up.
+    pub retries: u32,
+    /// Device selectors as written (`name-glob`, `tag:X`, `model:X`), already checked against the lab.
+    pub devices: Vec<Selector>,
+    /// Builds in file order; exactly one has `baseline = true`.
+    pub builds: Vec<Build>,
+    /// Configs in file order; `[configs]` absent gives one config named `default`.
+    pub configs: Vec<VariantConfig>,
+    pub workload: Workload,
+    pub preconditions: Preconditions,
+    /// Metrics to record and report; empty means everything the device gives.
+    pub metrics: Vec<String>,
+    pub statistics: StatsSettings,
+    pub timeouts: PhaseTimeouts,
+}
+
+impl Runbook {
+    pub fn baseline(&self) -> &Build {
+        self.builds
+            .iter()
+            .find(|b| b.baseline)
+            .expect("validated runbook has a baseline")
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    /// Randomized complete blocks per device: each block runs every variant once, shuffled.
+    #[default]
+    Balanced,
+    /// Variant after variant, repeats together (how people do it by hand; confounds drift).
+    Sequential,
+    /// Fully shuffled per device.
+    Random,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(tag = "kind", content = "value", rename_all = "lowercase")]
+pub enum Selector {
+    /// A device name or a glob over names (`sim-iphone-*`).
+    Name(String),
+    Tag(String),
+    Model(String),
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Build {
+    pub name: String,
+    pub baseline: bool,
+    pub ios: Option<IosArtifact>,
+    pub android: Option<AndroidArtifact>,
+    pub host: Option<HostCommand>,
+    pub sim: Option<SimProfile>,
+}
+
+impl Build {
+    /// Whether this build has something a device of `platform` can run.
+    pub fn runs_on(&self, platform: Platform) -> bool {
+        match platform {
+            Platform::Sim => self.sim.is_some(),
+            Platform::Ios => self.ios.is_some(),
+            Platform::Android => self.android.is_some(),
+            Platform::Host => self.host.is_some(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct IosArtifact {
+    pub ipa: PathBuf,
+    pub bundle_id: String,
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AndroidArtifact {
+    pub apk: PathBuf,
+    pub package: String,
+    /// Activity to start (`.MainActivity`); defaults to the package's launcher activity.
+    pub activity: Option<String>,
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct HostCommand {
+    /// argv; never passed through a shell.
+    pub command: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<PathBuf>,
+}
+
+/// How a simulated app behaves (see docs/sim.md).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SimProfile {
+    /// CPU load in percent of one core (can exceed 100 on multi-core phones).
+    pub cpu_pct: f64,
+    pub wakeups_per_s: f64,
+    pub memory_mb: f64,
+    /// Fraction of requests answered from a local cache (never reach the network).
+    pub cache_hit_ratio: f64,
+    /// Probability that the app dies during a trial.
+    pub crash_probability: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct VariantConfig {
+    pub name: String,
+    pub env: BTreeMap<String, String>,
+    pub args: Vec<String>,
+    pub files: Vec<PushFile>,
+    pub sim: SimAdjust,
+}
+
+impl VariantConfig {
+    pub fn default_config() -> Self {
+        VariantConfig {
+            name: "default".into(),
+            env: BTreeMap::new(),
+            args: Vec::new(),
+            files: Vec::new(),
+            sim: SimAdjust::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PushFile {
+    pub src: PathBuf,
+    /// Destination on the device, relative to the app's data folder.
+    pub dest: String,
+    pub sha256: String,
+}
+
+/// How a config changes a simulated app's behaviour.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SimAdjust {
+    pub cpu_scale: f64,
+    pub wakeups_scale: f64,
+    pub memory_mb_add: f64,
+    pub cache_hit_ratio: Option<f64>,
+    pub crash_probability: Option<f64>,
+}
+
+impl Default for SimAdjust {
+    fn default() -> Self {
+        SimAdjust {
+            cpu_scale: 1.0,
+            wakeups_scale: 1.0,
+            memory_mb_add: 0.0,
+            cache_hit_ratio: None,
+            crash_probability: None,
+        }
+    }
+}
+
+impl SimAdjust {
+    pub fn apply(&self, p: &SimProfile) -> SimProfile {
+        SimProfile {
+            cpu_pct: p.cpu_pct * self.cpu_scale,
+            wakeups_per_s: p.wakeups_per_s * self.wakeups_scale,
+            memory_mb: p.memory_mb + self.memory_mb_add,
+            cache_hit_ratio: self.cache_hit_ratio.unwrap_or(p.cache_hit_ratio),
+            crash_probability: self.crash_probability.unwrap_or(p.crash_probability),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Workload {
+    /// One request every `request_interval`; `None` means the workload sends no requests.
+    pub request_interval: Option<Duration>,
+    /// Allowed relative difference between expected and observed requests (0.02 = 2 %).
+    pub request_tolerance: f64,
+}
+
+impl Workload {
+    /// Requests the workload implies over `duration`: floor(duration / interval).
+    pub fn expected_requests(&self, duration: Duration) -> Option<u64> {
+        let iv = self.request_interval?;
+        Some((duration.as_nanos() / iv.as_nanos().max(1)) as u64)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct Preconditions {
+    /// Screen brightness range in percent, inclusive.
+    pub brightness: Option<(f64, f64)>,
+    pub bluetooth: Option<bool>,
+    pub wifi: Option<bool>,
+    /// Charge to at least this battery level (percent) before a trial.
+    pub battery_min: Option<f64>,
+    /// Cool down to at most this temperature (°C) before a trial.
+    pub temperature_max: Option<f64>,
+    /// The soak must run off USB power.
+    pub untethered: bool,
+    /// The app must be in the foreground at the end of the soak.
+    pub app_foreground: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StatsSettings {
+    pub alpha: f64,
+    /// Smallest relative change that matters (0.05 = 5 %).
+    pub practical_threshold: f64,
+    /// Confidence level of intervals (0.95).
+    pub confidence: f64,
+}
+
+impl Default for StatsSettings {
+    fn default() -> Self {
+        StatsSettings { alpha: 0.05, practical_threshold: 0.05, confidence: 0.95 }
+    }
+}
+
+/// Upper bounds per phase; a phase that takes longer fails the trial attempt.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PhaseTimeouts {
+    pub prepare: Duration,
+    /// Waiting for the battery to reach `battery_min` and the temperature to drop.
+    pub gate: Duration,
+    pub launch: Duration,
+    pub tether: Duration,
+    pub collect: Duration,
+    /// How long a lost device is waited for before it is declared offline.
+    pub reconnect: Duration,
+}
+
+impl Default for PhaseTimeouts {
+    fn default() -> Self {
+        PhaseTimeouts {
+            prepare: Duration::from_secs(600),
+            gate: Duration::from_secs(4 * 3600),
+            launch: Duration::from_secs(120),
+            tether: Duration::from_secs(120),
+            collect: Duration::from_secs(600),
+            reconnect: Duration::from_secs(1800),
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! The `Device` trait: one lifecycle for every platform (sim, host, Android, iOS).
+//!
+//! The runner only talks to this trait, so a new backend plugs in without touching
+//! the runner. Optional capabilities default to `DeviceError::Unsupported` rather
+//! than failing the trial; the runner decides what an unsupported step means.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use super::state::{DesiredState, StateSnapshot};
+use crate::clock::Clock;
+use crate::config::{Build, DeviceSpec, VariantConfig};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    /// The device is not reachable (unplugged, rebooted, host down). The runner waits
+    /// for it to come back.
+    #[error("device {device} is not connected: {detail}")]
+    Disconnected { device: String, detail: String },
+    #[error("{what} is not supported by {device}")]
+    Unsupported { device: String, what: String },
+    /// The build cannot run on this device (no artifact for its platform).
+    #[error("build {build} has nothing that runs on {device} ({platform})")]
+    NoArtifact { build: String, device: String, platform: String },
+    #[error("{device}: {what} failed: {detail}")]
+    Failed { device: String, what: String, detail: String },
+    #[error("{device}: I/O error on {path}: {source}")]
+    Io { device: String, path: PathBuf, source: std::io::Error },
+}
+
+impl DeviceError {
+    pub fn is_disconnect(&self) -> bool {
+        matches!(self, DeviceError::Disconnected { .. })
+    }
+}
+
+/// What the device says it is.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Identity {
+    pub name: String,
+    pub model: String,
+    pub os: String,
+    /// Serial, UDID or host name.
+    pub serial: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub enum PrepareOutcome {
+    /// The build was installed (its hash differed from what was there).
+    Installed { sha256: String },
+    /// The same build was already installed.
+    AlreadyInstalled { sha256: String },
+}
+
+/// Everything a launch needs; the endpoint URL comes from the runner.
+#[derive(Debug, Clone)]
+pub struct LaunchSpec {
+    pub trial_key: String,
+    /// Seeds whatever randomness the backend has for this trial attempt.
+    pub seed: u64,
+    pub duration: Duration,
+    pub request_interval: Option<Duration>,
+    pub endpoint_url: Option<String>,
+}
+
+/// A running app on a device.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AppHandle {
+    pub id: String,
+    /// Device clock time at launch.
+    pub launched_at: Duration,
+}
+
+/// One number with its unit and where it came from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Measurement {
+    pub metric: String,
+    pub value: f64,
+    pub unit: String,
+    /// "sim model", "batterystats pwi estimate", "/proc/<pid>/stat", ...
+    pub source: String,
+}
+
+impl Measurement {
+    pub fn new(metric: &str, value: f64, unit: &str, source: &str) -> Self {
+        Measurement { metric: metric.into(), value, unit: unit.into(), source: source.into() }
+    }
+}
+
+/// A raw file a trial produced, relative to the trial's artifact folder.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ArtifactFile {
+    pub name: String,
+    pub bytes: u64,
+    pub sha256: String,
+}
+
+/// What the device observed during the soak that decides validity.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct SoakEvidence {
+    /// Seconds the device spent charging while it should have been untethered.
+    pub charging_s: f64,
+    /// The app was not running at collection time.
+    pub app_died: bool,
+    /// Requests the traffic endpoint counted for this trial, when known.
+    pub requests_seen: Option<u64>,
+    /// Soak length as the device measured it.
+    pub measured_duration: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Collected {
+    pub measurements: Vec<Measurement>,
+    pub artifacts: Vec<ArtifactFile>,
+    pub evidence: SoakEvidence,
+}
+
+#[async_trait]
+pub trait Device: Send + Sync {
+    fn spec(&self) -> &DeviceSpec;
+
+    fn name(&self) -> &str {
+        &self.spec().name
+    }
+
+    /// The clock trials on this device run on (virtual for simulated devices).
+    fn clock(&self) -> Clock;
+
+    /// Connects and says what the device is.
+    async fn identify(&self) -> Result<Identity, DeviceError>;
+
+    /// Installs `build` if the installed build's hash differs, then applies `config`.
+    async fn prepare(&self, build: &Build, config: &VariantConfig) -> Result<PrepareOutcome, DeviceError>;
+
+    async fn state(&self) -> Result<StateSnapshot, DeviceError>;
+
+    /// Sets what the platform allows; fields it cannot set are left alone.
+    async fn set_state(&self, _want: &DesiredState) -> Result<(), DeviceError> {
+        Err(DeviceError::Unsupported { device: self.name().into(), what: "setting device state".into() })
+    }
+
+    /// Resets energy counters and starts on-device logging for a new trial.
+    async fn reset_counters(&self) -> Result<(), DeviceError>;
+
+    async fn launch(&self, spec: &LaunchSpec) -> Result<AppHandle, DeviceError>;
+
+    /// Cuts USB power in software (tether = "software").
+    async fn software_untether(&self) -> Result<(), DeviceError> {
+        Err(DeviceError::Unsupported { device: self.name().into(), what: "software untether".into() })
+    }
+
+    async fn software_retether(&self) -> Result<(), DeviceError> {
+        Err(DeviceError::Unsupported { device: self.name().into(), what: "software re-tether".into() })
+    }
+
+    /// Waits until the device answers again, up to `timeout`.
+    async fn wait_connected(&self, timeout: Duration) -> Result<(), DeviceError>;
+
+    /// Stops logging, pulls raw files into `dir`, parses them into measurements.
+    async fn collect(&self, app: &AppHandle, dir: &Path) -> Result<Collected, DeviceError>;
+
+    /// Stops the app (idempotent).
+    async fn stop(&self, app: &AppHandle) -> Result<(), DeviceError>;
+}

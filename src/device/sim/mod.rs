@@ -1,0 +1,1 @@
+//! The simulated phone (being implemented).

@@ -1,0 +1,84 @@
+//! What a device tells about itself, field by field, with where each value came from.
+
+use serde::{Deserialize, Serialize};
+
+/// Where a reading came from. The report says it, so an operator's word is never
+/// mistaken for a measurement.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Provenance {
+    /// Read from the device by the lab.
+    Read,
+    /// Set by the lab and read back.
+    Set,
+    /// Reported by the app under test.
+    App,
+    /// Attested by an operator.
+    Operator,
+}
+
+/// A value that may be unknown (no API reads it on this platform).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum Reading<T> {
+    Unknown,
+    Known { value: T, from: Provenance },
+}
+
+impl<T> Default for Reading<T> {
+    fn default() -> Self {
+        Reading::Unknown
+    }
+}
+
+impl<T: Copy> Reading<T> {
+    pub fn read(value: T) -> Self {
+        Reading::Known { value, from: Provenance::Read }
+    }
+    pub fn value(&self) -> Option<T> {
+        match self {
+            Reading::Unknown => None,
+            Reading::Known { value, .. } => Some(*value),
+        }
+    }
+}
+
+impl Reading<String> {
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Reading::Unknown => None,
+            Reading::Known { value, .. } => Some(value),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct StateSnapshot {
+    /// Screen brightness, percent of maximum.
+    pub brightness_pct: Reading<f64>,
+    pub bluetooth_on: Reading<bool>,
+    pub wifi_on: Reading<bool>,
+    pub battery_pct: Reading<f64>,
+    pub charging: Reading<bool>,
+    /// External power connected (USB), whether or not it charges.
+    pub external_power: Reading<bool>,
+    pub battery_temp_c: Reading<f64>,
+    /// Platform thermal status (Android `Thermal Status: N`, 0 = none).
+    pub thermal_status: Reading<u32>,
+    /// Bundle id / package of the foreground app.
+    pub foreground_app: Reading<String>,
+}
+
+/// State the lab would like the device in; `None` leaves a field alone.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct DesiredState {
+    pub brightness_pct: Option<f64>,
+    pub bluetooth_on: Option<bool>,
+    pub wifi_on: Option<bool>,
+}
+
+impl DesiredState {
+    pub fn is_empty(&self) -> bool {
+        self.brightness_pct.is_none() && self.bluetooth_on.is_none() && self.wifi_on.is_none()
+    }
+}

@@ -1,0 +1,14 @@
+//! `lab`: a reproducible device-lab orchestrator.
+//!
+//! The library never prints; the runner emits events and only the CLI reporter
+//! writes to the terminal.
+
+pub mod clock;
+pub mod collect;
+pub mod config;
+pub mod device;
+pub mod plan;
+pub mod report;
+pub mod seed;
+pub mod stats;
+pub mod store;

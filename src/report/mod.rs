@@ -1,0 +1,1 @@
+//! Reports: tables, Markdown, CSV and JSON from a campaign in the store.

@@ -1,0 +1,1 @@
+//! Statistics: pure functions, each naming its formula and source.

@@ -1,0 +1,182 @@
+//! Rows of the store, as the runner writes them and the report reads them.
+
+use serde::{Deserialize, Serialize};
+
+pub type CampaignId = String;
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CampaignStatus {
+    /// A `lab run` process is working on it (or died without saying so: see `runner_pid`).
+    Running,
+    /// Stopped before every trial was done (Ctrl-C, device offline); resumable.
+    Interrupted,
+    /// Every planned trial has a final outcome.
+    Done,
+}
+
+impl CampaignStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CampaignStatus::Running => "running",
+            CampaignStatus::Interrupted => "interrupted",
+            CampaignStatus::Done => "done",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "running" => Some(Self::Running),
+            "interrupted" => Some(Self::Interrupted),
+            "done" => Some(Self::Done),
+            _ => None,
+        }
+    }
+}
+
+/// What a campaign was started from: enough to re-run it and to trust its results.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct NewCampaign {
+    pub id: CampaignId,
+    pub runbook_name: String,
+    pub runbook_path: String,
+    /// The runbook file's text, verbatim.
+    pub runbook_text: String,
+    pub runbook_sha256: String,
+    /// The lab file's text, verbatim.
+    pub lab_text: String,
+    pub lab_sha256: String,
+    /// sha256 of every build artifact and pushed file, by name.
+    pub content_hashes: serde_json::Value,
+    pub tool_version: String,
+    pub seed: u64,
+    /// RFC 3339.
+    pub created_at: String,
+    pub planned_trials: Vec<PlannedTrialRow>,
+    /// The plan, serialized, so `lab report` can show variants in order.
+    pub plan_json: serde_json::Value,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PlannedTrialRow {
+    /// Position in the plan; stable across resumes.
+    pub idx: u32,
+    /// Human name and artifact folder name: `0007-sim-iphone-1-control-r2`.
+    pub key: String,
+    pub device: String,
+    pub device_model: String,
+    pub variant: String,
+    pub build: String,
+    pub config: String,
+    pub repeat: u32,
+    pub block: u32,
+    /// Position in its device's queue.
+    pub device_order: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CampaignRecord {
+    pub id: CampaignId,
+    pub runbook_name: String,
+    pub runbook_path: String,
+    pub runbook_text: String,
+    pub runbook_sha256: String,
+    pub lab_text: String,
+    pub lab_sha256: String,
+    pub content_hashes: serde_json::Value,
+    pub tool_version: String,
+    pub seed: u64,
+    pub created_at: String,
+    pub finished_at: Option<String>,
+    pub status: CampaignStatus,
+    /// pid of the `lab run` working on it, while running.
+    pub runner_pid: Option<u32>,
+    /// Free-form note set at the end ("interrupted by Ctrl-C", "sim-iphone-2 offline").
+    pub note: Option<String>,
+    pub plan_json: serde_json::Value,
+    /// The lab's own CPU and wakeups during the campaign, when measured.
+    pub footprint_json: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum AttemptStatus {
+    Valid,
+    Invalid,
+}
+
+impl AttemptStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptStatus::Valid => "valid",
+            AttemptStatus::Invalid => "invalid",
+        }
+    }
+}
+
+/// One execution of a planned trial. A planned trial has attempts until one is valid
+/// or the retry limit is reached. Written atomically with its measurements.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AttemptRecord {
+    pub campaign: CampaignId,
+    pub trial_idx: u32,
+    /// 0 for the first attempt.
+    pub attempt: u32,
+    pub status: AttemptStatus,
+    /// Why the attempt is invalid; empty when valid.
+    pub reasons: Vec<String>,
+    /// Phase name → seconds spent, in order.
+    pub phases: Vec<(String, f64)>,
+    /// Wall-clock start and end, RFC 3339.
+    pub started_at: String,
+    pub ended_at: String,
+    /// Device-clock start of the soak, seconds since the device clock's epoch.
+    pub soak_start_s: f64,
+    pub artifact_dir: String,
+    pub measurements: Vec<crate::device::Measurement>,
+    /// State snapshots before and after the soak, as JSON.
+    pub state_before: serde_json::Value,
+    pub state_after: serde_json::Value,
+}
+
+/// A planned trial joined with its attempts' outcome, for status and reports.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TrialRecord {
+    pub row: PlannedTrialRow,
+    pub attempts: u32,
+    /// `pending`, `valid` or `failed` (every attempt invalid).
+    pub outcome: TrialOutcome,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum TrialOutcome {
+    Pending,
+    Valid,
+    Failed,
+}
+
+/// One measurement of one attempt, flattened for reports and `results.csv`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MeasurementRow {
+    pub trial_idx: u32,
+    pub attempt: u32,
+    pub status: AttemptStatus,
+    pub metric: String,
+    pub value: f64,
+    pub unit: String,
+    pub source: String,
+}
+
+/// Last known state of a device, written by its worker as phases change, so that
+/// `lab status` in another terminal can show it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DeviceStatusRow {
+    pub device: String,
+    /// `idle`, `busy`, `offline`.
+    pub state: String,
+    pub battery_pct: Option<f64>,
+    pub campaign: Option<CampaignId>,
+    pub trial_key: Option<String>,
+    pub phase: Option<String>,
+    pub updated_at: String,
+}
