@@ -3,12 +3,16 @@
 //! The library never prints; the runner emits events and only the CLI reporter
 //! writes to the terminal.
 
+pub mod cli;
 pub mod clock;
 pub mod collect;
 pub mod config;
 pub mod device;
 pub mod plan;
 pub mod report;
+pub mod runner;
 pub mod seed;
 pub mod stats;
 pub mod store;
+pub mod tether;
+pub mod transport;

@@ -7,5 +7,5 @@ mod runbook;
 
 pub use diagnostics::{ConfigError, Diagnostic};
 pub use lab::*;
-pub use load::{load_lab, load_runbook};
+pub use load::{load_lab, load_runbook, parse_lab, parse_runbook};
 pub use runbook::*;

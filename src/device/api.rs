@@ -109,6 +109,8 @@ pub struct SoakEvidence {
     pub requests_seen: Option<u64>,
     /// Soak length as the device measured it.
     pub measured_duration: Option<Duration>,
+    /// The device dropped off (USB, network) at some point during the trial.
+    pub lost_contact: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]

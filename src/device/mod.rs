@@ -1,8 +1,10 @@
 //! Devices: the `Device` trait and its backends.
 
 mod api;
+mod factory;
 pub mod sim;
 mod state;
 
 pub use api::*;
+pub use factory::open;
 pub use state::*;

@@ -1,5 +1,9 @@
 //! The SQLite store: campaigns, planned trials, attempts, measurements.
 
 mod records;
+mod schema;
+mod sqlite;
 
 pub use records::*;
+pub use schema::MIGRATIONS;
+pub use sqlite::{Store, StoreError};

@@ -1,0 +1,48 @@
+//! Dispatch: parse arguments, run the command, print, exit with a documented code.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use super::args::{Cli, Command};
+use super::exit::{self, CliError};
+use super::{plan_cmd, report_cmd, run_cmd, status_cmd};
+
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { exit::BAD_INPUT } else { exit::OK };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => return fail(CliError::internal(format!("cannot start the async runtime: {e}"))),
+    };
+    let lab = cli.lab.as_deref();
+    let result: Result<(String, u8), CliError> = match &cli.command {
+        Command::Run(a) => runtime.block_on(run_cmd::run(lab, a)).map(|o| (o.output, o.code)),
+        Command::Plan(a) => plan_cmd::run(lab, a).map(|s| (s, exit::OK)),
+        Command::Status(a) => status_cmd::run(lab, a).map(|s| (s, exit::OK)),
+        Command::Report(a) => report_cmd::run(lab, a).map(|s| (s, exit::OK)),
+    };
+    match result {
+        Ok((out, code)) => {
+            print!("{out}");
+            if !out.is_empty() && !out.ends_with('\n') {
+                println!();
+            }
+            ExitCode::from(code)
+        }
+        Err(e) => fail(e),
+    }
+}
+
+fn fail(e: CliError) -> ExitCode {
+    for line in e.message.lines() {
+        eprintln!("error: {line}");
+    }
+    ExitCode::from(e.code)
+}

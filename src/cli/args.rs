@@ -1,0 +1,76 @@
+//! Command-line arguments (clap).
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(name = "lab", version, about = "Reproducible device-lab orchestrator: builds × configs × devices × repeats, with statistics")]
+pub struct Cli {
+    /// The lab inventory. Default: ./lab.toml if present, else the built-in default lab
+    /// (simulated phones on this machine). Also settable with LAB_CONFIG.
+    #[arg(long, global = true, env = "LAB_CONFIG", value_name = "FILE")]
+    pub lab: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a campaign: every trial of a runbook, devices in parallel.
+    Run(RunArgs),
+    /// Show what a runbook would run: variants, trials per device, order, time.
+    Plan(PlanArgs),
+    /// Show the lab's devices and campaigns (works while `lab run` is going).
+    Status(StatusArgs),
+    /// Print a campaign's report again, or write it in another format.
+    Report(ReportArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The runbook (matrix) to run, e.g. runbooks/quickstart.toml.
+    pub runbook: Option<PathBuf>,
+    /// Continue an interrupted campaign (id from `lab status`).
+    #[arg(long, value_name = "CAMPAIGN", conflicts_with = "runbook")]
+    pub resume: Option<String>,
+    /// Print the final summary as JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Plain progress: one line per phase change too.
+    #[arg(long, short)]
+    pub verbose: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    pub runbook: PathBuf,
+    #[arg(long)]
+    pub json: bool,
+    /// Show every trial in run order, not just the first block per device.
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum ReportFormat {
+    Table,
+    Md,
+    Json,
+    Csv,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReportArgs {
+    /// Campaign id; default: the newest campaign.
+    pub campaign: Option<String>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: ReportFormat,
+}

@@ -1,0 +1,57 @@
+//! Exit codes (documented in README and docs/cli.md).
+
+use std::fmt;
+
+pub const OK: u8 = 0;
+pub const INTERNAL: u8 = 1;
+pub const BAD_INPUT: u8 = 2;
+pub const UNAVAILABLE: u8 = 3;
+pub const TRIALS_FAILED: u8 = 4;
+pub const REGRESSION: u8 = 5;
+pub const INTERRUPTED: u8 = 130;
+
+/// An error that ends the command, with its exit code. Shown as `error: ...` lines.
+#[derive(Debug)]
+pub struct CliError {
+    pub code: u8,
+    pub message: String,
+}
+
+impl CliError {
+    pub fn new(code: u8, message: impl fmt::Display) -> Self {
+        CliError { code, message: message.to_string() }
+    }
+    pub fn bad_input(message: impl fmt::Display) -> Self {
+        Self::new(BAD_INPUT, message)
+    }
+    pub fn internal(message: impl fmt::Display) -> Self {
+        Self::new(INTERNAL, message)
+    }
+}
+
+impl From<crate::config::ConfigError> for CliError {
+    fn from(e: crate::config::ConfigError) -> Self {
+        CliError::bad_input(e)
+    }
+}
+
+impl From<crate::store::StoreError> for CliError {
+    fn from(e: crate::store::StoreError) -> Self {
+        match e {
+            crate::store::StoreError::NoCampaign(_) | crate::store::StoreError::Missing { .. } => CliError::bad_input(e),
+            other => CliError::internal(other),
+        }
+    }
+}
+
+impl From<crate::runner::RunError> for CliError {
+    fn from(e: crate::runner::RunError) -> Self {
+        CliError::internal(e)
+    }
+}
+
+impl From<crate::plan::PlanError> for CliError {
+    fn from(e: crate::plan::PlanError) -> Self {
+        CliError::bad_input(e)
+    }
+}

@@ -1,0 +1,14 @@
+//! The `lab` command line. The only part of the crate that prints.
+
+mod app;
+pub mod args;
+pub mod context;
+pub mod exit;
+mod operator;
+pub mod plan_cmd;
+mod report_cmd;
+pub mod reporter;
+mod run_cmd;
+pub mod status_cmd;
+
+pub use app::main;

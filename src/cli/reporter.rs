@@ -1,0 +1,179 @@
+//! The terminal reporter: the only place progress is printed.
+//!
+//! On a terminal: indicatif bars, one per device and one overall, redrawn only when
+//! an event arrives and at most a few times a second (no ticking while nobody
+//! works: a soak must not wake the orchestrator). Otherwise: one plain line per event.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tokio::sync::mpsc;
+
+use crate::runner::Event;
+
+pub struct Reporter {
+    mode: Mode,
+    verbose: bool,
+}
+
+enum Mode {
+    Bars { multi: MultiProgress, overall: Option<ProgressBar>, devices: BTreeMap<String, ProgressBar> },
+    Plain { out: Box<dyn Write + Send> },
+}
+
+impl Reporter {
+    /// Bars when stdout is a terminal, plain lines otherwise. `to_stderr` sends plain
+    /// lines to stderr (when stdout carries JSON).
+    pub fn new(verbose: bool, to_stderr: bool) -> Self {
+        let mode = if std::io::stdout().is_terminal() && !to_stderr {
+            let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stdout_with_hz(4));
+            Mode::Bars { multi, overall: None, devices: BTreeMap::new() }
+        } else if to_stderr {
+            Mode::Plain { out: Box::new(std::io::stderr()) }
+        } else {
+            Mode::Plain { out: Box::new(std::io::stdout()) }
+        };
+        Reporter { mode, verbose }
+    }
+
+    /// Consumes events until the runner drops its sender.
+    pub async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Event>) {
+        while let Some(e) = rx.recv().await {
+            self.handle(&e);
+        }
+        if let Mode::Bars { multi, .. } = &self.mode {
+            let _ = multi.clear();
+        }
+    }
+
+    fn handle(&mut self, e: &Event) {
+        let verbose = self.verbose;
+        match &mut self.mode {
+            Mode::Plain { out } => {
+                if let Some(line) = plain_line(e, verbose) {
+                    let _ = writeln!(out, "{line}");
+                }
+            }
+            Mode::Bars { multi, overall, devices } => bars(multi, overall, devices, e),
+        }
+    }
+}
+
+fn bars(
+    multi: &MultiProgress,
+    overall: &mut Option<ProgressBar>,
+    devices: &mut BTreeMap<String, ProgressBar>,
+    e: &Event,
+) {
+    match e {
+        Event::CampaignStarted { id, devices: devs, resumed, .. } => {
+            let total: u64 = devs.iter().map(|d| d.planned as u64).sum();
+            let done: u64 = devs.iter().map(|d| d.done as u64).sum();
+            let style = ProgressStyle::with_template("{prefix:>16} [{bar:30}] {pos}/{len} trials  ETA {eta}  {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> ");
+            let o = multi.add(ProgressBar::new(total).with_style(style).with_prefix("campaign"));
+            o.set_position(done);
+            o.set_message(format!("{id}{}", if *resumed { " (resumed)" } else { "" }));
+            *overall = Some(o);
+            let dstyle = ProgressStyle::with_template("{prefix:>16} [{bar:30}] {pos}/{len}  {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> ");
+            for d in devs {
+                let b = multi.add(ProgressBar::new(d.planned as u64).with_style(dstyle.clone()).with_prefix(d.device.clone()));
+                b.set_position(d.done as u64);
+                devices.insert(d.device.clone(), b);
+            }
+        }
+        Event::Phase { device, trial, attempt, phase } => {
+            if let Some(b) = devices.get(device) {
+                let retry = if *attempt > 0 { format!(" (retry {attempt})") } else { String::new() };
+                b.set_message(format!("{} {trial}{retry}", phase.as_str()));
+            }
+        }
+        Event::Waiting { device, what, .. } => {
+            if let Some(b) = devices.get(device) {
+                b.set_message(what.clone());
+            }
+        }
+        Event::AttemptRecorded { device, trial, valid, reasons, will_retry, .. } => {
+            if *valid || !*will_retry {
+                if let Some(b) = devices.get(device) {
+                    b.inc(1);
+                }
+                if let Some(o) = overall {
+                    o.inc(1);
+                }
+            }
+            if !*valid {
+                let _ = multi.println(format!(
+                    "  invalid: {trial}: {}{}",
+                    reasons.join("; "),
+                    if *will_retry { " (will retry)" } else { " (no retries left)" }
+                ));
+            }
+        }
+        Event::DeviceOffline { device, reason } => {
+            if let Some(b) = devices.get(device) {
+                b.abandon_with_message(format!("offline: {reason}"));
+            }
+        }
+        Event::DeviceDone { device } => {
+            if let Some(b) = devices.get(device) {
+                b.finish_with_message("done");
+            }
+        }
+        Event::CampaignFinished { .. } => {
+            if let Some(o) = overall {
+                o.finish();
+            }
+        }
+        Event::Installed { .. } => {}
+    }
+}
+
+/// The line printed for an event when stdout is not a terminal; `None` to stay quiet.
+pub fn plain_line(e: &Event, verbose: bool) -> Option<String> {
+    match e {
+        Event::CampaignStarted { id, runbook, resumed, devices, artifacts } => {
+            let total: u32 = devices.iter().map(|d| d.planned).sum();
+            let done: u32 = devices.iter().map(|d| d.done).sum();
+            Some(format!(
+                "{} campaign {id} ({runbook}): {total} trials on {} devices, {done} already done; artifacts in {artifacts}",
+                if *resumed { "resuming" } else { "starting" },
+                devices.len()
+            ))
+        }
+        Event::Phase { device, trial, attempt, phase } => {
+            verbose.then(|| format!("[{device}] {trial} attempt {}: {}", attempt + 1, phase.as_str()))
+        }
+        Event::Waiting { device, trial, what } => verbose.then(|| format!("[{device}] {trial}: waiting, {what}")),
+        Event::Installed { device, build, skipped } => {
+            (!skipped).then(|| format!("[{device}] installed {build}"))
+        }
+        Event::AttemptRecorded { device, trial, attempt, valid, reasons, will_retry } => Some(if *valid {
+            format!("[{device}] {trial} attempt {}: valid", attempt + 1)
+        } else {
+            format!(
+                "[{device}] {trial} attempt {}: INVALID: {}{}",
+                attempt + 1,
+                reasons.join("; "),
+                if *will_retry { " (will retry)" } else { " (no retries left)" }
+            )
+        }),
+        Event::DeviceOffline { device, reason } => Some(format!("[{device}] OFFLINE: {reason}")),
+        Event::DeviceDone { device } => Some(format!("[{device}] done")),
+        Event::CampaignFinished { id, status, valid, failed, pending, invalid_attempts, wall, note } => Some(format!(
+            "campaign {id} {}: {valid} valid, {failed} failed, {pending} pending, {invalid_attempts} invalid attempts, {}{}",
+            status.as_str(),
+            human_wall(*wall),
+            note.as_ref().map(|n| format!(" ({n})")).unwrap_or_default()
+        )),
+    }
+}
+
+fn human_wall(d: Duration) -> String {
+    if d < Duration::from_secs(60) { format!("{:.1} s", d.as_secs_f64()) } else { crate::plan::human_duration(d.as_secs_f64()) }
+}

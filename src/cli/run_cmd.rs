@@ -1,0 +1,157 @@
+//! `lab run RUNBOOK` and `lab run --resume CAMPAIGN`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, watch};
+
+use super::args::RunArgs;
+use super::context::{self, display_path};
+use super::exit::{self, CliError};
+use super::operator::TerminalOperator;
+use super::report_cmd;
+use super::reporter::Reporter;
+use crate::config::{self, Lab, Runbook};
+use crate::plan::{self, Plan};
+use crate::runner::{self, Campaign, EventSink};
+use crate::store::{CampaignStatus, Store};
+
+pub const NO_RUNBOOK: &str = "no runbook given; fix: `lab run runbooks/quickstart.toml` (a first campaign in seconds) \
+or `lab run runbooks/envoy-battery-audit.toml` (the Envoy Mobile battery audit), or `lab run --resume CAMPAIGN`";
+
+/// What the command printed and its exit code.
+pub struct RunOutcome {
+    pub output: String,
+    pub code: u8,
+}
+
+pub async fn run(lab_arg: Option<&Path>, args: &RunArgs) -> Result<RunOutcome, CliError> {
+    let lab = Arc::new(context::load_lab(lab_arg)?);
+    // Everything is validated before the store is touched: bad input changes nothing.
+    let (runbook, plan, store, id, resumed) = match (&args.runbook, &args.resume) {
+        (Some(path), _) => {
+            let runbook = config::load_runbook(path, &lab)?;
+            let plan = plan::build(&runbook, &lab)?;
+            let devices = open_devices(&lab, &plan)?;
+            let store = context::open_store(&lab)?;
+            let id = runner::new_id(&runbook.name, &store)?;
+            store.create_campaign(&runner::new_record(&id, &lab, &runbook, &plan), plan.max_attempts, std::process::id())?;
+            return execute(lab, runbook, plan, store, id, devices, false, args).await;
+        }
+        (None, Some(id)) => {
+            let store = context::open_store_existing(&lab)?
+                .ok_or_else(|| CliError::bad_input(format!("no store at {}; nothing to resume", display_path(&lab.store_path))))?;
+            let c = store.campaign(id)?;
+            if c.status == CampaignStatus::Running && c.runner_pid.is_some_and(pid_alive) {
+                return Err(CliError::bad_input(format!(
+                    "campaign {id} is being run by process {}; fix: wait for it, or stop it first",
+                    c.runner_pid.unwrap_or_default()
+                )));
+            }
+            let runbook = config::parse_runbook(&c.runbook_text, Path::new(&c.runbook_path), &lab)?;
+            let plan: Plan = serde_json::from_value(c.plan_json.clone())
+                .map_err(|e| CliError::internal(format!("campaign {id}: stored plan unreadable: {e}")))?;
+            store.set_running(id, std::process::id())?;
+            (runbook, plan, store, id.clone(), true)
+        }
+        (None, None) => return Err(CliError::bad_input(NO_RUNBOOK)),
+    };
+    let devices = open_devices(&lab, &plan)?;
+    execute(lab, runbook, plan, store, id, devices, resumed, args).await
+}
+
+type Devices = BTreeMap<String, Arc<dyn crate::device::Device>>;
+
+fn open_devices(lab: &Lab, plan: &Plan) -> Result<Devices, CliError> {
+    let mut out = BTreeMap::new();
+    for d in &plan.devices {
+        let spec = lab.device(&d.name).ok_or_else(|| {
+            CliError::bad_input(format!(
+                "{}: device {} of the campaign is not in the lab; fix: add it back or use another --lab",
+                lab.source.display(),
+                d.name
+            ))
+        })?;
+        let dev = crate::device::open(spec, lab).map_err(|e| CliError::new(exit::UNAVAILABLE, e))?;
+        out.insert(d.name.clone(), dev);
+    }
+    Ok(out)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn execute(
+    lab: Arc<Lab>,
+    runbook: Runbook,
+    plan: Plan,
+    store: Store,
+    id: String,
+    devices: Devices,
+    resumed: bool,
+    args: &RunArgs,
+) -> Result<RunOutcome, CliError> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let reporter = tokio::spawn(Reporter::new(args.verbose, args.json).run(rx));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let ctrl_c = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            let _ = stop_tx.send(true);
+            // A second Ctrl-C does not wait for the current trials to wind down.
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(exit::INTERRUPTED as i32);
+            }
+        }
+    });
+    let operator: Arc<dyn crate::tether::Operator> = Arc::new(TerminalOperator::new());
+    let mut opened = BTreeMap::new();
+    for (name, dev) in devices {
+        let tether = runner::tether_for(&lab, &name, operator.clone())
+            .ok_or_else(|| CliError::internal(format!("device {name} has no tether")))?;
+        opened.insert(name, (dev, tether));
+    }
+    let campaign = Campaign {
+        id: id.clone(),
+        lab: lab.clone(),
+        runbook: Arc::new(runbook),
+        plan: Arc::new(plan),
+        store: store.clone(),
+        devices: opened,
+        events: EventSink::new(tx),
+        shutdown: stop_rx.clone(),
+    };
+    let result = campaign.run(resumed).await;
+    ctrl_c.abort();
+    let _ = reporter.await;
+    let summary = result?;
+
+    let files = report_cmd::write_files(&store, &id, &summary.artifacts)?;
+    let mut output = String::new();
+    if args.json {
+        let json = serde_json::json!({ "campaign": summary, "files": files });
+        output.push_str(&serde_json::to_string_pretty(&json).map_err(CliError::internal)?);
+        output.push('\n');
+    } else {
+        output.push_str(&report_cmd::table(&store, &id)?);
+        output.push_str("\nreport files:\n");
+        for f in &files {
+            output.push_str(&format!("  {f}\n"));
+        }
+        if summary.status == CampaignStatus::Interrupted {
+            output.push_str(&format!("\ncampaign {id} is interrupted; continue it with: lab run --resume {id}\n"));
+        }
+    }
+    let code = if *stop_rx.borrow() && summary.pending > 0 {
+        exit::INTERRUPTED
+    } else if summary.pending > 0 {
+        exit::UNAVAILABLE
+    } else if summary.failed > 0 {
+        exit::TRIALS_FAILED
+    } else {
+        exit::OK
+    };
+    Ok(RunOutcome { output, code })
+}
+
+pub fn pid_alive(pid: u32) -> bool {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_ok()
+}

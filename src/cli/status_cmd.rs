@@ -1,0 +1,158 @@
+//! `lab status`: the lab's devices and campaigns, read from the store so it works
+//! from another terminal while `lab run` is going.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use tabled::settings::Style;
+use tabled::{Table, Tabled};
+
+use super::args::StatusArgs;
+use super::context::{self, display_path};
+use super::exit::CliError;
+use super::run_cmd::pid_alive;
+use crate::config::Lab;
+use crate::store::{CampaignRecord, CampaignStatus, DeviceStatusRow, Store, TrialOutcome};
+
+#[derive(Debug, Serialize, Tabled)]
+pub struct DeviceLine {
+    pub device: String,
+    pub platform: String,
+    pub model: String,
+    pub host: String,
+    pub tether: String,
+    pub state: String,
+    pub battery: String,
+    pub campaign: String,
+    pub trial: String,
+    pub phase: String,
+}
+
+#[derive(Debug, Serialize, Tabled)]
+pub struct CampaignLine {
+    pub campaign: String,
+    pub runbook: String,
+    pub status: String,
+    pub progress: String,
+    pub valid: u32,
+    pub failed: u32,
+    #[tabled(rename = "invalid attempts")]
+    pub invalid_attempts: u32,
+    pub eta: String,
+    pub note: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct StatusView {
+    pub lab: String,
+    pub store: String,
+    pub devices: Vec<DeviceLine>,
+    pub campaigns: Vec<CampaignLine>,
+}
+
+pub fn run(lab_arg: Option<&std::path::Path>, args: &StatusArgs) -> Result<String, CliError> {
+    let lab = context::load_lab(lab_arg)?;
+    let store = context::open_store_existing(&lab)?;
+    let view = collect(&lab, store.as_ref())?;
+    if args.json {
+        return serde_json::to_string_pretty(&view).map_err(CliError::internal);
+    }
+    Ok(render(&view))
+}
+
+pub fn collect(lab: &Lab, store: Option<&Store>) -> Result<StatusView, CliError> {
+    let statuses: BTreeMap<String, DeviceStatusRow> = match store {
+        Some(s) => s.device_statuses()?.into_iter().map(|r| (r.device.clone(), r)).collect(),
+        None => BTreeMap::new(),
+    };
+    let campaigns = match store {
+        Some(s) => s.campaigns()?,
+        None => Vec::new(),
+    };
+    let live = |c: &CampaignRecord| c.status == CampaignStatus::Running && c.runner_pid.is_some_and(pid_alive);
+    let devices = lab
+        .devices
+        .iter()
+        .map(|d| {
+            let st = statuses.get(&d.name);
+            // A device row of a campaign whose runner died is stale: say so.
+            let running = st
+                .and_then(|s| s.campaign.as_ref())
+                .and_then(|id| campaigns.iter().find(|c| &c.id == id))
+                .is_some_and(live);
+            let state = match st {
+                None => "idle".to_string(),
+                Some(s) if s.state == "busy" && !running => "idle (last run stopped)".to_string(),
+                Some(s) => s.state.clone(),
+            };
+            let busy = running && st.is_some_and(|s| s.state == "busy");
+            DeviceLine {
+                device: d.name.clone(),
+                platform: d.platform.to_string(),
+                model: d.model.clone(),
+                host: d.host.clone(),
+                tether: d.tether.label(),
+                state,
+                battery: st.and_then(|s| s.battery_pct).map(|b| format!("{b:.0} %")).unwrap_or_else(|| "-".into()),
+                campaign: st.and_then(|s| s.campaign.clone()).unwrap_or_else(|| "-".into()),
+                trial: if busy { st.and_then(|s| s.trial_key.clone()).unwrap_or_default() } else { "-".into() },
+                phase: if busy { st.and_then(|s| s.phase.clone()).unwrap_or_default() } else { "-".into() },
+            }
+        })
+        .collect();
+    let mut lines = Vec::new();
+    for c in &campaigns {
+        let trials = store.map(|s| s.trials(&c.id)).transpose()?.unwrap_or_default();
+        let planned = trials.len() as u32;
+        let count = |o| trials.iter().filter(|t| t.outcome == o).count() as u32;
+        let (valid, failed) = (count(TrialOutcome::Valid), count(TrialOutcome::Failed));
+        let attempts: u32 = trials.iter().map(|t| t.attempts).sum();
+        let done = valid + failed;
+        let status = match c.status {
+            CampaignStatus::Running if live(c) => "running".to_string(),
+            CampaignStatus::Running => "interrupted (runner gone)".to_string(),
+            s => s.as_str().to_string(),
+        };
+        let eta = if live(c) && done > 0 && done < planned {
+            chrono::DateTime::parse_from_rfc3339(&c.created_at)
+                .ok()
+                .map(|t| {
+                    let elapsed = (chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_seconds().max(0) as f64;
+                    crate::plan::human_duration(elapsed / done as f64 * (planned - done) as f64)
+                })
+                .unwrap_or_else(|| "-".into())
+        } else {
+            "-".into()
+        };
+        lines.push(CampaignLine {
+            campaign: c.id.clone(),
+            runbook: c.runbook_name.clone(),
+            status,
+            progress: format!("{done}/{planned}"),
+            valid,
+            failed,
+            invalid_attempts: attempts - valid,
+            eta,
+            note: c.note.clone().unwrap_or_default(),
+        });
+    }
+    Ok(StatusView {
+        lab: format!("{} ({})", lab.name, display_path(&lab.source)),
+        store: display_path(&lab.store_path),
+        devices,
+        campaigns: lines,
+    })
+}
+
+pub fn render(v: &StatusView) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "lab {}; store {}", v.lab, v.store);
+    let _ = writeln!(s, "\ndevices:\n{}", Table::new(&v.devices).with(Style::rounded()));
+    if v.campaigns.is_empty() {
+        let _ = writeln!(s, "\nno campaigns yet; start one with: lab run runbooks/quickstart.toml");
+    } else {
+        let _ = writeln!(s, "\ncampaigns (newest first):\n{}", Table::new(&v.campaigns).with(Style::rounded()));
+    }
+    s
+}

@@ -1,0 +1,235 @@
+//! A campaign: every trial of one `lab run`, one worker per device, devices in parallel.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use super::event::{DeviceProgress, Event, EventSink};
+use super::trial::{RunError, TrialContext, blocking, now_rfc3339};
+use super::worker::{WorkerEnd, run_device};
+use crate::config::{Lab, Runbook};
+use crate::device::Device;
+use crate::plan::Plan;
+use crate::store::{CampaignStatus, NewCampaign, Store, TrialOutcome};
+use crate::tether::{Operator, Tether};
+
+/// Everything a campaign runs with.
+pub struct Campaign {
+    pub id: String,
+    pub lab: Arc<Lab>,
+    pub runbook: Arc<Runbook>,
+    pub plan: Arc<Plan>,
+    pub store: Store,
+    /// One opened device (and its tether) per planned device.
+    pub devices: BTreeMap<String, (Arc<dyn Device>, Box<dyn Tether>)>,
+    pub events: EventSink,
+    pub shutdown: watch::Receiver<bool>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CampaignSummary {
+    pub id: String,
+    pub status: CampaignStatus,
+    pub valid: u32,
+    pub failed: u32,
+    pub pending: u32,
+    pub invalid_attempts: u32,
+    pub wall_s: f64,
+    pub note: Option<String>,
+    pub artifacts: PathBuf,
+}
+
+/// A new campaign id: `<runbook>-<UTC yyyymmdd-hhmmss>`, with a suffix if taken.
+pub fn new_id(runbook: &str, store: &Store) -> Result<String, RunError> {
+    let base = format!("{}-{}", runbook, chrono::Utc::now().format("%Y%m%d-%H%M%S"));
+    let taken: Vec<String> = store.campaigns()?.into_iter().map(|c| c.id).collect();
+    let mut id = base.clone();
+    let mut n = 2;
+    while taken.contains(&id) {
+        id = format!("{base}-{n}");
+        n += 1;
+    }
+    Ok(id)
+}
+
+/// What a campaign was started from, for the store.
+pub fn new_record(id: &str, lab: &Lab, runbook: &Runbook, plan: &Plan) -> NewCampaign {
+    let mut builds = serde_json::Map::new();
+    for b in &runbook.builds {
+        let mut m = serde_json::Map::new();
+        if let Some(a) = &b.ios {
+            m.insert("ios".into(), a.sha256.clone().into());
+        }
+        if let Some(a) = &b.android {
+            m.insert("android".into(), a.sha256.clone().into());
+        }
+        if let Some(h) = &b.host {
+            m.insert("host".into(), crate::seed::sha256_hex(serde_json::to_string(h).unwrap_or_default().as_bytes()).into());
+        }
+        if let Some(s) = &b.sim {
+            m.insert("sim".into(), crate::seed::sha256_hex(serde_json::to_string(s).unwrap_or_default().as_bytes()).into());
+        }
+        builds.insert(b.name.clone(), m.into());
+    }
+    let mut files = serde_json::Map::new();
+    for c in &runbook.configs {
+        for f in &c.files {
+            files.insert(format!("{}:{}", c.name, f.dest), f.sha256.clone().into());
+        }
+    }
+    NewCampaign {
+        id: id.into(),
+        runbook_name: runbook.name.clone(),
+        runbook_path: runbook.source.display().to_string(),
+        runbook_text: runbook.text.clone(),
+        runbook_sha256: runbook.sha256.clone(),
+        lab_text: lab.text.clone(),
+        lab_sha256: crate::seed::sha256_hex(lab.text.as_bytes()),
+        content_hashes: serde_json::json!({ "builds": builds, "files": files }),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        seed: runbook.seed,
+        created_at: now_rfc3339(),
+        planned_trials: plan.trials.clone(),
+        plan_json: serde_json::to_value(plan).unwrap_or_default(),
+    }
+}
+
+impl Campaign {
+    pub fn artifacts_dir(&self) -> PathBuf {
+        self.lab.artifacts_dir.join(&self.id)
+    }
+
+    /// Runs every trial that has no final outcome yet. Works the same for a new
+    /// campaign and for a resumed one: the store says what is left.
+    pub async fn run(self, resumed: bool) -> Result<CampaignSummary, RunError> {
+        let wall = Instant::now();
+        let artifacts = self.artifacts_dir();
+        std::fs::create_dir_all(&artifacts).map_err(|source| RunError::Artifacts { path: artifacts.clone(), source })?;
+        // Half-written attempts of a crashed run are not records: drop them.
+        let partial = artifacts.join(".partial");
+        if partial.exists() {
+            std::fs::remove_dir_all(&partial).map_err(|source| RunError::Artifacts { path: partial.clone(), source })?;
+        }
+        let store = self.store.clone();
+        let id = self.id.clone();
+        let trials = blocking(move || store.trials(&id)).await?;
+
+        let mut queues: BTreeMap<String, Vec<_>> = BTreeMap::new();
+        let mut progress: BTreeMap<String, DeviceProgress> = BTreeMap::new();
+        let mut sorted = trials;
+        sorted.sort_by_key(|t| (t.row.device.clone(), t.row.device_order));
+        for t in sorted {
+            let p = progress.entry(t.row.device.clone()).or_insert(DeviceProgress {
+                device: t.row.device.clone(),
+                planned: 0,
+                done: 0,
+            });
+            p.planned += 1;
+            if t.outcome == TrialOutcome::Pending {
+                queues.entry(t.row.device.clone()).or_default().push((t.row.clone(), t.attempts));
+            } else {
+                p.done += 1;
+            }
+        }
+        self.events.emit(Event::CampaignStarted {
+            id: self.id.clone(),
+            runbook: self.runbook.name.clone(),
+            resumed,
+            devices: progress.into_values().collect(),
+            artifacts: artifacts.display().to_string(),
+        });
+
+        let ctx = Arc::new(TrialContext {
+            campaign: self.id.clone(),
+            runbook: self.runbook.clone(),
+            store: self.store.clone(),
+            events: self.events.clone(),
+            artifacts: artifacts.clone(),
+            max_attempts: self.plan.max_attempts,
+            shutdown: self.shutdown.clone(),
+        });
+        let mut devices = self.devices;
+        let mut set = JoinSet::new();
+        let mut missing = Vec::new();
+        for (name, queue) in queues {
+            match devices.remove(&name) {
+                Some((device, tether)) => {
+                    let ctx = ctx.clone();
+                    set.spawn(async move { (name, run_device(ctx, device, tether, queue).await) });
+                }
+                None => missing.push(name),
+            }
+        }
+        let mut offline: Vec<String> = missing.iter().map(|d| format!("{d}: not available")).collect();
+        let mut cancelled = false;
+        let mut fatal = None;
+        while let Some(joined) = set.join_next().await {
+            match joined {
+                Ok((_, Ok(WorkerEnd::Finished))) => {}
+                Ok((name, Ok(WorkerEnd::Offline(reason)))) => offline.push(format!("{name}: {reason}")),
+                Ok((_, Ok(WorkerEnd::Cancelled))) => cancelled = true,
+                Ok((_, Err(e))) => fatal = fatal.or(Some(e)),
+                Err(e) => fatal = fatal.or(Some(RunError::Internal(format!("device worker panicked: {e}")))),
+            }
+        }
+
+        let store = self.store.clone();
+        let id = self.id.clone();
+        let trials = blocking(move || store.trials(&id)).await?;
+        let count = |o| trials.iter().filter(|t| t.outcome == o).count() as u32;
+        let (valid, failed, pending) = (count(TrialOutcome::Valid), count(TrialOutcome::Failed), count(TrialOutcome::Pending));
+        let invalid_attempts = trials.iter().map(|t| t.attempts).sum::<u32>() - valid;
+        let mut notes = Vec::new();
+        if cancelled {
+            notes.push("stopped by the user".to_string());
+        }
+        if !offline.is_empty() {
+            notes.push(format!("devices offline: {}", offline.join("; ")));
+        }
+        if let Some(e) = &fatal {
+            notes.push(format!("error: {e}"));
+        }
+        let status = if pending == 0 { CampaignStatus::Done } else { CampaignStatus::Interrupted };
+        let note = (!notes.is_empty()).then(|| notes.join("; "));
+        let store = self.store.clone();
+        let (id, n) = (self.id.clone(), note.clone());
+        blocking(move || store.finish_campaign(&id, status, &now_rfc3339(), n.as_deref(), None)).await?;
+        if let Some(e) = fatal {
+            return Err(e);
+        }
+        let summary = CampaignSummary {
+            id: self.id.clone(),
+            status,
+            valid,
+            failed,
+            pending,
+            invalid_attempts,
+            wall_s: wall.elapsed().as_secs_f64(),
+            note: note.clone(),
+            artifacts,
+        };
+        self.events.emit(Event::CampaignFinished {
+            id: self.id,
+            status,
+            valid,
+            failed,
+            pending,
+            invalid_attempts,
+            wall: wall.elapsed(),
+            note,
+        });
+        Ok(summary)
+    }
+}
+
+/// Opens the tether of every device; `operator` answers manual steps.
+pub fn tether_for(lab: &Lab, device: &str, operator: Arc<dyn Operator>) -> Option<Box<dyn Tether>> {
+    let spec = lab.device(device)?;
+    let transport: Arc<dyn crate::transport::Transport> = Arc::new(crate::transport::LocalTransport::new(&spec.host));
+    Some(crate::tether::for_spec(&spec.tether, transport, operator))
+}

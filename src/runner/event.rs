@@ -1,0 +1,124 @@
+//! Events: everything the runner has to say. Only the CLI reporter prints them.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use crate::store::CampaignStatus;
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Prepare,
+    Gate,
+    Launch,
+    Untether,
+    Soak,
+    Retether,
+    Collect,
+    Validate,
+    Record,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Prepare => "prepare",
+            Phase::Gate => "gate",
+            Phase::Launch => "launch",
+            Phase::Untether => "untether",
+            Phase::Soak => "soak",
+            Phase::Retether => "retether",
+            Phase::Collect => "collect",
+            Phase::Validate => "validate",
+            Phase::Record => "record",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    CampaignStarted {
+        id: String,
+        runbook: String,
+        resumed: bool,
+        /// Planned trials per device, and how many of them are already done.
+        devices: Vec<DeviceProgress>,
+        artifacts: String,
+    },
+    Phase {
+        device: String,
+        trial: String,
+        attempt: u32,
+        phase: Phase,
+    },
+    /// A gate holds the device (charging, cooling down).
+    Waiting {
+        device: String,
+        trial: String,
+        what: String,
+    },
+    Installed {
+        device: String,
+        build: String,
+        skipped: bool,
+    },
+    AttemptRecorded {
+        device: String,
+        trial: String,
+        attempt: u32,
+        valid: bool,
+        reasons: Vec<String>,
+        will_retry: bool,
+    },
+    DeviceOffline {
+        device: String,
+        reason: String,
+    },
+    DeviceDone {
+        device: String,
+    },
+    CampaignFinished {
+        id: String,
+        status: CampaignStatus,
+        valid: u32,
+        failed: u32,
+        pending: u32,
+        invalid_attempts: u32,
+        wall: Duration,
+        note: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceProgress {
+    pub device: String,
+    pub planned: u32,
+    pub done: u32,
+}
+
+/// Where the runner sends events. Sending never blocks and never fails the run:
+/// a reporter that went away just stops listening.
+#[derive(Debug, Clone)]
+pub struct EventSink {
+    tx: Option<mpsc::UnboundedSender<Event>>,
+}
+
+impl EventSink {
+    pub fn new(tx: mpsc::UnboundedSender<Event>) -> Self {
+        EventSink { tx: Some(tx) }
+    }
+
+    /// A sink that drops everything (benchmarks, tests that do not watch).
+    pub fn discard() -> Self {
+        EventSink { tx: None }
+    }
+
+    pub fn emit(&self, e: Event) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(e);
+        }
+    }
+}

@@ -1,0 +1,421 @@
+//! One attempt of one trial: the state machine
+//! prepare → gate → launch → untether → soak → re-tether → collect → validate → record.
+//!
+//! Every phase's device-clock duration is kept with the attempt. Whatever goes
+//! wrong on the device becomes an invalid attempt with a reason a person
+//! understands; only store and file-system failures abort the campaign.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::event::{Event, EventSink, Phase};
+use super::validate;
+use crate::clock::Clock;
+use crate::config::Runbook;
+use crate::device::{AppHandle, Collected, DesiredState, Device, DeviceError, LaunchSpec, StateSnapshot};
+use crate::store::{AttemptRecord, AttemptStatus, DeviceStatusRow, PlannedTrialRow, Store, StoreError};
+use crate::tether::{Tether, TetherError, UntetherMode};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("artifacts: {path}: {source}; fix: check free disk space and permissions")]
+    Artifacts { path: PathBuf, source: std::io::Error },
+    #[error("internal: {0}")]
+    Internal(String),
+}
+
+/// What every trial of a campaign shares.
+pub struct TrialContext {
+    pub campaign: String,
+    pub runbook: Arc<Runbook>,
+    pub store: Store,
+    pub events: EventSink,
+    /// `artifacts/<campaign>`.
+    pub artifacts: PathBuf,
+    pub max_attempts: u32,
+    /// Becomes `true` on Ctrl-C: finish nothing new, record nothing partial.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum AttemptOutcome {
+    Recorded { valid: bool },
+    /// The device went away and did not come back; its remaining trials wait.
+    DeviceOffline { reason: String },
+    /// Ctrl-C: the attempt was abandoned and not recorded.
+    Cancelled,
+}
+
+/// A step that failed: a reason for the record, and whether the device is gone.
+struct Failure {
+    reason: String,
+    offline: bool,
+}
+
+/// Sleeps on the device clock unless the campaign is stopped first.
+/// Returns false when cancelled.
+pub async fn sleep_or_cancel(clock: &Clock, d: Duration, shutdown: &mut watch::Receiver<bool>) -> bool {
+    if *shutdown.borrow() {
+        return false;
+    }
+    let stopped = async {
+        // A dropped sender means nobody can stop us any more: sleep on.
+        if shutdown.wait_for(|stop| *stop).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let slept = tokio::select! {
+        _ = clock.sleep(d) => true,
+        _ = stopped => false,
+    };
+    slept && !*shutdown.borrow()
+}
+
+pub struct Attempt<'a> {
+    pub ctx: &'a TrialContext,
+    pub device: &'a dyn Device,
+    pub tether: &'a dyn Tether,
+    pub trial: &'a PlannedTrialRow,
+    pub attempt: u32,
+}
+
+struct Progress {
+    phases: Vec<(String, f64)>,
+    current: Option<(Phase, Duration)>,
+    soak_start: Duration,
+    before: Option<StateSnapshot>,
+    after: Option<StateSnapshot>,
+    app: Option<AppHandle>,
+}
+
+impl Attempt<'_> {
+    fn clock(&self) -> Clock {
+        self.device.clock()
+    }
+
+    /// Closes the current phase (keeping its device-clock length) and opens `phase`.
+    fn enter(&self, p: &mut Progress, phase: Phase) {
+        let now = self.clock().now();
+        if let Some((prev, start)) = p.current.replace((phase, now)) {
+            p.phases.push((prev.as_str().to_string(), (now - start).as_secs_f64()));
+        }
+        self.ctx.events.emit(Event::Phase {
+            device: self.device.name().into(),
+            trial: self.trial.key.clone(),
+            attempt: self.attempt,
+            phase,
+        });
+    }
+
+    async fn status(&self, phase: Phase, battery: Option<f64>) -> Result<(), RunError> {
+        let row = DeviceStatusRow {
+            device: self.device.name().into(),
+            state: "busy".into(),
+            battery_pct: battery,
+            campaign: Some(self.ctx.campaign.clone()),
+            trial_key: Some(self.trial.key.clone()),
+            phase: Some(phase.as_str().into()),
+            updated_at: now_rfc3339(),
+        };
+        let store = self.ctx.store.clone();
+        blocking(move || store.set_device_status(&row)).await
+    }
+
+    /// Turns a device error into a failure; a disconnect waits for the device first.
+    async fn fail(&self, phase: Phase, e: DeviceError) -> Failure {
+        if e.is_disconnect() {
+            let wait = self.ctx.runbook.timeouts.reconnect;
+            match self.device.wait_connected(wait).await {
+                Ok(()) => Failure { reason: format!("device disconnected during {}: {e}", phase.as_str()), offline: false },
+                Err(e2) => Failure {
+                    reason: format!("device lost during {} and not back within {}: {e2}", phase.as_str(), human(wait)),
+                    offline: true,
+                },
+            }
+        } else {
+            Failure { reason: format!("{} failed: {e}", phase.as_str()), offline: false }
+        }
+    }
+
+    async fn tether_fail(&self, phase: Phase, e: TetherError) -> Failure {
+        match e {
+            TetherError::Device(d) => self.fail(phase, d).await,
+            other => Failure { reason: format!("{} failed: {other}", phase.as_str()), offline: false },
+        }
+    }
+
+    pub async fn run(self) -> Result<AttemptOutcome, RunError> {
+        let started_at = now_rfc3339();
+        let mut p = Progress {
+            phases: Vec::new(),
+            current: None,
+            soak_start: Duration::ZERO,
+            before: None,
+            after: None,
+            app: None,
+        };
+        let partial = self.ctx.artifacts.join(".partial").join(format!("{}-a{}", self.trial.key, self.attempt));
+        if partial.exists() {
+            std::fs::remove_dir_all(&partial).map_err(|source| RunError::Artifacts { path: partial.clone(), source })?;
+        }
+        std::fs::create_dir_all(&partial).map_err(|source| RunError::Artifacts { path: partial.clone(), source })?;
+
+        let result = self.steps(&mut p, &partial).await;
+        // Whatever happened, the app must not keep running on the device.
+        if let Some(app) = &p.app {
+            let _ = self.device.stop(app).await;
+        }
+        let (collected, mut reasons, offline) = match result {
+            Ok(Step::Done(c, reasons)) => (Some(c), reasons, None),
+            Ok(Step::Cancelled) => {
+                let _ = std::fs::remove_dir_all(&partial);
+                return Ok(AttemptOutcome::Cancelled);
+            }
+            Err(f) => (None, vec![f.reason.clone()], f.offline.then_some(f.reason)),
+        };
+        self.enter(&mut p, Phase::Record);
+        if collected.is_none() && reasons.is_empty() {
+            reasons.push("attempt did not complete".into());
+        }
+        let valid = reasons.is_empty() && collected.is_some();
+        let wanted = &self.ctx.runbook.metrics;
+        let measurements = collected
+            .map(|c| c.measurements.into_iter().filter(|m| wanted.is_empty() || wanted.contains(&m.metric)).collect())
+            .unwrap_or_default();
+        if let Some((phase, start)) = p.current.take() {
+            p.phases.push((phase.as_str().into(), (self.clock().now() - start).as_secs_f64()));
+        }
+
+        // Move the files into place first, then commit the row: a crash between the two
+        // leaves a folder without a row, which the retry overwrites.
+        let final_dir = self.ctx.artifacts.join(&self.trial.key).join(format!("attempt-{}", self.attempt));
+        if final_dir.exists() {
+            std::fs::remove_dir_all(&final_dir).map_err(|source| RunError::Artifacts { path: final_dir.clone(), source })?;
+        }
+        if let Some(parent) = final_dir.parent() {
+            std::fs::create_dir_all(parent).map_err(|source| RunError::Artifacts { path: parent.into(), source })?;
+        }
+        std::fs::rename(&partial, &final_dir).map_err(|source| RunError::Artifacts { path: final_dir.clone(), source })?;
+
+        let record = AttemptRecord {
+            campaign: self.ctx.campaign.clone(),
+            trial_idx: self.trial.idx,
+            attempt: self.attempt,
+            status: if valid { AttemptStatus::Valid } else { AttemptStatus::Invalid },
+            reasons: reasons.clone(),
+            phases: p.phases.clone(),
+            started_at,
+            ended_at: now_rfc3339(),
+            soak_start_s: p.soak_start.as_secs_f64(),
+            artifact_dir: final_dir
+                .strip_prefix(self.ctx.artifacts.parent().unwrap_or(Path::new("")))
+                .unwrap_or(&final_dir)
+                .display()
+                .to_string(),
+            measurements,
+            state_before: serde_json::to_value(&p.before).unwrap_or_default(),
+            state_after: serde_json::to_value(&p.after).unwrap_or_default(),
+        };
+        let store = self.ctx.store.clone();
+        blocking(move || store.record_attempt(&record)).await?;
+        let will_retry = !valid && offline.is_none() && self.attempt + 1 < self.ctx.max_attempts;
+        self.ctx.events.emit(Event::AttemptRecorded {
+            device: self.device.name().into(),
+            trial: self.trial.key.clone(),
+            attempt: self.attempt,
+            valid,
+            reasons,
+            will_retry,
+        });
+        Ok(match offline {
+            Some(reason) => AttemptOutcome::DeviceOffline { reason },
+            None => AttemptOutcome::Recorded { valid },
+        })
+    }
+
+    async fn steps(&self, p: &mut Progress, dir: &Path) -> Result<Step, Failure> {
+        let rb = &self.ctx.runbook;
+        let pre = &rb.preconditions;
+        let mut shutdown = self.ctx.shutdown.clone();
+        let build = rb.builds.iter().find(|b| b.name == self.trial.build).ok_or_else(|| Failure {
+            reason: format!("build {} is not in the runbook", self.trial.build),
+            offline: false,
+        })?;
+        let config = rb.configs.iter().find(|c| c.name == self.trial.config).ok_or_else(|| Failure {
+            reason: format!("config {} is not in the runbook", self.trial.config),
+            offline: false,
+        })?;
+
+        // prepare: install if the hash differs, apply config, set what can be set.
+        self.enter(p, Phase::Prepare);
+        self.status_quiet(Phase::Prepare, None).await;
+        let outcome = match self.device.prepare(build, config).await {
+            Ok(o) => o,
+            Err(e) => return Err(self.fail(Phase::Prepare, e).await),
+        };
+        self.ctx.events.emit(Event::Installed {
+            device: self.device.name().into(),
+            build: build.name.clone(),
+            skipped: matches!(outcome, crate::device::PrepareOutcome::AlreadyInstalled { .. }),
+        });
+        let want = DesiredState {
+            brightness_pct: pre.brightness.map(|(lo, hi)| (lo + hi) / 2.0),
+            bluetooth_on: pre.bluetooth,
+            wifi_on: pre.wifi,
+        };
+        if !want.is_empty() {
+            match self.device.set_state(&want).await {
+                Ok(()) | Err(DeviceError::Unsupported { .. }) => {}
+                Err(e) => return Err(self.fail(Phase::Prepare, e).await),
+            }
+        }
+
+        // gate: charge to battery_min and cool down to temperature_max, tethered.
+        self.enter(p, Phase::Gate);
+        let gate_start = self.clock().now();
+        let before = loop {
+            let s = match self.device.state().await {
+                Ok(s) => s,
+                Err(e) => return Err(self.fail(Phase::Gate, e).await),
+            };
+            let low = match (pre.battery_min, s.battery_pct.value()) {
+                (Some(min), Some(b)) if b < min => Some(format!("charging: battery {b:.0} % < {min:.0} %")),
+                _ => None,
+            };
+            let hot = match (pre.temperature_max, s.battery_temp_c.value()) {
+                (Some(max), Some(t)) if t > max => Some(format!("cooling down: {t:.1} °C > {max:.1} °C")),
+                _ => None,
+            };
+            let Some(what) = low.clone().or(hot) else { break s };
+            if self.clock().now() - gate_start > rb.timeouts.gate {
+                return Err(Failure { reason: format!("gate: still {what} after {}", human(rb.timeouts.gate)), offline: false });
+            }
+            self.ctx.events.emit(Event::Waiting { device: self.device.name().into(), trial: self.trial.key.clone(), what });
+            self.status_quiet(Phase::Gate, s.battery_pct.value()).await;
+            let step = if low.is_some() { Duration::from_secs(300) } else { Duration::from_secs(60) };
+            if !sleep_or_cancel(&self.clock(), step, &mut shutdown).await {
+                return Ok(Step::Cancelled);
+            }
+        };
+        let mut reasons = validate::precondition_violations(pre, &before, "before");
+        p.before = Some(before.clone());
+        if !reasons.is_empty() {
+            return Err(Failure { reason: reasons.join("; "), offline: false });
+        }
+
+        // launch
+        self.enter(p, Phase::Launch);
+        if let Err(e) = self.device.reset_counters().await {
+            return Err(self.fail(Phase::Launch, e).await);
+        }
+        let spec = LaunchSpec {
+            trial_key: self.trial.key.clone(),
+            seed: crate::seed::derive(rb.seed, &["trial", &self.trial.key, &self.attempt.to_string()]),
+            duration: rb.duration,
+            request_interval: rb.workload.request_interval,
+            endpoint_url: None,
+        };
+        let app = match self.device.launch(&spec).await {
+            Ok(a) => a,
+            Err(e) => return Err(self.fail(Phase::Launch, e).await),
+        };
+        p.app = Some(app.clone());
+
+        // untether, and check the device really stopped charging.
+        let untether = pre.untethered && self.tether.mode() != UntetherMode::None;
+        if untether {
+            self.enter(p, Phase::Untether);
+            if let Err(e) = self.tether.untether(self.device).await {
+                return Err(self.tether_fail(Phase::Untether, e).await);
+            }
+            match self.device.state().await {
+                Ok(s) if s.charging.value() == Some(true) => {
+                    let _ = self.tether.retether(self.device).await;
+                    return Err(Failure {
+                        reason: format!("still charging after untether ({}); check the hub port or cable", self.tether.label()),
+                        offline: false,
+                    });
+                }
+                Ok(_) => {}
+                Err(e) => return Err(self.fail(Phase::Untether, e).await),
+            }
+        }
+
+        // soak: nobody polls; the orchestrator sleeps.
+        self.enter(p, Phase::Soak);
+        p.soak_start = self.clock().now();
+        self.status_quiet(Phase::Soak, before.battery_pct.value()).await;
+        let completed = sleep_or_cancel(&self.clock(), rb.duration, &mut shutdown).await;
+
+        if untether {
+            self.enter(p, Phase::Retether);
+            if let Err(e) = self.tether.retether(self.device).await {
+                return Err(self.tether_fail(Phase::Retether, e).await);
+            }
+        }
+        if !completed {
+            return Ok(Step::Cancelled);
+        }
+        if let Err(e) = self.device.wait_connected(rb.timeouts.reconnect).await {
+            return Err(Failure {
+                reason: format!("device lost during the soak and not back within {}: {e}", human(rb.timeouts.reconnect)),
+                offline: true,
+            });
+        }
+
+        // collect
+        self.enter(p, Phase::Collect);
+        let after = match self.device.state().await {
+            Ok(s) => s,
+            Err(e) => return Err(self.fail(Phase::Collect, e).await),
+        };
+        p.after = Some(after.clone());
+        let collected: Collected = match self.device.collect(&app, dir).await {
+            Ok(c) => c,
+            Err(e) => return Err(self.fail(Phase::Collect, e).await),
+        };
+
+        // validate
+        self.enter(p, Phase::Validate);
+        reasons.extend(validate::precondition_violations(pre, &after, "after"));
+        reasons.extend(validate::soak_violations(pre, &rb.workload, rb.duration, &collected.evidence, untether));
+        if pre.app_foreground
+            && !collected.evidence.app_died
+            && let Some(fg) = after.foreground_app.text()
+            && fg != app.id
+        {
+            reasons.push(format!("app not in the foreground after the soak (foreground: {fg})"));
+        }
+        Ok(Step::Done(collected, reasons))
+    }
+
+    /// Device status is for people watching `lab status`; failing to write it must not fail a trial.
+    async fn status_quiet(&self, phase: Phase, battery: Option<f64>) {
+        let _ = self.status(phase, battery).await;
+    }
+}
+
+enum Step {
+    Done(Collected, Vec<String>),
+    Cancelled,
+}
+
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+pub fn human(d: Duration) -> String {
+    humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
+}
+
+/// Runs a blocking store call off the async threads.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, RunError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| RunError::Internal(format!("store task: {e}")))?.map_err(RunError::from)
+}

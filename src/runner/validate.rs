@@ -1,0 +1,130 @@
+//! Deciding whether a trial attempt counts: pure functions of what was observed.
+
+use std::time::Duration;
+
+use crate::config::{Preconditions, Workload};
+use crate::device::{SoakEvidence, StateSnapshot};
+
+/// Problems with the device's state against the runbook's preconditions.
+/// `when` is "before" or "after" (the soak). Unknown readings are not violations:
+/// the report says which fields could not be read.
+pub fn precondition_violations(p: &Preconditions, s: &StateSnapshot, when: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if let (Some((lo, hi)), Some(b)) = (p.brightness, s.brightness_pct.value())
+        && !(lo..=hi).contains(&b)
+    {
+        out.push(format!("brightness {b:.0} % {when} the soak, outside [{lo:.0}, {hi:.0}] %"));
+    }
+    if let (Some(want), Some(got)) = (p.bluetooth, s.bluetooth_on.value())
+        && want != got
+    {
+        out.push(format!("bluetooth {} {when} the soak, expected {}", on_off(got), on_off(want)));
+    }
+    if let (Some(want), Some(got)) = (p.wifi, s.wifi_on.value())
+        && want != got
+    {
+        out.push(format!("wifi {} {when} the soak, expected {}", on_off(got), on_off(want)));
+    }
+    out
+}
+
+fn on_off(b: bool) -> &'static str {
+    if b { "on" } else { "off" }
+}
+
+/// Reasons an attempt is invalid, from the soak's evidence.
+pub fn soak_violations(
+    p: &Preconditions,
+    w: &Workload,
+    duration: Duration,
+    ev: &SoakEvidence,
+    untethered: bool,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if untethered && ev.charging_s > 0.0 {
+        out.push(format!(
+            "device charged during the soak for {:.0} s: USB power was not cut; check the hub port or cable",
+            ev.charging_s
+        ));
+    }
+    if ev.lost_contact {
+        out.push("device lost contact during the trial".to_string());
+    }
+    if ev.app_died {
+        out.push("app died during the soak".to_string());
+    }
+    if let Some(m) = ev.measured_duration {
+        let off = (m.as_secs_f64() - duration.as_secs_f64()).abs();
+        // 2 % or 5 s, whichever is larger: clocks and app start-up jitter a little.
+        if off > (0.02 * duration.as_secs_f64()).max(5.0) {
+            out.push(format!(
+                "soak lasted {:.0} s, expected {:.0} s",
+                m.as_secs_f64(),
+                duration.as_secs_f64()
+            ));
+        }
+    }
+    if let (Some(expected), Some(seen)) = (w.expected_requests(duration), ev.requests_seen)
+        && !ev.app_died
+    {
+        let diff = (seen as f64 - expected as f64).abs();
+        if diff > w.request_tolerance * expected as f64 {
+            let hint = if (seen as f64) < 0.5 * expected as f64 {
+                " — is the client answering from a cache?"
+            } else {
+                ""
+            };
+            out.push(format!("expected {expected} requests, saw {seen}{hint}"));
+        }
+    }
+    let _ = p;
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::Reading;
+
+    fn pre() -> Preconditions {
+        Preconditions {
+            brightness: Some((40.0, 60.0)),
+            bluetooth: Some(true),
+            wifi: Some(true),
+            untethered: true,
+            app_foreground: true,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn drifted_brightness_and_radios_are_reported_unknown_ones_are_not() {
+        let s = StateSnapshot {
+            brightness_pct: Reading::read(100.0),
+            bluetooth_on: Reading::read(false),
+            wifi_on: Reading::Unknown,
+            ..Default::default()
+        };
+        let v = precondition_violations(&pre(), &s, "after");
+        assert_eq!(v, ["brightness 100 % after the soak, outside [40, 60] %", "bluetooth off after the soak, expected on"]);
+        let ok = StateSnapshot { brightness_pct: Reading::read(50.0), ..Default::default() };
+        assert!(precondition_violations(&pre(), &ok, "before").is_empty());
+    }
+
+    #[test]
+    fn cache_hits_charging_and_short_soaks_invalidate() {
+        let w = Workload { request_interval: Some(Duration::from_millis(200)), request_tolerance: 0.02 };
+        let d = Duration::from_secs(3600);
+        let good = SoakEvidence { requests_seen: Some(17_990), measured_duration: Some(d), ..Default::default() };
+        assert!(soak_violations(&pre(), &w, d, &good, true).is_empty());
+        let cached = SoakEvidence { requests_seen: Some(3), ..Default::default() };
+        assert_eq!(
+            soak_violations(&pre(), &w, d, &cached, true),
+            ["expected 18000 requests, saw 3 — is the client answering from a cache?"]
+        );
+        let charged = SoakEvidence { charging_s: 3412.0, ..Default::default() };
+        assert!(soak_violations(&pre(), &w, d, &charged, true)[0].starts_with("device charged during the soak for 3412 s"));
+        let short = SoakEvidence { measured_duration: Some(Duration::from_secs(1800)), ..Default::default() };
+        assert_eq!(soak_violations(&pre(), &w, d, &short, true), ["soak lasted 1800 s, expected 3600 s"]);
+    }
+}

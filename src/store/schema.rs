@@ -1,0 +1,93 @@
+//! Schema and migrations. Each migration runs once, in order, inside a transaction;
+//! `PRAGMA user_version` records how far a database has come.
+
+use rusqlite::Connection;
+
+/// Migrations, oldest first. Never edit one that has shipped: add a new one.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: campaigns, planned trials, attempts, measurements, device status.
+    r#"
+    CREATE TABLE campaigns (
+        id              TEXT PRIMARY KEY,
+        runbook_name    TEXT NOT NULL,
+        runbook_path    TEXT NOT NULL,
+        runbook_text    TEXT NOT NULL,
+        runbook_sha256  TEXT NOT NULL,
+        lab_text        TEXT NOT NULL,
+        lab_sha256      TEXT NOT NULL,
+        content_hashes  TEXT NOT NULL,
+        tool_version    TEXT NOT NULL,
+        seed            INTEGER NOT NULL,
+        created_at      TEXT NOT NULL,
+        finished_at     TEXT,
+        status          TEXT NOT NULL,
+        runner_pid      INTEGER,
+        note            TEXT,
+        plan_json       TEXT NOT NULL,
+        footprint_json  TEXT,
+        max_attempts    INTEGER NOT NULL
+    );
+    CREATE TABLE trials (
+        campaign        TEXT NOT NULL REFERENCES campaigns(id),
+        idx             INTEGER NOT NULL,
+        key             TEXT NOT NULL,
+        device          TEXT NOT NULL,
+        device_model    TEXT NOT NULL,
+        variant         TEXT NOT NULL,
+        build           TEXT NOT NULL,
+        config          TEXT NOT NULL,
+        repeat          INTEGER NOT NULL,
+        block           INTEGER NOT NULL,
+        device_order    INTEGER NOT NULL,
+        PRIMARY KEY (campaign, idx)
+    );
+    CREATE TABLE attempts (
+        campaign        TEXT NOT NULL,
+        trial_idx       INTEGER NOT NULL,
+        attempt         INTEGER NOT NULL,
+        status          TEXT NOT NULL,
+        reasons         TEXT NOT NULL,
+        phases          TEXT NOT NULL,
+        started_at      TEXT NOT NULL,
+        ended_at        TEXT NOT NULL,
+        soak_start_s    REAL NOT NULL,
+        artifact_dir    TEXT NOT NULL,
+        state_before    TEXT NOT NULL,
+        state_after     TEXT NOT NULL,
+        PRIMARY KEY (campaign, trial_idx, attempt),
+        FOREIGN KEY (campaign, trial_idx) REFERENCES trials(campaign, idx)
+    );
+    CREATE TABLE measurements (
+        campaign        TEXT NOT NULL,
+        trial_idx       INTEGER NOT NULL,
+        attempt         INTEGER NOT NULL,
+        seq             INTEGER NOT NULL,
+        metric          TEXT NOT NULL,
+        value           REAL NOT NULL,
+        unit            TEXT NOT NULL,
+        source          TEXT NOT NULL,
+        PRIMARY KEY (campaign, trial_idx, attempt, seq),
+        FOREIGN KEY (campaign, trial_idx, attempt) REFERENCES attempts(campaign, trial_idx, attempt)
+    );
+    CREATE TABLE device_status (
+        device          TEXT PRIMARY KEY,
+        state           TEXT NOT NULL,
+        battery_pct     REAL,
+        campaign        TEXT,
+        trial_key       TEXT,
+        phase           TEXT,
+        updated_at      TEXT NOT NULL
+    );
+    "#,
+];
+
+pub fn migrate(conn: &mut Connection) -> rusqlite::Result<u32> {
+    let current: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", (i + 1) as u32)?;
+        tx.commit()?;
+    }
+    Ok(MIGRATIONS.len() as u32)
+}

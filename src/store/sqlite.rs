@@ -1,0 +1,508 @@
+//! `Store`: the SQLite database behind campaigns.
+//!
+//! rusqlite is blocking; async callers go through `tokio::task::spawn_blocking`
+//! (see `runner::campaign`). WAL mode lets `lab status` read from another
+//! terminal while `lab run` writes.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::records::*;
+use super::schema;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("store {path}: {source}; fix: check the path and permissions, or delete a corrupt file")]
+    Open { path: PathBuf, source: rusqlite::Error },
+    #[error("store {path} does not exist; fix: run `lab run RUNBOOK` first, or pass --lab for another lab")]
+    Missing { path: PathBuf },
+    #[error("store: {0}")]
+    Sql(#[from] rusqlite::Error),
+    #[error("store: bad JSON in column: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("no campaign `{0}` in the store; fix: `lab status` lists campaigns")]
+    NoCampaign(String),
+    #[error("attempt {attempt} of trial {trial} in campaign {campaign} is already recorded")]
+    Duplicate { campaign: String, trial: u32, attempt: u32 },
+}
+
+#[derive(Clone)]
+pub struct Store {
+    conn: Arc<Mutex<Connection>>,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+fn json_text(v: &serde_json::Value) -> String {
+    v.to_string()
+}
+
+impl Store {
+    /// Opens (creating if needed) the store at `path` and brings its schema up to date.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        if let Some(dir) = path.parent()
+            && !dir.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::Open {
+                path: path.to_path_buf(),
+                source: rusqlite::Error::ToSqlConversionFailure(Box::new(e)),
+            })?;
+        }
+        Self::open_inner(path)
+    }
+
+    /// Opens an existing store; never creates one (for read-only commands).
+    pub fn open_existing(path: &Path) -> Result<Store, StoreError> {
+        if !path.exists() {
+            return Err(StoreError::Missing { path: path.to_path_buf() });
+        }
+        Self::open_inner(path)
+    }
+
+    fn open_inner(path: &Path) -> Result<Store, StoreError> {
+        let err = |source| StoreError::Open { path: path.to_path_buf(), source };
+        let mut conn = Connection::open(path).map_err(err)?;
+        conn.busy_timeout(Duration::from_secs(10)).map_err(err)?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(err)?;
+        // NORMAL in WAL mode is durable across process crashes (kill -9); only a
+        // power loss can lose the last transactions.
+        conn.pragma_update(None, "synchronous", "NORMAL").map_err(err)?;
+        conn.pragma_update(None, "foreign_keys", "ON").map_err(err)?;
+        schema::migrate(&mut conn).map_err(err)?;
+        Ok(Store { conn: Arc::new(Mutex::new(conn)), path: path.to_path_buf() })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+        // A panic while holding the lock leaves a connection that is still usable:
+        // every write is its own transaction.
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Inserts a campaign and its planned trials in one transaction.
+    pub fn create_campaign(&self, c: &NewCampaign, max_attempts: u32, pid: u32) -> Result<(), StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        tx.execute(
+            "INSERT INTO campaigns (id, runbook_name, runbook_path, runbook_text, runbook_sha256, lab_text,
+                lab_sha256, content_hashes, tool_version, seed, created_at, status, runner_pid, plan_json, max_attempts)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'running', ?12, ?13, ?14)",
+            params![
+                c.id,
+                c.runbook_name,
+                c.runbook_path,
+                c.runbook_text,
+                c.runbook_sha256,
+                c.lab_text,
+                c.lab_sha256,
+                json_text(&c.content_hashes),
+                c.tool_version,
+                c.seed as i64,
+                c.created_at,
+                pid,
+                json_text(&c.plan_json),
+                max_attempts
+            ],
+        )?;
+        {
+            let mut st = tx.prepare(
+                "INSERT INTO trials (campaign, idx, key, device, device_model, variant, build, config, repeat, block, device_order)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            )?;
+            for t in &c.planned_trials {
+                st.execute(params![
+                    c.id,
+                    t.idx,
+                    t.key,
+                    t.device,
+                    t.device_model,
+                    t.variant,
+                    t.build,
+                    t.config,
+                    t.repeat,
+                    t.block,
+                    t.device_order
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn campaign_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(CampaignRecord, u32)> {
+        let parse = |s: String| serde_json::from_str(&s).unwrap_or(serde_json::Value::Null);
+        let status: String = r.get("status")?;
+        let footprint: Option<String> = r.get("footprint_json")?;
+        Ok((
+            CampaignRecord {
+                id: r.get("id")?,
+                runbook_name: r.get("runbook_name")?,
+                runbook_path: r.get("runbook_path")?,
+                runbook_text: r.get("runbook_text")?,
+                runbook_sha256: r.get("runbook_sha256")?,
+                lab_text: r.get("lab_text")?,
+                lab_sha256: r.get("lab_sha256")?,
+                content_hashes: parse(r.get("content_hashes")?),
+                tool_version: r.get("tool_version")?,
+                seed: r.get::<_, i64>("seed")? as u64,
+                created_at: r.get("created_at")?,
+                finished_at: r.get("finished_at")?,
+                status: CampaignStatus::parse(&status).unwrap_or(CampaignStatus::Interrupted),
+                runner_pid: r.get("runner_pid")?,
+                note: r.get("note")?,
+                plan_json: parse(r.get("plan_json")?),
+                footprint_json: footprint.map(parse),
+            },
+            r.get("max_attempts")?,
+        ))
+    }
+
+    pub fn campaign(&self, id: &str) -> Result<CampaignRecord, StoreError> {
+        let conn = self.lock();
+        conn.query_row("SELECT * FROM campaigns WHERE id = ?1", [id], Self::campaign_from_row)
+            .optional()?
+            .map(|(c, _)| c)
+            .ok_or_else(|| StoreError::NoCampaign(id.to_string()))
+    }
+
+    /// All campaigns, newest first.
+    pub fn campaigns(&self) -> Result<Vec<CampaignRecord>, StoreError> {
+        let conn = self.lock();
+        let mut st = conn.prepare("SELECT * FROM campaigns ORDER BY created_at DESC, id DESC")?;
+        let rows = st.query_map([], Self::campaign_from_row)?;
+        Ok(rows.map(|r| r.map(|(c, _)| c)).collect::<Result<_, _>>()?)
+    }
+
+    /// Marks a campaign as being worked on by process `pid` (a new run or a resume).
+    pub fn set_running(&self, id: &str, pid: u32) -> Result<(), StoreError> {
+        let n = self.lock().execute(
+            "UPDATE campaigns SET status = 'running', runner_pid = ?2, finished_at = NULL, note = NULL WHERE id = ?1",
+            params![id, pid],
+        )?;
+        if n == 0 {
+            return Err(StoreError::NoCampaign(id.into()));
+        }
+        Ok(())
+    }
+
+    pub fn finish_campaign(
+        &self,
+        id: &str,
+        status: CampaignStatus,
+        finished_at: &str,
+        note: Option<&str>,
+        footprint: Option<&serde_json::Value>,
+    ) -> Result<(), StoreError> {
+        self.lock().execute(
+            "UPDATE campaigns SET status = ?2, finished_at = ?3, note = ?4, runner_pid = NULL,
+                footprint_json = COALESCE(?5, footprint_json) WHERE id = ?1",
+            params![id, status.as_str(), finished_at, note, footprint.map(json_text)],
+        )?;
+        Ok(())
+    }
+
+    /// Planned trials with their outcome so far, in plan order.
+    pub fn trials(&self, id: &str) -> Result<Vec<TrialRecord>, StoreError> {
+        let conn = self.lock();
+        let max_attempts: u32 = conn
+            .query_row("SELECT max_attempts FROM campaigns WHERE id = ?1", [id], |r| r.get(0))
+            .optional()?
+            .ok_or_else(|| StoreError::NoCampaign(id.into()))?;
+        let mut st = conn.prepare(
+            "SELECT t.idx, t.key, t.device, t.device_model, t.variant, t.build, t.config, t.repeat, t.block, t.device_order,
+                    COUNT(a.attempt), COALESCE(SUM(a.status = 'valid'), 0)
+             FROM trials t LEFT JOIN attempts a ON a.campaign = t.campaign AND a.trial_idx = t.idx
+             WHERE t.campaign = ?1 GROUP BY t.idx ORDER BY t.idx",
+        )?;
+        let rows = st.query_map([id], |r| {
+            let attempts: u32 = r.get(10)?;
+            let valid: u32 = r.get(11)?;
+            Ok(TrialRecord {
+                row: PlannedTrialRow {
+                    idx: r.get(0)?,
+                    key: r.get(1)?,
+                    device: r.get(2)?,
+                    device_model: r.get(3)?,
+                    variant: r.get(4)?,
+                    build: r.get(5)?,
+                    config: r.get(6)?,
+                    repeat: r.get(7)?,
+                    block: r.get(8)?,
+                    device_order: r.get(9)?,
+                },
+                attempts,
+                outcome: if valid > 0 {
+                    TrialOutcome::Valid
+                } else if attempts >= max_attempts {
+                    TrialOutcome::Failed
+                } else {
+                    TrialOutcome::Pending
+                },
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Records one attempt and its measurements in a single transaction: after a
+    /// crash it is either wholly there or not at all.
+    pub fn record_attempt(&self, a: &AttemptRecord) -> Result<(), StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        let inserted = tx.execute(
+            "INSERT OR IGNORE INTO attempts (campaign, trial_idx, attempt, status, reasons, phases, started_at, ended_at,
+                soak_start_s, artifact_dir, state_before, state_after)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            params![
+                a.campaign,
+                a.trial_idx,
+                a.attempt,
+                a.status.as_str(),
+                serde_json::to_string(&a.reasons)?,
+                serde_json::to_string(&a.phases)?,
+                a.started_at,
+                a.ended_at,
+                a.soak_start_s,
+                a.artifact_dir,
+                json_text(&a.state_before),
+                json_text(&a.state_after)
+            ],
+        )?;
+        if inserted == 0 {
+            return Err(StoreError::Duplicate { campaign: a.campaign.clone(), trial: a.trial_idx, attempt: a.attempt });
+        }
+        {
+            let mut st = tx.prepare(
+                "INSERT INTO measurements (campaign, trial_idx, attempt, seq, metric, value, unit, source)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )?;
+            for (seq, m) in a.measurements.iter().enumerate() {
+                st.execute(params![a.campaign, a.trial_idx, a.attempt, seq as u32, m.metric, m.value, m.unit, m.source])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Every attempt of a campaign with its measurements, ordered by trial and attempt.
+    pub fn attempts(&self, id: &str) -> Result<Vec<AttemptRecord>, StoreError> {
+        let conn = self.lock();
+        let mut st = conn.prepare(
+            "SELECT trial_idx, attempt, status, reasons, phases, started_at, ended_at, soak_start_s, artifact_dir,
+                    state_before, state_after
+             FROM attempts WHERE campaign = ?1 ORDER BY trial_idx, attempt",
+        )?;
+        let mut out: Vec<AttemptRecord> = st
+            .query_map([id], |r| {
+                let status: String = r.get(2)?;
+                let reasons: String = r.get(3)?;
+                let phases: String = r.get(4)?;
+                let before: String = r.get(9)?;
+                let after: String = r.get(10)?;
+                Ok(AttemptRecord {
+                    campaign: id.to_string(),
+                    trial_idx: r.get(0)?,
+                    attempt: r.get(1)?,
+                    status: if status == "valid" { AttemptStatus::Valid } else { AttemptStatus::Invalid },
+                    reasons: serde_json::from_str(&reasons).unwrap_or_default(),
+                    phases: serde_json::from_str(&phases).unwrap_or_default(),
+                    started_at: r.get(5)?,
+                    ended_at: r.get(6)?,
+                    soak_start_s: r.get(7)?,
+                    artifact_dir: r.get(8)?,
+                    measurements: Vec::new(),
+                    state_before: serde_json::from_str(&before).unwrap_or_default(),
+                    state_after: serde_json::from_str(&after).unwrap_or_default(),
+                })
+            })?
+            .collect::<Result<_, _>>()?;
+        let mut st = conn.prepare(
+            "SELECT trial_idx, attempt, metric, value, unit, source FROM measurements
+             WHERE campaign = ?1 ORDER BY trial_idx, attempt, seq",
+        )?;
+        let mut rows = st.query([id])?;
+        // Both queries are ordered the same way: merge in one pass.
+        let mut i = 0;
+        while let Some(r) = rows.next()? {
+            let (t, a): (u32, u32) = (r.get(0)?, r.get(1)?);
+            while i < out.len() && (out[i].trial_idx, out[i].attempt) < (t, a) {
+                i += 1;
+            }
+            if i < out.len() && (out[i].trial_idx, out[i].attempt) == (t, a) {
+                out[i].measurements.push(crate::device::Measurement {
+                    metric: r.get(2)?,
+                    value: r.get(3)?,
+                    unit: r.get(4)?,
+                    source: r.get(5)?,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn set_device_status(&self, s: &DeviceStatusRow) -> Result<(), StoreError> {
+        self.lock().execute(
+            "INSERT INTO device_status (device, state, battery_pct, campaign, trial_key, phase, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT(device) DO UPDATE SET state = ?2, battery_pct = COALESCE(?3, battery_pct),
+                campaign = ?4, trial_key = ?5, phase = ?6, updated_at = ?7",
+            params![s.device, s.state, s.battery_pct, s.campaign, s.trial_key, s.phase, s.updated_at],
+        )?;
+        Ok(())
+    }
+
+    pub fn device_statuses(&self) -> Result<Vec<DeviceStatusRow>, StoreError> {
+        let conn = self.lock();
+        let mut st = conn.prepare(
+            "SELECT device, state, battery_pct, campaign, trial_key, phase, updated_at FROM device_status ORDER BY device",
+        )?;
+        let rows = st.query_map([], |r| {
+            Ok(DeviceStatusRow {
+                device: r.get(0)?,
+                state: r.get(1)?,
+                battery_pct: r.get(2)?,
+                campaign: r.get(3)?,
+                trial_key: r.get(4)?,
+                phase: r.get(5)?,
+                updated_at: r.get(6)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::Measurement;
+
+    fn trial(idx: u32) -> PlannedTrialRow {
+        PlannedTrialRow {
+            idx,
+            key: format!("{idx:04}-dev-a-r0"),
+            device: "dev".into(),
+            device_model: "M".into(),
+            variant: "a".into(),
+            build: "a".into(),
+            config: "default".into(),
+            repeat: 0,
+            block: idx,
+            device_order: idx,
+        }
+    }
+
+    fn campaign(id: &str, n: u32) -> NewCampaign {
+        NewCampaign {
+            id: id.into(),
+            runbook_name: "rb".into(),
+            runbook_path: "rb.toml".into(),
+            runbook_text: "name = 'rb'".into(),
+            runbook_sha256: "00".into(),
+            lab_text: String::new(),
+            lab_sha256: "11".into(),
+            content_hashes: serde_json::json!({}),
+            tool_version: "0".into(),
+            seed: u64::MAX,
+            created_at: "2026-01-01T00:00:00.000Z".into(),
+            planned_trials: (0..n).map(trial).collect(),
+            plan_json: serde_json::json!({"x": 1}),
+        }
+    }
+
+    fn attempt(id: &str, idx: u32, n: u32, valid: bool) -> AttemptRecord {
+        AttemptRecord {
+            campaign: id.into(),
+            trial_idx: idx,
+            attempt: n,
+            status: if valid { AttemptStatus::Valid } else { AttemptStatus::Invalid },
+            reasons: if valid { vec![] } else { vec!["app died during the soak".into()] },
+            phases: vec![("soak".into(), 3600.0)],
+            started_at: "s".into(),
+            ended_at: "e".into(),
+            soak_start_s: 1.5,
+            artifact_dir: "d".into(),
+            measurements: vec![Measurement::new("cpu_pct", 12.5, "%", "sim"), Measurement::new("memory_mb", 6.0, "MB", "sim")],
+            state_before: serde_json::json!({"b": 1}),
+            state_after: serde_json::Value::Null,
+        }
+    }
+
+    #[test]
+    fn campaign_round_trip_outcomes_and_measurements() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("sub/lab.db")).unwrap();
+        s.create_campaign(&campaign("c1", 3), 2, 42).unwrap();
+        let c = s.campaign("c1").unwrap();
+        assert_eq!((c.status, c.runner_pid, c.seed), (CampaignStatus::Running, Some(42), u64::MAX));
+        assert_eq!(c.plan_json, serde_json::json!({"x": 1}));
+
+        s.record_attempt(&attempt("c1", 0, 0, true)).unwrap();
+        s.record_attempt(&attempt("c1", 1, 0, false)).unwrap();
+        s.record_attempt(&attempt("c1", 1, 1, false)).unwrap();
+        s.record_attempt(&attempt("c1", 2, 0, false)).unwrap();
+        let outcomes: Vec<_> = s.trials("c1").unwrap().iter().map(|t| (t.attempts, t.outcome)).collect();
+        assert_eq!(outcomes, [(1, TrialOutcome::Valid), (2, TrialOutcome::Failed), (1, TrialOutcome::Pending)]);
+
+        let attempts = s.attempts("c1").unwrap();
+        assert_eq!(attempts.len(), 4);
+        assert_eq!(attempts[0], attempt("c1", 0, 0, true));
+        assert_eq!(attempts[2].measurements.len(), 2);
+        assert_eq!(attempts[2].reasons, ["app died during the soak"]);
+    }
+
+    #[test]
+    fn an_attempt_is_recorded_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("lab.db")).unwrap();
+        s.create_campaign(&campaign("c1", 1), 3, 1).unwrap();
+        s.record_attempt(&attempt("c1", 0, 0, true)).unwrap();
+        let e = s.record_attempt(&attempt("c1", 0, 0, true)).unwrap_err();
+        assert!(matches!(e, StoreError::Duplicate { trial: 0, attempt: 0, .. }), "{e}");
+        assert_eq!(s.attempts("c1").unwrap()[0].measurements.len(), 2, "the duplicate added no measurements");
+    }
+
+    #[test]
+    fn finish_resume_and_device_status() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lab.db");
+        let s = Store::open(&path).unwrap();
+        s.create_campaign(&campaign("c1", 1), 3, 1).unwrap();
+        s.finish_campaign("c1", CampaignStatus::Interrupted, "t", Some("stopped by the user"), None).unwrap();
+        let c = s.campaign("c1").unwrap();
+        assert_eq!((c.status, c.runner_pid, c.note.as_deref()), (CampaignStatus::Interrupted, None, Some("stopped by the user")));
+        s.set_running("c1", 7).unwrap();
+        assert_eq!(s.campaign("c1").unwrap().status, CampaignStatus::Running);
+        assert!(matches!(s.set_running("nope", 1), Err(StoreError::NoCampaign(_))));
+
+        let row = DeviceStatusRow {
+            device: "d".into(),
+            state: "busy".into(),
+            battery_pct: Some(80.0),
+            campaign: Some("c1".into()),
+            trial_key: Some("k".into()),
+            phase: Some("soak".into()),
+            updated_at: "t".into(),
+        };
+        s.set_device_status(&row).unwrap();
+        // A later row without a battery reading keeps the last known level.
+        s.set_device_status(&DeviceStatusRow { battery_pct: None, state: "idle".into(), ..row.clone() }).unwrap();
+        let got = s.device_statuses().unwrap();
+        assert_eq!((got[0].state.as_str(), got[0].battery_pct), ("idle", Some(80.0)));
+
+        // Reopening runs no migration twice and keeps the data.
+        drop(s);
+        let s = Store::open_existing(&path).unwrap();
+        assert_eq!(s.campaigns().unwrap().len(), 1);
+        assert!(matches!(Store::open_existing(&dir.path().join("none.db")), Err(StoreError::Missing { .. })));
+    }
+}

@@ -1,0 +1,7 @@
+//! Tethering: how a device is cut from USB power for the soak and given it back.
+
+mod api;
+mod strategies;
+
+pub use api::*;
+pub use strategies::*;

@@ -1,0 +1,155 @@
+//! The tether strategies of `lab.toml`: none, manual, software, uhubctl.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::api::{Operator, Tether, TetherError, UntetherMode};
+use crate::config::TetherSpec;
+use crate::device::Device;
+use crate::transport::{CommandSpec, Transport};
+
+pub struct NoTether;
+
+#[async_trait]
+impl Tether for NoTether {
+    fn label(&self) -> String {
+        "none".into()
+    }
+    fn mode(&self) -> UntetherMode {
+        UntetherMode::None
+    }
+    async fn untether(&self, _device: &dyn Device) -> Result<(), TetherError> {
+        Ok(())
+    }
+    async fn retether(&self, _device: &dyn Device) -> Result<(), TetherError> {
+        Ok(())
+    }
+}
+
+/// The device unplugs itself (Android `dumpsys battery unplug`, the simulator).
+pub struct SoftwareTether;
+
+#[async_trait]
+impl Tether for SoftwareTether {
+    fn label(&self) -> String {
+        "software".into()
+    }
+    fn mode(&self) -> UntetherMode {
+        UntetherMode::SoftUntethered
+    }
+    async fn untether(&self, device: &dyn Device) -> Result<(), TetherError> {
+        Ok(device.software_untether().await?)
+    }
+    async fn retether(&self, device: &dyn Device) -> Result<(), TetherError> {
+        Ok(device.software_retether().await?)
+    }
+}
+
+pub struct ManualTether {
+    pub operator: Arc<dyn Operator>,
+}
+
+#[async_trait]
+impl Tether for ManualTether {
+    fn label(&self) -> String {
+        "manual".into()
+    }
+    fn mode(&self) -> UntetherMode {
+        UntetherMode::PowerCut
+    }
+    async fn untether(&self, device: &dyn Device) -> Result<(), TetherError> {
+        self.operator.confirm(device.name(), "unplug the USB cable").await
+    }
+    async fn retether(&self, device: &dyn Device) -> Result<(), TetherError> {
+        self.operator.confirm(device.name(), "plug the USB cable back in").await
+    }
+}
+
+/// A hub with per-port power switching: `uhubctl -l LOCATION -p PORT -a off|on`,
+/// run on the device's host through its transport.
+pub struct UhubctlTether {
+    pub transport: Arc<dyn Transport>,
+    pub location: String,
+    pub port: u32,
+}
+
+impl UhubctlTether {
+    pub fn command(&self, action: &str) -> CommandSpec {
+        let port = self.port.to_string();
+        let mut c = CommandSpec::new("uhubctl", &["-l", &self.location, "-p", &port, "-a", action]);
+        c.timeout = Duration::from_secs(30);
+        c
+    }
+
+    async fn switch(&self, device: &dyn Device, action: &str) -> Result<(), TetherError> {
+        let cmd = self.command(action);
+        let out = self.transport.exec(&cmd).await?;
+        if !out.success() {
+            return Err(TetherError::Command {
+                device: device.name().into(),
+                command: cmd.display(),
+                detail: format!("exit {:?}: {}", out.status, out.stderr_text().trim()),
+            });
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Tether for UhubctlTether {
+    fn label(&self) -> String {
+        format!("uhubctl {}:{}", self.location, self.port)
+    }
+    fn mode(&self) -> UntetherMode {
+        UntetherMode::PowerCut
+    }
+    async fn untether(&self, device: &dyn Device) -> Result<(), TetherError> {
+        self.switch(device, "off").await
+    }
+    async fn retether(&self, device: &dyn Device) -> Result<(), TetherError> {
+        self.switch(device, "on").await
+    }
+}
+
+/// The tether for a device of `lab.toml`.
+pub fn for_spec(spec: &TetherSpec, transport: Arc<dyn Transport>, operator: Arc<dyn Operator>) -> Box<dyn Tether> {
+    match spec {
+        TetherSpec::None => Box::new(NoTether),
+        TetherSpec::Software => Box::new(SoftwareTether),
+        TetherSpec::Manual => Box::new(ManualTether { operator }),
+        TetherSpec::Uhubctl { location, port } => {
+            Box::new(UhubctlTether { transport, location: location.clone(), port: *port })
+        }
+    }
+}
+
+/// An operator that is not there (no terminal): manual steps fail with a clear error.
+pub struct AbsentOperator {
+    pub why: String,
+}
+
+#[async_trait]
+impl Operator for AbsentOperator {
+    async fn confirm(&self, device: &str, instruction: &str) -> Result<(), TetherError> {
+        Err(TetherError::NoOperator { device: device.into(), instruction: instruction.into(), detail: self.why.clone() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uhubctl_command_is_an_argv_with_the_configured_port() {
+        let t = UhubctlTether {
+            transport: Arc::new(crate::transport::LocalTransport::new("local")),
+            location: "1-1.4".into(),
+            port: 3,
+        };
+        let c = t.command("off");
+        assert_eq!(c.program, "uhubctl");
+        assert_eq!(c.args, ["-l", "1-1.4", "-p", "3", "-a", "off"]);
+    }
+}

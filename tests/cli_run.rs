@@ -1,0 +1,86 @@
+//! `lab run` end to end on the default lab, through the real binary.
+
+mod common;
+
+use common::{TempLab, csv_means, root};
+
+fn results_csv(lab: &TempLab, id: &str) -> String {
+    std::fs::read_to_string(lab.artifacts().join(id).join("results.csv")).unwrap()
+}
+
+#[test]
+fn quickstart_ends_with_the_table_and_the_report_paths() {
+    let lab = TempLab::new();
+    let out = lab.cmd(&["run", "runbooks/quickstart.toml"]).assert().success().get_output().stdout.clone();
+    let out = String::from_utf8(out).unwrap();
+    let ids = lab.campaigns();
+    assert_eq!(ids.len(), 1);
+    for f in ["report.md", "results.csv", "report.json"] {
+        assert!(out.contains(f), "output names {f}:\n{out}");
+        assert!(lab.artifacts().join(&ids[0]).join(f).exists());
+    }
+    assert!(out.contains("idle") && out.contains("busy") && out.contains("cpu_pct"), "{out}");
+    // 2 builds × 4 repeats × 2 models.
+    let valid: Vec<i64> = lab.sql("SELECT COUNT(*) FROM attempts WHERE status = 'valid'");
+    assert_eq!(valid, [16]);
+}
+
+#[test]
+fn envoy_audit_lands_on_the_seed_figures_with_every_trial_valid() {
+    let lab = TempLab::new();
+    lab.cmd(&["run", "runbooks/envoy-battery-audit.toml"]).assert().success();
+    let id = &lab.campaigns()[0];
+    let invalid: Vec<i64> = lab.sql("SELECT COUNT(*) FROM attempts WHERE status != 'valid'");
+    assert_eq!(invalid, [0], "every trial valid");
+    let csv = results_csv(&lab, id);
+    let within = |got: f64, want: f64| (got - want).abs() <= 0.15 * want;
+    let cpu = csv_means(&csv, "cpu_pct");
+    let energy = csv_means(&csv, "energy_level");
+    let mem = csv_means(&csv, "memory_mb");
+    let drop = csv_means(&csv, "battery_drop_pct");
+    for (variant, c, e, m) in [("control", 12.0, 1.0, 6.0), ("envoy-poll", 185.0, 12.0, 12.0)] {
+        assert!(within(cpu[variant], c), "{variant} cpu {}", cpu[variant]);
+        assert!(within(energy[variant], e), "{variant} energy {}", energy[variant]);
+        assert!(within(mem[variant], m), "{variant} memory {}", mem[variant]);
+    }
+    assert!(within(cpu["envoy-kqueue"], 4.0), "kqueue cpu {}", cpu["envoy-kqueue"]);
+    assert!(within(drop["envoy-kqueue"], drop["control"]), "kqueue drop {} vs control {}", drop["envoy-kqueue"], drop["control"]);
+}
+
+#[test]
+fn same_runbook_and_seed_give_byte_identical_results() {
+    let (a, b) = (TempLab::new(), TempLab::new());
+    for lab in [&a, &b] {
+        lab.cmd(&["run", "runbooks/envoy-battery-audit.toml"]).assert().success();
+    }
+    let (ca, cb) = (results_csv(&a, &a.campaigns()[0]), results_csv(&b, &b.campaigns()[0]));
+    assert!(ca.lines().count() > 100);
+    assert_eq!(ca, cb);
+}
+
+#[test]
+fn run_without_a_runbook_points_at_the_runbooks() {
+    let lab = TempLab::new();
+    let out = lab.cmd(&["run"]).assert().code(2).get_output().stderr.clone();
+    let err = String::from_utf8(out).unwrap();
+    assert!(err.contains("runbooks/quickstart.toml") && err.contains("runbooks/envoy-battery-audit.toml"), "{err}");
+    assert!(!lab.store().exists());
+}
+
+#[test]
+fn report_and_status_read_the_finished_campaign() {
+    let lab = TempLab::new();
+    lab.cmd(&["run", "runbooks/quickstart.toml"]).assert().success();
+    let id = lab.campaigns()[0].clone();
+    let table = String::from_utf8(lab.cmd(&["report"]).assert().success().get_output().stdout.clone()).unwrap();
+    assert!(table.contains("cpu_pct"), "{table}");
+    let csv = String::from_utf8(lab.cmd(&["report", &id, "--format", "csv"]).assert().success().get_output().stdout.clone()).unwrap();
+    assert_eq!(csv, std::fs::read_to_string(lab.artifacts().join(&id).join("results.csv")).unwrap());
+    let status = lab.cmd(&["status", "--json"]).assert().success().get_output().stdout.clone();
+    let v: serde_json::Value = serde_json::from_slice(&status).unwrap();
+    assert_eq!(v["campaigns"][0]["campaign"], id.as_str());
+    assert_eq!(v["campaigns"][0]["status"], "done");
+    assert_eq!(v["campaigns"][0]["progress"], "16/16");
+    assert_eq!(v["devices"].as_array().unwrap().len(), 4);
+    let _ = root();
+}

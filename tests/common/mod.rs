@@ -1,0 +1,83 @@
+//! Shared helpers for the integration tests: each test gets its own copy of the
+//! default lab in a temporary folder, so stores and artifacts never collide.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A temporary copy of the repository's `lab.toml` (artifacts and store inside it).
+pub struct TempLab {
+    pub dir: tempfile::TempDir,
+    pub lab: PathBuf,
+}
+
+impl TempLab {
+    pub fn new() -> Self {
+        Self::from_text(&std::fs::read_to_string(root().join("lab.toml")).unwrap())
+    }
+
+    pub fn from_file(path: &Path) -> Self {
+        Self::from_text(&std::fs::read_to_string(path).unwrap())
+    }
+
+    pub fn from_text(text: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let lab = dir.path().join("lab.toml");
+        std::fs::write(&lab, text).unwrap();
+        TempLab { dir, lab }
+    }
+
+    pub fn store(&self) -> PathBuf {
+        self.dir.path().join("artifacts/lab.db")
+    }
+
+    pub fn artifacts(&self) -> PathBuf {
+        self.dir.path().join("artifacts")
+    }
+
+    /// `lab --lab <this lab> ARGS`, run from the repository root.
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::cargo_bin("lab").unwrap();
+        c.current_dir(root()).arg("--lab").arg(&self.lab).args(args).env_remove("LAB_CONFIG");
+        c
+    }
+
+    /// Ids of the store's campaigns, newest first.
+    pub fn campaigns(&self) -> Vec<String> {
+        if !self.store().exists() {
+            return Vec::new();
+        }
+        let conn = rusqlite::Connection::open(self.store()).unwrap();
+        let mut st = conn.prepare("SELECT id FROM campaigns ORDER BY created_at DESC").unwrap();
+        st.query_map([], |r| r.get(0)).unwrap().map(|r| r.unwrap()).collect()
+    }
+
+    pub fn sql<T: rusqlite::types::FromSql>(&self, q: &str) -> Vec<T> {
+        let conn = rusqlite::Connection::open(self.store()).unwrap();
+        let mut st = conn.prepare(q).unwrap();
+        st.query_map([], |r| r.get(0)).unwrap().map(|r| r.unwrap()).collect()
+    }
+}
+
+/// Mean of one metric per variant over valid rows of a results.csv.
+pub fn csv_means(csv_text: &str, metric: &str) -> std::collections::BTreeMap<String, f64> {
+    let mut rdr = csv::Reader::from_reader(csv_text.as_bytes());
+    let headers = rdr.headers().unwrap().clone();
+    let col = |name: &str| headers.iter().position(|h| h == name).unwrap_or_else(|| panic!("no column {name}"));
+    let (v, m, s, x) = (col("variant"), col("metric"), col("status"), col("value"));
+    let mut acc: std::collections::BTreeMap<String, (f64, u32)> = Default::default();
+    for r in rdr.records() {
+        let r = r.unwrap();
+        if &r[m] == metric && &r[s] == "valid" {
+            let e = acc.entry(r[v].to_string()).or_default();
+            e.0 += r[x].parse::<f64>().unwrap();
+            e.1 += 1;
+        }
+    }
+    acc.into_iter().map(|(k, (sum, n))| (k, sum / n as f64)).collect()
+}
