@@ -1,11 +1,35 @@
-//! Configuration: raw serde types are read from TOML, then validated into typed values.
+//! Configuration: `lab.toml` and runbooks are parsed with spans (toml_edit), then read
+//! key by key into the validated types of `lab.rs` and `runbook.rs`, collecting every
+//! problem as a [`Diagnostic`]. The format is documented in docs/config.md.
 
 mod diagnostics;
+mod duration;
+mod files;
 mod lab;
 mod load;
+#[cfg(test)]
+mod load_tests;
+mod metrics;
+mod names;
+mod problems;
 mod runbook;
+mod selector;
+mod source;
+mod suggest;
+mod table;
+mod validate_builds;
+mod validate_configs;
+mod validate_device;
+mod validate_lab;
+mod validate_runbook;
+mod validate_sections;
+mod validate_sim;
 
 pub use diagnostics::{ConfigError, Diagnostic};
+pub use duration::{parse_duration, parse_percent};
 pub use lab::*;
 pub use load::{load_lab, load_runbook, parse_lab, parse_runbook};
+pub use metrics::KNOWN_METRICS;
+pub use names::is_valid_name;
 pub use runbook::*;
+pub use validate_runbook::{DEFAULT_RETRIES, DEFAULT_SEED};

@@ -1,0 +1,552 @@
+//! Loader tests for what the repository's files do not exercise: every key of the
+//! format accepted with its value, defaults, and file checks against real files.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::*;
+
+const LAB: &str = r#"
+[lab]
+name = "bench"
+artifacts = "out"
+store = "db/lab.db"
+
+[[host]]
+name = "local"
+
+[[device]]
+name = "pixel-1"
+platform = "android"
+model = "Pixel 5"
+os = "Android 13"
+tags = ["android", "phone", "android"]
+tether = { uhubctl = { location = "1-1.4", port = 2 } }
+ids = { serial = "0A1B2C" }
+
+[[device]]
+name = "iphone-1"
+platform = "ios"
+model = "iPhone 6s"
+ids = { udid = "00008020-001A" }
+
+[[device]]
+name = "laptop"
+platform = "host"
+model = "ThinkPad"
+
+[[device]]
+name = "sim-a"
+host = "local"
+platform = "sim"
+model = "Pixel 5"
+tether = "manual"
+[device.sim]
+emulates = "android"
+seed = 9
+battery_mah = 3000
+battery_start_pct = 90
+voltage_v = 3.9
+base_mw = 300
+screen_mw_max = 700.5
+cpu_mw_per_pct = 8
+wakeup_mj = 0.2
+request_mj = 12
+radio_tail_mw = 100
+radio_tail = "150ms"
+charge_ma = 900
+ambient_c = -5
+thermal_c_per_w = 3
+thermal_tau = "5m"
+device_effect_sd = "3%"
+trial_noise_sd = 0.01
+brightness_pct = 70
+[device.sim.faults]
+disconnect = 0.1
+reconnect_after = "1m30s"
+brightness_reset = "5%"
+charging_during_soak = 0
+"#;
+
+fn lab() -> Lab {
+    parse_lab(LAB, Path::new("/labs/bench/lab.toml")).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn messages(e: &ConfigError) -> Vec<String> {
+    e.diagnostics
+        .iter()
+        .map(|d| format!("{}: {}", d.key, d.message))
+        .collect()
+}
+
+#[test]
+fn lab_keys_and_defaults() {
+    let lab = lab();
+    assert_eq!(lab.name, "bench");
+    assert_eq!(lab.artifacts_dir, PathBuf::from("/labs/bench/out"));
+    assert_eq!(lab.store_path, PathBuf::from("/labs/bench/db/lab.db"));
+    assert_eq!(lab.text, LAB);
+    assert_eq!(lab.hosts.len(), 1);
+
+    let pixel = lab.device("pixel-1").unwrap();
+    assert_eq!(pixel.platform, Platform::Android);
+    assert_eq!(pixel.host, "local");
+    assert_eq!(pixel.os, "Android 13");
+    assert_eq!(
+        pixel.tags,
+        ["android", "phone"],
+        "duplicate tags are dropped"
+    );
+    assert_eq!(
+        pixel.tether,
+        TetherSpec::Uhubctl {
+            location: "1-1.4".into(),
+            port: 2
+        }
+    );
+    assert_eq!(pixel.ids.get("serial").map(String::as_str), Some("0A1B2C"));
+    assert!(pixel.sim.is_none());
+
+    // Default tethers by platform; default os is empty.
+    let iphone = lab.device("iphone-1").unwrap();
+    assert_eq!(iphone.tether, TetherSpec::Manual);
+    assert_eq!(iphone.os, "");
+    assert_eq!(lab.device("laptop").unwrap().tether, TetherSpec::None);
+}
+
+#[test]
+fn every_sim_key_overrides_the_default() {
+    let lab = lab();
+    let d = lab.device("sim-a").unwrap();
+    assert_eq!(d.tether, TetherSpec::Manual);
+    let s = d.sim.as_ref().unwrap();
+    let expected = SimParams {
+        emulates: Platform::Android,
+        seed: 9,
+        battery_mah: 3000.0,
+        battery_start_pct: 90.0,
+        voltage_v: 3.9,
+        base_mw: 300.0,
+        screen_mw_max: 700.5,
+        cpu_mw_per_pct: 8.0,
+        wakeup_mj: 0.2,
+        request_mj: 12.0,
+        radio_tail_mw: 100.0,
+        radio_tail: Duration::from_millis(150),
+        charge_ma: 900.0,
+        ambient_c: -5.0,
+        thermal_c_per_w: 3.0,
+        thermal_tau: Duration::from_secs(300),
+        device_effect_sd: 0.03,
+        trial_noise_sd: 0.01,
+        brightness_pct: 70.0,
+        faults: SimFaults {
+            disconnect: 0.1,
+            reconnect_after: Duration::from_secs(90),
+            brightness_reset: 0.05,
+            charging_during_soak: 0.0,
+        },
+    };
+    assert_eq!(s, &expected);
+    // Every field of SimParams was set to a non-default value above, so this test
+    // notices a key that is read into the wrong field.
+    let defaults = SimParams::defaults(Platform::Android);
+    assert_ne!(s.battery_start_pct, defaults.battery_start_pct);
+    assert_ne!(s.faults.reconnect_after, defaults.faults.reconnect_after);
+}
+
+#[test]
+fn local_host_exists_without_a_host_table() {
+    let lab = parse_lab(
+        "[lab]\nname = \"x\"\n[[device]]\nname = \"l\"\nplatform = \"host\"\nmodel = \"m\"\n",
+        Path::new("lab.toml"),
+    )
+    .unwrap();
+    assert_eq!(lab.hosts.len(), 1);
+    assert_eq!(lab.hosts[0].name, "local");
+    assert_eq!(lab.hosts[0].kind, HostKind::Local);
+    assert_eq!(lab.devices[0].host, "local");
+}
+
+#[test]
+fn lab_syntax_error_is_one_placed_diagnostic() {
+    let e = parse_lab("[lab]\nname = \"x\"\n[[device]\n", Path::new("lab.toml")).unwrap_err();
+    assert_eq!(e.diagnostics.len(), 1);
+    assert_eq!(e.diagnostics[0].line, Some(3));
+    assert!(e.diagnostics[0].message.starts_with("invalid TOML"));
+}
+
+#[test]
+fn non_utf8_file_is_reported_with_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lab.toml");
+    std::fs::write(&path, b"[lab]\nname = \"\xff\"\n").unwrap();
+    let e = load_lab(&path).unwrap_err();
+    let d = &e.diagnostics[0];
+    assert_eq!((d.line, d.column), (Some(2), Some(9)));
+    assert_eq!(d.message, "the lab file is not UTF-8 text");
+}
+
+/// A runbook folder with real build and config files.
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("builds")).unwrap();
+        std::fs::create_dir_all(dir.path().join("server")).unwrap();
+        std::fs::write(dir.path().join("builds/App.ipa"), b"ipa bytes").unwrap();
+        std::fs::write(dir.path().join("builds/app.apk"), b"apk bytes").unwrap();
+        std::fs::write(dir.path().join("envoy.yaml"), b"stats_flush: 5s\n").unwrap();
+        Fixture { dir }
+    }
+    fn path(&self) -> PathBuf {
+        self.dir.path().join("rb.toml")
+    }
+    fn load(&self, text: &str) -> Result<Runbook, ConfigError> {
+        std::fs::write(self.path(), text).unwrap();
+        load_runbook(&self.path(), &lab())
+    }
+}
+
+const FULL: &str = r#"
+name = "full"
+description = "every key"
+duration = "1h30m"
+repeats = 2
+seed = 0
+order = "random"
+cooldown = "90s"
+retries = 0
+devices = ["pixel-*", "model:iPhone 6s", "tag:phone", "laptop"]
+
+[builds.control]
+baseline = true
+[builds.control.ios]
+ipa = "builds/App.ipa"
+bundle_id = "io.example.control"
+[builds.control.android]
+apk = "builds/app.apk"
+package = "io.example.control"
+activity = ".MainActivity"
+[builds.control.host]
+command = ["./server", "--port", "0"]
+env = { RUST_LOG = "info" }
+cwd = "server"
+[builds.control.sim]
+cpu_pct = 10
+wakeups_per_s = 20.5
+memory_mb = 30
+cache_hit_ratio = "10%"
+crash_probability = 0.01
+
+[builds.candidate.sim]
+cpu_pct = 0
+wakeups_per_s = 0
+memory_mb = 0
+
+[configs.quiet]
+
+[configs.chatty]
+env = { TRACE = "1" }
+args = ["--stats-flush", "1s"]
+files = [{ src = "envoy.yaml", dest = "config/envoy.yaml" }]
+[configs.chatty.sim]
+cpu_scale = 1.5
+wakeups_scale = 2
+memory_mb_add = -1
+cache_hit_ratio = 0
+crash_probability = "1%"
+
+[workload]
+request_interval = "1.5s"
+request_tolerance = 0.05
+
+[preconditions]
+brightness = [0, 100]
+bluetooth = false
+wifi = true
+battery_min = 80.5
+temperature_max = 35
+untethered = false
+app_foreground = false
+
+[metrics]
+collect = ["requests", "cpu_pct"]
+
+[statistics]
+alpha = "1%"
+practical_threshold = 0.1
+confidence = 0.99
+
+[timeouts]
+prepare = "1m"
+gate = "2h"
+launch = "30s"
+tether = "45s"
+collect = "5m"
+reconnect = "10m"
+"#;
+
+#[test]
+fn every_runbook_key_is_read() {
+    let fx = Fixture::new();
+    let rb = fx.load(FULL).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(rb.name, "full");
+    assert_eq!(rb.description, "every key");
+    assert_eq!(rb.source, fx.path());
+    assert_eq!(rb.sha256, crate::seed::sha256_hex(FULL.as_bytes()));
+    assert_eq!(rb.duration, Duration::from_secs(5400));
+    assert_eq!((rb.repeats, rb.seed, rb.retries), (2, 0, 0));
+    assert_eq!(rb.order, Order::Random);
+    assert_eq!(rb.cooldown, Duration::from_secs(90));
+    assert_eq!(
+        rb.devices,
+        [
+            Selector::Name("pixel-*".into()),
+            Selector::Model("iPhone 6s".into()),
+            Selector::Tag("phone".into()),
+            Selector::Name("laptop".into()),
+        ]
+    );
+
+    let control = &rb.builds[0];
+    assert!(control.baseline);
+    let ios = control.ios.as_ref().unwrap();
+    assert_eq!(ios.ipa, fx.dir.path().join("builds/App.ipa"));
+    assert_eq!(ios.bundle_id, "io.example.control");
+    assert_eq!(ios.sha256, crate::seed::sha256_hex(b"ipa bytes"));
+    let android = control.android.as_ref().unwrap();
+    assert_eq!(android.apk, fx.dir.path().join("builds/app.apk"));
+    assert_eq!(android.activity.as_deref(), Some(".MainActivity"));
+    assert_eq!(android.sha256, crate::seed::sha256_hex(b"apk bytes"));
+    let host = control.host.as_ref().unwrap();
+    assert_eq!(host.command, ["./server", "--port", "0"]);
+    assert_eq!(host.env.get("RUST_LOG").map(String::as_str), Some("info"));
+    assert_eq!(
+        host.cwd.as_deref(),
+        Some(fx.dir.path().join("server").as_path())
+    );
+    assert_eq!(
+        control.sim,
+        Some(SimProfile {
+            cpu_pct: 10.0,
+            wakeups_per_s: 20.5,
+            memory_mb: 30.0,
+            cache_hit_ratio: 0.1,
+            crash_probability: 0.01
+        })
+    );
+    let candidate = &rb.builds[1];
+    assert_eq!(candidate.name, "candidate");
+    assert!(!candidate.baseline);
+    assert!(candidate.runs_on(Platform::Sim) && !candidate.runs_on(Platform::Android));
+
+    let names: Vec<&str> = rb.configs.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["quiet", "chatty"]);
+    assert_eq!(rb.configs[0].sim, SimAdjust::default());
+    let chatty = &rb.configs[1];
+    assert_eq!(chatty.env.get("TRACE").map(String::as_str), Some("1"));
+    assert_eq!(chatty.args, ["--stats-flush", "1s"]);
+    assert_eq!(chatty.files.len(), 1);
+    assert_eq!(chatty.files[0].src, fx.dir.path().join("envoy.yaml"));
+    assert_eq!(chatty.files[0].dest, "config/envoy.yaml");
+    assert_eq!(
+        chatty.files[0].sha256,
+        crate::seed::sha256_hex(b"stats_flush: 5s\n")
+    );
+    assert_eq!(
+        chatty.sim,
+        SimAdjust {
+            cpu_scale: 1.5,
+            wakeups_scale: 2.0,
+            memory_mb_add: -1.0,
+            cache_hit_ratio: Some(0.0),
+            crash_probability: Some(0.01)
+        }
+    );
+
+    assert_eq!(
+        rb.workload,
+        Workload {
+            request_interval: Some(Duration::from_millis(1500)),
+            request_tolerance: 0.05
+        }
+    );
+    assert_eq!(
+        rb.preconditions,
+        Preconditions {
+            brightness: Some((0.0, 100.0)),
+            bluetooth: Some(false),
+            wifi: Some(true),
+            battery_min: Some(80.5),
+            temperature_max: Some(35.0),
+            untethered: false,
+            app_foreground: false,
+        }
+    );
+    assert_eq!(rb.metrics, ["requests", "cpu_pct"]);
+    assert_eq!(
+        rb.statistics,
+        StatsSettings {
+            alpha: 0.01,
+            practical_threshold: 0.1,
+            confidence: 0.99
+        }
+    );
+    assert_eq!(
+        rb.timeouts,
+        PhaseTimeouts {
+            prepare: Duration::from_secs(60),
+            gate: Duration::from_secs(7200),
+            launch: Duration::from_secs(30),
+            tether: Duration::from_secs(45),
+            collect: Duration::from_secs(300),
+            reconnect: Duration::from_secs(600),
+        }
+    );
+}
+
+const MINIMAL: &str = r#"
+name = "minimal"
+duration = "10m"
+repeats = 1
+devices = ["sim-a"]
+[builds.only]
+baseline = true
+[builds.only.sim]
+cpu_pct = 1
+wakeups_per_s = 1
+memory_mb = 1
+"#;
+
+#[test]
+fn runbook_defaults() {
+    let fx = Fixture::new();
+    let rb = fx.load(MINIMAL).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(rb.description, "");
+    assert_eq!(rb.seed, DEFAULT_SEED);
+    assert_eq!(rb.retries, DEFAULT_RETRIES);
+    assert_eq!(rb.order, Order::Balanced);
+    assert_eq!(rb.cooldown, Duration::ZERO);
+    assert_eq!(rb.configs.len(), 1);
+    assert_eq!(rb.configs[0].name, "default");
+    assert_eq!(
+        rb.workload,
+        Workload {
+            request_interval: None,
+            request_tolerance: 0.02
+        }
+    );
+    assert_eq!(
+        rb.preconditions,
+        Preconditions {
+            untethered: true,
+            app_foreground: true,
+            ..Preconditions::default()
+        }
+    );
+    assert!(rb.metrics.is_empty());
+    assert_eq!(rb.statistics, StatsSettings::default());
+    assert_eq!(rb.timeouts, PhaseTimeouts::default());
+}
+
+#[test]
+fn problems_inside_inline_tables_and_arrays_are_found() {
+    let fx = Fixture::new();
+    let text = MINIMAL.to_string()
+        + r#"
+[configs.c]
+files = [{ src = "envoy.yaml", dest = "a.yaml", mode = "644" }, { src = "envoy.yaml", dest = "a.yaml" }, "x"]
+args = ["--a", 1]
+"#;
+    let e = fx.load(&text).unwrap_err();
+    assert_eq!(
+        messages(&e),
+        [
+            "configs.c.files[0].mode: unknown key `mode`",
+            "configs.c.files[1].dest: two files are pushed to \"a.yaml\"",
+            "configs.c.files[2]: expected a table, found string",
+            "configs.c.args[1]: expected a string, found integer",
+        ]
+    );
+}
+
+#[test]
+fn ssh_host_keys_get_the_not_yet_message_once() {
+    let e = parse_lab(
+        "[lab]\nname = \"x\"\n[[host]]\nname = \"far\"\naddress = \"10.0.0.1\"\nport = 22\nuser = \"ci\"\nidentity = \"~/.ssh/id\"\n",
+        Path::new("lab.toml"),
+    )
+    .unwrap_err();
+    assert_eq!(e.diagnostics.len(), 1, "{e}");
+    assert_eq!(e.diagnostics[0].message, "SSH hosts are not supported yet");
+    assert_eq!(e.diagnostics[0].key, "host[0].address");
+    assert!(
+        e.diagnostics[0]
+            .fix
+            .contains("`address`, `user`, `port`, `identity`")
+    );
+}
+
+#[test]
+fn selectors_are_checked_against_the_given_lab() {
+    let fx = Fixture::new();
+    let text = MINIMAL.replace(
+        "devices = [\"sim-a\"]",
+        "devices = [\"sim-*\", \"model:Pixel 5\", \"tag:ios\", []]",
+    );
+    let e = fx.load(&text).unwrap_err();
+    assert_eq!(
+        messages(&e),
+        [
+            "devices[2]: `tag:ios` matches no device in lab /labs/bench/lab.toml",
+            "devices[3]: expected a string, found array"
+        ]
+    );
+    let text = MINIMAL.replace("devices = [\"sim-a\"]", "devices = []");
+    assert_eq!(
+        messages(&fx.load(&text).unwrap_err()),
+        ["devices: no devices selected"]
+    );
+}
+
+#[test]
+fn three_baselines_are_all_named() {
+    let fx = Fixture::new();
+    let mut text = MINIMAL.to_string();
+    for b in ["b", "c"] {
+        text += &format!(
+            "[builds.{b}]\nbaseline = true\n[builds.{b}.sim]\ncpu_pct = 1\nwakeups_per_s = 1\nmemory_mb = 1\n"
+        );
+    }
+    assert_eq!(
+        messages(&fx.load(&text).unwrap_err()),
+        ["builds.c.baseline: 3 builds have baseline = true: `only`, `b`, `c`"]
+    );
+}
+
+#[test]
+fn uhubctl_tether_as_a_sub_table() {
+    let text = r#"
+[lab]
+name = "hub"
+[[device]]
+name = "pixel-1"
+platform = "android"
+model = "Pixel 5"
+[device.tether.uhubctl]
+location = "2-1.4"
+port = 3
+"#;
+    let lab = parse_lab(text, Path::new("lab.toml")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        lab.devices[0].tether,
+        TetherSpec::Uhubctl {
+            location: "2-1.4".into(),
+            port: 3
+        }
+    );
+}

@@ -1,0 +1,247 @@
+//! `[builds.NAME]`: what each build runs on every platform, and which one is the baseline.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::files::{existing_dir, existing_file};
+use super::names::{NameSet, check_name};
+use super::problems::Problems;
+use super::table::{Field, Table};
+use super::{AndroidArtifact, Build, HostCommand, IosArtifact, SimProfile};
+
+const BUILD_KEYS: &[&str] = &["baseline", "ios", "android", "host", "sim"];
+const IOS_KEYS: &[&str] = &["ipa", "bundle_id"];
+const ANDROID_KEYS: &[&str] = &["apk", "package", "activity"];
+const HOST_KEYS: &[&str] = &["command", "env", "cwd"];
+const SIM_KEYS: &[&str] = &[
+    "cpu_pct",
+    "wakeups_per_s",
+    "memory_mb",
+    "cache_hit_ratio",
+    "crash_probability",
+];
+
+/// Reads `[builds]`; reports a missing or doubled baseline. Builds stay in file order.
+pub(crate) fn read_builds(f: Option<Field>, p: &mut Problems, base: &Path) -> Vec<Build> {
+    let Some(f) = f else {
+        p.push(None, "builds", "no builds", "add at least one build, e.g. `[builds.app]` with `baseline = true` and a `[builds.app.sim]` table");
+        return Vec::new();
+    };
+    let Some(t) = f.table(p) else {
+        return Vec::new();
+    };
+    if t.is_empty() {
+        f.problem(
+            p,
+            "no builds",
+            "add at least one build, e.g. `[builds.app]` with `baseline = true`",
+        );
+        return Vec::new();
+    }
+
+    let mut names = NameSet::new("build");
+    let mut builds = Vec::new();
+    let mut baselines: Vec<(String, Option<std::ops::Range<usize>>)> = Vec::new();
+    // A build whose `baseline` is unreadable might be the baseline: then do not also
+    // claim that there is none.
+    let mut baseline_unknown = false;
+    for bf in t.fields() {
+        let name_ok = check_name(p, bf.span(), &bf.path, "build", &bf.leaf);
+        if name_ok {
+            names.add(p, &bf.leaf, bf.span(), &bf.path);
+        }
+        let Some(bt) = bf.table(p) else {
+            baseline_unknown = true;
+            continue;
+        };
+        let baseline = match bt.get("baseline") {
+            None => Some(false),
+            Some(b) => b.bool(p).inspect(|&v| {
+                if v {
+                    baselines.push((bf.leaf.clone(), b.span()))
+                }
+            }),
+        };
+        baseline_unknown |= baseline.is_none();
+        if let (Some(build), Some(baseline), true) =
+            (read_build(&bt, &bf.leaf, p, base), baseline, name_ok)
+        {
+            builds.push(Build { baseline, ..build });
+        }
+    }
+
+    match baselines.len() {
+        0 if !baseline_unknown => f.problem(
+            p,
+            "no build is the baseline",
+            "add baseline = true to one build (the one the others are compared with)",
+        ),
+        0 | 1 => {}
+        _ => {
+            let named: Vec<String> = baselines.iter().map(|(n, _)| format!("`{n}`")).collect();
+            let (last_name, span) = baselines.last().cloned().expect("two or more");
+            p.push(
+                span,
+                &format!("builds.{last_name}.baseline"),
+                format!(
+                    "{} builds have baseline = true: {}",
+                    baselines.len(),
+                    named.join(", ")
+                ),
+                "keep baseline = true on exactly one build (the one the others are compared with)",
+            );
+        }
+    }
+    builds
+}
+
+/// One build's platform tables; `baseline` is filled in by the caller.
+fn read_build(t: &Table, name: &str, p: &mut Problems, base: &Path) -> Option<Build> {
+    let before = p.len();
+    t.check_keys(p, BUILD_KEYS);
+    let ios = t
+        .get("ios")
+        .and_then(|f| f.table(p))
+        .and_then(|it| read_ios(&it, p, base));
+    let android = t
+        .get("android")
+        .and_then(|f| f.table(p))
+        .and_then(|at| read_android(&at, p, base));
+    let host = t
+        .get("host")
+        .and_then(|f| f.table(p))
+        .and_then(|ht| read_host(&ht, p, base));
+    let sim = t
+        .get("sim")
+        .and_then(|f| f.table(p))
+        .and_then(|st| read_sim_profile(&st, p));
+    if !["ios", "android", "host", "sim"]
+        .iter()
+        .any(|k| t.get(k).is_some())
+    {
+        p.push(
+            t.span(),
+            t.path(),
+            format!("build `{name}` has nothing to run"),
+            format!("add at least one of [builds.{name}.sim], [builds.{name}.host], [builds.{name}.android], [builds.{name}.ios]"),
+        );
+    }
+    (p.len() == before).then_some(Build {
+        name: name.to_string(),
+        baseline: false,
+        ios,
+        android,
+        host,
+        sim,
+    })
+}
+
+fn read_ios(t: &Table, p: &mut Problems, base: &Path) -> Option<IosArtifact> {
+    t.check_keys(p, IOS_KEYS);
+    let ipa = t
+        .required(p, "ipa", "ipa = \"builds/App.ipa\"")
+        .and_then(|f| existing_file(&f, p, base, "build file"));
+    let bundle_id = t
+        .required(p, "bundle_id", "bundle_id = \"com.example.app\"")
+        .and_then(|f| f.text(p));
+    let (ipa, sha256) = ipa?;
+    Some(IosArtifact {
+        ipa,
+        bundle_id: bundle_id?,
+        sha256,
+    })
+}
+
+fn read_android(t: &Table, p: &mut Problems, base: &Path) -> Option<AndroidArtifact> {
+    t.check_keys(p, ANDROID_KEYS);
+    let apk = t
+        .required(p, "apk", "apk = \"builds/app.apk\"")
+        .and_then(|f| existing_file(&f, p, base, "build file"));
+    let package = t
+        .required(p, "package", "package = \"com.example.app\"")
+        .and_then(|f| f.text(p));
+    let activity = match t.get("activity") {
+        None => Some(None),
+        Some(f) => f.text(p).map(Some),
+    };
+    let (apk, sha256) = apk?;
+    Some(AndroidArtifact {
+        apk,
+        package: package?,
+        activity: activity?,
+        sha256,
+    })
+}
+
+fn read_host(t: &Table, p: &mut Problems, base: &Path) -> Option<HostCommand> {
+    t.check_keys(p, HOST_KEYS);
+    let command = t.required(p, "command", "command = [\"./server\", \"--port\", \"8080\"]").and_then(|f| {
+        let before = p.len();
+        let argv: Vec<String> = f.strings(p)?.into_iter().map(|(s, _)| s).collect();
+        if p.len() != before {
+            return None;
+        }
+        if argv.first().is_none_or(|a| a.trim().is_empty()) {
+            f.problem(p, "the command is empty", "write the program and its arguments, e.g. `command = [\"./server\", \"--port\", \"8080\"]`");
+            return None;
+        }
+        Some(argv)
+    });
+    let env = t
+        .get("env")
+        .map_or(Some(Default::default()), |f| read_env(&f, p));
+    let cwd = match t.get("cwd") {
+        None => Some(None),
+        Some(f) => existing_dir(&f, p, base).map(Some),
+    };
+    Some(HostCommand {
+        command: command?,
+        env: env?,
+        cwd: cwd?,
+    })
+}
+
+/// `env = { KEY = "value" }`: names must be usable as environment variable names.
+pub(crate) fn read_env(f: &Field, p: &mut Problems) -> Option<BTreeMap<String, String>> {
+    let t = f.table(p)?;
+    let before = p.len();
+    let mut env = BTreeMap::new();
+    for kf in t.fields() {
+        let Some(v) = kf.str(p) else { continue };
+        if kf.leaf.is_empty() || kf.leaf.contains('=') || kf.leaf.contains('\0') {
+            kf.problem(
+                p,
+                format!("\"{}\" is not a valid environment variable name", kf.leaf),
+                "use a name without `=`, e.g. LOG_LEVEL",
+            );
+        } else {
+            env.insert(kf.leaf.clone(), v.to_string());
+        }
+    }
+    (p.len() == before).then_some(env)
+}
+
+fn read_sim_profile(t: &Table, p: &mut Problems) -> Option<SimProfile> {
+    t.check_keys(p, SIM_KEYS);
+    let ge0 = |v: f64| v >= 0.0;
+    let num = |p: &mut Problems, key: &str, example: &str| {
+        t.required(p, key, example)
+            .and_then(|f| f.number_where(p, ge0, "≥ 0"))
+    };
+    let cpu_pct = num(p, "cpu_pct", "cpu_pct = 10");
+    let wakeups_per_s = num(p, "wakeups_per_s", "wakeups_per_s = 20");
+    let memory_mb = num(p, "memory_mb", "memory_mb = 30");
+    let frac = |p: &mut Problems, key: &str| match t.get(key) {
+        None => Some(0.0),
+        Some(f) => f.fraction_in(p, 0.0, 1.0, false),
+    };
+    let cache_hit_ratio = frac(p, "cache_hit_ratio");
+    let crash_probability = frac(p, "crash_probability");
+    Some(SimProfile {
+        cpu_pct: cpu_pct?,
+        wakeups_per_s: wakeups_per_s?,
+        memory_mb: memory_mb?,
+        cache_hit_ratio: cache_hit_ratio?,
+        crash_probability: crash_probability?,
+    })
+}

@@ -1,0 +1,231 @@
+//! One `[[device]]` of a lab file: identity, platform, tether, ids and `[device.sim]`.
+
+use std::collections::BTreeMap;
+
+use super::names::{NameSet, check_name};
+use super::problems::Problems;
+use super::table::{Field, Table};
+use super::validate_lab::LOCAL_HOST;
+use super::validate_sim::read_sim;
+use super::{DeviceSpec, Host, Platform, TetherSpec};
+
+const DEVICE_KEYS: &[&str] = &[
+    "name", "host", "platform", "model", "os", "tags", "tether", "ids", "sim",
+];
+const PLATFORMS: &[&str] = &["sim", "host", "android", "ios"];
+const TETHER_KINDS: &[&str] = &["none", "manual", "software"];
+const ID_KEYS: &[&str] = &["udid", "serial"];
+
+pub(crate) fn platform_from(s: &str) -> Option<Platform> {
+    match s {
+        "sim" => Some(Platform::Sim),
+        "host" => Some(Platform::Host),
+        "android" => Some(Platform::Android),
+        "ios" => Some(Platform::Ios),
+        _ => None,
+    }
+}
+
+/// Reads one device; `None` when something essential (name, platform, ...) is wrong,
+/// after reporting every problem found in it.
+pub(crate) fn read_device(
+    t: &Table,
+    p: &mut Problems,
+    hosts: &[Host],
+    names: &mut NameSet,
+) -> Option<DeviceSpec> {
+    t.check_keys(p, DEVICE_KEYS);
+
+    let name = t.required(p, "name", "name = \"phone-1\"").and_then(|f| {
+        let n = f.text(p)?;
+        if !check_name(p, f.span(), &f.path, "device", &n) {
+            return None;
+        }
+        names.add(p, &n, f.span(), &f.path);
+        Some(n)
+    });
+
+    let host = match t.get("host") {
+        None => Some(LOCAL_HOST.to_string()),
+        Some(f) => f.text(p).and_then(|h| {
+            if hosts.iter().any(|x| x.name == h) {
+                return Some(h);
+            }
+            let known: Vec<&str> = hosts.iter().map(|x| x.name.as_str()).collect();
+            f.problem(
+                p,
+                format!("host `{h}` is not defined in this lab"),
+                format!(
+                    "add a [[host]] with name = \"{h}\", or use one of: {}",
+                    known.join(", ")
+                ),
+            );
+            None
+        }),
+    };
+
+    let platform = t
+        .required(p, "platform", "platform = \"sim\"")
+        .and_then(|f| f.one_of(p, PLATFORMS))
+        .and_then(platform_from);
+    let model = t
+        .required(p, "model", "model = \"Pixel 5\"")
+        .and_then(|f| f.text(p));
+    let os = t
+        .get("os")
+        .map_or(Some(String::new()), |f| f.str(p).map(str::to_string));
+    let tags = t.get("tags").map_or(Some(Vec::new()), |f| read_tags(&f, p));
+    let tether = t
+        .get("tether")
+        .map_or(Some(None), |f| read_tether(&f, p, platform).map(Some));
+    let ids = t
+        .get("ids")
+        .map_or(Some(BTreeMap::new()), |f| read_ids(&f, p));
+
+    let sim = match (t.get("sim"), platform) {
+        (Some(f), Some(Platform::Sim)) => f.table(p).and_then(|st| read_sim(&st, p)).map(Some),
+        (Some(f), Some(other)) => {
+            f.problem(
+                p,
+                format!("a [device.sim] table is only allowed on sim devices; this device is platform \"{other}\""),
+                "remove the [device.sim] table, or set platform = \"sim\"",
+            );
+            None
+        }
+        (None, Some(Platform::Sim)) => {
+            p.push(
+                t.span(),
+                &format!("{}.sim", t.path()),
+                "a sim device needs a [device.sim] table",
+                "add `[device.sim]` with `emulates = \"ios\"` (or \"android\") after this device's keys",
+            );
+            None
+        }
+        (_, None) => None,
+        (None, Some(_)) => Some(None),
+    };
+
+    let platform = platform?;
+    Some(DeviceSpec {
+        name: name?,
+        host: host?,
+        platform,
+        model: model?,
+        os: os?,
+        tags: tags?,
+        tether: tether?.unwrap_or_else(|| default_tether(platform)),
+        ids: ids?,
+        sim: sim?,
+    })
+}
+
+/// Without a `tether` key: simulators cut their own power, a host is never tethered,
+/// and a phone's cable is pulled by an operator.
+fn default_tether(platform: Platform) -> TetherSpec {
+    match platform {
+        Platform::Sim => TetherSpec::Software,
+        Platform::Host => TetherSpec::None,
+        Platform::Android | Platform::Ios => TetherSpec::Manual,
+    }
+}
+
+fn read_tags(f: &Field, p: &mut Problems) -> Option<Vec<String>> {
+    let list = f.strings(p)?;
+    let mut tags = Vec::new();
+    let mut ok = true;
+    for (i, (tag, span)) in list.into_iter().enumerate() {
+        if tag.trim().is_empty() || tag.trim() != tag {
+            p.push(
+                span,
+                &format!("{}[{i}]", f.path),
+                format!("invalid tag \"{tag}\""),
+                "tags must be non-empty and have no surrounding spaces",
+            );
+            ok = false;
+        } else if !tags.contains(&tag) {
+            tags.push(tag);
+        }
+    }
+    ok.then_some(tags)
+}
+
+/// `"none" | "manual" | "software"` or `{ uhubctl = { location = "1-1", port = 2 } }`.
+fn read_tether(f: &Field, p: &mut Problems, platform: Option<Platform>) -> Option<TetherSpec> {
+    let spec = if f.item.is_str() {
+        match f.one_of(p, TETHER_KINDS)? {
+            "none" => TetherSpec::None,
+            "manual" => TetherSpec::Manual,
+            _ => TetherSpec::Software,
+        }
+    } else if f.item.is_table_like() {
+        let t = f.table(p)?;
+        t.check_keys(p, &["uhubctl"]);
+        let hub = t
+            .required(p, "uhubctl", "uhubctl = { location = \"1-1\", port = 2 }")?
+            .table(p)?;
+        hub.check_keys(p, &["location", "port"]);
+        let location = hub
+            .required(p, "location", "location = \"1-1\"")
+            .and_then(|lf| {
+                let l = lf.text(p)?;
+                // uhubctl hub locations: bus, then dash- and dot-separated port numbers ("1-1.4").
+                let valid = l
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || c == '-' || c == '.')
+                    && l.starts_with(|c: char| c.is_ascii_digit())
+                    && l.ends_with(|c: char| c.is_ascii_digit());
+                if !valid {
+                    lf.problem(
+                        p,
+                        format!("\"{l}\" is not a uhubctl hub location"),
+                        "write the location uhubctl prints, e.g. \"1-1\" or \"2-1.4\"",
+                    );
+                    return None;
+                }
+                Some(l)
+            });
+        let port = hub
+            .required(p, "port", "port = 2")
+            .and_then(|pf| pf.integer_in(p, 1, 255));
+        TetherSpec::Uhubctl {
+            location: location?,
+            port: port? as u32,
+        }
+    } else {
+        f.wrong_type(
+            p,
+            "\"none\", \"manual\", \"software\" or a uhubctl table",
+            "write `tether = \"manual\"` or `tether = { uhubctl = { location = \"1-1\", port = 2 } }`",
+        );
+        return None;
+    };
+    if spec == TetherSpec::Software {
+        if let Some(pl @ (Platform::Ios | Platform::Host)) = platform {
+            f.problem(
+                p,
+                format!("{} {pl} device cannot untether itself in software", if pl == Platform::Ios { "an" } else { "a" }),
+                "use tether = \"manual\" (an operator pulls the cable), a uhubctl hub port, or \"none\"",
+            );
+            return None;
+        }
+    }
+    Some(spec)
+}
+
+fn read_ids(f: &Field, p: &mut Problems) -> Option<BTreeMap<String, String>> {
+    let t = f.table(p)?;
+    t.check_keys(p, ID_KEYS);
+    let mut ids = BTreeMap::new();
+    let mut ok = true;
+    for k in ID_KEYS {
+        if let Some(v) = t.get(k) {
+            match v.text(p) {
+                Some(s) => {
+                    ids.insert(k.to_string(), s);
+                }
+                None => ok = false,
+            }
+        }
+    }
+    ok.then_some(ids)
+}

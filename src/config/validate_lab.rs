@@ -1,0 +1,132 @@
+//! `lab.toml`: `[lab]`, `[[host]]` and `[[device]]` into a validated [`Lab`].
+
+use std::path::{Path, PathBuf};
+
+use super::files::absolute;
+use super::names::{NameSet, check_name};
+use super::problems::Problems;
+use super::table::Table;
+use super::validate_device::read_device;
+use super::{Host, HostKind, Lab};
+
+const ROOT_KEYS: &[&str] = &["lab", "host", "device"];
+const LAB_KEYS: &[&str] = &["name", "artifacts", "store"];
+/// Keys of remote hosts; recognised so that they get a clear "not yet" rather than "unknown".
+const SSH_KEYS: &[&str] = &["address", "user", "port", "identity"];
+const HOST_KEYS: &[&str] = &["name", "address", "user", "port", "identity"];
+
+/// The host every lab has: this machine.
+pub(crate) const LOCAL_HOST: &str = "local";
+
+/// Reads a whole lab file. The result is only meaningful when `p` stays empty.
+pub(crate) fn read_lab(
+    root: &Table,
+    p: &mut Problems,
+    source: &Path,
+    text: &str,
+    base: &Path,
+) -> Lab {
+    root.check_keys(p, ROOT_KEYS);
+
+    let mut name = String::new();
+    let mut artifacts = PathBuf::from("artifacts");
+    let mut store = PathBuf::from("artifacts/lab.db");
+    match root.get("lab") {
+        None => p.push(
+            None,
+            "lab",
+            "missing the [lab] table",
+            "add `[lab]` with `name = \"my-lab\"` at the top of the file",
+        ),
+        Some(f) => {
+            if let Some(t) = f.table(p) {
+                t.check_keys(p, LAB_KEYS);
+                if let Some(nf) = t.required(p, "name", "name = \"my-lab\"") {
+                    if let Some(n) = nf.text(p) {
+                        if check_name(p, nf.span(), &nf.path, "lab", &n) {
+                            name = n;
+                        }
+                    }
+                }
+                if let Some(v) = t.get("artifacts").and_then(|f| f.text(p)) {
+                    artifacts = PathBuf::from(v);
+                }
+                if let Some(v) = t.get("store").and_then(|f| f.text(p)) {
+                    store = PathBuf::from(v);
+                }
+            }
+        }
+    }
+
+    let hosts = read_hosts(root, p);
+    let mut devices = Vec::new();
+    let device_tables = root
+        .get("device")
+        .and_then(|f| f.tables(p))
+        .unwrap_or_default();
+    let mut names = NameSet::new("device");
+    for t in &device_tables {
+        if let Some(d) = read_device(t, p, &hosts, &mut names) {
+            devices.push(d);
+        }
+    }
+
+    Lab {
+        name,
+        source: source.to_path_buf(),
+        text: text.to_string(),
+        artifacts_dir: absolute(&base.join(artifacts)),
+        store_path: absolute(&base.join(store)),
+        hosts,
+        devices,
+    }
+}
+
+/// `[[host]]` entries; `local` is always there, declared or not.
+fn read_hosts(root: &Table, p: &mut Problems) -> Vec<Host> {
+    let mut hosts = Vec::new();
+    let mut names = NameSet::new("host");
+    let tables = root
+        .get("host")
+        .and_then(|f| f.tables(p))
+        .unwrap_or_default();
+    for t in &tables {
+        t.check_keys(p, HOST_KEYS);
+        let ssh: Vec<_> = SSH_KEYS.iter().filter_map(|k| t.get(k)).collect();
+        if let Some(first) = ssh.first() {
+            let keys: Vec<String> = ssh.iter().map(|f| format!("`{}`", f.leaf)).collect();
+            first.problem(
+                p,
+                "SSH hosts are not supported yet",
+                format!(
+                    "remove {} from this host: for now every device runs on this machine (host \"{LOCAL_HOST}\")",
+                    keys.join(", ")
+                ),
+            );
+        }
+        let Some(nf) = t.required(p, "name", "name = \"local\"") else {
+            continue;
+        };
+        let Some(name) = nf.text(p) else { continue };
+        if !check_name(p, nf.span(), &nf.path, "host", &name) {
+            continue;
+        }
+        names.add(p, &name, nf.span(), &nf.path);
+        if !hosts.iter().any(|h: &Host| h.name == name) {
+            hosts.push(Host {
+                name,
+                kind: HostKind::Local,
+            });
+        }
+    }
+    if !hosts.iter().any(|h| h.name == LOCAL_HOST) {
+        hosts.insert(
+            0,
+            Host {
+                name: LOCAL_HOST.into(),
+                kind: HostKind::Local,
+            },
+        );
+    }
+    hosts
+}

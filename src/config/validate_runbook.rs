@@ -1,0 +1,180 @@
+//! A runbook file: its top-level keys, then every section, into a validated [`Runbook`].
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use super::names::check_name;
+use super::problems::Problems;
+use super::table::{Field, Table};
+use super::validate_builds::read_builds;
+use super::validate_configs::read_configs;
+use super::validate_sections::{
+    read_metrics, read_preconditions, read_statistics, read_timeouts, read_workload,
+};
+use super::{Lab, Order, Runbook, Selector};
+
+const ROOT_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "duration",
+    "repeats",
+    "seed",
+    "order",
+    "cooldown",
+    "retries",
+    "devices",
+    "builds",
+    "configs",
+    "workload",
+    "preconditions",
+    "metrics",
+    "statistics",
+    "timeouts",
+];
+
+/// Seed when the runbook gives none (fixed, so a campaign is still reproducible).
+pub const DEFAULT_SEED: u64 = 1;
+/// Re-runs of an invalid trial when the runbook gives no `retries`.
+pub const DEFAULT_RETRIES: u32 = 2;
+
+/// Reads a whole runbook. The result is only meaningful when `p` stays empty.
+pub(crate) fn read_runbook(
+    root: &Table,
+    p: &mut Problems,
+    source: &Path,
+    text: &str,
+    base: &Path,
+    lab: &Lab,
+) -> Runbook {
+    root.check_keys(p, ROOT_KEYS);
+    let stem = source
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "my-runbook".into());
+
+    let name = root
+        .required(p, "name", &format!("name = \"{stem}\""))
+        .and_then(|f| {
+            let n = f.text(p)?;
+            check_name(p, f.span(), &f.path, "runbook", &n).then_some(n)
+        })
+        .unwrap_or_default();
+    let description = root
+        .get("description")
+        .and_then(|f| f.str(p).map(str::to_string))
+        .unwrap_or_default();
+    let duration = root
+        .required(p, "duration", "duration = \"10m\"")
+        .and_then(|f| f.positive_duration(p))
+        .unwrap_or_default();
+    let repeats = root
+        .required(p, "repeats", "repeats = 5")
+        .and_then(|f| f.u32_at_least(p, 1))
+        .unwrap_or(1);
+    let seed = root
+        .get("seed")
+        .and_then(|f| f.integer_in(p, 0, i64::MAX))
+        .map_or(DEFAULT_SEED, |v| v as u64);
+    let order = match root
+        .get("order")
+        .and_then(|f| f.one_of(p, &["balanced", "sequential", "random"]))
+    {
+        Some("sequential") => Order::Sequential,
+        Some("random") => Order::Random,
+        _ => Order::Balanced,
+    };
+    let cooldown = root
+        .get("cooldown")
+        .and_then(|f| f.duration(p))
+        .unwrap_or(Duration::ZERO);
+    let retries = root
+        .get("retries")
+        .and_then(|f| f.u32_at_least(p, 0))
+        .unwrap_or(DEFAULT_RETRIES);
+    let devices = root
+        .required(p, "devices", "devices = [\"tag:phone\"]")
+        .map(|f| read_selectors(&f, p, lab))
+        .unwrap_or_default();
+
+    let builds = read_builds(root.get("builds"), p, base);
+    let configs = read_configs(root.get("configs"), p, base);
+
+    Runbook {
+        name,
+        description,
+        source: source.to_path_buf(),
+        text: text.to_string(),
+        sha256: crate::seed::sha256_hex(text.as_bytes()),
+        duration,
+        repeats,
+        seed,
+        order,
+        cooldown,
+        retries,
+        devices,
+        builds,
+        configs,
+        workload: read_workload(root.get("workload"), p),
+        preconditions: read_preconditions(root.get("preconditions"), p),
+        metrics: read_metrics(root.get("metrics"), p),
+        statistics: read_statistics(root.get("statistics"), p),
+        timeouts: read_timeouts(root.get("timeouts"), p),
+    }
+}
+
+/// `devices = [...]`: every selector must parse and pick at least one device of the lab.
+fn read_selectors(f: &Field, p: &mut Problems, lab: &Lab) -> Vec<Selector> {
+    let Some(list) = f.strings(p) else {
+        return Vec::new();
+    };
+    if f.item.as_array().is_some_and(|a| a.is_empty()) {
+        f.problem(
+            p,
+            "no devices selected",
+            "name devices, e.g. `devices = [\"tag:phone\"]` or `devices = [\"sim-*\"]`",
+        );
+    }
+    let mut out = Vec::new();
+    for (i, (text, span)) in list.into_iter().enumerate() {
+        let key = format!("{}[{i}]", f.path);
+        match Selector::parse(&text) {
+            Err(e) => p.push(
+                span,
+                &key,
+                format!("invalid device selector: {e}"),
+                "write a device name or glob (`sim-*`), `tag:NAME` or `model:NAME`",
+            ),
+            Ok(sel) if !lab.devices.iter().any(|d| sel.matches(d)) => p.push(
+                span,
+                &key,
+                format!("`{sel}` matches no device in lab {}", lab.source.display()),
+                available(lab),
+            ),
+            Ok(sel) => out.push(sel),
+        }
+    }
+    out
+}
+
+/// What could be selected instead: the lab's device names, tags and models.
+fn available(lab: &Lab) -> String {
+    if lab.devices.is_empty() {
+        return format!("add devices to {} first", lab.source.display());
+    }
+    let names: Vec<&str> = lab.devices.iter().map(|d| d.name.as_str()).collect();
+    let tags: BTreeSet<&str> = lab
+        .devices
+        .iter()
+        .flat_map(|d| d.tags.iter().map(String::as_str))
+        .collect();
+    let models: BTreeSet<&str> = lab.devices.iter().map(|d| d.model.as_str()).collect();
+    let mut fix = format!("use one of the lab's devices ({})", names.join(", "));
+    if !tags.is_empty() {
+        let tags: Vec<String> = tags.into_iter().map(|t| format!("tag:{t}")).collect();
+        fix += &format!(", tags ({})", tags.join(", "));
+    }
+    let models: Vec<String> = models.into_iter().map(|m| format!("model:{m}")).collect();
+    fix += &format!(" or models ({})", models.join(", "));
+    fix
+}

@@ -1,0 +1,160 @@
+//! The repository's own lab and runbooks load cleanly, with the values they say.
+
+use std::path::Path;
+use std::time::Duration;
+
+use lab::config::{
+    Order, Platform, Selector, SimParams, TetherSpec, load_lab, load_runbook, parse_duration,
+    parse_lab,
+};
+
+fn repo_lab() -> lab::config::Lab {
+    load_lab(Path::new("lab.toml")).unwrap_or_else(|e| panic!("lab.toml:\n{e}"))
+}
+
+#[test]
+fn repository_lab_loads() {
+    let lab = repo_lab();
+    assert_eq!(lab.name, "default");
+    assert!(lab.artifacts_dir.is_absolute());
+    assert!(lab.artifacts_dir.ends_with("artifacts"));
+    assert!(lab.store_path.ends_with("artifacts/lab.db"));
+    assert_eq!(lab.hosts.len(), 1);
+    assert_eq!(lab.hosts[0].name, "local");
+    let names: Vec<&str> = lab.devices.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["sim-iphone-1", "sim-iphone-2", "sim-pixel-1", "sim-pixel-2"]
+    );
+    assert!(lab.text.starts_with("# The default lab"));
+
+    let iphone = lab.device("sim-iphone-1").unwrap();
+    assert_eq!(iphone.platform, Platform::Sim);
+    assert_eq!(iphone.model, "iPhone 6s");
+    assert_eq!(iphone.os, "iOS 12.2");
+    assert_eq!(iphone.tags, ["ios", "phone"]);
+    assert_eq!(iphone.tether, TetherSpec::Software);
+    let sim = iphone.sim.as_ref().unwrap();
+    // Only `emulates` and `seed` are given: everything else is the iOS default.
+    assert_eq!(
+        sim,
+        &SimParams {
+            seed: 101,
+            ..SimParams::defaults(Platform::Ios)
+        }
+    );
+
+    let pixel = lab.device("sim-pixel-2").unwrap().sim.as_ref().unwrap();
+    assert_eq!(pixel.emulates, Platform::Android);
+    assert_eq!(pixel.seed, 202);
+    assert_eq!(pixel.battery_mah, 4080.0);
+    assert_eq!(pixel.voltage_v, 3.87);
+}
+
+#[test]
+fn quickstart_loads() {
+    let lab = repo_lab();
+    let path = Path::new("runbooks/quickstart.toml");
+    let rb = load_runbook(path, &lab).unwrap_or_else(|e| panic!("{}:\n{e}", path.display()));
+    assert_eq!(rb.name, "quickstart");
+    assert_eq!(rb.duration, Duration::from_secs(600));
+    assert_eq!(rb.repeats, 4);
+    assert_eq!(rb.seed, 7);
+    assert_eq!(rb.order, Order::Balanced);
+    assert_eq!(rb.cooldown, Duration::from_secs(60));
+    assert_eq!(rb.retries, 2);
+    assert_eq!(rb.devices, [Selector::Tag("phone".into())]);
+    let builds: Vec<(&str, bool)> = rb
+        .builds
+        .iter()
+        .map(|b| (b.name.as_str(), b.baseline))
+        .collect();
+    assert_eq!(builds, [("idle", true), ("busy", false)]);
+    assert_eq!(rb.baseline().name, "idle");
+    let busy = rb.builds[1].sim.as_ref().unwrap();
+    assert_eq!(
+        (busy.cpu_pct, busy.wakeups_per_s, busy.memory_mb),
+        (40.0, 200.0, 35.0)
+    );
+    assert_eq!((busy.cache_hit_ratio, busy.crash_probability), (0.0, 0.0));
+    assert_eq!(rb.configs.len(), 1);
+    assert_eq!(rb.configs[0].name, "default");
+    assert_eq!(rb.workload.request_interval, Some(Duration::from_secs(1)));
+    assert_eq!(rb.workload.request_tolerance, 0.02);
+    assert_eq!(rb.preconditions.brightness, Some((40.0, 60.0)));
+    assert_eq!(rb.preconditions.battery_min, Some(50.0));
+    assert_eq!(rb.preconditions.temperature_max, Some(40.0));
+    assert!(rb.preconditions.untethered && rb.preconditions.app_foreground);
+    assert!(rb.metrics.is_empty());
+    assert_eq!(rb.statistics, Default::default());
+    assert_eq!(rb.timeouts, Default::default());
+    let bytes = std::fs::read(path).unwrap();
+    assert_eq!(rb.text.as_bytes(), bytes.as_slice());
+    assert_eq!(rb.sha256, lab::seed::sha256_hex(&bytes));
+}
+
+#[test]
+fn envoy_audit_loads() {
+    let lab = repo_lab();
+    let rb = load_runbook(Path::new("runbooks/envoy-battery-audit.toml"), &lab)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(rb.name, "envoy-battery-audit");
+    assert_eq!(rb.duration, Duration::from_secs(3600));
+    assert_eq!((rb.repeats, rb.seed), (6, 2019));
+    assert_eq!(rb.cooldown, Duration::from_secs(300));
+    assert_eq!(rb.devices, [Selector::Model("iPhone 6s".into())]);
+    let names: Vec<&str> = rb.builds.iter().map(|b| b.name.as_str()).collect();
+    assert_eq!(names, ["control", "envoy-poll", "envoy-kqueue"]);
+    assert_eq!(rb.baseline().name, "control");
+    assert_eq!(rb.builds[1].sim.as_ref().unwrap().cpu_pct, 185.0);
+    assert!(
+        rb.builds
+            .iter()
+            .all(|b| b.runs_on(Platform::Sim) && !b.runs_on(Platform::Ios))
+    );
+    assert_eq!(
+        rb.workload.request_interval,
+        Some(Duration::from_millis(200))
+    );
+    assert_eq!(rb.workload.expected_requests(rb.duration), Some(18_000));
+    assert_eq!(rb.workload.request_tolerance, 0.02);
+    assert_eq!(rb.preconditions.battery_min, Some(80.0));
+    assert_eq!(rb.preconditions.bluetooth, Some(true));
+    assert_eq!(rb.metrics, lab::config::KNOWN_METRICS);
+    assert_eq!(rb.statistics.alpha, 0.05);
+    assert_eq!(rb.statistics.practical_threshold, 0.05);
+    assert_eq!(rb.statistics.confidence, 0.95);
+}
+
+#[test]
+fn every_runbook_in_the_repository_loads() {
+    let lab = repo_lab();
+    let mut n = 0;
+    for entry in std::fs::read_dir("runbooks").unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            load_runbook(&path, &lab).unwrap_or_else(|e| panic!("{}:\n{e}", path.display()));
+            n += 1;
+        }
+    }
+    assert!(n >= 2, "found {n} runbooks");
+}
+
+#[test]
+fn embedded_lab_resolves_against_the_current_directory() {
+    let text = std::fs::read_to_string("lab.toml").unwrap();
+    let lab = parse_lab(&text, Path::new("<embedded>")).unwrap();
+    assert_eq!(lab.source, Path::new("<embedded>"));
+    assert_eq!(
+        lab.artifacts_dir,
+        std::env::current_dir().unwrap().join("artifacts")
+    );
+    assert_eq!(lab.text, text);
+}
+
+#[test]
+fn durations_as_documented() {
+    assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+    assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+    assert!(parse_duration("abc").is_err());
+}
