@@ -10,7 +10,7 @@ use std::time::Duration;
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Lab, Order, Platform, Runbook, Selector, StatsSettings};
+use crate::config::{Lab, Order, Platform, Runbook, StatsSettings};
 use crate::store::PlannedTrialRow;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -74,18 +74,6 @@ pub enum PlanError {
     NothingRunsOn { runbook: String, device: String, platform: String },
 }
 
-/// Whether `selector` picks `device`.
-pub fn selects(selector: &Selector, device: &crate::config::DeviceSpec) -> bool {
-    match selector {
-        Selector::Name(pat) => match globset::Glob::new(pat) {
-            Ok(g) => g.compile_matcher().is_match(&device.name),
-            Err(_) => pat == &device.name,
-        },
-        Selector::Tag(t) => device.tags.iter().any(|x| x == t),
-        Selector::Model(m) => &device.model == m,
-    }
-}
-
 pub fn variant_name(build: &str, config: &str, single_config: bool) -> String {
     if single_config { build.to_string() } else { format!("{build}+{config}") }
 }
@@ -109,12 +97,12 @@ pub fn build(runbook: &Runbook, lab: &Lab) -> Result<Plan, PlanError> {
     let selected: Vec<&crate::config::DeviceSpec> = lab
         .devices
         .iter()
-        .filter(|d| runbook.devices.iter().any(|s| selects(s, d)))
+        .filter(|d| runbook.devices.iter().any(|s| s.matches(d)))
         .collect();
     if selected.is_empty() {
         return Err(PlanError::NoDevices {
             runbook: runbook.source.display().to_string(),
-            selectors: runbook.devices.iter().map(selector_text).collect(),
+            selectors: runbook.devices.iter().map(|s| s.to_string()).collect(),
         });
     }
 
@@ -216,14 +204,6 @@ pub fn build(runbook: &Runbook, lab: &Lab) -> Result<Plan, PlanError> {
         statistics: runbook.statistics.clone(),
         expected_requests: runbook.workload.expected_requests(runbook.duration),
     })
-}
-
-pub fn selector_text(s: &Selector) -> String {
-    match s {
-        Selector::Name(n) => n.clone(),
-        Selector::Tag(t) => format!("tag:{t}"),
-        Selector::Model(m) => format!("model:{m}"),
-    }
 }
 
 /// Formats seconds as `1h 05m`, `4m 10s`, `12s`.

@@ -15,7 +15,7 @@ pub fn load_lab(arg: Option<&Path>) -> Result<Lab, CliError> {
     match arg {
         Some(p) => Ok(config::load_lab(p)?),
         None if Path::new("lab.toml").exists() => Ok(config::load_lab(Path::new("lab.toml"))?),
-        None => Ok(config::parse_lab(EMBEDDED_LAB, Path::new("<embedded lab.toml>"))?),
+        None => Ok(config::parse_lab(EMBEDDED_LAB, Path::new("<embedded>"))?),
     }
 }
 

@@ -18,17 +18,12 @@ pub enum Provenance {
 }
 
 /// A value that may be unknown (no API reads it on this platform).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum Reading<T> {
+    #[default]
     Unknown,
     Known { value: T, from: Provenance },
-}
-
-impl<T> Default for Reading<T> {
-    fn default() -> Self {
-        Reading::Unknown
-    }
 }
 
 impl<T: Copy> Reading<T> {
