@@ -22,10 +22,7 @@ pub struct ParseError {
 }
 
 fn err<T>(line: usize, message: impl Into<String>) -> Result<T, ParseError> {
-    Err(ParseError {
-        line,
-        message: message.into(),
-    })
+    Err(ParseError { line, message: message.into() })
 }
 
 /// What a dump says about one trial.
@@ -68,18 +65,8 @@ impl SimDumpSummary {
     /// The metrics (names and units as the runbooks use them).
     pub fn measurements(&self) -> Vec<Measurement> {
         let mut m = vec![
-            Measurement::new(
-                "battery_drop_pct",
-                self.battery_drop_pct,
-                "%",
-                SOURCE_BATTERY,
-            ),
-            Measurement::new(
-                "charge_used_mah",
-                self.charge_used_mah,
-                "mAh",
-                SOURCE_BATTERY,
-            ),
+            Measurement::new("battery_drop_pct", self.battery_drop_pct, "%", SOURCE_BATTERY),
+            Measurement::new("charge_used_mah", self.charge_used_mah, "mAh", SOURCE_BATTERY),
             Measurement::new("avg_power_mw", self.avg_power_mw, "mW", SOURCE_BATTERY),
         ];
         if let Some(v) = self.energy_level {
@@ -91,12 +78,7 @@ impl SimDumpSummary {
         if let Some(v) = self.memory_mb {
             m.push(Measurement::new("memory_mb", v, "MB", SOURCE_SAMPLES));
         }
-        m.push(Measurement::new(
-            "requests",
-            self.requests_sent as f64,
-            "count",
-            SOURCE_REQUESTS,
-        ));
+        m.push(Measurement::new("requests", self.requests_sent as f64, "count", SOURCE_REQUESTS));
         m
     }
 }
@@ -115,10 +97,7 @@ impl<'a> Fields<'a> {
             match tok.split_once('=') {
                 Some((k, v)) if !k.is_empty() => pairs.push((k, v)),
                 _ => {
-                    return err(
-                        line,
-                        format!("{kind} line: `{tok}` is not a key=value field"),
-                    );
+                    return err(line, format!("{kind} line: `{tok}` is not a key=value field"));
                 }
             }
         }
@@ -128,10 +107,7 @@ impl<'a> Fields<'a> {
     fn text(&self, key: &str) -> Result<&'a str, ParseError> {
         match self.pairs.iter().find(|(k, _)| *k == key) {
             Some((_, v)) => Ok(v),
-            None => err(
-                self.line,
-                format!("{} line has no `{key}=` field", self.kind),
-            ),
+            None => err(self.line, format!("{} line has no `{key}=` field", self.kind)),
         }
     }
 
@@ -139,31 +115,20 @@ impl<'a> Fields<'a> {
         let v = self.text(key)?;
         match v.parse::<f64>() {
             Ok(x) if x.is_finite() => Ok(x),
-            _ => err(
-                self.line,
-                format!("{} line: `{key}={v}` is not a number", self.kind),
-            ),
+            _ => err(self.line, format!("{} line: `{key}={v}` is not a number", self.kind)),
         }
     }
 
     fn count(&self, key: &str) -> Result<u64, ParseError> {
         let v = self.text(key)?;
-        v.parse::<u64>().or_else(|_| {
-            err(
-                self.line,
-                format!("{} line: `{key}={v}` is not a whole number", self.kind),
-            )
-        })
+        v.parse::<u64>().or_else(|_| err(self.line, format!("{} line: `{key}={v}` is not a whole number", self.kind)))
     }
 
     fn flag(&self, key: &str) -> Result<bool, ParseError> {
         match self.text(key)? {
             "0" => Ok(false),
             "1" => Ok(true),
-            v => err(
-                self.line,
-                format!("{} line: `{key}={v}` must be 0 or 1", self.kind),
-            ),
+            v => err(self.line, format!("{} line: `{key}={v}` must be 0 or 1", self.kind)),
         }
     }
 }
@@ -195,10 +160,7 @@ struct Header {
 fn positive(line: usize, key: &str, v: &str) -> Result<f64, ParseError> {
     match v.parse::<f64>() {
         Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
-        _ => err(
-            line,
-            format!("header `{key}` must be a positive number, not `{v}`"),
-        ),
+        _ => err(line, format!("header `{key}` must be a positive number, not `{v}`")),
     }
 }
 
@@ -209,10 +171,7 @@ pub fn parse(text: &str) -> Result<SimDumpSummary, ParseError> {
         Some((_, first)) if first == MAGIC => {}
         Some((n, first)) => {
             let shown: String = first.chars().take(40).flat_map(char::escape_debug).collect();
-            return err(
-                n,
-                format!("not a lab sim energy log: expected `{MAGIC}`, found `{shown}`"),
-            );
+            return err(n, format!("not a lab sim energy log: expected `{MAGIC}`, found `{shown}`"));
         }
         None => return err(1, "empty file: expected a lab sim energy log"),
     }
@@ -239,10 +198,7 @@ pub fn parse(text: &str) -> Result<SimDumpSummary, ParseError> {
         match kind {
             "battery" | "sample" | "event" | "end" => in_body = true,
             _ if in_body => {
-                return err(
-                    n,
-                    format!("unknown line kind `{kind}` (expected battery, sample, event or end)"),
-                );
+                return err(n, format!("unknown line kind `{kind}` (expected battery, sample, event or end)"));
             }
             _ => {
                 let value = rest.trim();
@@ -279,11 +235,7 @@ pub fn parse(text: &str) -> Result<SimDumpSummary, ParseError> {
                 f.num("current_ma")?;
                 f.flag("charging")?;
                 f.num("temp_c")?;
-                battery.push(Battery {
-                    t,
-                    charge_mah,
-                    external_power,
-                });
+                battery.push(Battery { t, charge_mah, external_power });
             }
             "sample" => {
                 if t <= last_sample_t {
@@ -329,15 +281,9 @@ pub fn parse(text: &str) -> Result<SimDumpSummary, ParseError> {
     }
 
     let Some(end) = end else {
-        return err(
-            last_line + 1,
-            "the dump ends without an `end` line (truncated?)",
-        );
+        return err(last_line + 1, "the dump ends without an `end` line (truncated?)");
     };
-    let missing = |key: &str| ParseError {
-        line: end.line,
-        message: format!("the header has no `{key}` line"),
-    };
+    let missing = |key: &str| ParseError { line: end.line, message: format!("the header has no `{key}` line") };
     let device = header.device.ok_or_else(|| missing("device"))?;
     let emulates = header.emulates.ok_or_else(|| missing("emulates"))?;
     let app = header.app.ok_or_else(|| missing("app"))?;
@@ -348,13 +294,7 @@ pub fn parse(text: &str) -> Result<SimDumpSummary, ParseError> {
         return err(end.line, "the dump has no battery line");
     };
     if last.t > end.t {
-        return err(
-            end.line,
-            format!(
-                "`end t={}` is before the last battery line (t={})",
-                end.t, last.t
-            ),
-        );
+        return err(end.line, format!("`end t={}` is before the last battery line (t={})", end.t, last.t));
     }
     if sample_sent > end.requests_sent {
         return err(
@@ -387,11 +327,7 @@ pub fn parse(text: &str) -> Result<SimDumpSummary, ParseError> {
         duration_s,
         charge_used_mah,
         battery_drop_pct: charge_used_mah / battery_mah * 100.0,
-        avg_power_mw: if duration_s > 0.0 {
-            charge_used_mah * voltage_v * 3600.0 / duration_s
-        } else {
-            0.0
-        },
+        avg_power_mw: if duration_s > 0.0 { charge_used_mah * voltage_v * 3600.0 / duration_s } else { 0.0 },
         energy_level: mean(energy_sum),
         cpu_pct: mean(cpu_sum),
         memory_mb: mean(mem_sum),

@@ -12,8 +12,8 @@ use crate::clock::Clock;
 use crate::collect::sim_dump;
 use crate::config::{Build, DeviceSpec, VariantConfig};
 use crate::device::{
-    AppHandle, ArtifactFile, Collected, DesiredState, Device, DeviceError, Identity, LaunchSpec,
-    PrepareOutcome, SoakEvidence, StateSnapshot,
+    AppHandle, ArtifactFile, Collected, DesiredState, Device, DeviceError, Identity, LaunchSpec, PrepareOutcome,
+    SoakEvidence, StateSnapshot,
 };
 use crate::seed;
 
@@ -31,11 +31,7 @@ impl SimDevice {
     /// A phone with `spec.sim`'s parameters (the config loader always fills them; without
     /// them the iPhone defaults are used), on USB, battery at `battery_start_pct`.
     pub fn new(spec: DeviceSpec) -> SimDevice {
-        SimDevice {
-            state: Mutex::new(SimState::new(spec.clone())),
-            clock: Clock::virtual_clock(),
-            spec,
-        }
+        SimDevice { state: Mutex::new(SimState::new(spec.clone())), clock: Clock::virtual_clock(), spec }
     }
 
     /// The state at the clock's time (a copy: reading it changes nothing).
@@ -50,10 +46,7 @@ impl SimDevice {
     }
 
     /// Runs `f` on the state carried to now, if the phone answers.
-    fn with_state<R>(
-        &self,
-        f: impl FnOnce(&mut SimState) -> Result<R, DeviceError>,
-    ) -> Result<R, DeviceError> {
+    fn with_state<R>(&self, f: impl FnOnce(&mut SimState) -> Result<R, DeviceError>) -> Result<R, DeviceError> {
         let mut st = self.lock();
         st.advance(self.clock.now());
         st.ensure_connected()?;
@@ -61,11 +54,7 @@ impl SimDevice {
     }
 
     fn io(&self, path: &Path, source: std::io::Error) -> DeviceError {
-        DeviceError::Io {
-            device: self.spec.name.clone(),
-            path: path.to_path_buf(),
-            source,
-        }
+        DeviceError::Io { device: self.spec.name.clone(), path: path.to_path_buf(), source }
     }
 }
 
@@ -83,11 +72,7 @@ impl Device for SimDevice {
         self.with_state(|st| Ok(st.identify()))
     }
 
-    async fn prepare(
-        &self,
-        build: &Build,
-        config: &VariantConfig,
-    ) -> Result<PrepareOutcome, DeviceError> {
+    async fn prepare(&self, build: &Build, config: &VariantConfig) -> Result<PrepareOutcome, DeviceError> {
         self.with_state(|st| st.prepare(build, config))
     }
 
@@ -151,13 +136,9 @@ impl Device for SimDevice {
     async fn collect(&self, app: &AppHandle, dir: &Path) -> Result<Collected, DeviceError> {
         let (header, log) = self.with_state(|st| st.collect(&app.id))?;
         let text = dump::render(&header, &log);
-        tokio::fs::create_dir_all(dir)
-            .await
-            .map_err(|e| self.io(dir, e))?;
+        tokio::fs::create_dir_all(dir).await.map_err(|e| self.io(dir, e))?;
         let path = dir.join(DUMP_FILE);
-        tokio::fs::write(&path, &text)
-            .await
-            .map_err(|e| self.io(&path, e))?;
+        tokio::fs::write(&path, &text).await.map_err(|e| self.io(&path, e))?;
         let summary = sim_dump::parse(&text).map_err(|e| DeviceError::Failed {
             device: self.spec.name.clone(),
             what: "reading the sim dump".into(),

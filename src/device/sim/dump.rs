@@ -46,17 +46,11 @@ pub fn render(h: &DumpHeader, log: &TrialLog) -> String {
 
 fn write_dump(s: &mut String, h: &DumpHeader, log: &TrialLog) -> std::fmt::Result {
     let imitates = match h.emulates {
-        Platform::Android => {
-            "dumpsys battery / batterystats history, per-process CPU and PSS samples"
-        }
+        Platform::Android => "dumpsys battery / batterystats history, per-process CPU and PSS samples",
         _ => "the IOPMPowerSource battery registry, sysmontap samples and Xcode's energy gauge",
     };
     writeln!(s, "{MAGIC}")?;
-    writeln!(
-        s,
-        "# simulated {} ({}); imitates {imitates}; format: docs/sim.md",
-        h.model, h.emulates
-    )?;
+    writeln!(s, "# simulated {} ({}); imitates {imitates}; format: docs/sim.md", h.model, h.emulates)?;
     writeln!(s, "device {}", h.device)?;
     writeln!(s, "model {}", h.model)?;
     writeln!(s, "os {}", h.os)?;
@@ -110,18 +104,10 @@ fn write_dump(s: &mut String, h: &DumpHeader, log: &TrialLog) -> std::fmt::Resul
             x.energy_level
         )?;
     }
-    writeln!(
-        s,
-        "# event: what happened to the phone or the app during the trial"
-    )?;
+    writeln!(s, "# event: what happened to the phone or the app during the trial")?;
     for e in &log.events {
         match e.kind {
-            EventKind::Brightness { pct } => writeln!(
-                s,
-                "event t={} kind={} value={pct}",
-                secs(e.t),
-                e.kind.name()
-            )?,
+            EventKind::Brightness { pct } => writeln!(s, "event t={} kind={} value={pct}", secs(e.t), e.kind.name())?,
             _ => writeln!(s, "event t={} kind={}", secs(e.t), e.kind.name())?,
         }
     }

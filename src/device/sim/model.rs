@@ -36,9 +36,7 @@ pub fn radio_mw(p: &SimParams, requests_per_s: f64) -> f64 {
 
 /// The app's own power (CPU, wakeups, radio), before device and trial effects, mW.
 pub fn app_mw(p: &SimParams, load: &AppLoad) -> f64 {
-    p.cpu_mw_per_pct * load.cpu_pct
-        + p.wakeup_mj * load.wakeups_per_s
-        + radio_mw(p, load.requests_per_s)
+    p.cpu_mw_per_pct * load.cpu_pct + p.wakeup_mj * load.wakeups_per_s + radio_mw(p, load.requests_per_s)
 }
 
 pub fn screen_mw(p: &SimParams, brightness_pct: f64) -> f64 {
@@ -91,10 +89,7 @@ pub struct Cell {
 
 impl Cell {
     pub fn new(p: &SimParams) -> Self {
-        Cell {
-            charge_mah: p.battery_mah * p.battery_start_pct.clamp(0.0, 100.0) / 100.0,
-            temp_c: p.ambient_c,
-        }
+        Cell { charge_mah: p.battery_mah * p.battery_start_pct.clamp(0.0, 100.0) / 100.0, temp_c: p.ambient_c }
     }
 
     pub fn level_pct(&self, p: &SimParams) -> f64 {
@@ -114,11 +109,7 @@ impl Cell {
             return -load_ma;
         }
         let net = p.charge_ma - load_ma;
-        if net > 0.0 && self.is_full(p) {
-            0.0
-        } else {
-            net
-        }
+        if net > 0.0 && self.is_full(p) { 0.0 } else { net }
     }
 
     /// Whether the battery is gaining charge.
@@ -129,11 +120,8 @@ impl Cell {
     /// Temperature the phone settles at under `r`: ambient plus the heat of the load
     /// and, while charging, of the charger.
     pub fn equilibrium_c(&self, p: &SimParams, r: &Regime) -> f64 {
-        let charge_heat_w = if self.is_charging(p, r) {
-            CHARGE_HEAT_FRACTION * p.charge_ma * p.voltage_v / 1000.0
-        } else {
-            0.0
-        };
+        let charge_heat_w =
+            if self.is_charging(p, r) { CHARGE_HEAT_FRACTION * p.charge_ma * p.voltage_v / 1000.0 } else { 0.0 };
         p.ambient_c + p.thermal_c_per_w * (r.load_mw / 1000.0 + charge_heat_w)
     }
 
@@ -150,10 +138,7 @@ impl Cell {
         if current > 0.0 {
             let to_full_s = (p.battery_mah - self.charge_mah) / current * 3600.0;
             if to_full_s < dt_s {
-                let full = Cell {
-                    charge_mah: p.battery_mah,
-                    temp_c: relax(self.temp_c, target, to_full_s, tau_s),
-                };
+                let full = Cell { charge_mah: p.battery_mah, temp_c: relax(self.temp_c, target, to_full_s, tau_s) };
                 return full.step(p, r, dt_s - to_full_s);
             }
         }
@@ -188,10 +173,7 @@ mod tests {
     fn discharge_is_linear_in_time() {
         let p = iphone();
         let c = Cell::new(&p);
-        let r = Regime {
-            load_mw: 382.0,
-            external_power: false,
-        };
+        let r = Regime { load_mw: 382.0, external_power: false };
         let after = c.step(&p, &r, 3600.0);
         // 382 mW at 3.82 V is 100 mA: 100 mAh in an hour.
         assert!((c.charge_mah - after.charge_mah - 100.0).abs() < 1e-9);
@@ -200,14 +182,8 @@ mod tests {
     #[test]
     fn charging_stops_at_full_and_the_step_splits_there() {
         let p = iphone();
-        let c = Cell {
-            charge_mah: p.battery_mah - 10.0,
-            temp_c: p.ambient_c,
-        };
-        let r = Regime {
-            load_mw: 0.0,
-            external_power: true,
-        };
+        let c = Cell { charge_mah: p.battery_mah - 10.0, temp_c: p.ambient_c };
+        let r = Regime { load_mw: 0.0, external_power: true };
         let one = c.step(&p, &r, 3600.0);
         let two = c.step(&p, &r, 1800.0).step(&p, &r, 1800.0);
         assert_eq!(one.charge_mah, p.battery_mah);
@@ -219,14 +195,8 @@ mod tests {
     #[test]
     fn temperature_relaxes_exponentially() {
         let p = iphone();
-        let c = Cell {
-            charge_mah: 1000.0,
-            temp_c: 40.0,
-        };
-        let r = Regime {
-            load_mw: 0.0,
-            external_power: false,
-        };
+        let c = Cell { charge_mah: 1000.0, temp_c: 40.0 };
+        let r = Regime { load_mw: 0.0, external_power: false };
         let tau = p.thermal_tau.as_secs_f64();
         let after = c.step(&p, &r, tau);
         let expected = p.ambient_c + (40.0 - p.ambient_c) * (-1.0f64).exp();

@@ -11,12 +11,9 @@ use super::dump::DumpHeader;
 use super::log::{BatteryRecord, EventKind, LogEnd, LogEvent, TrialLog};
 use super::model::{self, AppLoad, Cell, Regime};
 use super::trial::{self, SAMPLE_PERIOD, TrialPlan, WindowFacts};
-use crate::config::{
-    Build, DeviceSpec, Platform, SimParams, SimProfile, TetherSpec, VariantConfig,
-};
+use crate::config::{Build, DeviceSpec, Platform, SimParams, SimProfile, TetherSpec, VariantConfig};
 use crate::device::{
-    AppHandle, DesiredState, DeviceError, Identity, LaunchSpec, PrepareOutcome, Provenance,
-    Reading, StateSnapshot,
+    AppHandle, DesiredState, DeviceError, Identity, LaunchSpec, PrepareOutcome, Provenance, Reading, StateSnapshot,
 };
 use crate::seed;
 
@@ -31,10 +28,7 @@ struct Setting<T> {
 
 impl<T: Copy> Setting<T> {
     fn reading(&self) -> Reading<T> {
-        Reading::Known {
-            value: self.value,
-            from: self.from,
-        }
+        Reading::Known { value: self.value, from: self.from }
     }
 }
 
@@ -107,27 +101,15 @@ impl SimState {
     /// A phone at time zero: battery at `battery_start_pct`, at ambient temperature, on
     /// USB unless its tether is `none`, with Bluetooth and Wi-Fi on.
     pub fn new(spec: DeviceSpec) -> Self {
-        let params = spec
-            .sim
-            .clone()
-            .unwrap_or_else(|| SimParams::defaults(Platform::Ios));
+        let params = spec.sim.clone().unwrap_or_else(|| SimParams::defaults(Platform::Ios));
         SimState {
             device_factor: trial::device_effect(&params),
             at: Duration::ZERO,
             cell: Cell::new(&params),
             tethered: spec.tether != TetherSpec::None,
-            brightness: Setting {
-                value: params.brightness_pct,
-                from: Provenance::Read,
-            },
-            bluetooth: Setting {
-                value: true,
-                from: Provenance::Read,
-            },
-            wifi: Setting {
-                value: true,
-                from: Provenance::Read,
-            },
+            brightness: Setting { value: params.brightness_pct, from: Provenance::Read },
+            bluetooth: Setting { value: true, from: Provenance::Read },
+            wifi: Setting { value: true, from: Provenance::Read },
             installed: None,
             run: None,
             lost: None,
@@ -154,9 +136,7 @@ impl SimState {
         while self.at < to {
             let next = self.next_stop(to);
             let regime = self.regime();
-            self.cell = self
-                .cell
-                .step(&self.params, &regime, (next - self.at).as_secs_f64());
+            self.cell = self.cell.step(&self.params, &regime, (next - self.at).as_secs_f64());
             self.at = next;
             self.apply_due();
         }
@@ -164,9 +144,7 @@ impl SimState {
 
     /// When the phone answers again, if it does not answer now.
     pub fn lost_until(&self) -> Option<Duration> {
-        self.lost
-            .filter(|(from, until)| *from <= self.at && self.at < *until)
-            .map(|(_, until)| until)
+        self.lost.filter(|(from, until)| *from <= self.at && self.at < *until).map(|(_, until)| until)
     }
 
     pub fn ensure_connected(&self) -> Result<(), DeviceError> {
@@ -187,12 +165,7 @@ impl SimState {
             .iter()
             .find_map(|k| self.spec.ids.get(*k).cloned())
             .unwrap_or_else(|| format!("sim-{:016x}", self.params.seed));
-        Identity {
-            name: self.spec.name.clone(),
-            model: self.spec.model.clone(),
-            os: self.spec.os.clone(),
-            serial,
-        }
+        Identity { name: self.spec.name.clone(), model: self.spec.model.clone(), os: self.spec.os.clone(), serial }
     }
 
     pub fn snapshot(&self) -> StateSnapshot {
@@ -211,43 +184,28 @@ impl SimState {
             external_power: Reading::read(regime.external_power),
             battery_temp_c: Reading::read(round1(self.cell.temp_c)),
             thermal_status: Reading::read(model::thermal_status(self.cell.temp_c)),
-            foreground_app: Reading::Known {
-                value: foreground,
-                from: Provenance::Read,
-            },
+            foreground_app: Reading::Known { value: foreground, from: Provenance::Read },
         }
     }
 
     /// "Installs" the build: the install hash is the sha256 of the JSON of the build's
     /// sim profile and the config's adjustments, so a changed config reinstalls.
-    pub fn prepare(
-        &mut self,
-        build: &Build,
-        config: &VariantConfig,
-    ) -> Result<PrepareOutcome, DeviceError> {
+    pub fn prepare(&mut self, build: &Build, config: &VariantConfig) -> Result<PrepareOutcome, DeviceError> {
         let profile = build.sim.as_ref().ok_or_else(|| DeviceError::NoArtifact {
             build: build.name.clone(),
             device: self.spec.name.clone(),
             platform: Platform::Sim.to_string(),
         })?;
-        let json =
-            serde_json::to_vec(&(profile, &config.sim)).map_err(|e| DeviceError::Failed {
-                device: self.spec.name.clone(),
-                what: format!("installing build {}", build.name),
-                detail: e.to_string(),
-            })?;
+        let json = serde_json::to_vec(&(profile, &config.sim)).map_err(|e| DeviceError::Failed {
+            device: self.spec.name.clone(),
+            what: format!("installing build {}", build.name),
+            detail: e.to_string(),
+        })?;
         let sha256 = seed::sha256_hex(&json);
         let same = self.installed.as_ref().is_some_and(|i| i.sha256 == sha256);
-        self.installed = Some(Installed {
-            sha256: sha256.clone(),
-            build: build.name.clone(),
-            profile: config.sim.apply(profile),
-        });
-        Ok(if same {
-            PrepareOutcome::AlreadyInstalled { sha256 }
-        } else {
-            PrepareOutcome::Installed { sha256 }
-        })
+        self.installed =
+            Some(Installed { sha256: sha256.clone(), build: build.name.clone(), profile: config.sim.apply(profile) });
+        Ok(if same { PrepareOutcome::AlreadyInstalled { sha256 } } else { PrepareOutcome::Installed { sha256 } })
     }
 
     pub fn set_state(&mut self, want: &DesiredState) -> Result<(), DeviceError> {
@@ -258,22 +216,13 @@ impl SimState {
                     format!("{b} % is outside 0–100 %; fix the runbook's brightness precondition"),
                 ));
             }
-            self.brightness = Setting {
-                value: b,
-                from: Provenance::Set,
-            };
+            self.brightness = Setting { value: b, from: Provenance::Set };
         }
         if let Some(on) = want.bluetooth_on {
-            self.bluetooth = Setting {
-                value: on,
-                from: Provenance::Set,
-            };
+            self.bluetooth = Setting { value: on, from: Provenance::Set };
         }
         if let Some(on) = want.wifi_on {
-            self.wifi = Setting {
-                value: on,
-                from: Provenance::Set,
-            };
+            self.wifi = Setting { value: on, from: Provenance::Set };
         }
         self.note_change();
         Ok(())
@@ -282,10 +231,9 @@ impl SimState {
     /// Drops the last trial's log; refuses while its app still runs.
     pub fn reset_counters(&mut self) -> Result<(), DeviceError> {
         if let Some(run) = self.run.as_ref().filter(|r| !r.stopped) {
-            return Err(self.failed(
-                "resetting counters",
-                format!("app {} is still running; stop it first", run.app_id),
-            ));
+            return Err(
+                self.failed("resetting counters", format!("app {} is still running; stop it first", run.app_id))
+            );
         }
         self.run = None;
         Ok(())
@@ -294,12 +242,10 @@ impl SimState {
     /// Starts the installed app (stopping any other) and draws the attempt's effects
     /// and faults from `spec.seed`.
     pub fn launch(&mut self, spec: &LaunchSpec) -> Result<AppHandle, DeviceError> {
-        let installed = self.installed.clone().ok_or_else(|| {
-            self.failed(
-                "launching the app",
-                "nothing is installed; call prepare first".into(),
-            )
-        })?;
+        let installed = self
+            .installed
+            .clone()
+            .ok_or_else(|| self.failed("launching the app", "nothing is installed; call prepare first".into()))?;
         self.stop_run();
         let plan = TrialPlan::draw(spec.seed, &self.params, &installed.profile, spec.duration);
         let launched_at = self.at;
@@ -308,22 +254,13 @@ impl SimState {
             (plan.brightness_reset_at, Change::BrightnessReset),
             (plan.external_power_at, Change::ExternalPower),
             (plan.disconnect_at, Change::LostContact),
-            (
-                plan.disconnect_at
-                    .map(|d| d + self.params.faults.reconnect_after),
-                Change::Reconnected,
-            ),
+            (plan.disconnect_at.map(|d| d + self.params.faults.reconnect_after), Change::Reconnected),
         ]
         .into_iter()
         .filter_map(|(at, c)| at.map(|d| (launched_at + d, c)))
         .collect();
         pending.sort_by_key(|(at, _)| *at);
-        self.lost = plan.disconnect_at.map(|d| {
-            (
-                launched_at + d,
-                launched_at + d + self.params.faults.reconnect_after,
-            )
-        });
+        self.lost = plan.disconnect_at.map(|d| (launched_at + d, launched_at + d + self.params.faults.reconnect_after));
         let app_id = format!("sim.{}", installed.build);
         self.run = Some(Run {
             app_id: app_id.clone(),
@@ -344,10 +281,7 @@ impl SimState {
         });
         // Logs the launch record (and any fault due at once).
         self.apply_due();
-        Ok(AppHandle {
-            id: app_id,
-            launched_at,
-        })
+        Ok(AppHandle { id: app_id, launched_at })
     }
 
     pub fn untether(&mut self) {
@@ -363,17 +297,14 @@ impl SimState {
 
     /// Closes the window of `app_id`'s trial and returns what the dump needs.
     pub fn collect(&mut self, app_id: &str) -> Result<(DumpHeader, TrialLog), DeviceError> {
-        if !self.run.as_ref().is_some_and(|r| r.app_id == app_id) {
+        if self.run.as_ref().is_none_or(|r| r.app_id != app_id) {
             return Err(self.failed(
                 "collecting",
                 format!("no trial log for app {app_id} (it was never launched here, or the log was reset)"),
             ));
         }
         self.close_window();
-        let run = self
-            .run
-            .as_ref()
-            .ok_or_else(|| self.failed("collecting", "the trial vanished".into()))?;
+        let run = self.run.as_ref().ok_or_else(|| self.failed("collecting", "the trial vanished".into()))?;
         let header = DumpHeader {
             device: self.spec.name.clone(),
             model: self.spec.model.clone(),
@@ -407,11 +338,7 @@ impl SimState {
     }
 
     fn failed(&self, what: &str, detail: String) -> DeviceError {
-        DeviceError::Failed {
-            device: self.spec.name.clone(),
-            what: what.into(),
-            detail,
-        }
+        DeviceError::Failed { device: self.spec.name.clone(), what: what.into(), detail }
     }
 
     /// What the phone draws now, and whether USB (or the fault's other path) feeds it.
@@ -420,18 +347,12 @@ impl SimState {
         let (load_mw, fault_power) = match &self.run {
             Some(run) if !run.stopped => {
                 let app = run.alive.then_some(&run.load);
-                (
-                    run.power_factor * model::foreground_mw(p, self.brightness.value, app),
-                    run.external_power,
-                )
+                (run.power_factor * model::foreground_mw(p, self.brightness.value, app), run.external_power)
             }
             // Asleep with the screen off between trials.
             _ => (self.device_factor * model::IDLE_MW, false),
         };
-        Regime {
-            load_mw,
-            external_power: self.tethered || fault_power,
-        }
+        Regime { load_mw, external_power: self.tethered || fault_power }
     }
 
     /// The next time the regime may change or the gauge logs, capped at `to`.
@@ -442,11 +363,7 @@ impl SimState {
         let since = self.at - run.launched_at;
         let k = since.as_nanos() / SAMPLE_PERIOD.as_nanos() + 1;
         let grid = run.launched_at + Duration::from_nanos((k * SAMPLE_PERIOD.as_nanos()) as u64);
-        let fault = run
-            .pending
-            .iter()
-            .map(|(at, _)| *at)
-            .find(|at| *at > self.at);
+        let fault = run.pending.iter().map(|(at, _)| *at).find(|at| *at > self.at);
         fault.map_or(grid, |f| f.min(grid)).min(to)
     }
 
@@ -457,11 +374,7 @@ impl SimState {
             return;
         };
         let t = at - run.launched_at;
-        let due = run
-            .pending
-            .iter()
-            .take_while(|(when, _)| *when <= at)
-            .count();
+        let due = run.pending.iter().take_while(|(when, _)| *when <= at).count();
         let changes: Vec<Change> = run.pending.drain(..due).map(|(_, c)| c).collect();
         for change in &changes {
             let kind = match change {
@@ -481,10 +394,7 @@ impl SimState {
             run.log.events.push(LogEvent { t, kind });
         }
         if changes.contains(&Change::BrightnessReset) {
-            self.brightness = Setting {
-                value: 100.0,
-                from: Provenance::Read,
-            };
+            self.brightness = Setting { value: 100.0, from: Provenance::Read };
         }
         let on_minute = t.as_nanos() % SAMPLE_PERIOD.as_nanos() == 0;
         if on_minute || !changes.is_empty() {

@@ -10,12 +10,9 @@ use rand::seq::SliceRandom;
 use super::model::{self, IDLE_MW};
 use super::{DUMP_FILE, SimDevice};
 use crate::collect::sim_dump;
-use crate::config::{
-    Build, DeviceSpec, Platform, SimParams, SimProfile, TetherSpec, VariantConfig,
-};
+use crate::config::{Build, DeviceSpec, Platform, SimParams, SimProfile, TetherSpec, VariantConfig};
 use crate::device::{
-    Collected, DesiredState, Device, DeviceError, LaunchSpec, PrepareOutcome, Provenance, Reading,
-    StateSnapshot,
+    Collected, DesiredState, Device, DeviceError, LaunchSpec, PrepareOutcome, Provenance, Reading, StateSnapshot,
 };
 use crate::seed;
 
@@ -40,24 +37,11 @@ fn iphone(name: &str, seed: u64, tweak: impl FnOnce(&mut SimParams)) -> DeviceSp
 }
 
 fn profile(cpu_pct: f64, wakeups_per_s: f64, memory_mb: f64) -> SimProfile {
-    SimProfile {
-        cpu_pct,
-        wakeups_per_s,
-        memory_mb,
-        cache_hit_ratio: 0.0,
-        crash_probability: 0.0,
-    }
+    SimProfile { cpu_pct, wakeups_per_s, memory_mb, cache_hit_ratio: 0.0, crash_probability: 0.0 }
 }
 
 fn build(name: &str, sim: SimProfile) -> Build {
-    Build {
-        name: name.into(),
-        baseline: false,
-        ios: None,
-        android: None,
-        host: None,
-        sim: Some(sim),
-    }
+    Build { name: name.into(), baseline: false, ios: None, android: None, host: None, sim: Some(sim) }
 }
 
 fn value<T: Copy>(r: &Reading<T>) -> T {
@@ -134,11 +118,7 @@ async fn run_trial(
         waited += 5 * MIN;
     }
     dev.prepare(b, &VariantConfig::default_config()).await?;
-    let want = DesiredState {
-        brightness_pct: Some(p.brightness),
-        bluetooth_on: Some(true),
-        wifi_on: Some(true),
-    };
+    let want = DesiredState { brightness_pct: Some(p.brightness), bluetooth_on: Some(true), wifi_on: Some(true) };
     dev.set_state(&want).await?;
     dev.reset_counters().await?;
     let app = dev
@@ -160,12 +140,7 @@ async fn run_trial(
     dev.stop(&app).await?;
     clock.sleep(p.cooldown).await;
     let dump = std::fs::read(dir.join(DUMP_FILE)).expect("collect wrote the dump");
-    Ok(Outcome {
-        collected,
-        dump,
-        after_untether,
-        after_soak,
-    })
+    Ok(Outcome { collected, dump, after_untether, after_soak })
 }
 
 fn repo_file(rel: &str) -> PathBuf {
@@ -173,23 +148,17 @@ fn repo_file(rel: &str) -> PathBuf {
 }
 
 fn number(v: &toml::Value, what: &str) -> f64 {
-    v.as_float()
-        .or_else(|| v.as_integer().map(|i| i as f64))
-        .unwrap_or_else(|| panic!("{what} is not a number: {v:?}"))
+    v.as_float().or_else(|| v.as_integer().map(|i| i as f64)).unwrap_or_else(|| panic!("{what} is not a number: {v:?}"))
 }
 
 fn duration(v: &toml::Value, what: &str) -> Duration {
-    humantime::parse_duration(
-        v.as_str()
-            .unwrap_or_else(|| panic!("{what} is not a string")),
-    )
-    .unwrap_or_else(|e| panic!("{what}: {e}"))
+    humantime::parse_duration(v.as_str().unwrap_or_else(|| panic!("{what} is not a string")))
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
 }
 
 /// The audit's builds and protocol, read from the runbook itself.
 fn audit_runbook() -> (Vec<Build>, Protocol, u32, u64) {
-    let text =
-        std::fs::read_to_string(repo_file("runbooks/envoy-battery-audit.toml")).expect("runbook");
+    let text = std::fs::read_to_string(repo_file("runbooks/envoy-battery-audit.toml")).expect("runbook");
     let doc: toml::Table = toml::from_str(&text).expect("runbook is TOML");
     let builds = doc["builds"]
         .as_table()
@@ -215,10 +184,7 @@ fn audit_runbook() -> (Vec<Build>, Protocol, u32, u64) {
     let bright = pre["brightness"].as_array().expect("brightness range");
     let protocol = Protocol {
         duration: duration(&doc["duration"], "duration"),
-        interval: Some(duration(
-            &doc["workload"]["request_interval"],
-            "request_interval",
-        )),
+        interval: Some(duration(&doc["workload"]["request_interval"], "request_interval")),
         brightness: (number(&bright[0], "brightness") + number(&bright[1], "brightness")) / 2.0,
         battery_min: number(&pre["battery_min"], "battery_min"),
         temperature_max: number(&pre["temperature_max"], "temperature_max"),
@@ -280,14 +246,9 @@ async fn calibration_reproduces_the_envoy_audit() {
             for b in order {
                 let key = format!("{}-{}-r{}", dev.name(), b.name, block * devices.len() + d);
                 let trial_seed = seed::derive(campaign_seed, &[&key, "attempt-1"]);
-                let out = run_trial(dev, b, trial_seed, &key, &protocol, &tmp.path().join(&key))
-                    .await
-                    .expect("trial");
+                let out = run_trial(dev, b, trial_seed, &key, &protocol, &tmp.path().join(&key)).await.expect("trial");
                 let ev = &out.collected.evidence;
-                assert!(
-                    ev.charging_s == 0.0 && !ev.app_died && !ev.lost_contact,
-                    "{key}: {ev:?}"
-                );
+                assert!(ev.charging_s == 0.0 && !ev.app_died && !ev.lost_contact, "{key}: {ev:?}");
                 assert_eq!(ev.requests_seen, Some(18_000), "{key}");
                 assert_eq!(ev.measured_duration, Some(HOUR), "{key}");
                 results.entry(b.name.clone()).or_default().push(out);
@@ -324,69 +285,30 @@ async fn calibration_reproduces_the_envoy_audit() {
     ];
     for (variant, metric, target) in checks {
         let got = m(variant, metric);
-        assert!(
-            within(got, target, 0.15),
-            "{variant} {metric} = {got}, want {target} ± 15 %\n{figures}"
-        );
+        assert!(within(got, target, 0.15), "{variant} {metric} = {got}, want {target} ± 15 %\n{figures}");
     }
     // "basically no change to battery consumption" after the fix: within 5 % of control.
-    let (kq, ctl) = (
-        m("envoy-kqueue", "battery_drop_pct"),
-        m("control", "battery_drop_pct"),
-    );
-    assert!(
-        within(kq, ctl, 0.05),
-        "kqueue drop {kq} vs control {ctl}\n{figures}"
-    );
+    let (kq, ctl) = (m("envoy-kqueue", "battery_drop_pct"), m("control", "battery_drop_pct"));
+    assert!(within(kq, ctl, 0.05), "kqueue drop {kq} vs control {ctl}\n{figures}");
     // The bug costs battery: poll drains far more than control.
     assert!(m("envoy-poll", "battery_drop_pct") > 2.0 * ctl, "{figures}");
 }
 
 async fn one_trial(spec: DeviceSpec, prof: SimProfile, seed: u64, dir: &Path) -> Outcome {
     let dev = SimDevice::new(spec);
-    run_trial(
-        &dev,
-        &build("app", prof),
-        seed,
-        "t1",
-        &Protocol::hour_at_5_per_s(),
-        dir,
-    )
-    .await
-    .expect("trial")
+    run_trial(&dev, &build("app", prof), seed, "t1", &Protocol::hour_at_5_per_s(), dir).await.expect("trial")
 }
 
 #[tokio::test]
 async fn same_seeds_give_the_same_measurements_and_dump_bytes() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let prof = SimProfile {
-        cache_hit_ratio: 0.3,
-        ..profile(40.0, 200.0, 30.0)
-    };
-    let a = one_trial(
-        iphone("a", 7, |_| {}),
-        prof.clone(),
-        99,
-        &tmp.path().join("a"),
-    )
-    .await;
-    let b = one_trial(
-        iphone("a", 7, |_| {}),
-        prof.clone(),
-        99,
-        &tmp.path().join("b"),
-    )
-    .await;
+    let prof = SimProfile { cache_hit_ratio: 0.3, ..profile(40.0, 200.0, 30.0) };
+    let a = one_trial(iphone("a", 7, |_| {}), prof.clone(), 99, &tmp.path().join("a")).await;
+    let b = one_trial(iphone("a", 7, |_| {}), prof.clone(), 99, &tmp.path().join("b")).await;
     assert_eq!(a.collected, b.collected);
     assert_eq!(a.dump, b.dump);
     // Another attempt seed or another device changes the numbers.
-    let c = one_trial(
-        iphone("a", 7, |_| {}),
-        prof.clone(),
-        100,
-        &tmp.path().join("c"),
-    )
-    .await;
+    let c = one_trial(iphone("a", 7, |_| {}), prof.clone(), 100, &tmp.path().join("c")).await;
     assert_ne!(a.metric("avg_power_mw"), c.metric("avg_power_mw"));
     let d = one_trial(iphone("a", 8, |_| {}), prof, 99, &tmp.path().join("d")).await;
     assert_ne!(a.metric("avg_power_mw"), d.metric("avg_power_mw"));
@@ -396,18 +318,8 @@ async fn same_seeds_give_the_same_measurements_and_dump_bytes() {
 async fn an_hour_long_trial_takes_well_under_a_second() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let wall = std::time::Instant::now();
-    let out = one_trial(
-        iphone("fast", 1, |_| {}),
-        profile(185.0, 1000.0, 12.0),
-        5,
-        tmp.path(),
-    )
-    .await;
-    assert!(
-        wall.elapsed() < Duration::from_millis(500),
-        "{:?}",
-        wall.elapsed()
-    );
+    let out = one_trial(iphone("fast", 1, |_| {}), profile(185.0, 1000.0, 12.0), 5, tmp.path()).await;
+    assert!(wall.elapsed() < Duration::from_millis(500), "{:?}", wall.elapsed());
     assert_eq!(out.collected.evidence.measured_duration, Some(HOUR));
 }
 
@@ -425,15 +337,8 @@ async fn clean_trial_matches_the_closed_form() {
     let power = model::foreground_mw(&p, 50.0, Some(&load));
     // Charge used over an hour at constant power, read off a whole-mAh counter.
     let mah = power / p.voltage_v;
-    assert!(
-        (out.metric("charge_used_mah") - mah).abs() <= 1.0,
-        "{} vs {mah}",
-        out.metric("charge_used_mah")
-    );
-    assert!(
-        (out.metric("battery_drop_pct") - mah / p.battery_mah * 100.0).abs()
-            <= 100.0 / p.battery_mah
-    );
+    assert!((out.metric("charge_used_mah") - mah).abs() <= 1.0, "{} vs {mah}", out.metric("charge_used_mah"));
+    assert!((out.metric("battery_drop_pct") - mah / p.battery_mah * 100.0).abs() <= 100.0 / p.battery_mah);
     assert!((out.metric("avg_power_mw") - power).abs() <= p.voltage_v);
     assert_eq!(out.metric("requests"), 18_000.0);
     // Temperature after an hour: first-order rise towards ambient + k·P.
@@ -448,25 +353,13 @@ async fn prepare_installs_once_per_profile() {
     let dev = SimDevice::new(iphone("p", 1, |_| {}));
     let cfg = VariantConfig::default_config();
     let b = build("x", profile(10.0, 10.0, 10.0));
-    assert!(matches!(
-        dev.prepare(&b, &cfg).await,
-        Ok(PrepareOutcome::Installed { .. })
-    ));
-    assert!(matches!(
-        dev.prepare(&b, &cfg).await,
-        Ok(PrepareOutcome::AlreadyInstalled { .. })
-    ));
+    assert!(matches!(dev.prepare(&b, &cfg).await, Ok(PrepareOutcome::Installed { .. })));
+    assert!(matches!(dev.prepare(&b, &cfg).await, Ok(PrepareOutcome::AlreadyInstalled { .. })));
     let mut faster = VariantConfig::default_config();
     faster.sim.cpu_scale = 0.5;
-    assert!(matches!(
-        dev.prepare(&b, &faster).await,
-        Ok(PrepareOutcome::Installed { .. })
-    ));
+    assert!(matches!(dev.prepare(&b, &faster).await, Ok(PrepareOutcome::Installed { .. })));
     let none = Build { sim: None, ..b };
-    assert!(matches!(
-        dev.prepare(&none, &cfg).await,
-        Err(DeviceError::NoArtifact { .. })
-    ));
+    assert!(matches!(dev.prepare(&none, &cfg).await, Err(DeviceError::NoArtifact { .. })));
 }
 
 #[tokio::test]
@@ -474,25 +367,15 @@ async fn set_state_reads_back_as_set() {
     let dev = SimDevice::new(iphone("s", 1, |_| {}));
     let before = dev.state().await.expect("state");
     assert_eq!(provenance(&before.brightness_pct), Provenance::Read);
-    let want = DesiredState {
-        brightness_pct: Some(42.0),
-        bluetooth_on: Some(false),
-        wifi_on: None,
-    };
+    let want = DesiredState { brightness_pct: Some(42.0), bluetooth_on: Some(false), wifi_on: None };
     dev.set_state(&want).await.expect("set");
     let after = dev.state().await.expect("state");
     assert_eq!(value(&after.brightness_pct), 42.0);
     assert_eq!(provenance(&after.brightness_pct), Provenance::Set);
     assert!(!value(&after.bluetooth_on));
     assert_eq!(provenance(&after.wifi_on), Provenance::Read);
-    let bad = DesiredState {
-        brightness_pct: Some(140.0),
-        ..DesiredState::default()
-    };
-    assert!(matches!(
-        dev.set_state(&bad).await,
-        Err(DeviceError::Failed { .. })
-    ));
+    let bad = DesiredState { brightness_pct: Some(140.0), ..DesiredState::default() };
+    assert!(matches!(dev.set_state(&bad).await, Err(DeviceError::Failed { .. })));
 }
 
 #[tokio::test]
@@ -533,22 +416,11 @@ async fn cool_down_temperature_falls_towards_ambient() {
     let p = dev.spec().sim.clone().expect("sim");
     let mut proto = Protocol::hour_at_5_per_s();
     proto.cooldown = Duration::ZERO;
-    let out = run_trial(
-        &dev,
-        &build("poll", profile(185.0, 1000.0, 12.0)),
-        1,
-        "t",
-        &proto,
-        tmp.path(),
-    )
-    .await
-    .expect("trial");
+    let out =
+        run_trial(&dev, &build("poll", profile(185.0, 1000.0, 12.0)), 1, "t", &proto, tmp.path()).await.expect("trial");
     let hot = value(&out.after_soak.battery_temp_c);
     assert!(hot > 40.0, "{hot}");
-    assert_eq!(
-        value(&out.after_soak.thermal_status),
-        model::thermal_status(hot)
-    );
+    assert_eq!(value(&out.after_soak.thermal_status), model::thermal_status(hot));
     assert!(value(&out.after_soak.thermal_status) > 0);
     let clock = dev.clock();
     let mut temps = vec![dev.model_state().snapshot()];
@@ -579,46 +451,24 @@ async fn disconnect_fault_loses_the_device_and_says_so() {
         p.faults.reconnect_after = 2 * HOUR;
     }));
     let b = build("app", profile(12.0, 15.0, 6.0));
-    dev.prepare(&b, &VariantConfig::default_config())
-        .await
-        .expect("prepare");
-    let spec = LaunchSpec {
-        trial_key: "t".into(),
-        seed: 3,
-        duration: HOUR,
-        request_interval: None,
-        endpoint_url: None,
-    };
+    dev.prepare(&b, &VariantConfig::default_config()).await.expect("prepare");
+    let spec =
+        LaunchSpec { trial_key: "t".into(), seed: 3, duration: HOUR, request_interval: None, endpoint_url: None };
     let app = dev.launch(&spec).await.expect("launch");
     dev.software_untether().await.expect("untether");
     let clock = dev.clock();
     clock.sleep(HOUR).await;
     // Gone: every call but the cable's side fails.
     assert!(dev.state().await.expect_err("lost").is_disconnect());
-    assert!(
-        dev.collect(&app, tmp.path())
-            .await
-            .expect_err("lost")
-            .is_disconnect()
-    );
-    dev.software_retether()
-        .await
-        .expect("retether needs no answer");
+    assert!(dev.collect(&app, tmp.path()).await.expect_err("lost").is_disconnect());
+    dev.software_retether().await.expect("retether needs no answer");
     let before = clock.now();
-    assert!(
-        dev.wait_connected(10 * MIN)
-            .await
-            .expect_err("still gone")
-            .is_disconnect()
-    );
+    assert!(dev.wait_connected(10 * MIN).await.expect_err("still gone").is_disconnect());
     assert_eq!(clock.now() - before, 10 * MIN);
     dev.wait_connected(3 * HOUR).await.expect("back");
     let back_at = clock.now();
     assert!(back_at > before + 10 * MIN && back_at < before + 2 * HOUR);
-    let c = dev
-        .collect(&app, tmp.path())
-        .await
-        .expect("collect after reconnection");
+    let c = dev.collect(&app, tmp.path()).await.expect("collect after reconnection");
     assert!(c.evidence.lost_contact);
     assert_eq!(c.evidence.measured_duration, Some(HOUR));
     // The sample stream has a gap.
@@ -630,13 +480,7 @@ async fn disconnect_fault_loses_the_device_and_says_so() {
 #[tokio::test]
 async fn short_disconnect_is_still_evidence() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let out = one_trial(
-        faulty(|p| p.faults.disconnect = 1.0),
-        profile(12.0, 15.0, 6.0),
-        9,
-        tmp.path(),
-    )
-    .await;
+    let out = one_trial(faulty(|p| p.faults.disconnect = 1.0), profile(12.0, 15.0, 6.0), 9, tmp.path()).await;
     // Back within the soak (5 minutes later): collect works, the evidence tells.
     assert!(out.collected.evidence.lost_contact);
     assert!(!out.collected.evidence.app_died);
@@ -647,13 +491,7 @@ async fn brightness_reset_fault_shows_after_the_soak() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let prof = profile(12.0, 15.0, 6.0);
     let clean = one_trial(faulty(|_| {}), prof.clone(), 9, &tmp.path().join("a")).await;
-    let out = one_trial(
-        faulty(|p| p.faults.brightness_reset = 1.0),
-        prof,
-        9,
-        &tmp.path().join("b"),
-    )
-    .await;
+    let out = one_trial(faulty(|p| p.faults.brightness_reset = 1.0), prof, 9, &tmp.path().join("b")).await;
     assert_eq!(value(&out.after_untether.brightness_pct), 50.0);
     assert_eq!(value(&out.after_soak.brightness_pct), 100.0);
     assert_eq!(provenance(&out.after_soak.brightness_pct), Provenance::Read);
@@ -664,30 +502,15 @@ async fn brightness_reset_fault_shows_after_the_soak() {
 #[tokio::test]
 async fn charging_during_soak_fault_is_hidden_at_untether_but_logged() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let out = one_trial(
-        faulty(|p| p.faults.charging_during_soak = 1.0),
-        profile(12.0, 15.0, 6.0),
-        9,
-        tmp.path(),
-    )
-    .await;
+    let out = one_trial(faulty(|p| p.faults.charging_during_soak = 1.0), profile(12.0, 15.0, 6.0), 9, tmp.path()).await;
     assert!(!value(&out.after_untether.charging));
     assert!(!value(&out.after_untether.external_power));
     let ev = &out.collected.evidence;
     assert!(ev.charging_s > 0.0 && ev.charging_s < 3600.0, "{ev:?}");
     let text = String::from_utf8_lossy(&out.dump);
-    assert!(
-        text.lines()
-            .any(|l| l.starts_with("battery ") && l.contains(" ext=1 "))
-    );
+    assert!(text.lines().any(|l| l.starts_with("battery ") && l.contains(" ext=1 ")));
     // It charged: the drop is below a clean trial's.
-    let clean = one_trial(
-        faulty(|_| {}),
-        profile(12.0, 15.0, 6.0),
-        9,
-        &tmp.path().join("clean"),
-    )
-    .await;
+    let clean = one_trial(faulty(|_| {}), profile(12.0, 15.0, 6.0), 9, &tmp.path().join("clean")).await;
     assert!(out.metric("battery_drop_pct") < clean.metric("battery_drop_pct"));
     assert_eq!(clean.collected.evidence.charging_s, 0.0);
 }
@@ -695,10 +518,7 @@ async fn charging_during_soak_fault_is_hidden_at_untether_but_logged() {
 #[tokio::test]
 async fn crash_stops_cpu_and_requests() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let prof = SimProfile {
-        crash_probability: 1.0,
-        ..profile(100.0, 100.0, 20.0)
-    };
+    let prof = SimProfile { crash_probability: 1.0, ..profile(100.0, 100.0, 20.0) };
     let out = one_trial(faulty(|_| {}), prof, 9, tmp.path()).await;
     let ev = &out.collected.evidence;
     assert!(ev.app_died);
@@ -708,19 +528,13 @@ async fn crash_stops_cpu_and_requests() {
     // No samples after the crash.
     let text = String::from_utf8_lossy(&out.dump);
     assert!(sim_dump::parse(&text).expect("parses").samples < 60);
-    assert_eq!(
-        out.after_soak.foreground_app.text(),
-        Some(super::HOME_SCREEN)
-    );
+    assert_eq!(out.after_soak.foreground_app.text(), Some(super::HOME_SCREEN));
 }
 
 #[tokio::test]
 async fn cache_hits_are_requests_that_never_left() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let prof = SimProfile {
-        cache_hit_ratio: 0.95,
-        ..profile(12.0, 15.0, 6.0)
-    };
+    let prof = SimProfile { cache_hit_ratio: 0.95, ..profile(12.0, 15.0, 6.0) };
     let out = one_trial(faulty(|_| {}), prof, 9, tmp.path()).await;
     let seen = out.collected.evidence.requests_seen.expect("requests");
     assert!(seen > 600 && seen < 1200, "{seen}");
@@ -730,35 +544,16 @@ async fn cache_hits_are_requests_that_never_left() {
 #[tokio::test]
 async fn collect_reports_the_dump_as_an_artifact() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let out = one_trial(
-        iphone("a", 1, |_| {}),
-        profile(12.0, 15.0, 6.0),
-        1,
-        &tmp.path().join("nested/dir"),
-    )
-    .await;
+    let out = one_trial(iphone("a", 1, |_| {}), profile(12.0, 15.0, 6.0), 1, &tmp.path().join("nested/dir")).await;
     let a = &out.collected.artifacts;
     assert_eq!(a.len(), 1);
     assert_eq!(a[0].name, DUMP_FILE);
     assert_eq!(a[0].bytes, out.dump.len() as u64);
     assert_eq!(a[0].sha256, seed::sha256_hex(&out.dump));
-    let names: Vec<&str> = out
-        .collected
-        .measurements
-        .iter()
-        .map(|m| m.metric.as_str())
-        .collect();
+    let names: Vec<&str> = out.collected.measurements.iter().map(|m| m.metric.as_str()).collect();
     assert_eq!(
         names,
-        [
-            "battery_drop_pct",
-            "charge_used_mah",
-            "avg_power_mw",
-            "energy_level",
-            "cpu_pct",
-            "memory_mb",
-            "requests"
-        ]
+        ["battery_drop_pct", "charge_used_mah", "avg_power_mw", "energy_level", "cpu_pct", "memory_mb", "requests"]
     );
 }
 
@@ -842,41 +637,16 @@ fn parser_errors_name_the_line() {
         ("", "empty"),
         ("\u{0}\u{1}garbage\n", "garbage"),
         ("lab-sim-energy-log 1\ndevice d\n", "truncated"),
-        (
-            &good.replace("charge_mah=1712", "charge_mah=lots"),
-            "not a number",
-        ),
-        (
-            &good.replace(
-                "ext=0 charging=0 temp_c=25.10",
-                "ext=2 charging=0 temp_c=25.10",
-            ),
-            "bad flag",
-        ),
-        (
-            &good.replace("battery t=60.000", "battery t=-1"),
-            "negative time",
-        ),
-        (
-            &good.replace("sample t=60.000", "smaple t=60.000"),
-            "unknown kind",
-        ),
-        (
-            &good.replace("sent=300 cached", "sent=301 cached"),
-            "samples exceed",
-        ),
+        (&good.replace("charge_mah=1712", "charge_mah=lots"), "not a number"),
+        (&good.replace("ext=0 charging=0 temp_c=25.10", "ext=2 charging=0 temp_c=25.10"), "bad flag"),
+        (&good.replace("battery t=60.000", "battery t=-1"), "negative time"),
+        (&good.replace("sample t=60.000", "smaple t=60.000"), "unknown kind"),
+        (&good.replace("sent=300 cached", "sent=301 cached"), "samples exceed"),
         (&good.replace("voltage_v 3.82\n", ""), "no voltage"),
-        (
-            &format!(
-                "{good}battery t=61 level=1 charge_mah=1 current_ma=0 ext=0 charging=0 temp_c=1\n"
-            ),
-            "after end",
-        ),
+        (&format!("{good}battery t=61 level=1 charge_mah=1 current_ma=0 ext=0 charging=0 temp_c=1\n"), "after end"),
         (&good.replace(" cpu=12.00", ""), "missing field"),
     ];
-    let shown: Vec<String> = cases
-        .iter()
-        .map(|(text, name)| format!("{name}: {}", sim_dump::parse(text).expect_err(name)))
-        .collect();
+    let shown: Vec<String> =
+        cases.iter().map(|(text, name)| format!("{name}: {}", sim_dump::parse(text).expect_err(name))).collect();
     insta::assert_snapshot!("parse_errors", shown.join("\n"));
 }

@@ -34,16 +34,10 @@ pub fn device_effect(params: &SimParams) -> f64 {
 /// Average load of an app with `profile` sending one request per `interval`.
 pub fn app_load(profile: &SimProfile, interval: Option<Duration>) -> AppLoad {
     let requests_per_s = match interval {
-        Some(iv) if !iv.is_zero() => {
-            (1.0 - profile.cache_hit_ratio.clamp(0.0, 1.0)) / iv.as_secs_f64()
-        }
+        Some(iv) if !iv.is_zero() => (1.0 - profile.cache_hit_ratio.clamp(0.0, 1.0)) / iv.as_secs_f64(),
         _ => 0.0,
     };
-    AppLoad {
-        cpu_pct: profile.cpu_pct,
-        wakeups_per_s: profile.wakeups_per_s,
-        requests_per_s,
-    }
+    AppLoad { cpu_pct: profile.cpu_pct, wakeups_per_s: profile.wakeups_per_s, requests_per_s }
 }
 
 /// Requests an app sends at `k·interval` (k ≥ 1) within `(lo, hi]`.
@@ -109,14 +103,7 @@ impl TrialPlan {
         let disconnect_at = fault(params.faults.disconnect);
         let brightness_reset_at = fault(params.faults.brightness_reset);
         let external_power_at = fault(params.faults.charging_during_soak);
-        TrialPlan {
-            seed,
-            trial_factor,
-            crash_at,
-            disconnect_at,
-            brightness_reset_at,
-            external_power_at,
-        }
+        TrialPlan { seed, trial_factor, crash_at, disconnect_at, brightness_reset_at, external_power_at }
     }
 
     /// One sample per minute of the window while the app is alive, with measurement
@@ -145,14 +132,10 @@ impl TrialPlan {
             if !in_gap {
                 let dt_s = (hi - lo).as_secs_f64();
                 let alive_s = (alive_hi - lo).as_secs_f64();
-                let cpu_pct =
-                    (f.profile.cpu_pct * alive_s / dt_s * (1.0 + CPU_SAMPLE_SD * z_cpu)).max(0.0);
+                let cpu_pct = (f.profile.cpu_pct * alive_s / dt_s * (1.0 + CPU_SAMPLE_SD * z_cpu)).max(0.0);
                 let wakeups = (f.profile.wakeups_per_s * alive_s).round() as u64;
-                let load = AppLoad {
-                    cpu_pct,
-                    wakeups_per_s: wakeups as f64 / dt_s,
-                    requests_per_s: sent as f64 / dt_s,
-                };
+                let load =
+                    AppLoad { cpu_pct, wakeups_per_s: wakeups as f64 / dt_s, requests_per_s: sent as f64 / dt_s };
                 let level = model::energy_level(f.power_factor * model::app_mw(f.params, &load));
                 set.samples.push(Sample {
                     t: hi,
@@ -177,34 +160,16 @@ mod tests {
     use crate::config::Platform;
 
     fn profile() -> SimProfile {
-        SimProfile {
-            cpu_pct: 12.0,
-            wakeups_per_s: 15.0,
-            memory_mb: 6.0,
-            cache_hit_ratio: 0.0,
-            crash_probability: 0.0,
-        }
+        SimProfile { cpu_pct: 12.0, wakeups_per_s: 15.0, memory_mb: 6.0, cache_hit_ratio: 0.0, crash_probability: 0.0 }
     }
 
     #[test]
     fn requests_between_counts_whole_intervals() {
         let iv = Some(Duration::from_millis(200));
-        assert_eq!(
-            requests_between(Duration::ZERO, Duration::from_secs(3600), iv),
-            18_000
-        );
-        assert_eq!(
-            requests_between(Duration::from_secs(60), Duration::from_secs(120), iv),
-            300
-        );
-        assert_eq!(
-            requests_between(Duration::ZERO, Duration::from_millis(199), iv),
-            0
-        );
-        assert_eq!(
-            requests_between(Duration::ZERO, Duration::from_secs(10), None),
-            0
-        );
+        assert_eq!(requests_between(Duration::ZERO, Duration::from_secs(3600), iv), 18_000);
+        assert_eq!(requests_between(Duration::from_secs(60), Duration::from_secs(120), iv), 300);
+        assert_eq!(requests_between(Duration::ZERO, Duration::from_millis(199), iv), 0);
+        assert_eq!(requests_between(Duration::ZERO, Duration::from_secs(10), None), 0);
     }
 
     #[test]
@@ -213,32 +178,14 @@ mod tests {
         let d = Duration::from_secs(3600);
         let none = TrialPlan::draw(1, &params, &profile(), d);
         assert_eq!(
-            (
-                none.crash_at,
-                none.disconnect_at,
-                none.brightness_reset_at,
-                none.external_power_at
-            ),
+            (none.crash_at, none.disconnect_at, none.brightness_reset_at, none.external_power_at),
             (None, None, None, None)
         );
         params.faults.disconnect = 1.0;
         params.faults.brightness_reset = 1.0;
         params.faults.charging_during_soak = 1.0;
-        let all = TrialPlan::draw(
-            1,
-            &params,
-            &SimProfile {
-                crash_probability: 1.0,
-                ..profile()
-            },
-            d,
-        );
-        for at in [
-            all.crash_at,
-            all.disconnect_at,
-            all.brightness_reset_at,
-            all.external_power_at,
-        ] {
+        let all = TrialPlan::draw(1, &params, &SimProfile { crash_probability: 1.0, ..profile() }, d);
+        for at in [all.crash_at, all.disconnect_at, all.brightness_reset_at, all.external_power_at] {
             let at = at.expect("fault drawn");
             assert!(at >= d.mul_f64(0.05) && at <= d.mul_f64(0.95), "{at:?}");
         }
@@ -249,10 +196,7 @@ mod tests {
     #[test]
     fn cache_hits_never_reach_the_network() {
         let params = SimParams::defaults(Platform::Ios);
-        let prof = SimProfile {
-            cache_hit_ratio: 0.9,
-            ..profile()
-        };
+        let prof = SimProfile { cache_hit_ratio: 0.9, ..profile() };
         let plan = TrialPlan::draw(3, &params, &prof, Duration::from_secs(600));
         let set = plan.samples(&WindowFacts {
             params: &params,
@@ -264,11 +208,7 @@ mod tests {
             lost: None,
         });
         assert_eq!(set.requests_sent + set.requests_cached, 3000);
-        assert!(
-            set.requests_sent > 200 && set.requests_sent < 400,
-            "{}",
-            set.requests_sent
-        );
+        assert!(set.requests_sent > 200 && set.requests_sent < 400, "{}", set.requests_sent);
         assert_eq!(set.samples.len(), 10);
     }
 }
