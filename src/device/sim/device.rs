@@ -87,7 +87,10 @@ impl Device for SimDevice {
     }
 
     async fn reset_counters(&self) -> Result<(), DeviceError> {
-        self.with_state(|st| st.reset_counters())
+        self.with_state(|st| {
+            st.reset_counters();
+            Ok(())
+        })
     }
 
     async fn launch(&self, spec: &LaunchSpec) -> Result<AppHandle, DeviceError> {

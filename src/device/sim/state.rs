@@ -228,15 +228,11 @@ impl SimState {
         Ok(())
     }
 
-    /// Drops the last trial's log; refuses while its app still runs.
-    pub fn reset_counters(&mut self) -> Result<(), DeviceError> {
-        if let Some(run) = self.run.as_ref().filter(|r| !r.stopped) {
-            return Err(
-                self.failed("resetting counters", format!("app {} is still running; stop it first", run.app_id))
-            );
-        }
+    /// Stops any app still running (a device lost mid-trial may have kept it) and drops
+    /// the last trial's log: the next trial starts from zero.
+    pub fn reset_counters(&mut self) {
+        self.stop_run();
         self.run = None;
-        Ok(())
     }
 
     /// Starts the installed app (stopping any other) and draws the attempt's effects

@@ -379,6 +379,20 @@ async fn set_state_reads_back_as_set() {
 }
 
 #[tokio::test]
+async fn reset_counters_stops_a_leftover_app_and_drops_its_log() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dev = SimDevice::new(iphone("r", 1, |_| {}));
+    dev.prepare(&build("x", profile(10.0, 10.0, 10.0)), &VariantConfig::default_config()).await.expect("prepare");
+    let spec =
+        LaunchSpec { trial_key: "t".into(), seed: 1, duration: HOUR, request_interval: None, endpoint_url: None };
+    let app = dev.launch(&spec).await.expect("launch");
+    assert_eq!(dev.state().await.expect("state").foreground_app.text(), Some(app.id.as_str()));
+    dev.reset_counters().await.expect("reset");
+    assert_eq!(dev.state().await.expect("state").foreground_app.text(), Some(super::HOME_SCREEN));
+    assert!(matches!(dev.collect(&app, tmp.path()).await, Err(DeviceError::Failed { .. })));
+}
+
+#[tokio::test]
 async fn charge_gate_battery_rises_on_usb_over_virtual_time() {
     let dev = SimDevice::new(iphone("g", 1, |p| p.battery_start_pct = 50.0));
     let p = dev.spec().sim.clone().expect("sim");

@@ -194,6 +194,28 @@ mod tests {
     }
 
     #[test]
+    fn fault_rates_match_their_probabilities_across_attempt_seeds() {
+        let mut params = SimParams::defaults(Platform::Ios);
+        params.faults.disconnect = 0.12;
+        params.faults.charging_during_soak = 0.12;
+        let n = 4000;
+        let (mut lost, mut charged, mut both) = (0, 0, 0);
+        for attempt in 0..n {
+            let seed = seed::derive(99, &["trial", "t", &attempt.to_string()]);
+            let plan = TrialPlan::draw(seed, &params, &profile(), Duration::from_secs(1200));
+            lost += u32::from(plan.disconnect_at.is_some());
+            charged += u32::from(plan.external_power_at.is_some());
+            both += u32::from(plan.disconnect_at.is_some() && plan.external_power_at.is_some());
+        }
+        // Binomial sd at n = 4000, p = 0.12 is 0.5 %; allow 4 sd.
+        for (what, k, p) in [("disconnect", lost, 0.12), ("charging", charged, 0.12), ("both", both, 0.0144)] {
+            let rate = f64::from(k) / f64::from(n);
+            let sd = (p * (1.0 - p) / f64::from(n)).sqrt();
+            assert!((rate - p).abs() <= 4.0 * sd, "{what}: {rate} vs {p}");
+        }
+    }
+
+    #[test]
     fn cache_hits_never_reach_the_network() {
         let params = SimParams::defaults(Platform::Ios);
         let prof = SimProfile { cache_hit_ratio: 0.9, ..profile() };
