@@ -1,1 +1,3 @@
 //! Parsers of device outputs: pure functions of text and bytes.
+
+pub mod sim_dump;

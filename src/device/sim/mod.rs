@@ -1,2 +1,18 @@
-//! The simulated phone (being implemented).
-pub struct SimDevice; impl SimDevice { pub fn new(_s: crate::config::DeviceSpec) -> Self { todo!() } }
+//! The simulated phone: a closed-form battery, power and temperature model behind
+//! the `Device` trait (docs/sim.md).
+
+mod device;
+mod dump;
+mod log;
+pub mod model;
+mod state;
+mod trial;
+
+#[cfg(test)]
+mod tests;
+
+pub use device::SimDevice;
+pub use dump::{DUMP_FILE, DumpHeader, render};
+pub use log::{BatteryRecord, EventKind, LogEnd, LogEvent, Sample, TrialLog};
+pub use state::{HOME_SCREEN, SimState};
+pub use trial::{SAMPLE_PERIOD, TrialPlan};

@@ -1,0 +1,173 @@
+//! `SimDevice`: a simulated phone behind the `Device` trait, on its own virtual clock.
+
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::dump::{self, DUMP_FILE};
+use super::state::SimState;
+use crate::clock::Clock;
+use crate::collect::sim_dump;
+use crate::config::{Build, DeviceSpec, VariantConfig};
+use crate::device::{
+    AppHandle, ArtifactFile, Collected, DesiredState, Device, DeviceError, Identity, LaunchSpec, PrepareOutcome,
+    SoakEvidence, StateSnapshot,
+};
+use crate::seed;
+
+/// A simulated phone (docs/sim.md). Deterministic: the device's seed and each launch's
+/// seed decide everything, and time is the device's own virtual clock, which only
+/// moves when someone sleeps on it.
+#[derive(Debug)]
+pub struct SimDevice {
+    spec: DeviceSpec,
+    clock: Clock,
+    state: Mutex<SimState>,
+}
+
+impl SimDevice {
+    /// A phone with `spec.sim`'s parameters (the config loader always fills them; without
+    /// them the iPhone defaults are used), on USB, battery at `battery_start_pct`.
+    pub fn new(spec: DeviceSpec) -> SimDevice {
+        SimDevice { state: Mutex::new(SimState::new(spec.clone())), clock: Clock::virtual_clock(), spec }
+    }
+
+    /// The state at the clock's time (a copy: reading it changes nothing).
+    pub fn model_state(&self) -> SimState {
+        let mut st = self.lock().clone();
+        st.advance(self.clock.now());
+        st
+    }
+
+    fn lock(&self) -> MutexGuard<'_, SimState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `f` on the state carried to now, if the phone answers.
+    fn with_state<R>(&self, f: impl FnOnce(&mut SimState) -> Result<R, DeviceError>) -> Result<R, DeviceError> {
+        let mut st = self.lock();
+        st.advance(self.clock.now());
+        st.ensure_connected()?;
+        f(&mut st)
+    }
+
+    fn io(&self, path: &Path, source: std::io::Error) -> DeviceError {
+        DeviceError::Io { device: self.spec.name.clone(), path: path.to_path_buf(), source }
+    }
+}
+
+#[async_trait]
+impl Device for SimDevice {
+    fn spec(&self) -> &DeviceSpec {
+        &self.spec
+    }
+
+    fn clock(&self) -> Clock {
+        self.clock.clone()
+    }
+
+    async fn identify(&self) -> Result<Identity, DeviceError> {
+        self.with_state(|st| Ok(st.identify()))
+    }
+
+    async fn prepare(&self, build: &Build, config: &VariantConfig) -> Result<PrepareOutcome, DeviceError> {
+        self.with_state(|st| st.prepare(build, config))
+    }
+
+    async fn state(&self) -> Result<StateSnapshot, DeviceError> {
+        let st = self.model_state();
+        st.ensure_connected()?;
+        Ok(st.snapshot())
+    }
+
+    async fn set_state(&self, want: &DesiredState) -> Result<(), DeviceError> {
+        self.with_state(|st| st.set_state(want))
+    }
+
+    async fn reset_counters(&self) -> Result<(), DeviceError> {
+        self.with_state(|st| {
+            st.reset_counters();
+            Ok(())
+        })
+    }
+
+    async fn launch(&self, spec: &LaunchSpec) -> Result<AppHandle, DeviceError> {
+        self.with_state(|st| st.launch(spec))
+    }
+
+    async fn software_untether(&self) -> Result<(), DeviceError> {
+        self.with_state(|st| {
+            st.untether();
+            Ok(())
+        })
+    }
+
+    /// Restores USB power even when the phone does not answer: the power comes from the
+    /// lab's side of the cable. Ends the trial's measurement window.
+    async fn software_retether(&self) -> Result<(), DeviceError> {
+        let mut st = self.lock();
+        st.advance(self.clock.now());
+        st.retether();
+        Ok(())
+    }
+
+    /// Sleeps on the device clock until the phone is back, or `timeout` (then `Disconnected`).
+    async fn wait_connected(&self, timeout: Duration) -> Result<(), DeviceError> {
+        let now = self.clock.now();
+        let back = {
+            let mut st = self.lock();
+            st.advance(now);
+            st.lost_until()
+        };
+        let Some(back) = back else {
+            return Ok(());
+        };
+        let wait = back - now;
+        if wait <= timeout {
+            self.clock.sleep(wait).await;
+            return Ok(());
+        }
+        self.clock.sleep(timeout).await;
+        let st = self.model_state();
+        st.ensure_connected()
+    }
+
+    /// Closes the measurement window, writes `sim-energy.log` into `dir` and reads the
+    /// measurements and the soak evidence back from it with `collect::sim_dump::parse`.
+    async fn collect(&self, app: &AppHandle, dir: &Path) -> Result<Collected, DeviceError> {
+        let (header, log) = self.with_state(|st| st.collect(&app.id))?;
+        let text = dump::render(&header, &log);
+        tokio::fs::create_dir_all(dir).await.map_err(|e| self.io(dir, e))?;
+        let path = dir.join(DUMP_FILE);
+        tokio::fs::write(&path, &text).await.map_err(|e| self.io(&path, e))?;
+        let summary = sim_dump::parse(&text).map_err(|e| DeviceError::Failed {
+            device: self.spec.name.clone(),
+            what: "reading the sim dump".into(),
+            detail: format!("{}: {e}", path.display()),
+        })?;
+        Ok(Collected {
+            measurements: summary.measurements(),
+            artifacts: vec![ArtifactFile {
+                name: DUMP_FILE.into(),
+                bytes: text.len() as u64,
+                sha256: seed::sha256_hex(text.as_bytes()),
+            }],
+            evidence: SoakEvidence {
+                charging_s: summary.charging_s,
+                app_died: summary.app_died,
+                requests_seen: Some(summary.requests_sent),
+                measured_duration: Some(Duration::from_secs_f64(summary.duration_s)),
+                lost_contact: summary.lost_contact,
+            },
+        })
+    }
+
+    async fn stop(&self, app: &AppHandle) -> Result<(), DeviceError> {
+        self.with_state(|st| {
+            st.stop(&app.id);
+            Ok(())
+        })
+    }
+}
