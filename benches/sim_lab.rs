@@ -55,8 +55,7 @@ fn main() {
     store
         .create_campaign(&runner::new_record(&id, &lab, &runbook, &plan), plan.max_attempts, std::process::id())
         .expect("campaign");
-    let operator: Arc<dyn lab::tether::Operator> =
-        Arc::new(lab::tether::AbsentOperator { why: "benchmark".into() });
+    let operator: Arc<dyn lab::tether::Operator> = Arc::new(lab::tether::AbsentOperator { why: "benchmark".into() });
     let devices = plan
         .devices
         .iter()
@@ -83,7 +82,10 @@ fn main() {
     let start = Instant::now();
     let summary = rt.block_on(campaign.run(false)).expect("run");
     let secs = start.elapsed().as_secs_f64();
-    println!("sim_lab: {DEVICES} devices, {trials} trials ({} valid, {} invalid attempts)", summary.valid, summary.invalid_attempts);
+    println!(
+        "sim_lab: {DEVICES} devices, {trials} trials ({} valid, {} invalid attempts)",
+        summary.valid, summary.invalid_attempts
+    );
     println!("sim_lab: {secs:.2} s wall, {:.0} trials/s", trials as f64 / secs);
     println!("sim_lab: peak memory (VmHWM) {}", peak_memory(Path::new("/proc/self/status")));
 }

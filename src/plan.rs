@@ -68,9 +68,13 @@ impl Plan {
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum PlanError {
-    #[error("{runbook}: no device in the lab matches `devices` {selectors:?}; fix: name devices from `lab status` or use tag:/model: selectors")]
+    #[error(
+        "{runbook}: no device in the lab matches `devices` {selectors:?}; fix: name devices from `lab status` or use tag:/model: selectors"
+    )]
     NoDevices { runbook: String, selectors: Vec<String> },
-    #[error("{runbook}: no build can run on {device} ({platform}); fix: add a [builds.NAME.{platform}] table or deselect the device")]
+    #[error(
+        "{runbook}: no build can run on {device} ({platform}); fix: add a [builds.NAME.{platform}] table or deselect the device"
+    )]
     NothingRunsOn { runbook: String, device: String, platform: String },
 }
 
@@ -94,11 +98,8 @@ pub fn build(runbook: &Runbook, lab: &Lab) -> Result<Plan, PlanError> {
         })
         .collect();
 
-    let selected: Vec<&crate::config::DeviceSpec> = lab
-        .devices
-        .iter()
-        .filter(|d| runbook.devices.iter().any(|s| s.matches(d)))
-        .collect();
+    let selected: Vec<&crate::config::DeviceSpec> =
+        lab.devices.iter().filter(|d| runbook.devices.iter().any(|s| s.matches(d))).collect();
     if selected.is_empty() {
         return Err(PlanError::NoDevices {
             runbook: runbook.source.display().to_string(),

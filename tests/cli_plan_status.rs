@@ -16,17 +16,31 @@ fn plan_shows_variants_devices_order_and_times() {
 #[test]
 fn plan_json_balances_blocks_and_spreads_repeats_over_devices() {
     let lab = TempLab::new();
-    let out = lab.cmd(&["plan", "runbooks/envoy-battery-audit.toml", "--json"]).assert().success().get_output().stdout.clone();
+    let out = lab
+        .cmd(&["plan", "runbooks/envoy-battery-audit.toml", "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
     let plan: lab::plan::Plan = serde_json::from_slice(&out).unwrap();
     assert_eq!(plan.variants.len(), 3);
     // 6 repeats per variant on the iPhone model, spread over its two devices: 3 blocks each.
-    assert_eq!(plan.devices.iter().map(|d| (d.name.as_str(), d.trials)).collect::<Vec<_>>(), [("sim-iphone-1", 9), ("sim-iphone-2", 9)]);
+    assert_eq!(
+        plan.devices.iter().map(|d| (d.name.as_str(), d.trials)).collect::<Vec<_>>(),
+        [("sim-iphone-1", 9), ("sim-iphone-2", 9)]
+    );
     for d in &plan.devices {
         for b in 0..3 {
             let mut vs: Vec<&str> =
                 plan.trials.iter().filter(|t| t.device == d.name && t.block == b).map(|t| t.variant.as_str()).collect();
             vs.sort();
-            assert_eq!(vs, ["control", "envoy-kqueue", "envoy-poll"], "block {b} on {} runs every variant once", d.name);
+            assert_eq!(
+                vs,
+                ["control", "envoy-kqueue", "envoy-poll"],
+                "block {b} on {} runs every variant once",
+                d.name
+            );
         }
     }
     let mut repeats: Vec<(String, u32)> = plan.trials.iter().map(|t| (t.variant.clone(), t.repeat)).collect();

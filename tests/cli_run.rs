@@ -44,7 +44,12 @@ fn envoy_audit_lands_on_the_seed_figures_with_every_trial_valid() {
         assert!(within(mem[variant], m), "{variant} memory {}", mem[variant]);
     }
     assert!(within(cpu["envoy-kqueue"], 4.0), "kqueue cpu {}", cpu["envoy-kqueue"]);
-    assert!(within(drop["envoy-kqueue"], drop["control"]), "kqueue drop {} vs control {}", drop["envoy-kqueue"], drop["control"]);
+    assert!(
+        within(drop["envoy-kqueue"], drop["control"]),
+        "kqueue drop {} vs control {}",
+        drop["envoy-kqueue"],
+        drop["control"]
+    );
 }
 
 #[test]
@@ -74,7 +79,9 @@ fn report_and_status_read_the_finished_campaign() {
     let id = lab.campaigns()[0].clone();
     let table = String::from_utf8(lab.cmd(&["report"]).assert().success().get_output().stdout.clone()).unwrap();
     assert!(table.contains("cpu_pct"), "{table}");
-    let csv = String::from_utf8(lab.cmd(&["report", &id, "--format", "csv"]).assert().success().get_output().stdout.clone()).unwrap();
+    let csv =
+        String::from_utf8(lab.cmd(&["report", &id, "--format", "csv"]).assert().success().get_output().stdout.clone())
+            .unwrap();
     assert_eq!(csv, std::fs::read_to_string(lab.artifacts().join(&id).join("results.csv")).unwrap());
     let status = lab.cmd(&["status", "--json"]).assert().success().get_output().stdout.clone();
     let v: serde_json::Value = serde_json::from_slice(&status).unwrap();

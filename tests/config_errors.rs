@@ -43,32 +43,18 @@ fn readme_expectations() -> Vec<(String, String)> {
     readme
         .lines()
         .filter_map(|line| {
-            let cells: Vec<&str> = line
-                .trim()
-                .strip_prefix('|')?
-                .strip_suffix('|')?
-                .split(" | ")
-                .collect();
+            let cells: Vec<&str> = line.trim().strip_prefix('|')?.strip_suffix('|')?.split(" | ").collect();
             let file = cells.first()?.trim().strip_prefix('`')?.strip_suffix('`')?;
             // The expected text is a double-backtick code span, so it may contain backticks.
-            let expected = cells
-                .last()?
-                .trim()
-                .strip_prefix("`` ")?
-                .strip_suffix(" ``")?;
-            file.ends_with(".toml")
-                .then(|| (file.to_string(), expected.to_string()))
+            let expected = cells.last()?.trim().strip_prefix("`` ")?.strip_suffix(" ``")?;
+            file.ends_with(".toml").then(|| (file.to_string(), expected.to_string()))
         })
         .collect()
 }
 
 #[test]
 fn the_corpus_is_large_enough() {
-    assert!(
-        bad_files().len() >= 18,
-        "only {} bad files",
-        bad_files().len()
-    );
+    assert!(bad_files().len() >= 18, "only {} bad files", bad_files().len());
 }
 
 #[test]
@@ -79,11 +65,7 @@ fn every_bad_file_is_rejected_as_its_readme_says() {
         let name = file_name(&path);
         let err = load_bad(&path);
         let text = err.to_string();
-        let wanted: Vec<&String> = expectations
-            .iter()
-            .filter(|(f, _)| *f == name)
-            .map(|(_, e)| e)
-            .collect();
+        let wanted: Vec<&String> = expectations.iter().filter(|(f, _)| *f == name).map(|(_, e)| e).collect();
         if wanted.is_empty() {
             failures.push(format!("{name}: no row in README.md"));
         }
@@ -113,22 +95,16 @@ fn every_diagnostic_names_its_file_and_has_a_place_and_a_fix() {
             let top_level_missing = d.message.starts_with("missing") || d.message == "no builds";
             if !top_level_missing {
                 assert!(d.line.is_some() && d.column.is_some(), "no line:col: {d}");
-                let line_text = std::fs::read_to_string(&path)
-                    .unwrap()
-                    .lines()
-                    .nth(d.line.unwrap() - 1)
-                    .map(str::to_string);
+                let line_text =
+                    std::fs::read_to_string(&path).unwrap().lines().nth(d.line.unwrap() - 1).map(str::to_string);
                 assert!(line_text.is_some(), "line out of range: {d}");
             }
             // One line per problem: the CLI prints them one per line.
             assert!(!d.to_string().contains('\n'), "{d}");
         }
         // File order, so a reader can walk down the file.
-        let places: Vec<(usize, usize)> = err
-            .diagnostics
-            .iter()
-            .map(|d| (d.line.unwrap_or(0), d.column.unwrap_or(0)))
-            .collect();
+        let places: Vec<(usize, usize)> =
+            err.diagnostics.iter().map(|d| (d.line.unwrap_or(0), d.column.unwrap_or(0))).collect();
         assert!(places.is_sorted(), "{}: not in file order", path.display());
     }
 }
@@ -152,15 +128,7 @@ fn a_missing_file_names_the_file_and_the_fix() {
     );
     let lab = load_lab(Path::new("lab.toml")).unwrap();
     let err = load_runbook(Path::new("runbooks/nope.toml"), &lab).unwrap_err();
-    assert!(
-        err.to_string()
-            .starts_with("runbooks/nope.toml: runbook not found; fix: check the path"),
-        "{err}"
-    );
+    assert!(err.to_string().starts_with("runbooks/nope.toml: runbook not found; fix: check the path"), "{err}");
     let err = load_runbook(Path::new("runbooks"), &lab).unwrap_err();
-    assert!(
-        err.to_string()
-            .starts_with("runbooks: runbook is a folder; fix:"),
-        "{err}"
-    );
+    assert!(err.to_string().starts_with("runbooks: runbook is a folder; fix:"), "{err}");
 }

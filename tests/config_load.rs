@@ -4,8 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use lab::config::{
-    Order, Platform, Selector, SimParams, TetherSpec, load_lab, load_runbook, parse_duration,
-    parse_lab,
+    Order, Platform, Selector, SimParams, TetherSpec, load_lab, load_runbook, parse_duration, parse_lab,
 };
 
 fn repo_lab() -> lab::config::Lab {
@@ -22,10 +21,7 @@ fn repository_lab_loads() {
     assert_eq!(lab.hosts.len(), 1);
     assert_eq!(lab.hosts[0].name, "local");
     let names: Vec<&str> = lab.devices.iter().map(|d| d.name.as_str()).collect();
-    assert_eq!(
-        names,
-        ["sim-iphone-1", "sim-iphone-2", "sim-pixel-1", "sim-pixel-2"]
-    );
+    assert_eq!(names, ["sim-iphone-1", "sim-iphone-2", "sim-pixel-1", "sim-pixel-2"]);
     assert!(lab.text.starts_with("# The default lab"));
 
     let iphone = lab.device("sim-iphone-1").unwrap();
@@ -36,13 +32,7 @@ fn repository_lab_loads() {
     assert_eq!(iphone.tether, TetherSpec::Software);
     let sim = iphone.sim.as_ref().unwrap();
     // Only `emulates` and `seed` are given: everything else is the iOS default.
-    assert_eq!(
-        sim,
-        &SimParams {
-            seed: 101,
-            ..SimParams::defaults(Platform::Ios)
-        }
-    );
+    assert_eq!(sim, &SimParams { seed: 101, ..SimParams::defaults(Platform::Ios) });
 
     let pixel = lab.device("sim-pixel-2").unwrap().sim.as_ref().unwrap();
     assert_eq!(pixel.emulates, Platform::Android);
@@ -64,18 +54,11 @@ fn quickstart_loads() {
     assert_eq!(rb.cooldown, Duration::from_secs(60));
     assert_eq!(rb.retries, 2);
     assert_eq!(rb.devices, [Selector::Tag("phone".into())]);
-    let builds: Vec<(&str, bool)> = rb
-        .builds
-        .iter()
-        .map(|b| (b.name.as_str(), b.baseline))
-        .collect();
+    let builds: Vec<(&str, bool)> = rb.builds.iter().map(|b| (b.name.as_str(), b.baseline)).collect();
     assert_eq!(builds, [("idle", true), ("busy", false)]);
     assert_eq!(rb.baseline().name, "idle");
     let busy = rb.builds[1].sim.as_ref().unwrap();
-    assert_eq!(
-        (busy.cpu_pct, busy.wakeups_per_s, busy.memory_mb),
-        (40.0, 200.0, 35.0)
-    );
+    assert_eq!((busy.cpu_pct, busy.wakeups_per_s, busy.memory_mb), (40.0, 200.0, 35.0));
     assert_eq!((busy.cache_hit_ratio, busy.crash_probability), (0.0, 0.0));
     assert_eq!(rb.configs.len(), 1);
     assert_eq!(rb.configs[0].name, "default");
@@ -96,8 +79,7 @@ fn quickstart_loads() {
 #[test]
 fn envoy_audit_loads() {
     let lab = repo_lab();
-    let rb = load_runbook(Path::new("runbooks/envoy-battery-audit.toml"), &lab)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let rb = load_runbook(Path::new("runbooks/envoy-battery-audit.toml"), &lab).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(rb.name, "envoy-battery-audit");
     assert_eq!(rb.duration, Duration::from_secs(3600));
     assert_eq!((rb.repeats, rb.seed), (6, 2019));
@@ -107,15 +89,8 @@ fn envoy_audit_loads() {
     assert_eq!(names, ["control", "envoy-poll", "envoy-kqueue"]);
     assert_eq!(rb.baseline().name, "control");
     assert_eq!(rb.builds[1].sim.as_ref().unwrap().cpu_pct, 185.0);
-    assert!(
-        rb.builds
-            .iter()
-            .all(|b| b.runs_on(Platform::Sim) && !b.runs_on(Platform::Ios))
-    );
-    assert_eq!(
-        rb.workload.request_interval,
-        Some(Duration::from_millis(200))
-    );
+    assert!(rb.builds.iter().all(|b| b.runs_on(Platform::Sim) && !b.runs_on(Platform::Ios)));
+    assert_eq!(rb.workload.request_interval, Some(Duration::from_millis(200)));
     assert_eq!(rb.workload.expected_requests(rb.duration), Some(18_000));
     assert_eq!(rb.workload.request_tolerance, 0.02);
     assert_eq!(rb.preconditions.battery_min, Some(80.0));
@@ -145,10 +120,7 @@ fn embedded_lab_resolves_against_the_current_directory() {
     let text = std::fs::read_to_string("lab.toml").unwrap();
     let lab = parse_lab(&text, Path::new("<embedded>")).unwrap();
     assert_eq!(lab.source, Path::new("<embedded>"));
-    assert_eq!(
-        lab.artifacts_dir,
-        std::env::current_dir().unwrap().join("artifacts")
-    );
+    assert_eq!(lab.artifacts_dir, std::env::current_dir().unwrap().join("artifacts"));
     assert_eq!(lab.text, text);
 }
 

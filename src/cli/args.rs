@@ -5,7 +5,11 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
-#[command(name = "lab", version, about = "Reproducible device-lab orchestrator: builds × configs × devices × repeats, with statistics")]
+#[command(
+    name = "lab",
+    version,
+    about = "Reproducible device-lab orchestrator: builds × configs × devices × repeats, with statistics"
+)]
 pub struct Cli {
     /// The lab inventory. Default: ./lab.toml if present, else the built-in default lab
     /// (simulated phones on this machine). Also settable with LAB_CONFIG.

@@ -38,7 +38,9 @@ impl From<crate::config::ConfigError> for CliError {
 impl From<crate::store::StoreError> for CliError {
     fn from(e: crate::store::StoreError) -> Self {
         match e {
-            crate::store::StoreError::NoCampaign(_) | crate::store::StoreError::Missing { .. } => CliError::bad_input(e),
+            crate::store::StoreError::NoCampaign(_) | crate::store::StoreError::Missing { .. } => {
+                CliError::bad_input(e)
+            }
             other => CliError::internal(other),
         }
     }

@@ -29,7 +29,9 @@ impl Operator for TerminalOperator {
             return Err(TetherError::NoOperator {
                 device: device.into(),
                 instruction: instruction.into(),
-                detail: "standard input is not a terminal; use tether = \"uhubctl\" or \"software\" for unattended runs".into(),
+                detail:
+                    "standard input is not a terminal; use tether = \"uhubctl\" or \"software\" for unattended runs"
+                        .into(),
             });
         }
         let (device, instruction) = (device.to_string(), instruction.to_string());
@@ -43,6 +45,10 @@ impl Operator for TerminalOperator {
             })
         })
         .await
-        .map_err(|e| TetherError::NoOperator { device: String::new(), instruction: String::new(), detail: e.to_string() })?
+        .map_err(|e| TetherError::NoOperator {
+            device: String::new(),
+            instruction: String::new(),
+            detail: e.to_string(),
+        })?
     }
 }

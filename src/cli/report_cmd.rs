@@ -17,11 +17,9 @@ pub fn run(lab_arg: Option<&Path>, args: &ReportArgs) -> Result<String, CliError
     })?;
     let id = match &args.campaign {
         Some(id) => id.clone(),
-        None => store
-            .campaigns()?
-            .first()
-            .map(|c| c.id.clone())
-            .ok_or_else(|| CliError::bad_input("the store has no campaigns yet; fix: lab run runbooks/quickstart.toml"))?,
+        None => store.campaigns()?.first().map(|c| c.id.clone()).ok_or_else(|| {
+            CliError::bad_input("the store has no campaigns yet; fix: lab run runbooks/quickstart.toml")
+        })?,
     };
     let _ = (&store, &id, args.format == ReportFormat::Table);
     todo!("report rendering")

@@ -82,7 +82,8 @@ fn bars(
                 .unwrap_or_else(|_| ProgressStyle::default_bar())
                 .progress_chars("=> ");
             for d in devs {
-                let b = multi.add(ProgressBar::new(d.planned as u64).with_style(dstyle.clone()).with_prefix(d.device.clone()));
+                let b = multi
+                    .add(ProgressBar::new(d.planned as u64).with_style(dstyle.clone()).with_prefix(d.device.clone()));
                 b.set_position(d.done as u64);
                 devices.insert(d.device.clone(), b);
             }
@@ -150,9 +151,7 @@ pub fn plain_line(e: &Event, verbose: bool) -> Option<String> {
             verbose.then(|| format!("[{device}] {trial} attempt {}: {}", attempt + 1, phase.as_str()))
         }
         Event::Waiting { device, trial, what } => verbose.then(|| format!("[{device}] {trial}: waiting, {what}")),
-        Event::Installed { device, build, skipped } => {
-            (!skipped).then(|| format!("[{device}] installed {build}"))
-        }
+        Event::Installed { device, build, skipped } => (!skipped).then(|| format!("[{device}] installed {build}")),
         Event::AttemptRecorded { device, trial, attempt, valid, reasons, will_retry } => Some(if *valid {
             format!("[{device}] {trial} attempt {}: valid", attempt + 1)
         } else {
@@ -175,5 +174,9 @@ pub fn plain_line(e: &Event, verbose: bool) -> Option<String> {
 }
 
 fn human_wall(d: Duration) -> String {
-    if d < Duration::from_secs(60) { format!("{:.1} s", d.as_secs_f64()) } else { crate::plan::human_duration(d.as_secs_f64()) }
+    if d < Duration::from_secs(60) {
+        format!("{:.1} s", d.as_secs_f64())
+    } else {
+        crate::plan::human_duration(d.as_secs_f64())
+    }
 }

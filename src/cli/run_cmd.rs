@@ -36,12 +36,17 @@ pub async fn run(lab_arg: Option<&Path>, args: &RunArgs) -> Result<RunOutcome, C
             let devices = open_devices(&lab, &plan)?;
             let store = context::open_store(&lab)?;
             let id = runner::new_id(&runbook.name, &store)?;
-            store.create_campaign(&runner::new_record(&id, &lab, &runbook, &plan), plan.max_attempts, std::process::id())?;
+            store.create_campaign(
+                &runner::new_record(&id, &lab, &runbook, &plan),
+                plan.max_attempts,
+                std::process::id(),
+            )?;
             return execute(lab, runbook, plan, store, id, devices, false, args).await;
         }
         (None, Some(id)) => {
-            let store = context::open_store_existing(&lab)?
-                .ok_or_else(|| CliError::bad_input(format!("no store at {}; nothing to resume", display_path(&lab.store_path))))?;
+            let store = context::open_store_existing(&lab)?.ok_or_else(|| {
+                CliError::bad_input(format!("no store at {}; nothing to resume", display_path(&lab.store_path)))
+            })?;
             let c = store.campaign(id)?;
             if c.status == CampaignStatus::Running && c.runner_pid.is_some_and(pid_alive) {
                 return Err(CliError::bad_input(format!(

@@ -25,35 +25,22 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let mut rest = text;
     let mut total: u128 = 0;
     while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
+        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
         let number = &rest[..num_len];
         if number.is_empty() {
-            return Err(format!(
-                "`{text}` is not a duration (expected a number, then a unit: {UNIT_LIST})"
-            ));
+            return Err(format!("`{text}` is not a duration (expected a number, then a unit: {UNIT_LIST})"));
         }
         rest = rest[num_len..].trim_start();
-        let unit_len = rest
-            .find(|c: char| !c.is_ascii_alphabetic())
-            .unwrap_or(rest.len());
+        let unit_len = rest.find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(rest.len());
         let unit = &rest[..unit_len];
         if unit.is_empty() {
-            return Err(format!(
-                "`{text}` has a number without a unit (units: {UNIT_LIST})"
-            ));
+            return Err(format!("`{text}` has a number without a unit (units: {UNIT_LIST})"));
         }
         let Some(&(_, per_unit)) = UNITS.iter().find(|(u, _)| *u == unit) else {
-            return Err(format!(
-                "unknown unit `{unit}` in `{text}` (units: {UNIT_LIST})"
-            ));
+            return Err(format!("unknown unit `{unit}` in `{text}` (units: {UNIT_LIST})"));
         };
-        let nanos = scaled(number, per_unit)
-            .ok_or_else(|| format!("`{number}` in `{text}` is not a number"))?;
-        total = total
-            .checked_add(nanos)
-            .ok_or_else(|| format!("`{text}` is too long"))?;
+        let nanos = scaled(number, per_unit).ok_or_else(|| format!("`{number}` in `{text}` is not a number"))?;
+        total = total.checked_add(nanos).ok_or_else(|| format!("`{text}` is too long"))?;
         rest = rest[unit_len..].trim_start();
     }
     let nanos = u64::try_from(total).map_err(|_| format!("`{text}` is too long"))?;
@@ -88,18 +75,12 @@ fn scaled(number: &str, per_unit: u128) -> Option<u128> {
 pub fn parse_percent(s: &str) -> Result<f64, String> {
     let text = s.trim();
     let Some(number) = text.strip_suffix('%') else {
-        return Err(format!(
-            "`{text}` has no `%` (write \"5%\", or the fraction 0.05 without quotes)"
-        ));
+        return Err(format!("`{text}` has no `%` (write \"5%\", or the fraction 0.05 without quotes)"));
     };
     let number = number.trim_end();
-    let valid = !number.is_empty()
-        && number
-            .chars()
-            .all(|c| c.is_ascii_digit() || c == '.' || c == '-');
-    let value: f64 = if valid { number.parse().ok() } else { None }.ok_or_else(|| {
-        format!("`{text}` is not a percentage (write a number followed by %, e.g. \"5%\")")
-    })?;
+    let valid = !number.is_empty() && number.chars().all(|c| c.is_ascii_digit() || c == '.' || c == '-');
+    let value: f64 = if valid { number.parse().ok() } else { None }
+        .ok_or_else(|| format!("`{text}` is not a percentage (write a number followed by %, e.g. \"5%\")"))?;
     if value < 0.0 {
         return Err(format!("`{text}` is negative"));
     }
@@ -164,11 +145,7 @@ mod tests {
         assert_eq!(parse_percent("100%"), Ok(1.0));
         assert_eq!(parse_percent("0%"), Ok(0.0));
         assert!(parse_percent("0.05").unwrap_err().contains("no `%`"));
-        assert!(
-            parse_percent("five%")
-                .unwrap_err()
-                .contains("not a percentage")
-        );
+        assert!(parse_percent("five%").unwrap_err().contains("not a percentage"));
         assert!(parse_percent("%").unwrap_err().contains("not a percentage"));
         assert!(parse_percent("-5%").unwrap_err().contains("negative"));
         assert!(parse_percent("inf%").is_err());

@@ -36,21 +36,12 @@ pub(crate) fn sha256_file(path: &Path) -> std::io::Result<String> {
 }
 
 fn where_relative(base: &Path) -> String {
-    if base.as_os_str().is_empty() {
-        "the current folder".to_string()
-    } else {
-        format!("{}/", base.display())
-    }
+    if base.as_os_str().is_empty() { "the current folder".to_string() } else { format!("{}/", base.display()) }
 }
 
 /// Reads a path value that must name an existing file; returns its absolute path and
 /// sha256. `what` names it in messages ("build file", "config file").
-pub(crate) fn existing_file(
-    f: &Field,
-    p: &mut Problems,
-    base: &Path,
-    what: &str,
-) -> Option<(PathBuf, String)> {
+pub(crate) fn existing_file(f: &Field, p: &mut Problems, base: &Path, what: &str) -> Option<(PathBuf, String)> {
     let written = f.text(p)?;
     let resolved = base.join(&written);
     let shown = resolved.display().to_string();
@@ -60,34 +51,24 @@ pub(crate) fn existing_file(
             f.problem(
                 p,
                 format!("missing {what} {shown}"),
-                format!("build or copy the file there, or correct the path (relative paths are resolved against {rel})"),
+                format!(
+                    "build or copy the file there, or correct the path (relative paths are resolved against {rel})"
+                ),
             );
             None
         }
         Err(e) => {
-            f.problem(
-                p,
-                format!("cannot read {what} {shown}: {e}"),
-                "check the file's permissions",
-            );
+            f.problem(p, format!("cannot read {what} {shown}: {e}"), "check the file's permissions");
             None
         }
         Ok(m) if !m.is_file() => {
-            f.problem(
-                p,
-                format!("{what} {shown} is not a file"),
-                "point to a file, not a folder",
-            );
+            f.problem(p, format!("{what} {shown} is not a file"), "point to a file, not a folder");
             None
         }
         Ok(_) => match sha256_file(&resolved) {
             Ok(sha) => Some((absolute(&resolved), sha)),
             Err(e) => {
-                f.problem(
-                    p,
-                    format!("cannot read {what} {shown}: {e}"),
-                    "check the file's permissions",
-                );
+                f.problem(p, format!("cannot read {what} {shown}: {e}"), "check the file's permissions");
                 None
             }
         },
@@ -126,9 +107,6 @@ mod tests {
     #[test]
     fn base_dir_of_bare_and_nested_names() {
         assert_eq!(base_dir(Path::new("lab.toml")), PathBuf::new());
-        assert_eq!(
-            base_dir(Path::new("runbooks/q.toml")),
-            PathBuf::from("runbooks")
-        );
+        assert_eq!(base_dir(Path::new("runbooks/q.toml")), PathBuf::from("runbooks"));
     }
 }

@@ -15,11 +15,7 @@ use super::{ConfigError, Diagnostic, Lab, Runbook};
 
 /// Reads and validates a lab file.
 pub fn load_lab(path: &Path) -> Result<Lab, ConfigError> {
-    let text = read_text(
-        path,
-        "lab file",
-        "a lab file lists hosts and devices; the repository's lab.toml is a start",
-    )?;
+    let text = read_text(path, "lab file", "a lab file lists hosts and devices; the repository's lab.toml is a start")?;
     parse_lab(&text, path)
 }
 
@@ -36,11 +32,7 @@ pub fn parse_lab(text: &str, source: &Path) -> Result<Lab, ConfigError> {
 
 /// Reads and validates a runbook against `lab` (device selectors must match lab devices).
 pub fn load_runbook(path: &Path, lab: &Lab) -> Result<Runbook, ConfigError> {
-    let text = read_text(
-        path,
-        "runbook",
-        "a runbook describes one experiment; see runbooks/quickstart.toml",
-    )?;
+    let text = read_text(path, "runbook", "a runbook describes one experiment; see runbooks/quickstart.toml")?;
     parse_runbook(&text, path, lab)
 }
 
@@ -50,34 +42,18 @@ pub fn parse_runbook(text: &str, source: &Path, lab: &Lab) -> Result<Runbook, Co
     let src = Source::new(source, text);
     let doc = src.parse()?;
     let mut p = Problems::new(&src);
-    let runbook = read_runbook(
-        &Table::root(&doc),
-        &mut p,
-        source,
-        text,
-        &base_dir(source),
-        lab,
-    );
+    let runbook = read_runbook(&Table::root(&doc), &mut p, source, text, &base_dir(source), lab);
     p.finish(runbook)
 }
 
 fn one(d: Diagnostic) -> ConfigError {
-    ConfigError {
-        diagnostics: vec![d],
-    }
+    ConfigError { diagnostics: vec![d] }
 }
 
 /// A file's text, or a diagnostic naming the file and what to do.
 fn read_text(path: &Path, what: &str, hint: &str) -> Result<String, ConfigError> {
     let fail = |line: Option<usize>, column: Option<usize>, message: String, fix: String| {
-        one(Diagnostic {
-            file: path.to_path_buf(),
-            line,
-            column,
-            key: String::new(),
-            message,
-            fix,
-        })
+        one(Diagnostic { file: path.to_path_buf(), line, column, key: String::new(), message, fix })
     };
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
@@ -111,21 +87,6 @@ fn read_text(path: &Path, what: &str, hint: &str) -> Result<String, ConfigError>
         let good = std::str::from_utf8(good).unwrap_or_default();
         let line = good.matches('\n').count() + 1;
         let column = good.rsplit('\n').next().unwrap_or_default().chars().count() + 1;
-        fail(
-            Some(line),
-            Some(column),
-            format!("the {what} is not UTF-8 text"),
-            "save the file as UTF-8".into(),
-        )
+        fail(Some(line), Some(column), format!("the {what} is not UTF-8 text"), "save the file as UTF-8".into())
     })
-}
-
-pub fn parse_lab(text: &str, source: &Path) -> Result<Lab, ConfigError> {
-    let _ = (text, source);
-    todo!("config loader")
-}
-
-pub fn parse_runbook(text: &str, source: &Path, lab: &Lab) -> Result<Runbook, ConfigError> {
-    let _ = (text, source, lab);
-    todo!("config loader")
 }

@@ -73,10 +73,7 @@ fn lab() -> Lab {
 }
 
 fn messages(e: &ConfigError) -> Vec<String> {
-    e.diagnostics
-        .iter()
-        .map(|d| format!("{}: {}", d.key, d.message))
-        .collect()
+    e.diagnostics.iter().map(|d| format!("{}: {}", d.key, d.message)).collect()
 }
 
 #[test]
@@ -92,18 +89,8 @@ fn lab_keys_and_defaults() {
     assert_eq!(pixel.platform, Platform::Android);
     assert_eq!(pixel.host, "local");
     assert_eq!(pixel.os, "Android 13");
-    assert_eq!(
-        pixel.tags,
-        ["android", "phone"],
-        "duplicate tags are dropped"
-    );
-    assert_eq!(
-        pixel.tether,
-        TetherSpec::Uhubctl {
-            location: "1-1.4".into(),
-            port: 2
-        }
-    );
+    assert_eq!(pixel.tags, ["android", "phone"], "duplicate tags are dropped");
+    assert_eq!(pixel.tether, TetherSpec::Uhubctl { location: "1-1.4".into(), port: 2 });
     assert_eq!(pixel.ids.get("serial").map(String::as_str), Some("0A1B2C"));
     assert!(pixel.sim.is_none());
 
@@ -325,10 +312,7 @@ fn every_runbook_key_is_read() {
     let host = control.host.as_ref().unwrap();
     assert_eq!(host.command, ["./server", "--port", "0"]);
     assert_eq!(host.env.get("RUST_LOG").map(String::as_str), Some("info"));
-    assert_eq!(
-        host.cwd.as_deref(),
-        Some(fx.dir.path().join("server").as_path())
-    );
+    assert_eq!(host.cwd.as_deref(), Some(fx.dir.path().join("server").as_path()));
     assert_eq!(
         control.sim,
         Some(SimProfile {
@@ -353,10 +337,7 @@ fn every_runbook_key_is_read() {
     assert_eq!(chatty.files.len(), 1);
     assert_eq!(chatty.files[0].src, fx.dir.path().join("envoy.yaml"));
     assert_eq!(chatty.files[0].dest, "config/envoy.yaml");
-    assert_eq!(
-        chatty.files[0].sha256,
-        crate::seed::sha256_hex(b"stats_flush: 5s\n")
-    );
+    assert_eq!(chatty.files[0].sha256, crate::seed::sha256_hex(b"stats_flush: 5s\n"));
     assert_eq!(
         chatty.sim,
         SimAdjust {
@@ -368,13 +349,7 @@ fn every_runbook_key_is_read() {
         }
     );
 
-    assert_eq!(
-        rb.workload,
-        Workload {
-            request_interval: Some(Duration::from_millis(1500)),
-            request_tolerance: 0.05
-        }
-    );
+    assert_eq!(rb.workload, Workload { request_interval: Some(Duration::from_millis(1500)), request_tolerance: 0.05 });
     assert_eq!(
         rb.preconditions,
         Preconditions {
@@ -388,14 +363,7 @@ fn every_runbook_key_is_read() {
         }
     );
     assert_eq!(rb.metrics, ["requests", "cpu_pct"]);
-    assert_eq!(
-        rb.statistics,
-        StatsSettings {
-            alpha: 0.01,
-            practical_threshold: 0.1,
-            confidence: 0.99
-        }
-    );
+    assert_eq!(rb.statistics, StatsSettings { alpha: 0.01, practical_threshold: 0.1, confidence: 0.99 });
     assert_eq!(
         rb.timeouts,
         PhaseTimeouts {
@@ -433,21 +401,8 @@ fn runbook_defaults() {
     assert_eq!(rb.cooldown, Duration::ZERO);
     assert_eq!(rb.configs.len(), 1);
     assert_eq!(rb.configs[0].name, "default");
-    assert_eq!(
-        rb.workload,
-        Workload {
-            request_interval: None,
-            request_tolerance: 0.02
-        }
-    );
-    assert_eq!(
-        rb.preconditions,
-        Preconditions {
-            untethered: true,
-            app_foreground: true,
-            ..Preconditions::default()
-        }
-    );
+    assert_eq!(rb.workload, Workload { request_interval: None, request_tolerance: 0.02 });
+    assert_eq!(rb.preconditions, Preconditions { untethered: true, app_foreground: true, ..Preconditions::default() });
     assert!(rb.metrics.is_empty());
     assert_eq!(rb.statistics, StatsSettings::default());
     assert_eq!(rb.timeouts, PhaseTimeouts::default());
@@ -484,20 +439,13 @@ fn ssh_host_keys_get_the_not_yet_message_once() {
     assert_eq!(e.diagnostics.len(), 1, "{e}");
     assert_eq!(e.diagnostics[0].message, "SSH hosts are not supported yet");
     assert_eq!(e.diagnostics[0].key, "host[0].address");
-    assert!(
-        e.diagnostics[0]
-            .fix
-            .contains("`address`, `user`, `port`, `identity`")
-    );
+    assert!(e.diagnostics[0].fix.contains("`address`, `user`, `port`, `identity`"));
 }
 
 #[test]
 fn selectors_are_checked_against_the_given_lab() {
     let fx = Fixture::new();
-    let text = MINIMAL.replace(
-        "devices = [\"sim-a\"]",
-        "devices = [\"sim-*\", \"model:Pixel 5\", \"tag:ios\", []]",
-    );
+    let text = MINIMAL.replace("devices = [\"sim-a\"]", "devices = [\"sim-*\", \"model:Pixel 5\", \"tag:ios\", []]");
     let e = fx.load(&text).unwrap_err();
     assert_eq!(
         messages(&e),
@@ -507,10 +455,7 @@ fn selectors_are_checked_against_the_given_lab() {
         ]
     );
     let text = MINIMAL.replace("devices = [\"sim-a\"]", "devices = []");
-    assert_eq!(
-        messages(&fx.load(&text).unwrap_err()),
-        ["devices: no devices selected"]
-    );
+    assert_eq!(messages(&fx.load(&text).unwrap_err()), ["devices: no devices selected"]);
 }
 
 #[test]
@@ -542,11 +487,5 @@ location = "2-1.4"
 port = 3
 "#;
     let lab = parse_lab(text, Path::new("lab.toml")).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(
-        lab.devices[0].tether,
-        TetherSpec::Uhubctl {
-            location: "2-1.4".into(),
-            port: 3
-        }
-    );
+    assert_eq!(lab.devices[0].tether, TetherSpec::Uhubctl { location: "2-1.4".into(), port: 3 });
 }

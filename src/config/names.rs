@@ -16,22 +16,11 @@ pub fn is_valid_name(s: &str) -> bool {
 pub(crate) const NAME_RULE: &str = "use only letters, digits, `-` and `_`, starting with a letter or digit (names become folder names under artifacts/)";
 
 /// Checks a name's alphabet; reports and returns false when it is not allowed.
-pub(crate) fn check_name(
-    p: &mut Problems,
-    span: Option<Range<usize>>,
-    key: &str,
-    what: &str,
-    name: &str,
-) -> bool {
+pub(crate) fn check_name(p: &mut Problems, span: Option<Range<usize>>, key: &str, what: &str, name: &str) -> bool {
     if is_valid_name(name) {
         return true;
     }
-    p.push(
-        span,
-        key,
-        format!("`{name}` is not a valid {what} name"),
-        NAME_RULE,
-    );
+    p.push(span, key, format!("`{name}` is not a valid {what} name"), NAME_RULE);
     false
 }
 
@@ -43,19 +32,14 @@ pub(crate) struct NameSet {
 
 impl NameSet {
     pub fn new(what: &'static str) -> Self {
-        NameSet {
-            what,
-            seen: Vec::new(),
-        }
+        NameSet { what, seen: Vec::new() }
     }
 
     /// Adds a name; a name equal to an earlier one (also when only the case differs,
     /// since folders would collide on macOS and Windows) is reported.
     pub fn add(&mut self, p: &mut Problems, name: &str, span: Option<Range<usize>>, key: &str) {
         let what = self.what;
-        if let Some((first, first_span)) =
-            self.seen.iter().find(|(n, _)| n.eq_ignore_ascii_case(name))
-        {
+        if let Some((first, first_span)) = self.seen.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)) {
             let at = p.location(first_span);
             if first == name {
                 p.push(
@@ -87,9 +71,7 @@ mod tests {
         for ok in ["a", "sim-iphone-1", "A_b-9", "9lives"] {
             assert!(is_valid_name(ok), "{ok}");
         }
-        for bad in [
-            "", "-a", "_a", ".", "..", "../x", "a/b", "a b", "a.b", "ä", "a\\b", "~",
-        ] {
+        for bad in ["", "-a", "_a", ".", "..", "../x", "a/b", "a b", "a.b", "ä", "a\\b", "~"] {
             assert!(!is_valid_name(bad), "{bad}");
         }
     }

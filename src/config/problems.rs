@@ -12,20 +12,11 @@ pub(crate) struct Problems<'s> {
 
 impl<'s> Problems<'s> {
     pub fn new(source: &'s Source) -> Self {
-        Problems {
-            source,
-            list: Vec::new(),
-        }
+        Problems { source, list: Vec::new() }
     }
 
     /// Records a problem at `span` (or at the file as a whole when `None`).
-    pub fn push(
-        &mut self,
-        span: Option<Range<usize>>,
-        key: &str,
-        message: impl Into<String>,
-        fix: impl Into<String>,
-    ) {
+    pub fn push(&mut self, span: Option<Range<usize>>, key: &str, message: impl Into<String>, fix: impl Into<String>) {
         let (line, column) = match span {
             Some(s) => {
                 let (l, c) = self.source.position(s.start);

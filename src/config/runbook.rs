@@ -45,10 +45,7 @@ pub struct Runbook {
 
 impl Runbook {
     pub fn baseline(&self) -> &Build {
-        self.builds
-            .iter()
-            .find(|b| b.baseline)
-            .expect("validated runbook has a baseline")
+        self.builds.iter().find(|b| b.baseline).expect("validated runbook has a baseline")
     }
 }
 

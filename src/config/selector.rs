@@ -13,11 +13,7 @@ impl Selector {
         }
         let value = |rest: &str, kind: &str| {
             let v = rest.trim();
-            if v.is_empty() {
-                Err(format!("`{text}` names no {kind}"))
-            } else {
-                Ok(v.to_string())
-            }
+            if v.is_empty() { Err(format!("`{text}` names no {kind}")) } else { Ok(v.to_string()) }
         };
         if let Some(rest) = text.strip_prefix("tag:") {
             return value(rest, "tag").map(Selector::Tag);
@@ -28,8 +24,7 @@ impl Selector {
         if let Some((kind, _)) = text.split_once(':') {
             return Err(format!("unknown selector kind `{kind}:` in `{text}`"));
         }
-        globset::Glob::new(text)
-            .map_err(|e| format!("`{text}` is not a valid glob: {}", e.kind()))?;
+        globset::Glob::new(text).map_err(|e| format!("`{text}` is not a valid glob: {}", e.kind()))?;
         Ok(Selector::Name(text.to_string()))
     }
 
@@ -79,33 +74,15 @@ mod tests {
 
     #[test]
     fn parse_and_display_round_trip() {
-        assert_eq!(
-            Selector::parse("tag:phone"),
-            Ok(Selector::Tag("phone".into()))
-        );
-        assert_eq!(
-            Selector::parse("model:iPhone 6s"),
-            Ok(Selector::Model("iPhone 6s".into()))
-        );
+        assert_eq!(Selector::parse("tag:phone"), Ok(Selector::Tag("phone".into())));
+        assert_eq!(Selector::parse("model:iPhone 6s"), Ok(Selector::Model("iPhone 6s".into())));
         assert_eq!(Selector::parse("sim-*"), Ok(Selector::Name("sim-*".into())));
         for s in ["tag:phone", "model:iPhone 6s", "sim-*"] {
             assert_eq!(Selector::parse(s).unwrap().to_string(), s);
         }
-        assert!(
-            Selector::parse("tag:")
-                .unwrap_err()
-                .contains("names no tag")
-        );
-        assert!(
-            Selector::parse("kind:x")
-                .unwrap_err()
-                .contains("unknown selector kind `kind:`")
-        );
-        assert!(
-            Selector::parse("sim-[")
-                .unwrap_err()
-                .contains("not a valid glob")
-        );
+        assert!(Selector::parse("tag:").unwrap_err().contains("names no tag"));
+        assert!(Selector::parse("kind:x").unwrap_err().contains("unknown selector kind `kind:`"));
+        assert!(Selector::parse("sim-[").unwrap_err().contains("not a valid glob"));
         assert!(Selector::parse(" ").is_err());
     }
 

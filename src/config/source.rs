@@ -19,11 +19,7 @@ impl Source {
     pub fn new(path: &Path, text: &str) -> Self {
         let mut line_starts = vec![0];
         line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
-        Source {
-            path: path.to_path_buf(),
-            text: text.to_string(),
-            line_starts,
-        }
+        Source { path: path.to_path_buf(), text: text.to_string(), line_starts }
     }
 
     /// 1-based line and column (in characters) of a byte offset.
@@ -31,10 +27,7 @@ impl Source {
         let offset = offset.min(self.text.len());
         let line = self.line_starts.partition_point(|&s| s <= offset).max(1);
         let start = self.line_starts[line - 1];
-        let column = self
-            .text
-            .get(start..offset)
-            .map_or(1, |s| s.chars().count() + 1);
+        let column = self.text.get(start..offset).map_or(1, |s| s.chars().count() + 1);
         (line, column)
     }
 
@@ -57,17 +50,8 @@ impl Source {
             let raw = e.message().trim_end_matches('\n');
             let (message, fix) = describe_syntax_error(raw, span.as_ref().map(|s| self.snippet(s)));
             let file = self.path.clone();
-            let d = Diagnostic {
-                file,
-                line,
-                column,
-                key: String::new(),
-                message,
-                fix,
-            };
-            ConfigError {
-                diagnostics: vec![d],
-            }
+            let d = Diagnostic { file, line, column, key: String::new(), message, fix };
+            ConfigError { diagnostics: vec![d] }
         })
     }
 }
@@ -86,8 +70,7 @@ fn describe_syntax_error(raw: &str, snippet: Option<&str>) -> (String, String) {
     }
     (
         format!("invalid TOML: {raw}"),
-        "fix the syntax (strings need quotes, tables are written [name], lists [a, b]; see docs/config.md)"
-            .into(),
+        "fix the syntax (strings need quotes, tables are written [name], lists [a, b]; see docs/config.md)".into(),
     )
 }
 

@@ -33,10 +33,7 @@ pub(crate) fn fix_for_unknown(word: &str, candidates: &[&str], what: &str) -> St
     match closest(word, candidates) {
         Some(c) => format!("did you mean `{c}`?"),
         None if candidates.is_empty() => format!("remove it (no {what} are allowed here)"),
-        None => format!(
-            "remove it or use one of the valid {what}: {}",
-            candidates.join(", ")
-        ),
+        None => format!("remove it or use one of the valid {what}: {}", candidates.join(", ")),
     }
 }
 
@@ -58,10 +55,7 @@ mod tests {
         assert_eq!(closest("cpu_pc", &keys), Some("cpu_pct"));
         assert_eq!(closest("memroy_mb", &keys), Some("memory_mb"));
         assert_eq!(closest("colour", &keys), None);
-        assert_eq!(
-            fix_for_unknown("cpu_pc", &keys, "keys"),
-            "did you mean `cpu_pct`?"
-        );
+        assert_eq!(fix_for_unknown("cpu_pc", &keys, "keys"), "did you mean `cpu_pct`?");
         assert_eq!(
             fix_for_unknown("zzz", &keys, "keys"),
             "remove it or use one of the valid keys: cpu_pct, wakeups_per_s, memory_mb"

@@ -27,29 +27,14 @@ pub(crate) struct Field<'a> {
 
 /// `path.key`, quoting the key the way TOML would when it is not a bare key.
 pub(crate) fn join(path: &str, key: &str) -> String {
-    let bare = !key.is_empty()
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    let key = if bare {
-        key.to_string()
-    } else {
-        format!("{key:?}")
-    };
-    if path.is_empty() {
-        key
-    } else {
-        format!("{path}.{key}")
-    }
+    let bare = !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    let key = if bare { key.to_string() } else { format!("{key:?}") };
+    if path.is_empty() { key } else { format!("{path}.{key}") }
 }
 
 impl<'a> Table<'a> {
     pub fn root(doc: &'a Document<String>) -> Self {
-        Table {
-            inner: doc.as_table(),
-            path: String::new(),
-            span: None,
-        }
+        Table { inner: doc.as_table(), path: String::new(), span: None }
     }
 
     pub fn path(&self) -> &str {
@@ -81,12 +66,7 @@ impl<'a> Table<'a> {
 
     pub fn get(&self, key: &str) -> Option<Field<'a>> {
         let (k, item) = self.inner.get_key_value(key)?;
-        Some(Field {
-            item,
-            leaf: key.to_string(),
-            path: join(&self.path, key),
-            key_span: k.span(),
-        })
+        Some(Field { item, leaf: key.to_string(), path: join(&self.path, key), key_span: k.span() })
     }
 
     /// Like `get`, but a missing key is a problem; `example` shows how to write it.
@@ -141,11 +121,7 @@ impl<'a> Field<'a> {
         let scalar = matches!(
             self.item,
             Item::Value(
-                Value::String(_)
-                    | Value::Integer(_)
-                    | Value::Float(_)
-                    | Value::Boolean(_)
-                    | Value::Datetime(_)
+                Value::String(_) | Value::Integer(_) | Value::Float(_) | Value::Boolean(_) | Value::Datetime(_)
             )
         );
         match (scalar, self.item.span()) {
@@ -171,11 +147,7 @@ impl<'a> Field<'a> {
         match self.item.as_str() {
             Some(s) => Some(s),
             None => {
-                self.wrong_type(
-                    p,
-                    "a string",
-                    format!("quote the value: `{} = \"...\"`", self.leaf),
-                );
+                self.wrong_type(p, "a string", format!("quote the value: `{} = \"...\"`", self.leaf));
                 None
             }
         }
@@ -185,11 +157,7 @@ impl<'a> Field<'a> {
     pub fn text(&self, p: &mut Problems) -> Option<String> {
         let s = self.str(p)?;
         if s.trim().is_empty() {
-            self.problem(
-                p,
-                "must not be empty",
-                format!("write a value: `{} = \"...\"`", self.leaf),
-            );
+            self.problem(p, "must not be empty", format!("write a value: `{} = \"...\"`", self.leaf));
             return None;
         }
         Some(s.to_string())
@@ -215,39 +183,22 @@ impl<'a> Field<'a> {
             Item::Value(Value::Integer(i)) => *i.value() as f64,
             Item::Value(Value::Float(f)) => *f.value(),
             _ => {
-                self.wrong_type(
-                    p,
-                    "a number",
-                    format!("write a number without quotes, e.g. `{} = 10`", self.leaf),
-                );
+                self.wrong_type(p, "a number", format!("write a number without quotes, e.g. `{} = 10`", self.leaf));
                 return None;
             }
         };
         if !v.is_finite() {
-            self.problem(
-                p,
-                format!("must be a finite number, got {v}"),
-                "write an ordinary number",
-            );
+            self.problem(p, format!("must be a finite number, got {v}"), "write an ordinary number");
             return None;
         }
         Some(v)
     }
 
     /// A number satisfying `ok`; `rule` says what is allowed ("between 0 and 100").
-    pub fn number_where(
-        &self,
-        p: &mut Problems,
-        ok: impl Fn(f64) -> bool,
-        rule: &str,
-    ) -> Option<f64> {
+    pub fn number_where(&self, p: &mut Problems, ok: impl Fn(f64) -> bool, rule: &str) -> Option<f64> {
         let v = self.number(p)?;
         if !ok(v) {
-            self.problem(
-                p,
-                format!("must be {rule}, got {v}"),
-                format!("write a number {rule}"),
-            );
+            self.problem(p, format!("must be {rule}, got {v}"), format!("write a number {rule}"));
             return None;
         }
         Some(v)
@@ -260,10 +211,7 @@ impl<'a> Field<'a> {
                 self.wrong_type(
                     p,
                     "a whole number",
-                    format!(
-                        "write a whole number without quotes, e.g. `{} = 3`",
-                        self.leaf
-                    ),
+                    format!("write a whole number without quotes, e.g. `{} = 3`", self.leaf),
                 );
                 None
             }
@@ -274,34 +222,22 @@ impl<'a> Field<'a> {
     pub fn integer_in(&self, p: &mut Problems, min: i64, max: i64) -> Option<i64> {
         let v = self.integer(p)?;
         if v < min {
-            self.problem(
-                p,
-                format!("must be ≥ {min}, got {v}"),
-                format!("write a whole number ≥ {min}"),
-            );
+            self.problem(p, format!("must be ≥ {min}, got {v}"), format!("write a whole number ≥ {min}"));
             return None;
         }
         if v > max {
-            self.problem(
-                p,
-                format!("must be ≤ {max}, got {v}"),
-                format!("write a whole number ≤ {max}"),
-            );
+            self.problem(p, format!("must be ≤ {max}, got {v}"), format!("write a whole number ≤ {max}"));
             return None;
         }
         Some(v)
     }
 
     pub fn u32_at_least(&self, p: &mut Problems, min: u32) -> Option<u32> {
-        self.integer_in(p, i64::from(min), i64::from(u32::MAX))
-            .map(|v| v as u32)
+        self.integer_in(p, i64::from(min), i64::from(u32::MAX)).map(|v| v as u32)
     }
 
     pub fn duration(&self, p: &mut Problems) -> Option<Duration> {
-        let fix = format!(
-            "write a duration string such as `{} = \"10m\"` (units: ms, s, m, h, d)",
-            self.leaf
-        );
+        let fix = format!("write a duration string such as `{} = \"10m\"` (units: ms, s, m, h, d)", self.leaf);
         match self.item {
             Item::Value(Value::String(s)) => match parse_duration(s.value()) {
                 Ok(d) => Some(d),
@@ -342,10 +278,7 @@ impl<'a> Field<'a> {
 
     /// A fraction: a TOML number (`0.05`) or a percentage string (`"5%"`).
     pub fn fraction(&self, p: &mut Problems) -> Option<f64> {
-        let fix = format!(
-            "write a percentage such as `{0} = \"5%\"` or a fraction such as `{0} = 0.05`",
-            self.leaf
-        );
+        let fix = format!("write a percentage such as `{0} = \"5%\"` or a fraction such as `{0} = 0.05`", self.leaf);
         match self.item {
             Item::Value(Value::String(s)) => match parse_percent(s.value()) {
                 Ok(v) => Some(v),
@@ -365,17 +298,9 @@ impl<'a> Field<'a> {
     /// A fraction within `lo..=hi` (or strictly inside when `open`).
     pub fn fraction_in(&self, p: &mut Problems, lo: f64, hi: f64, open: bool) -> Option<f64> {
         let v = self.fraction(p)?;
-        let ok = if open {
-            v > lo && v < hi
-        } else {
-            v >= lo && v <= hi
-        };
+        let ok = if open { v > lo && v < hi } else { v >= lo && v <= hi };
         if !ok {
-            let written = self
-                .item
-                .span()
-                .map(|s| p.source.snippet(&s).to_string())
-                .unwrap_or_else(|| v.to_string());
+            let written = self.item.span().map(|s| p.source.snippet(&s).to_string()).unwrap_or_else(|| v.to_string());
             let rule = if open {
                 format!("greater than {lo} and less than {hi}")
             } else {
@@ -384,10 +309,7 @@ impl<'a> Field<'a> {
             self.problem(
                 p,
                 format!("must be {rule}, got {written}"),
-                format!(
-                    "write a fraction such as `{0} = 0.05` or a percentage such as `{0} = \"5%\"`",
-                    self.leaf
-                ),
+                format!("write a fraction such as `{0} = 0.05` or a percentage such as `{0} = \"5%\"`", self.leaf),
             );
             return None;
         }
@@ -396,20 +318,9 @@ impl<'a> Field<'a> {
 
     pub fn table(&self, p: &mut Problems) -> Option<Table<'a>> {
         match self.item.as_table_like() {
-            Some(inner) => Some(Table {
-                inner,
-                path: self.path.clone(),
-                span: self.span(),
-            }),
+            Some(inner) => Some(Table { inner, path: self.path.clone(), span: self.span() }),
             None => {
-                self.wrong_type(
-                    p,
-                    "a table",
-                    format!(
-                        "write it as a table: `[{}]` followed by its keys",
-                        self.path
-                    ),
-                );
+                self.wrong_type(p, "a table", format!("write it as a table: `[{}]` followed by its keys", self.path));
                 None
             }
         }
@@ -422,22 +333,14 @@ impl<'a> Field<'a> {
             Item::ArrayOfTables(a) => Some(
                 a.iter()
                     .enumerate()
-                    .map(|(i, t)| Table {
-                        inner: t as &dyn TableLike,
-                        path: path(i),
-                        span: t.span(),
-                    })
+                    .map(|(i, t)| Table { inner: t as &dyn TableLike, path: path(i), span: t.span() })
                     .collect(),
             ),
             Item::Value(Value::Array(a)) => {
                 let mut out = Vec::new();
                 for (i, v) in a.iter().enumerate() {
                     match v.as_inline_table() {
-                        Some(t) => out.push(Table {
-                            inner: t as &dyn TableLike,
-                            path: path(i),
-                            span: t.span(),
-                        }),
+                        Some(t) => out.push(Table { inner: t as &dyn TableLike, path: path(i), span: t.span() }),
                         None => p.push(
                             v.span(),
                             &path(i),
@@ -452,10 +355,7 @@ impl<'a> Field<'a> {
                 self.wrong_type(
                     p,
                     "an array of tables",
-                    format!(
-                        "write each entry as a `[[{}]]` table (double brackets)",
-                        self.path
-                    ),
+                    format!("write each entry as a `[[{}]]` table (double brackets)", self.path),
                 );
                 None
             }

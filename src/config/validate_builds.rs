@@ -13,29 +13,24 @@ const BUILD_KEYS: &[&str] = &["baseline", "ios", "android", "host", "sim"];
 const IOS_KEYS: &[&str] = &["ipa", "bundle_id"];
 const ANDROID_KEYS: &[&str] = &["apk", "package", "activity"];
 const HOST_KEYS: &[&str] = &["command", "env", "cwd"];
-const SIM_KEYS: &[&str] = &[
-    "cpu_pct",
-    "wakeups_per_s",
-    "memory_mb",
-    "cache_hit_ratio",
-    "crash_probability",
-];
+const SIM_KEYS: &[&str] = &["cpu_pct", "wakeups_per_s", "memory_mb", "cache_hit_ratio", "crash_probability"];
 
 /// Reads `[builds]`; reports a missing or doubled baseline. Builds stay in file order.
 pub(crate) fn read_builds(f: Option<Field>, p: &mut Problems, base: &Path) -> Vec<Build> {
     let Some(f) = f else {
-        p.push(None, "builds", "no builds", "add at least one build, e.g. `[builds.app]` with `baseline = true` and a `[builds.app.sim]` table");
+        p.push(
+            None,
+            "builds",
+            "no builds",
+            "add at least one build, e.g. `[builds.app]` with `baseline = true` and a `[builds.app.sim]` table",
+        );
         return Vec::new();
     };
     let Some(t) = f.table(p) else {
         return Vec::new();
     };
     if t.is_empty() {
-        f.problem(
-            p,
-            "no builds",
-            "add at least one build, e.g. `[builds.app]` with `baseline = true`",
-        );
+        f.problem(p, "no builds", "add at least one build, e.g. `[builds.app]` with `baseline = true`");
         return Vec::new();
     }
 
@@ -63,9 +58,7 @@ pub(crate) fn read_builds(f: Option<Field>, p: &mut Problems, base: &Path) -> Ve
             }),
         };
         baseline_unknown |= baseline.is_none();
-        if let (Some(build), Some(baseline), true) =
-            (read_build(&bt, &bf.leaf, p, base), baseline, name_ok)
-        {
+        if let (Some(build), Some(baseline), true) = (read_build(&bt, &bf.leaf, p, base), baseline, name_ok) {
             builds.push(Build { baseline, ..build });
         }
     }
@@ -83,11 +76,7 @@ pub(crate) fn read_builds(f: Option<Field>, p: &mut Problems, base: &Path) -> Ve
             p.push(
                 span,
                 &format!("builds.{last_name}.baseline"),
-                format!(
-                    "{} builds have baseline = true: {}",
-                    baselines.len(),
-                    named.join(", ")
-                ),
+                format!("{} builds have baseline = true: {}", baselines.len(), named.join(", ")),
                 "keep baseline = true on exactly one build (the one the others are compared with)",
             );
         }
@@ -99,26 +88,11 @@ pub(crate) fn read_builds(f: Option<Field>, p: &mut Problems, base: &Path) -> Ve
 fn read_build(t: &Table, name: &str, p: &mut Problems, base: &Path) -> Option<Build> {
     let before = p.len();
     t.check_keys(p, BUILD_KEYS);
-    let ios = t
-        .get("ios")
-        .and_then(|f| f.table(p))
-        .and_then(|it| read_ios(&it, p, base));
-    let android = t
-        .get("android")
-        .and_then(|f| f.table(p))
-        .and_then(|at| read_android(&at, p, base));
-    let host = t
-        .get("host")
-        .and_then(|f| f.table(p))
-        .and_then(|ht| read_host(&ht, p, base));
-    let sim = t
-        .get("sim")
-        .and_then(|f| f.table(p))
-        .and_then(|st| read_sim_profile(&st, p));
-    if !["ios", "android", "host", "sim"]
-        .iter()
-        .any(|k| t.get(k).is_some())
-    {
+    let ios = t.get("ios").and_then(|f| f.table(p)).and_then(|it| read_ios(&it, p, base));
+    let android = t.get("android").and_then(|f| f.table(p)).and_then(|at| read_android(&at, p, base));
+    let host = t.get("host").and_then(|f| f.table(p)).and_then(|ht| read_host(&ht, p, base));
+    let sim = t.get("sim").and_then(|f| f.table(p)).and_then(|st| read_sim_profile(&st, p));
+    if !["ios", "android", "host", "sim"].iter().any(|k| t.get(k).is_some()) {
         p.push(
             t.span(),
             t.path(),
@@ -126,51 +100,27 @@ fn read_build(t: &Table, name: &str, p: &mut Problems, base: &Path) -> Option<Bu
             format!("add at least one of [builds.{name}.sim], [builds.{name}.host], [builds.{name}.android], [builds.{name}.ios]"),
         );
     }
-    (p.len() == before).then_some(Build {
-        name: name.to_string(),
-        baseline: false,
-        ios,
-        android,
-        host,
-        sim,
-    })
+    (p.len() == before).then_some(Build { name: name.to_string(), baseline: false, ios, android, host, sim })
 }
 
 fn read_ios(t: &Table, p: &mut Problems, base: &Path) -> Option<IosArtifact> {
     t.check_keys(p, IOS_KEYS);
-    let ipa = t
-        .required(p, "ipa", "ipa = \"builds/App.ipa\"")
-        .and_then(|f| existing_file(&f, p, base, "build file"));
-    let bundle_id = t
-        .required(p, "bundle_id", "bundle_id = \"com.example.app\"")
-        .and_then(|f| f.text(p));
+    let ipa = t.required(p, "ipa", "ipa = \"builds/App.ipa\"").and_then(|f| existing_file(&f, p, base, "build file"));
+    let bundle_id = t.required(p, "bundle_id", "bundle_id = \"com.example.app\"").and_then(|f| f.text(p));
     let (ipa, sha256) = ipa?;
-    Some(IosArtifact {
-        ipa,
-        bundle_id: bundle_id?,
-        sha256,
-    })
+    Some(IosArtifact { ipa, bundle_id: bundle_id?, sha256 })
 }
 
 fn read_android(t: &Table, p: &mut Problems, base: &Path) -> Option<AndroidArtifact> {
     t.check_keys(p, ANDROID_KEYS);
-    let apk = t
-        .required(p, "apk", "apk = \"builds/app.apk\"")
-        .and_then(|f| existing_file(&f, p, base, "build file"));
-    let package = t
-        .required(p, "package", "package = \"com.example.app\"")
-        .and_then(|f| f.text(p));
+    let apk = t.required(p, "apk", "apk = \"builds/app.apk\"").and_then(|f| existing_file(&f, p, base, "build file"));
+    let package = t.required(p, "package", "package = \"com.example.app\"").and_then(|f| f.text(p));
     let activity = match t.get("activity") {
         None => Some(None),
         Some(f) => f.text(p).map(Some),
     };
     let (apk, sha256) = apk?;
-    Some(AndroidArtifact {
-        apk,
-        package: package?,
-        activity: activity?,
-        sha256,
-    })
+    Some(AndroidArtifact { apk, package: package?, activity: activity?, sha256 })
 }
 
 fn read_host(t: &Table, p: &mut Problems, base: &Path) -> Option<HostCommand> {
@@ -182,23 +132,21 @@ fn read_host(t: &Table, p: &mut Problems, base: &Path) -> Option<HostCommand> {
             return None;
         }
         if argv.first().is_none_or(|a| a.trim().is_empty()) {
-            f.problem(p, "the command is empty", "write the program and its arguments, e.g. `command = [\"./server\", \"--port\", \"8080\"]`");
+            f.problem(
+                p,
+                "the command is empty",
+                "write the program and its arguments, e.g. `command = [\"./server\", \"--port\", \"8080\"]`",
+            );
             return None;
         }
         Some(argv)
     });
-    let env = t
-        .get("env")
-        .map_or(Some(Default::default()), |f| read_env(&f, p));
+    let env = t.get("env").map_or(Some(Default::default()), |f| read_env(&f, p));
     let cwd = match t.get("cwd") {
         None => Some(None),
         Some(f) => existing_dir(&f, p, base).map(Some),
     };
-    Some(HostCommand {
-        command: command?,
-        env: env?,
-        cwd: cwd?,
-    })
+    Some(HostCommand { command: command?, env: env?, cwd: cwd? })
 }
 
 /// `env = { KEY = "value" }`: names must be usable as environment variable names.
@@ -225,8 +173,7 @@ fn read_sim_profile(t: &Table, p: &mut Problems) -> Option<SimProfile> {
     t.check_keys(p, SIM_KEYS);
     let ge0 = |v: f64| v >= 0.0;
     let num = |p: &mut Problems, key: &str, example: &str| {
-        t.required(p, key, example)
-            .and_then(|f| f.number_where(p, ge0, "≥ 0"))
+        t.required(p, key, example).and_then(|f| f.number_where(p, ge0, "≥ 0"))
     };
     let cpu_pct = num(p, "cpu_pct", "cpu_pct = 10");
     let wakeups_per_s = num(p, "wakeups_per_s", "wakeups_per_s = 20");

@@ -11,13 +11,7 @@ use super::{PushFile, SimAdjust, VariantConfig};
 
 const CONFIG_KEYS: &[&str] = &["env", "args", "files", "sim"];
 const FILE_KEYS: &[&str] = &["src", "dest"];
-const SIM_KEYS: &[&str] = &[
-    "cpu_scale",
-    "wakeups_scale",
-    "memory_mb_add",
-    "cache_hit_ratio",
-    "crash_probability",
-];
+const SIM_KEYS: &[&str] = &["cpu_scale", "wakeups_scale", "memory_mb_add", "cache_hit_ratio", "crash_probability"];
 
 /// Reads `[configs]`; absent (or empty) gives the single config `default`.
 pub(crate) fn read_configs(f: Option<Field>, p: &mut Problems, base: &Path) -> Vec<VariantConfig> {
@@ -44,27 +38,15 @@ pub(crate) fn read_configs(f: Option<Field>, p: &mut Problems, base: &Path) -> V
 
 fn read_config(t: &Table, name: &str, p: &mut Problems, base: &Path) -> Option<VariantConfig> {
     t.check_keys(p, CONFIG_KEYS);
-    let env = t
-        .get("env")
-        .map_or(Some(Default::default()), |f| read_env(&f, p));
+    let env = t.get("env").map_or(Some(Default::default()), |f| read_env(&f, p));
     let args = t.get("args").map_or(Some(Vec::new()), |f| {
         let before = p.len();
         let list: Vec<String> = f.strings(p)?.into_iter().map(|(s, _)| s).collect();
         (p.len() == before).then_some(list)
     });
-    let files = t
-        .get("files")
-        .map_or(Some(Vec::new()), |f| read_files(&f, p, base));
-    let sim = t.get("sim").map_or(Some(SimAdjust::default()), |f| {
-        f.table(p).and_then(|st| read_adjust(&st, p))
-    });
-    Some(VariantConfig {
-        name: name.to_string(),
-        env: env?,
-        args: args?,
-        files: files?,
-        sim: sim?,
-    })
+    let files = t.get("files").map_or(Some(Vec::new()), |f| read_files(&f, p, base));
+    let sim = t.get("sim").map_or(Some(SimAdjust::default()), |f| f.table(p).and_then(|st| read_adjust(&st, p)));
+    Some(VariantConfig { name: name.to_string(), env: env?, args: args?, files: files?, sim: sim? })
 }
 
 /// `files = [{ src = "...", dest = "..." }]`: pushed into the app's data folder.
@@ -76,31 +58,23 @@ fn read_files(f: &Field, p: &mut Problems, base: &Path) -> Option<Vec<PushFile>>
         let src = ft
             .required(p, "src", "src = \"configs/app.json\"")
             .and_then(|sf| existing_file(&sf, p, base, "config file"));
-        let dest = ft
-            .required(p, "dest", "dest = \"app.json\"")
-            .and_then(|df| {
-                let d = df.text(p)?;
-                let escapes = Path::new(&d)
-                    .components()
-                    .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir));
-                if escapes {
-                    df.problem(
+        let dest = ft.required(p, "dest", "dest = \"app.json\"").and_then(|df| {
+            let d = df.text(p)?;
+            let escapes = Path::new(&d).components().any(|c| !matches!(c, Component::Normal(_) | Component::CurDir));
+            if escapes {
+                df.problem(
                     p,
                     format!("dest \"{d}\" leaves the app's data folder"),
                     "write a path relative to the app's data folder, without `..` or a leading `/`",
                 );
-                    return None;
-                }
-                if out.iter().any(|o| o.dest == d) {
-                    df.problem(
-                        p,
-                        format!("two files are pushed to \"{d}\""),
-                        "give every file its own dest",
-                    );
-                    return None;
-                }
-                Some(d)
-            });
+                return None;
+            }
+            if out.iter().any(|o| o.dest == d) {
+                df.problem(p, format!("two files are pushed to \"{d}\""), "give every file its own dest");
+                return None;
+            }
+            Some(d)
+        });
         if let (Some((src, sha256)), Some(dest)) = (src, dest) {
             out.push(PushFile { src, dest, sha256 });
         }
@@ -113,26 +87,16 @@ fn read_adjust(t: &Table, p: &mut Problems) -> Option<SimAdjust> {
     t.check_keys(p, SIM_KEYS);
     let mut a = SimAdjust::default();
     let ge0 = |v: f64| v >= 0.0;
-    if let Some(v) = t
-        .get("cpu_scale")
-        .and_then(|f| f.number_where(p, ge0, "≥ 0"))
-    {
+    if let Some(v) = t.get("cpu_scale").and_then(|f| f.number_where(p, ge0, "≥ 0")) {
         a.cpu_scale = v;
     }
-    if let Some(v) = t
-        .get("wakeups_scale")
-        .and_then(|f| f.number_where(p, ge0, "≥ 0"))
-    {
+    if let Some(v) = t.get("wakeups_scale").and_then(|f| f.number_where(p, ge0, "≥ 0")) {
         a.wakeups_scale = v;
     }
     if let Some(v) = t.get("memory_mb_add").and_then(|f| f.number(p)) {
         a.memory_mb_add = v;
     }
-    a.cache_hit_ratio = t
-        .get("cache_hit_ratio")
-        .and_then(|f| f.fraction_in(p, 0.0, 1.0, false));
-    a.crash_probability = t
-        .get("crash_probability")
-        .and_then(|f| f.fraction_in(p, 0.0, 1.0, false));
+    a.cache_hit_ratio = t.get("cache_hit_ratio").and_then(|f| f.fraction_in(p, 0.0, 1.0, false));
+    a.crash_probability = t.get("crash_probability").and_then(|f| f.fraction_in(p, 0.0, 1.0, false));
     (p.len() == before).then_some(a)
 }

@@ -9,9 +9,7 @@ use super::validate_lab::LOCAL_HOST;
 use super::validate_sim::read_sim;
 use super::{DeviceSpec, Host, Platform, TetherSpec};
 
-const DEVICE_KEYS: &[&str] = &[
-    "name", "host", "platform", "model", "os", "tags", "tether", "ids", "sim",
-];
+const DEVICE_KEYS: &[&str] = &["name", "host", "platform", "model", "os", "tags", "tether", "ids", "sim"];
 const PLATFORMS: &[&str] = &["sim", "host", "android", "ios"];
 const TETHER_KINDS: &[&str] = &["none", "manual", "software"];
 const ID_KEYS: &[&str] = &["udid", "serial"];
@@ -28,12 +26,7 @@ pub(crate) fn platform_from(s: &str) -> Option<Platform> {
 
 /// Reads one device; `None` when something essential (name, platform, ...) is wrong,
 /// after reporting every problem found in it.
-pub(crate) fn read_device(
-    t: &Table,
-    p: &mut Problems,
-    hosts: &[Host],
-    names: &mut NameSet,
-) -> Option<DeviceSpec> {
+pub(crate) fn read_device(t: &Table, p: &mut Problems, hosts: &[Host], names: &mut NameSet) -> Option<DeviceSpec> {
     t.check_keys(p, DEVICE_KEYS);
 
     let name = t.required(p, "name", "name = \"phone-1\"").and_then(|f| {
@@ -55,32 +48,19 @@ pub(crate) fn read_device(
             f.problem(
                 p,
                 format!("host `{h}` is not defined in this lab"),
-                format!(
-                    "add a [[host]] with name = \"{h}\", or use one of: {}",
-                    known.join(", ")
-                ),
+                format!("add a [[host]] with name = \"{h}\", or use one of: {}", known.join(", ")),
             );
             None
         }),
     };
 
-    let platform = t
-        .required(p, "platform", "platform = \"sim\"")
-        .and_then(|f| f.one_of(p, PLATFORMS))
-        .and_then(platform_from);
-    let model = t
-        .required(p, "model", "model = \"Pixel 5\"")
-        .and_then(|f| f.text(p));
-    let os = t
-        .get("os")
-        .map_or(Some(String::new()), |f| f.str(p).map(str::to_string));
+    let platform =
+        t.required(p, "platform", "platform = \"sim\"").and_then(|f| f.one_of(p, PLATFORMS)).and_then(platform_from);
+    let model = t.required(p, "model", "model = \"Pixel 5\"").and_then(|f| f.text(p));
+    let os = t.get("os").map_or(Some(String::new()), |f| f.str(p).map(str::to_string));
     let tags = t.get("tags").map_or(Some(Vec::new()), |f| read_tags(&f, p));
-    let tether = t
-        .get("tether")
-        .map_or(Some(None), |f| read_tether(&f, p, platform).map(Some));
-    let ids = t
-        .get("ids")
-        .map_or(Some(BTreeMap::new()), |f| read_ids(&f, p));
+    let tether = t.get("tether").map_or(Some(None), |f| read_tether(&f, p, platform).map(Some));
+    let ids = t.get("ids").map_or(Some(BTreeMap::new()), |f| read_ids(&f, p));
 
     let sim = match (t.get("sim"), platform) {
         (Some(f), Some(Platform::Sim)) => f.table(p).and_then(|st| read_sim(&st, p)).map(Some),
@@ -160,37 +140,26 @@ fn read_tether(f: &Field, p: &mut Problems, platform: Option<Platform>) -> Optio
     } else if f.item.is_table_like() {
         let t = f.table(p)?;
         t.check_keys(p, &["uhubctl"]);
-        let hub = t
-            .required(p, "uhubctl", "uhubctl = { location = \"1-1\", port = 2 }")?
-            .table(p)?;
+        let hub = t.required(p, "uhubctl", "uhubctl = { location = \"1-1\", port = 2 }")?.table(p)?;
         hub.check_keys(p, &["location", "port"]);
-        let location = hub
-            .required(p, "location", "location = \"1-1\"")
-            .and_then(|lf| {
-                let l = lf.text(p)?;
-                // uhubctl hub locations: bus, then dash- and dot-separated port numbers ("1-1.4").
-                let valid = l
-                    .chars()
-                    .all(|c| c.is_ascii_digit() || c == '-' || c == '.')
-                    && l.starts_with(|c: char| c.is_ascii_digit())
-                    && l.ends_with(|c: char| c.is_ascii_digit());
-                if !valid {
-                    lf.problem(
-                        p,
-                        format!("\"{l}\" is not a uhubctl hub location"),
-                        "write the location uhubctl prints, e.g. \"1-1\" or \"2-1.4\"",
-                    );
-                    return None;
-                }
-                Some(l)
-            });
-        let port = hub
-            .required(p, "port", "port = 2")
-            .and_then(|pf| pf.integer_in(p, 1, 255));
-        TetherSpec::Uhubctl {
-            location: location?,
-            port: port? as u32,
-        }
+        let location = hub.required(p, "location", "location = \"1-1\"").and_then(|lf| {
+            let l = lf.text(p)?;
+            // uhubctl hub locations: bus, then dash- and dot-separated port numbers ("1-1.4").
+            let valid = l.chars().all(|c| c.is_ascii_digit() || c == '-' || c == '.')
+                && l.starts_with(|c: char| c.is_ascii_digit())
+                && l.ends_with(|c: char| c.is_ascii_digit());
+            if !valid {
+                lf.problem(
+                    p,
+                    format!("\"{l}\" is not a uhubctl hub location"),
+                    "write the location uhubctl prints, e.g. \"1-1\" or \"2-1.4\"",
+                );
+                return None;
+            }
+            Some(l)
+        });
+        let port = hub.required(p, "port", "port = 2").and_then(|pf| pf.integer_in(p, 1, 255));
+        TetherSpec::Uhubctl { location: location?, port: port? as u32 }
     } else {
         f.wrong_type(
             p,
@@ -203,7 +172,10 @@ fn read_tether(f: &Field, p: &mut Problems, platform: Option<Platform>) -> Optio
         if let Some(pl @ (Platform::Ios | Platform::Host)) = platform {
             f.problem(
                 p,
-                format!("{} {pl} device cannot untether itself in software", if pl == Platform::Ios { "an" } else { "a" }),
+                format!(
+                    "{} {pl} device cannot untether itself in software",
+                    if pl == Platform::Ios { "an" } else { "a" }
+                ),
                 "use tether = \"manual\" (an operator pulls the cable), a uhubctl hub port, or \"none\"",
             );
             return None;

@@ -19,13 +19,7 @@ const HOST_KEYS: &[&str] = &["name", "address", "user", "port", "identity"];
 pub(crate) const LOCAL_HOST: &str = "local";
 
 /// Reads a whole lab file. The result is only meaningful when `p` stays empty.
-pub(crate) fn read_lab(
-    root: &Table,
-    p: &mut Problems,
-    source: &Path,
-    text: &str,
-    base: &Path,
-) -> Lab {
+pub(crate) fn read_lab(root: &Table, p: &mut Problems, source: &Path, text: &str, base: &Path) -> Lab {
     root.check_keys(p, ROOT_KEYS);
 
     let mut name = String::new();
@@ -60,10 +54,7 @@ pub(crate) fn read_lab(
 
     let hosts = read_hosts(root, p);
     let mut devices = Vec::new();
-    let device_tables = root
-        .get("device")
-        .and_then(|f| f.tables(p))
-        .unwrap_or_default();
+    let device_tables = root.get("device").and_then(|f| f.tables(p)).unwrap_or_default();
     let mut names = NameSet::new("device");
     for t in &device_tables {
         if let Some(d) = read_device(t, p, &hosts, &mut names) {
@@ -86,10 +77,7 @@ pub(crate) fn read_lab(
 fn read_hosts(root: &Table, p: &mut Problems) -> Vec<Host> {
     let mut hosts = Vec::new();
     let mut names = NameSet::new("host");
-    let tables = root
-        .get("host")
-        .and_then(|f| f.tables(p))
-        .unwrap_or_default();
+    let tables = root.get("host").and_then(|f| f.tables(p)).unwrap_or_default();
     for t in &tables {
         t.check_keys(p, HOST_KEYS);
         let ssh: Vec<_> = SSH_KEYS.iter().filter_map(|k| t.get(k)).collect();
@@ -113,20 +101,11 @@ fn read_hosts(root: &Table, p: &mut Problems) -> Vec<Host> {
         }
         names.add(p, &name, nf.span(), &nf.path);
         if !hosts.iter().any(|h: &Host| h.name == name) {
-            hosts.push(Host {
-                name,
-                kind: HostKind::Local,
-            });
+            hosts.push(Host { name, kind: HostKind::Local });
         }
     }
     if !hosts.iter().any(|h| h.name == LOCAL_HOST) {
-        hosts.insert(
-            0,
-            Host {
-                name: LOCAL_HOST.into(),
-                kind: HostKind::Local,
-            },
-        );
+        hosts.insert(0, Host { name: LOCAL_HOST.into(), kind: HostKind::Local });
     }
     hosts
 }

@@ -9,9 +9,7 @@ use super::problems::Problems;
 use super::table::{Field, Table};
 use super::validate_builds::read_builds;
 use super::validate_configs::read_configs;
-use super::validate_sections::{
-    read_metrics, read_preconditions, read_statistics, read_timeouts, read_workload,
-};
+use super::validate_sections::{read_metrics, read_preconditions, read_statistics, read_timeouts, read_workload};
 use super::{Lab, Order, Runbook, Selector};
 
 const ROOT_KEYS: &[&str] = &[
@@ -48,10 +46,7 @@ pub(crate) fn read_runbook(
     lab: &Lab,
 ) -> Runbook {
     root.check_keys(p, ROOT_KEYS);
-    let stem = source
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "my-runbook".into());
+    let stem = source.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "my-runbook".into());
 
     let name = root
         .required(p, "name", &format!("name = \"{stem}\""))
@@ -60,38 +55,18 @@ pub(crate) fn read_runbook(
             check_name(p, f.span(), &f.path, "runbook", &n).then_some(n)
         })
         .unwrap_or_default();
-    let description = root
-        .get("description")
-        .and_then(|f| f.str(p).map(str::to_string))
-        .unwrap_or_default();
-    let duration = root
-        .required(p, "duration", "duration = \"10m\"")
-        .and_then(|f| f.positive_duration(p))
-        .unwrap_or_default();
-    let repeats = root
-        .required(p, "repeats", "repeats = 5")
-        .and_then(|f| f.u32_at_least(p, 1))
-        .unwrap_or(1);
-    let seed = root
-        .get("seed")
-        .and_then(|f| f.integer_in(p, 0, i64::MAX))
-        .map_or(DEFAULT_SEED, |v| v as u64);
-    let order = match root
-        .get("order")
-        .and_then(|f| f.one_of(p, &["balanced", "sequential", "random"]))
-    {
+    let description = root.get("description").and_then(|f| f.str(p).map(str::to_string)).unwrap_or_default();
+    let duration =
+        root.required(p, "duration", "duration = \"10m\"").and_then(|f| f.positive_duration(p)).unwrap_or_default();
+    let repeats = root.required(p, "repeats", "repeats = 5").and_then(|f| f.u32_at_least(p, 1)).unwrap_or(1);
+    let seed = root.get("seed").and_then(|f| f.integer_in(p, 0, i64::MAX)).map_or(DEFAULT_SEED, |v| v as u64);
+    let order = match root.get("order").and_then(|f| f.one_of(p, &["balanced", "sequential", "random"])) {
         Some("sequential") => Order::Sequential,
         Some("random") => Order::Random,
         _ => Order::Balanced,
     };
-    let cooldown = root
-        .get("cooldown")
-        .and_then(|f| f.duration(p))
-        .unwrap_or(Duration::ZERO);
-    let retries = root
-        .get("retries")
-        .and_then(|f| f.u32_at_least(p, 0))
-        .unwrap_or(DEFAULT_RETRIES);
+    let cooldown = root.get("cooldown").and_then(|f| f.duration(p)).unwrap_or(Duration::ZERO);
+    let retries = root.get("retries").and_then(|f| f.u32_at_least(p, 0)).unwrap_or(DEFAULT_RETRIES);
     let devices = root
         .required(p, "devices", "devices = [\"tag:phone\"]")
         .map(|f| read_selectors(&f, p, lab))
@@ -145,12 +120,9 @@ fn read_selectors(f: &Field, p: &mut Problems, lab: &Lab) -> Vec<Selector> {
                 format!("invalid device selector: {e}"),
                 "write a device name or glob (`sim-*`), `tag:NAME` or `model:NAME`",
             ),
-            Ok(sel) if !lab.devices.iter().any(|d| sel.matches(d)) => p.push(
-                span,
-                &key,
-                format!("`{sel}` matches no device in lab {}", lab.source.display()),
-                available(lab),
-            ),
+            Ok(sel) if !lab.devices.iter().any(|d| sel.matches(d)) => {
+                p.push(span, &key, format!("`{sel}` matches no device in lab {}", lab.source.display()), available(lab))
+            }
             Ok(sel) => out.push(sel),
         }
     }
@@ -163,11 +135,7 @@ fn available(lab: &Lab) -> String {
         return format!("add devices to {} first", lab.source.display());
     }
     let names: Vec<&str> = lab.devices.iter().map(|d| d.name.as_str()).collect();
-    let tags: BTreeSet<&str> = lab
-        .devices
-        .iter()
-        .flat_map(|d| d.tags.iter().map(String::as_str))
-        .collect();
+    let tags: BTreeSet<&str> = lab.devices.iter().flat_map(|d| d.tags.iter().map(String::as_str)).collect();
     let models: BTreeSet<&str> = lab.devices.iter().map(|d| d.model.as_str()).collect();
     let mut fix = format!("use one of the lab's devices ({})", names.join(", "));
     if !tags.is_empty() {

@@ -10,25 +10,11 @@ use super::table::{Field, Table};
 use super::{PhaseTimeouts, Preconditions, StatsSettings, Workload};
 
 const WORKLOAD_KEYS: &[&str] = &["request_interval", "request_tolerance"];
-const PRECONDITION_KEYS: &[&str] = &[
-    "brightness",
-    "bluetooth",
-    "wifi",
-    "battery_min",
-    "temperature_max",
-    "untethered",
-    "app_foreground",
-];
+const PRECONDITION_KEYS: &[&str] =
+    &["brightness", "bluetooth", "wifi", "battery_min", "temperature_max", "untethered", "app_foreground"];
 const METRICS_KEYS: &[&str] = &["collect"];
 const STATISTICS_KEYS: &[&str] = &["alpha", "practical_threshold", "confidence"];
-const TIMEOUT_KEYS: &[&str] = &[
-    "prepare",
-    "gate",
-    "launch",
-    "tether",
-    "collect",
-    "reconnect",
-];
+const TIMEOUT_KEYS: &[&str] = &["prepare", "gate", "launch", "tether", "collect", "reconnect"];
 
 /// Default allowed gap between the requests the workload implies and those counted.
 const DEFAULT_REQUEST_TOLERANCE: f64 = 0.02;
@@ -40,18 +26,10 @@ fn section<'a>(f: Option<Field<'a>>, p: &mut Problems, keys: &[&str]) -> Option<
 }
 
 pub(crate) fn read_workload(f: Option<Field>, p: &mut Problems) -> Workload {
-    let mut w = Workload {
-        request_interval: None,
-        request_tolerance: DEFAULT_REQUEST_TOLERANCE,
-    };
+    let mut w = Workload { request_interval: None, request_tolerance: DEFAULT_REQUEST_TOLERANCE };
     if let Some(t) = section(f, p, WORKLOAD_KEYS) {
-        w.request_interval = t
-            .get("request_interval")
-            .and_then(|f| f.positive_duration(p));
-        if let Some(v) = t
-            .get("request_tolerance")
-            .and_then(|f| f.fraction_in(p, 0.0, 1.0, false))
-        {
+        w.request_interval = t.get("request_interval").and_then(|f| f.positive_duration(p));
+        if let Some(v) = t.get("request_tolerance").and_then(|f| f.fraction_in(p, 0.0, 1.0, false)) {
             w.request_tolerance = v;
         }
     }
@@ -59,24 +37,16 @@ pub(crate) fn read_workload(f: Option<Field>, p: &mut Problems) -> Workload {
 }
 
 pub(crate) fn read_preconditions(f: Option<Field>, p: &mut Problems) -> Preconditions {
-    let mut c = Preconditions {
-        untethered: true,
-        app_foreground: true,
-        ..Preconditions::default()
-    };
+    let mut c = Preconditions { untethered: true, app_foreground: true, ..Preconditions::default() };
     let Some(t) = section(f, p, PRECONDITION_KEYS) else {
         return c;
     };
     c.brightness = t.get("brightness").and_then(|f| read_range(&f, p));
     c.bluetooth = t.get("bluetooth").and_then(|f| f.bool(p));
     c.wifi = t.get("wifi").and_then(|f| f.bool(p));
-    c.battery_min = t.get("battery_min").and_then(|f| {
-        f.number_where(
-            p,
-            |v| (0.0..=100.0).contains(&v),
-            "between 0 and 100 (percent)",
-        )
-    });
+    c.battery_min = t
+        .get("battery_min")
+        .and_then(|f| f.number_where(p, |v| (0.0..=100.0).contains(&v), "between 0 and 100 (percent)"));
     c.temperature_max = t.get("temperature_max").and_then(|f| f.number(p));
     if let Some(v) = t.get("untethered").and_then(|f| f.bool(p)) {
         c.untethered = v;
@@ -89,10 +59,7 @@ pub(crate) fn read_preconditions(f: Option<Field>, p: &mut Problems) -> Precondi
 
 /// `[min, max]` in percent, 0 ≤ min ≤ max ≤ 100.
 fn read_range(f: &Field, p: &mut Problems) -> Option<(f64, f64)> {
-    let fix = format!(
-        "write `{} = [40, 60]` (minimum and maximum percent, 0 to 100)",
-        f.leaf
-    );
+    let fix = format!("write `{} = [40, 60]` (minimum and maximum percent, 0 to 100)", f.leaf);
     let Some(a) = f.item.as_array().filter(|a| a.len() == 2) else {
         f.wrong_type(p, "a list of two numbers [min, max]", fix);
         return None;
@@ -105,21 +72,11 @@ fn read_range(f: &Field, p: &mut Problems) -> Option<(f64, f64)> {
         match n {
             Some(n) if (0.0..=100.0).contains(&n) => bounds[i] = n,
             Some(n) => {
-                p.push(
-                    v.span(),
-                    &key,
-                    format!("must be between 0 and 100 (percent), got {n}"),
-                    fix.clone(),
-                );
+                p.push(v.span(), &key, format!("must be between 0 and 100 (percent), got {n}"), fix.clone());
                 ok = false;
             }
             None => {
-                p.push(
-                    v.span(),
-                    &key,
-                    format!("expected a number, found {}", v.type_name()),
-                    fix.clone(),
-                );
+                p.push(v.span(), &key, format!("expected a number, found {}", v.type_name()), fix.clone());
                 ok = false;
             }
         }
@@ -150,19 +107,9 @@ pub(crate) fn read_metrics(f: Option<Field>, p: &mut Problems) -> Vec<String> {
     for (i, (m, span)) in list.into_iter().enumerate() {
         let key = format!("{}[{i}]", cf.path);
         if !KNOWN_METRICS.contains(&m.as_str()) {
-            p.push(
-                span,
-                &key,
-                format!("unknown metric `{m}`"),
-                fix_for_unknown(&m, KNOWN_METRICS, "metrics"),
-            );
+            p.push(span, &key, format!("unknown metric `{m}`"), fix_for_unknown(&m, KNOWN_METRICS, "metrics"));
         } else if out.contains(&m) {
-            p.push(
-                span,
-                &key,
-                format!("metric `{m}` is listed twice"),
-                "list every metric once",
-            );
+            p.push(span, &key, format!("metric `{m}` is listed twice"), "list every metric once");
         } else {
             out.push(m);
         }
@@ -173,22 +120,13 @@ pub(crate) fn read_metrics(f: Option<Field>, p: &mut Problems) -> Vec<String> {
 pub(crate) fn read_statistics(f: Option<Field>, p: &mut Problems) -> StatsSettings {
     let mut s = StatsSettings::default();
     if let Some(t) = section(f, p, STATISTICS_KEYS) {
-        if let Some(v) = t
-            .get("alpha")
-            .and_then(|f| f.fraction_in(p, 0.0, 1.0, true))
-        {
+        if let Some(v) = t.get("alpha").and_then(|f| f.fraction_in(p, 0.0, 1.0, true)) {
             s.alpha = v;
         }
-        if let Some(v) = t
-            .get("practical_threshold")
-            .and_then(|f| f.fraction_in(p, 0.0, 1.0, false))
-        {
+        if let Some(v) = t.get("practical_threshold").and_then(|f| f.fraction_in(p, 0.0, 1.0, false)) {
             s.practical_threshold = v;
         }
-        if let Some(v) = t
-            .get("confidence")
-            .and_then(|f| f.fraction_in(p, 0.0, 1.0, true))
-        {
+        if let Some(v) = t.get("confidence").and_then(|f| f.fraction_in(p, 0.0, 1.0, true)) {
             s.confidence = v;
         }
     }

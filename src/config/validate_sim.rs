@@ -29,12 +29,7 @@ const SIM_KEYS: &[&str] = &[
     "brightness_pct",
     "faults",
 ];
-const FAULT_KEYS: &[&str] = &[
-    "disconnect",
-    "reconnect_after",
-    "brightness_reset",
-    "charging_during_soak",
-];
+const FAULT_KEYS: &[&str] = &["disconnect", "reconnect_after", "brightness_reset", "charging_during_soak"];
 
 fn non_negative(v: f64) -> bool {
     v >= 0.0
@@ -64,13 +59,7 @@ fn fraction(t: &Table, p: &mut Problems, key: &str, slot: &mut f64) {
 }
 
 fn duration(t: &Table, p: &mut Problems, key: &str, slot: &mut Duration, positive: bool) {
-    let v = t.get(key).and_then(|f| {
-        if positive {
-            f.positive_duration(p)
-        } else {
-            f.duration(p)
-        }
-    });
+    let v = t.get(key).and_then(|f| if positive { f.positive_duration(p) } else { f.duration(p) });
     if let Some(v) = v {
         *slot = v;
     }
@@ -90,14 +79,7 @@ pub(crate) fn read_sim(t: &Table, p: &mut Problems) -> Option<SimParams> {
     if let Some(v) = t.get("seed").and_then(|f| f.integer_in(p, 0, i64::MAX)) {
         s.seed = v as u64;
     }
-    number(
-        t,
-        p,
-        "battery_mah",
-        &mut s.battery_mah,
-        positive,
-        "greater than 0",
-    );
+    number(t, p, "battery_mah", &mut s.battery_mah, positive, "greater than 0");
     number(
         t,
         p,
@@ -106,82 +88,29 @@ pub(crate) fn read_sim(t: &Table, p: &mut Problems) -> Option<SimParams> {
         |v| v > 0.0 && v <= 100.0,
         "greater than 0 and at most 100",
     );
-    number(
-        t,
-        p,
-        "voltage_v",
-        &mut s.voltage_v,
-        positive,
-        "greater than 0",
-    );
+    number(t, p, "voltage_v", &mut s.voltage_v, positive, "greater than 0");
     number(t, p, "base_mw", &mut s.base_mw, non_negative, "≥ 0");
-    number(
-        t,
-        p,
-        "screen_mw_max",
-        &mut s.screen_mw_max,
-        non_negative,
-        "≥ 0",
-    );
-    number(
-        t,
-        p,
-        "cpu_mw_per_pct",
-        &mut s.cpu_mw_per_pct,
-        non_negative,
-        "≥ 0",
-    );
+    number(t, p, "screen_mw_max", &mut s.screen_mw_max, non_negative, "≥ 0");
+    number(t, p, "cpu_mw_per_pct", &mut s.cpu_mw_per_pct, non_negative, "≥ 0");
     number(t, p, "wakeup_mj", &mut s.wakeup_mj, non_negative, "≥ 0");
     number(t, p, "request_mj", &mut s.request_mj, non_negative, "≥ 0");
-    number(
-        t,
-        p,
-        "radio_tail_mw",
-        &mut s.radio_tail_mw,
-        non_negative,
-        "≥ 0",
-    );
+    number(t, p, "radio_tail_mw", &mut s.radio_tail_mw, non_negative, "≥ 0");
     duration(t, p, "radio_tail", &mut s.radio_tail, false);
     number(t, p, "charge_ma", &mut s.charge_ma, non_negative, "≥ 0");
     number(t, p, "ambient_c", &mut s.ambient_c, any, "a number");
-    number(
-        t,
-        p,
-        "thermal_c_per_w",
-        &mut s.thermal_c_per_w,
-        non_negative,
-        "≥ 0",
-    );
+    number(t, p, "thermal_c_per_w", &mut s.thermal_c_per_w, non_negative, "≥ 0");
     // The thermal model divides by the time constant.
     duration(t, p, "thermal_tau", &mut s.thermal_tau, true);
     fraction(t, p, "device_effect_sd", &mut s.device_effect_sd);
     fraction(t, p, "trial_noise_sd", &mut s.trial_noise_sd);
-    number(
-        t,
-        p,
-        "brightness_pct",
-        &mut s.brightness_pct,
-        percent,
-        "between 0 and 100",
-    );
+    number(t, p, "brightness_pct", &mut s.brightness_pct, percent, "between 0 and 100");
 
     if let Some(ft) = t.get("faults").and_then(|f| f.table(p)) {
         ft.check_keys(p, FAULT_KEYS);
         fraction(&ft, p, "disconnect", &mut s.faults.disconnect);
-        duration(
-            &ft,
-            p,
-            "reconnect_after",
-            &mut s.faults.reconnect_after,
-            false,
-        );
+        duration(&ft, p, "reconnect_after", &mut s.faults.reconnect_after, false);
         fraction(&ft, p, "brightness_reset", &mut s.faults.brightness_reset);
-        fraction(
-            &ft,
-            p,
-            "charging_during_soak",
-            &mut s.faults.charging_during_soak,
-        );
+        fraction(&ft, p, "charging_during_soak", &mut s.faults.charging_during_soak);
     }
 
     (emulates.is_some() && p.len() == before).then_some(s)

@@ -110,6 +110,7 @@ pub struct SoakEvidence {
     /// Soak length as the device measured it.
     pub measured_duration: Option<Duration>,
     /// The device dropped off (USB, network) at some point during the trial.
+    #[serde(default)]
     pub lost_contact: bool,
 }
 

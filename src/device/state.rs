@@ -23,7 +23,10 @@ pub enum Provenance {
 pub enum Reading<T> {
     #[default]
     Unknown,
-    Known { value: T, from: Provenance },
+    Known {
+        value: T,
+        from: Provenance,
+    },
 }
 
 impl<T: Copy> Reading<T> {

@@ -69,10 +69,16 @@ pub fn new_record(id: &str, lab: &Lab, runbook: &Runbook, plan: &Plan) -> NewCam
             m.insert("android".into(), a.sha256.clone().into());
         }
         if let Some(h) = &b.host {
-            m.insert("host".into(), crate::seed::sha256_hex(serde_json::to_string(h).unwrap_or_default().as_bytes()).into());
+            m.insert(
+                "host".into(),
+                crate::seed::sha256_hex(serde_json::to_string(h).unwrap_or_default().as_bytes()).into(),
+            );
         }
         if let Some(s) = &b.sim {
-            m.insert("sim".into(), crate::seed::sha256_hex(serde_json::to_string(s).unwrap_or_default().as_bytes()).into());
+            m.insert(
+                "sim".into(),
+                crate::seed::sha256_hex(serde_json::to_string(s).unwrap_or_default().as_bytes()).into(),
+            );
         }
         builds.insert(b.name.clone(), m.into());
     }
@@ -109,11 +115,13 @@ impl Campaign {
     pub async fn run(self, resumed: bool) -> Result<CampaignSummary, RunError> {
         let wall = Instant::now();
         let artifacts = self.artifacts_dir();
-        std::fs::create_dir_all(&artifacts).map_err(|source| RunError::Artifacts { path: artifacts.clone(), source })?;
+        std::fs::create_dir_all(&artifacts)
+            .map_err(|source| RunError::Artifacts { path: artifacts.clone(), source })?;
         // Half-written attempts of a crashed run are not records: drop them.
         let partial = artifacts.join(".partial");
         if partial.exists() {
-            std::fs::remove_dir_all(&partial).map_err(|source| RunError::Artifacts { path: partial.clone(), source })?;
+            std::fs::remove_dir_all(&partial)
+                .map_err(|source| RunError::Artifacts { path: partial.clone(), source })?;
         }
         let store = self.store.clone();
         let id = self.id.clone();
@@ -182,7 +190,8 @@ impl Campaign {
         let id = self.id.clone();
         let trials = blocking(move || store.trials(&id)).await?;
         let count = |o| trials.iter().filter(|t| t.outcome == o).count() as u32;
-        let (valid, failed, pending) = (count(TrialOutcome::Valid), count(TrialOutcome::Failed), count(TrialOutcome::Pending));
+        let (valid, failed, pending) =
+            (count(TrialOutcome::Valid), count(TrialOutcome::Failed), count(TrialOutcome::Pending));
         let invalid_attempts = trials.iter().map(|t| t.attempts).sum::<u32>() - valid;
         let mut notes = Vec::new();
         if cancelled {

@@ -44,9 +44,13 @@ pub struct TrialContext {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum AttemptOutcome {
-    Recorded { valid: bool },
+    Recorded {
+        valid: bool,
+    },
     /// The device went away and did not come back; its remaining trials wait.
-    DeviceOffline { reason: String },
+    DeviceOffline {
+        reason: String,
+    },
     /// Ctrl-C: the attempt was abandoned and not recorded.
     Cancelled,
 }
@@ -131,7 +135,9 @@ impl Attempt<'_> {
         if e.is_disconnect() {
             let wait = self.ctx.runbook.timeouts.reconnect;
             match self.device.wait_connected(wait).await {
-                Ok(()) => Failure { reason: format!("device disconnected during {}: {e}", phase.as_str()), offline: false },
+                Ok(()) => {
+                    Failure { reason: format!("device disconnected during {}: {e}", phase.as_str()), offline: false }
+                }
                 Err(e2) => Failure {
                     reason: format!("device lost during {} and not back within {}: {e2}", phase.as_str(), human(wait)),
                     offline: true,
@@ -161,7 +167,8 @@ impl Attempt<'_> {
         };
         let partial = self.ctx.artifacts.join(".partial").join(format!("{}-a{}", self.trial.key, self.attempt));
         if partial.exists() {
-            std::fs::remove_dir_all(&partial).map_err(|source| RunError::Artifacts { path: partial.clone(), source })?;
+            std::fs::remove_dir_all(&partial)
+                .map_err(|source| RunError::Artifacts { path: partial.clone(), source })?;
         }
         std::fs::create_dir_all(&partial).map_err(|source| RunError::Artifacts { path: partial.clone(), source })?;
 
@@ -195,12 +202,14 @@ impl Attempt<'_> {
         // leaves a folder without a row, which the retry overwrites.
         let final_dir = self.ctx.artifacts.join(&self.trial.key).join(format!("attempt-{}", self.attempt));
         if final_dir.exists() {
-            std::fs::remove_dir_all(&final_dir).map_err(|source| RunError::Artifacts { path: final_dir.clone(), source })?;
+            std::fs::remove_dir_all(&final_dir)
+                .map_err(|source| RunError::Artifacts { path: final_dir.clone(), source })?;
         }
         if let Some(parent) = final_dir.parent() {
             std::fs::create_dir_all(parent).map_err(|source| RunError::Artifacts { path: parent.into(), source })?;
         }
-        std::fs::rename(&partial, &final_dir).map_err(|source| RunError::Artifacts { path: final_dir.clone(), source })?;
+        std::fs::rename(&partial, &final_dir)
+            .map_err(|source| RunError::Artifacts { path: final_dir.clone(), source })?;
 
         let record = AttemptRecord {
             campaign: self.ctx.campaign.clone(),
@@ -293,9 +302,16 @@ impl Attempt<'_> {
             };
             let Some(what) = low.clone().or(hot) else { break s };
             if self.clock().now() - gate_start > rb.timeouts.gate {
-                return Err(Failure { reason: format!("gate: still {what} after {}", human(rb.timeouts.gate)), offline: false });
+                return Err(Failure {
+                    reason: format!("gate: still {what} after {}", human(rb.timeouts.gate)),
+                    offline: false,
+                });
             }
-            self.ctx.events.emit(Event::Waiting { device: self.device.name().into(), trial: self.trial.key.clone(), what });
+            self.ctx.events.emit(Event::Waiting {
+                device: self.device.name().into(),
+                trial: self.trial.key.clone(),
+                what,
+            });
             self.status_quiet(Phase::Gate, s.battery_pct.value()).await;
             let step = if low.is_some() { Duration::from_secs(300) } else { Duration::from_secs(60) };
             if !sleep_or_cancel(&self.clock(), step, &mut shutdown).await {
@@ -337,7 +353,10 @@ impl Attempt<'_> {
                 Ok(s) if s.charging.value() == Some(true) => {
                     let _ = self.tether.retether(self.device).await;
                     return Err(Failure {
-                        reason: format!("still charging after untether ({}); check the hub port or cable", self.tether.label()),
+                        reason: format!(
+                            "still charging after untether ({}); check the hub port or cable",
+                            self.tether.label()
+                        ),
                         offline: false,
                     });
                 }
@@ -363,7 +382,10 @@ impl Attempt<'_> {
         }
         if let Err(e) = self.device.wait_connected(rb.timeouts.reconnect).await {
             return Err(Failure {
-                reason: format!("device lost during the soak and not back within {}: {e}", human(rb.timeouts.reconnect)),
+                reason: format!(
+                    "device lost during the soak and not back within {}: {e}",
+                    human(rb.timeouts.reconnect)
+                ),
                 offline: true,
             });
         }
@@ -417,5 +439,8 @@ pub fn human(d: Duration) -> String {
 pub async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, RunError> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| RunError::Internal(format!("store task: {e}")))?.map_err(RunError::from)
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| RunError::Internal(format!("store task: {e}")))?
+        .map_err(RunError::from)
 }

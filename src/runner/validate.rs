@@ -57,11 +57,7 @@ pub fn soak_violations(
         let off = (m.as_secs_f64() - duration.as_secs_f64()).abs();
         // 2 % or 5 s, whichever is larger: clocks and app start-up jitter a little.
         if off > (0.02 * duration.as_secs_f64()).max(5.0) {
-            out.push(format!(
-                "soak lasted {:.0} s, expected {:.0} s",
-                m.as_secs_f64(),
-                duration.as_secs_f64()
-            ));
+            out.push(format!("soak lasted {:.0} s, expected {:.0} s", m.as_secs_f64(), duration.as_secs_f64()));
         }
     }
     if let (Some(expected), Some(seen)) = (w.expected_requests(duration), ev.requests_seen)
@@ -69,11 +65,8 @@ pub fn soak_violations(
     {
         let diff = (seen as f64 - expected as f64).abs();
         if diff > w.request_tolerance * expected as f64 {
-            let hint = if (seen as f64) < 0.5 * expected as f64 {
-                " — is the client answering from a cache?"
-            } else {
-                ""
-            };
+            let hint =
+                if (seen as f64) < 0.5 * expected as f64 { " — is the client answering from a cache?" } else { "" };
             out.push(format!("expected {expected} requests, saw {seen}{hint}"));
         }
     }
@@ -106,7 +99,10 @@ mod tests {
             ..Default::default()
         };
         let v = precondition_violations(&pre(), &s, "after");
-        assert_eq!(v, ["brightness 100 % after the soak, outside [40, 60] %", "bluetooth off after the soak, expected on"]);
+        assert_eq!(
+            v,
+            ["brightness 100 % after the soak, outside [40, 60] %", "bluetooth off after the soak, expected on"]
+        );
         let ok = StateSnapshot { brightness_pct: Reading::read(50.0), ..Default::default() };
         assert!(precondition_violations(&pre(), &ok, "before").is_empty());
     }
@@ -123,7 +119,9 @@ mod tests {
             ["expected 18000 requests, saw 3 — is the client answering from a cache?"]
         );
         let charged = SoakEvidence { charging_s: 3412.0, ..Default::default() };
-        assert!(soak_violations(&pre(), &w, d, &charged, true)[0].starts_with("device charged during the soak for 3412 s"));
+        assert!(
+            soak_violations(&pre(), &w, d, &charged, true)[0].starts_with("device charged during the soak for 3412 s")
+        );
         let short = SoakEvidence { measured_duration: Some(Duration::from_secs(1800)), ..Default::default() };
         assert_eq!(soak_violations(&pre(), &w, d, &short, true), ["soak lasted 1800 s, expected 3600 s"]);
     }

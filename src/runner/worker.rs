@@ -33,7 +33,8 @@ pub async fn run_device(
     let mut shutdown = ctx.shutdown.clone();
 
     if let Err(e) = device.identify().await {
-        let waited = if e.is_disconnect() { device.wait_connected(ctx.runbook.timeouts.reconnect).await.is_ok() } else { false };
+        let waited =
+            if e.is_disconnect() { device.wait_connected(ctx.runbook.timeouts.reconnect).await.is_ok() } else { false };
         if !waited {
             let reason = format!("cannot reach the device: {e}");
             set_status(&ctx, &name, "offline").await;
@@ -49,11 +50,16 @@ pub async fn run_device(
             break WorkerEnd::Cancelled;
         }
         // Cool-down between trials, on top of the gates inside the attempt.
-        if !first && !ctx.runbook.cooldown.is_zero() && !sleep_or_cancel(&device.clock(), ctx.runbook.cooldown, &mut shutdown).await {
+        if !first
+            && !ctx.runbook.cooldown.is_zero()
+            && !sleep_or_cancel(&device.clock(), ctx.runbook.cooldown, &mut shutdown).await
+        {
             break WorkerEnd::Cancelled;
         }
         first = false;
-        let outcome = Attempt { ctx: &ctx, device: device.as_ref(), tether: tether.as_ref(), trial: &trial, attempt }.run().await?;
+        let outcome = Attempt { ctx: &ctx, device: device.as_ref(), tether: tether.as_ref(), trial: &trial, attempt }
+            .run()
+            .await?;
         match outcome {
             AttemptOutcome::Recorded { valid: true } => {}
             AttemptOutcome::Recorded { valid: false } => {

@@ -287,7 +287,16 @@ impl Store {
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )?;
             for (seq, m) in a.measurements.iter().enumerate() {
-                st.execute(params![a.campaign, a.trial_idx, a.attempt, seq as u32, m.metric, m.value, m.unit, m.source])?;
+                st.execute(params![
+                    a.campaign,
+                    a.trial_idx,
+                    a.attempt,
+                    seq as u32,
+                    m.metric,
+                    m.value,
+                    m.unit,
+                    m.source
+                ])?;
             }
         }
         tx.commit()?;
@@ -431,7 +440,10 @@ mod tests {
             ended_at: "e".into(),
             soak_start_s: 1.5,
             artifact_dir: "d".into(),
-            measurements: vec![Measurement::new("cpu_pct", 12.5, "%", "sim"), Measurement::new("memory_mb", 6.0, "MB", "sim")],
+            measurements: vec![
+                Measurement::new("cpu_pct", 12.5, "%", "sim"),
+                Measurement::new("memory_mb", 6.0, "MB", "sim"),
+            ],
             state_before: serde_json::json!({"b": 1}),
             state_after: serde_json::Value::Null,
         }
@@ -479,7 +491,10 @@ mod tests {
         s.create_campaign(&campaign("c1", 1), 3, 1).unwrap();
         s.finish_campaign("c1", CampaignStatus::Interrupted, "t", Some("stopped by the user"), None).unwrap();
         let c = s.campaign("c1").unwrap();
-        assert_eq!((c.status, c.runner_pid, c.note.as_deref()), (CampaignStatus::Interrupted, None, Some("stopped by the user")));
+        assert_eq!(
+            (c.status, c.runner_pid, c.note.as_deref()),
+            (CampaignStatus::Interrupted, None, Some("stopped by the user"))
+        );
         s.set_running("c1", 7).unwrap();
         assert_eq!(s.campaign("c1").unwrap().status, CampaignStatus::Running);
         assert!(matches!(s.set_running("nope", 1), Err(StoreError::NoCampaign(_))));

@@ -133,7 +133,11 @@ pub struct AbsentOperator {
 #[async_trait]
 impl Operator for AbsentOperator {
     async fn confirm(&self, device: &str, instruction: &str) -> Result<(), TetherError> {
-        Err(TetherError::NoOperator { device: device.into(), instruction: instruction.into(), detail: self.why.clone() })
+        Err(TetherError::NoOperator {
+            device: device.into(),
+            instruction: instruction.into(),
+            detail: self.why.clone(),
+        })
     }
 }
 

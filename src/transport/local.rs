@@ -32,7 +32,9 @@ impl Transport for LocalTransport {
         }
         let child = c.output();
         match tokio::time::timeout(cmd.timeout, child).await {
-            Err(_) => Err(TransportError::Timeout { host: self.host.clone(), command: cmd.display(), timeout: cmd.timeout }),
+            Err(_) => {
+                Err(TransportError::Timeout { host: self.host.clone(), command: cmd.display(), timeout: cmd.timeout })
+            }
             Ok(Err(source)) => Err(TransportError::Spawn { host: self.host.clone(), command: cmd.display(), source }),
             Ok(Ok(out)) => Ok(CommandOutput { status: out.status.code(), stdout: out.stdout, stderr: out.stderr }),
         }
