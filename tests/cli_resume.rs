@@ -22,11 +22,11 @@ fn sigkill_then_resume_neither_repeats_nor_drops_trials() {
     // Wait until some attempts are recorded, then kill without warning.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        if lab.store().exists() {
-            let n: Vec<i64> = lab.sql("SELECT COUNT(*) FROM attempts");
-            if n.first().copied().unwrap_or(0) >= 100 {
-                break;
-            }
+        if lab.store().exists()
+            && let Ok(n) = lab.try_sql::<i64>("SELECT COUNT(*) FROM attempts")
+            && n.first().copied().unwrap_or(0) >= 100
+        {
+            break;
         }
         assert!(Instant::now() < deadline, "campaign never started recording");
         assert!(child.try_wait().unwrap().is_none(), "lab run ended before it could be killed");

@@ -58,9 +58,14 @@ impl TempLab {
     }
 
     pub fn sql<T: rusqlite::types::FromSql>(&self, q: &str) -> Vec<T> {
-        let conn = rusqlite::Connection::open(self.store()).unwrap();
-        let mut st = conn.prepare(q).unwrap();
-        st.query_map([], |r| r.get(0)).unwrap().map(|r| r.unwrap()).collect()
+        self.try_sql(q).unwrap()
+    }
+
+    /// Like `sql`, but a store still being created (no tables yet) is an error, not a panic.
+    pub fn try_sql<T: rusqlite::types::FromSql>(&self, q: &str) -> rusqlite::Result<Vec<T>> {
+        let conn = rusqlite::Connection::open(self.store())?;
+        let mut st = conn.prepare(q)?;
+        st.query_map([], |r| r.get(0))?.collect()
     }
 }
 
