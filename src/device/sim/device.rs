@@ -31,7 +31,13 @@ impl SimDevice {
     /// A phone with `spec.sim`'s parameters (the config loader always fills them; without
     /// them the iPhone defaults are used), on USB, battery at `battery_start_pct`.
     pub fn new(spec: DeviceSpec) -> SimDevice {
-        SimDevice { state: Mutex::new(SimState::new(spec.clone())), clock: Clock::virtual_clock(), spec }
+        Self::with_clock(spec, Clock::virtual_clock())
+    }
+
+    /// A simulated phone on another clock: tests use `Clock::tokio()` under
+    /// `tokio::time::pause` to drive the runner's own timers in virtual time.
+    pub fn with_clock(spec: DeviceSpec, clock: Clock) -> SimDevice {
+        SimDevice { state: Mutex::new(SimState::new(spec.clone())), clock, spec }
     }
 
     /// The state at the clock's time (a copy: reading it changes nothing).
