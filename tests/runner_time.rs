@@ -12,7 +12,13 @@ use lab::device::sim::SimDevice;
 use lab::runner::{self, Campaign, Event, EventSink};
 use lab::store::{CampaignStatus, Store, TrialOutcome};
 
-fn campaign(dir: &Path, shutdown: tokio::sync::watch::Receiver<bool>, events: EventSink, id: &str, create: bool) -> Campaign {
+fn campaign(
+    dir: &Path,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+    events: EventSink,
+    id: &str,
+    create: bool,
+) -> Campaign {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(root.join("lab.toml")).unwrap();
     std::fs::write(dir.join("lab.toml"), text).unwrap();
@@ -33,16 +39,7 @@ fn campaign(dir: &Path, shutdown: tokio::sync::watch::Receiver<bool>, events: Ev
             (d.name.clone(), (dev, runner::tether_for(&lab, &d.name, operator.clone()).unwrap()))
         })
         .collect();
-    Campaign {
-        id: id.into(),
-        lab,
-        runbook: Arc::new(runbook),
-        plan: Arc::new(plan),
-        store,
-        devices,
-        events,
-        shutdown,
-    }
+    Campaign { id: id.into(), lab, runbook: Arc::new(runbook), plan: Arc::new(plan), store, devices, events, shutdown }
 }
 
 #[tokio::test(start_paused = true)]
@@ -77,7 +74,10 @@ async fn a_stop_during_the_soak_records_nothing_partial_and_resume_completes() {
     assert!(started.elapsed() < Duration::from_secs(3600), "{:?}", started.elapsed());
     let attempts = store.attempts("c1").unwrap();
     assert!(attempts.len() < 16, "stopped before the end: {} attempts", attempts.len());
-    assert!(attempts.iter().all(|a| a.status == lab::store::AttemptStatus::Valid), "no cancelled attempt was recorded as invalid");
+    assert!(
+        attempts.iter().all(|a| a.status == lab::store::AttemptStatus::Valid),
+        "no cancelled attempt was recorded as invalid"
+    );
     assert!(!artifacts.join(".partial").read_dir().map(|mut d| d.next().is_some()).unwrap_or(false));
 
     // Resume with a fresh set of devices: the rest runs, nothing is repeated.

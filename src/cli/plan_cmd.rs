@@ -34,7 +34,13 @@ struct DeviceRow {
 /// The plan as a person reads it.
 pub fn render(plan: &Plan, all: bool) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "plan: {} (seed {}, order {})", plan.runbook, plan.seed, format!("{:?}", plan.order).to_lowercase());
+    let _ = writeln!(
+        s,
+        "plan: {} (seed {}, order {})",
+        plan.runbook,
+        plan.seed,
+        format!("{:?}", plan.order).to_lowercase()
+    );
     let _ = writeln!(
         s,
         "trial: {} soak, {} cool-down, up to {} attempts each{}",

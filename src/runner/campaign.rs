@@ -18,6 +18,9 @@ use crate::plan::Plan;
 use crate::store::{CampaignStatus, NewCampaign, Store, TrialOutcome};
 use crate::tether::{Operator, Tether};
 
+/// An opened device and the tether that cuts its power.
+pub type OpenedDevice = (Arc<dyn Device>, Box<dyn Tether>);
+
 /// Everything a campaign runs with.
 pub struct Campaign {
     pub id: String,
@@ -26,7 +29,7 @@ pub struct Campaign {
     pub plan: Arc<Plan>,
     pub store: Store,
     /// One opened device (and its tether) per planned device.
-    pub devices: BTreeMap<String, (Arc<dyn Device>, Box<dyn Tether>)>,
+    pub devices: BTreeMap<String, OpenedDevice>,
     pub events: EventSink,
     pub shutdown: watch::Receiver<bool>,
 }
