@@ -1,1 +1,26 @@
 //! Reports: tables, Markdown, CSV and JSON from a campaign in the store.
+
+mod build;
+mod csv_out;
+mod files;
+mod format;
+mod input;
+mod json;
+mod markdown;
+mod metric_order;
+mod model;
+mod table;
+#[cfg(test)]
+mod test_fixture;
+
+pub use build::build_report;
+pub use csv_out::{RESULTS_CSV_HEADER, write_results_csv};
+pub use files::{ReportFiles, write_all};
+pub use input::{CampaignData, ReportError};
+pub use json::render_json;
+pub use markdown::render_markdown;
+pub use metric_order::{KNOWN_METRICS, metric_order};
+pub use model::{
+    CampaignMeta, InvalidAttempt, MetricRow, ModelReport, Report, SCHEMA_VERSION, StatisticsMeta, VariantSummary,
+};
+pub use table::render_table;

@@ -1,0 +1,97 @@
+//! Writes a campaign's report files next to each other, each atomically.
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use super::csv_out::write_results_csv;
+use super::input::CampaignData;
+use super::json::render_json;
+use super::markdown::render_markdown;
+use super::model::Report;
+
+/// Where [`write_all`] put the files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportFiles {
+    pub markdown: PathBuf,
+    pub csv: PathBuf,
+    pub json: PathBuf,
+}
+
+/// Writes `report.md`, `results.csv` and `report.json` into `dir` (created if missing).
+///
+/// Each file is written to a temporary file in `dir`, flushed to disk and renamed over
+/// the final name, so a reader never sees half a file and an interrupted write leaves
+/// the previous version in place. Errors name the file.
+pub fn write_all(report: &Report, data: &CampaignData, dir: &Path) -> io::Result<ReportFiles> {
+    fs::create_dir_all(dir).map_err(|e| with_path(e, "creating", dir))?;
+    let mut csv = Vec::new();
+    write_results_csv(data, &mut csv)?;
+    let files =
+        ReportFiles { markdown: dir.join("report.md"), csv: dir.join("results.csv"), json: dir.join("report.json") };
+    write_atomic(&files.markdown, render_markdown(report).as_bytes())?;
+    write_atomic(&files.csv, &csv)?;
+    write_atomic(&files.json, render_json(report).as_bytes())?;
+    Ok(files)
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("report");
+    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut f = fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if let Err(e) = result {
+        // Best effort: do not leave the temporary file behind.
+        let _ = fs::remove_file(&tmp);
+        return Err(with_path(e, "writing", path));
+    }
+    Ok(())
+}
+
+fn with_path(e: io::Error, what: &str, path: &Path) -> io::Error {
+    io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::build_report;
+    use crate::report::test_fixture;
+
+    #[test]
+    fn writes_three_files_atomically() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("reports").join("c1");
+        let data = test_fixture::campaign("c1");
+        let report = build_report(&data);
+        // An old version is replaced whole.
+        fs::create_dir_all(&out).unwrap();
+        fs::write(out.join("report.md"), "stale").unwrap();
+
+        let files = write_all(&report, &data, &out).unwrap();
+        assert_eq!(files.markdown, out.join("report.md"));
+        assert_eq!(fs::read_to_string(&files.markdown).unwrap(), render_markdown(&report));
+        assert_eq!(fs::read_to_string(&files.json).unwrap(), render_json(&report));
+        let mut csv = Vec::new();
+        write_results_csv(&data, &mut csv).unwrap();
+        assert_eq!(fs::read(&files.csv).unwrap(), csv);
+        let mut names: Vec<String> =
+            fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        assert_eq!(names, ["report.json", "report.md", "results.csv"], "temporary files left behind");
+    }
+
+    #[test]
+    fn error_names_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let blocker = dir.path().join("file");
+        fs::write(&blocker, "").unwrap();
+        let data = test_fixture::campaign("c1");
+        let err = write_all(&build_report(&data), &data, &blocker.join("sub")).unwrap_err();
+        assert!(err.to_string().contains(&blocker.join("sub").display().to_string()), "{err}");
+    }
+}

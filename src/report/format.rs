@@ -1,0 +1,117 @@
+//! Number formatting for human-readable tables (CSV and JSON keep full precision).
+
+use crate::stats::Summary;
+
+/// Decimals that show `scale` with about four significant digits, between 0 and 6.
+///
+/// One row shares one precision so its columns line up and compare at a glance.
+pub(crate) fn decimals_for(scale: f64) -> usize {
+    if !scale.is_finite() || scale == 0.0 {
+        return 0;
+    }
+    let magnitude = scale.abs().log10().floor() as i64;
+    (3 - magnitude).clamp(0, 6) as usize
+}
+
+/// `x` with `decimals` decimals, without a minus sign on a value that rounds to zero.
+pub(crate) fn fixed(x: f64, decimals: usize) -> String {
+    let s = format!("{x:.decimals$}");
+    match s.strip_prefix('-') {
+        Some(rest) if rest.chars().all(|c| c == '0' || c == '.') => rest.to_string(),
+        _ => s,
+    }
+}
+
+/// The cells of one statistics row: `mean ± half-width`, sd, min, max.
+/// With n = 1 there is no spread: the mean stands alone and sd is `–`.
+pub(crate) struct StatCells {
+    pub mean_ci: String,
+    pub sd: String,
+    pub min: String,
+    pub max: String,
+}
+
+pub(crate) const MISSING: &str = "–";
+
+impl StatCells {
+    pub fn new(stats: Option<&Summary>) -> Self {
+        let Some(s) = stats else {
+            return StatCells { mean_ci: MISSING.into(), sd: MISSING.into(), min: MISSING.into(), max: MISSING.into() };
+        };
+        let d = decimals_for(s.mean.abs().max(s.min.abs()).max(s.max.abs()));
+        StatCells {
+            mean_ci: match s.ci_half_width() {
+                Some(h) => format!("{} ± {}", fixed(s.mean, d), fixed(h, d)),
+                None => fixed(s.mean, d),
+            },
+            sd: s.sd.map(|v| fixed(v, d)).unwrap_or_else(|| MISSING.into()),
+            min: fixed(s.min, d),
+            max: fixed(s.max, d),
+        }
+    }
+}
+
+/// `0.95` → `95%`, `0.9` → `90%`, `0.995` → `99.5%`.
+pub(crate) fn percent(level: f64) -> String {
+    let p = level * 100.0;
+    // Round to 4 decimals first so 0.95 * 100 = 94.99999999999999 prints as 95.
+    let p = (p * 1e4).round() / 1e4;
+    format!("{p}%")
+}
+
+/// Seconds as `1h`, `5m`, `1h 30m`, `45s`: runbook durations are round.
+pub(crate) fn duration(secs: f64) -> String {
+    let total = secs.round().max(0.0) as u64;
+    let (h, m, s) = (total / 3600, (total % 3600) / 60, total % 60);
+    let parts: Vec<String> =
+        [(h, "h"), (m, "m"), (s, "s")].iter().filter(|(v, _)| *v > 0).map(|(v, u)| format!("{v}{u}")).collect();
+    if parts.is_empty() { "0s".to_string() } else { parts.join(" ") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimals_follow_magnitude() {
+        assert_eq!(decimals_for(12.34), 2);
+        assert_eq!(decimals_for(0.1234), 4);
+        assert_eq!(decimals_for(1234.5), 0);
+        assert_eq!(decimals_for(18000.0), 0);
+        assert_eq!(decimals_for(0.000001), 6);
+        assert_eq!(decimals_for(0.0), 0);
+        assert_eq!(decimals_for(-3.2), 3);
+    }
+
+    #[test]
+    fn fixed_drops_negative_zero() {
+        assert_eq!(fixed(-0.001, 2), "0.00");
+        assert_eq!(fixed(-0.0, 0), "0");
+        assert_eq!(fixed(-1.5, 1), "-1.5");
+        assert_eq!(fixed(2.345, 1), "2.3");
+    }
+
+    #[test]
+    fn percent_and_duration() {
+        assert_eq!(percent(0.95), "95%");
+        assert_eq!(percent(0.995), "99.5%");
+        assert_eq!(duration(3600.0), "1h");
+        assert_eq!(duration(5400.0), "1h 30m");
+        assert_eq!(duration(300.0), "5m");
+        assert_eq!(duration(0.0), "0s");
+    }
+}
+
+#[cfg(test)]
+mod stat_cell_tests {
+    use super::*;
+    use crate::stats::summarize;
+
+    #[test]
+    fn missing_spread_and_missing_data() {
+        let none = StatCells::new(None);
+        assert_eq!([none.mean_ci, none.sd, none.min, none.max], [MISSING; 4]);
+        let one = StatCells::new(summarize(&[12.5], 0.95).as_ref());
+        assert_eq!([one.mean_ci, one.sd, one.min, one.max], ["12.50", MISSING, "12.50", "12.50"]);
+    }
+}

@@ -1,0 +1,177 @@
+//! `report.md`: the campaign report as a Markdown document.
+
+use std::fmt::Write;
+
+use super::format::{StatCells, duration, percent};
+use super::model::Report;
+use super::table::{model_title, status_text, validity_headline};
+
+/// Renders `report` as Markdown. Ends with a newline.
+pub fn render_markdown(report: &Report) -> String {
+    let c = &report.campaign;
+    let mut out = String::new();
+    let _ = writeln!(out, "# Campaign report: {}\n", md(&c.runbook));
+
+    let design = format!(
+        "{} order, {} repeat{}, {} trials, {} cool-down, up to {} attempt{} per trial, {} planned trials",
+        serde_plain(&c.order),
+        c.repeats,
+        if c.repeats == 1 { "" } else { "s" },
+        duration(c.duration_s),
+        duration(c.cooldown_s),
+        c.max_attempts,
+        if c.max_attempts == 1 { "" } else { "s" },
+        c.planned_trials
+    );
+    let meta = [
+        ("campaign", code(&c.id)),
+        ("runbook", format!("{} ({}, sha256 {})", md(&c.runbook), code(&c.runbook_path), code(&c.runbook_sha256))),
+        ("lab file", format!("sha256 {}", code(&c.lab_sha256))),
+        ("seed", c.seed.to_string()),
+        ("status", md(&status_text(report))),
+        ("created", md(&c.created_at)),
+        ("finished", c.finished_at.as_deref().map(md).unwrap_or_else(|| "–".into())),
+        ("lab version", md(&c.tool_version)),
+        ("design", design),
+    ];
+    for (key, value) in meta {
+        let _ = writeln!(out, "- **{key}**: {value}");
+    }
+
+    let level = percent(report.statistics.confidence);
+    for model in &report.models {
+        let _ = writeln!(out, "\n## Results: {}\n", md(&model_title(model)));
+        let _ = writeln!(
+            out,
+            "Mean ± half-width of the {level} confidence interval (Student t), from valid attempts only.\n"
+        );
+        if model.rows.is_empty() {
+            let _ = writeln!(out, "No metrics.");
+            continue;
+        }
+        let mean_header = format!("mean ± {level} CI");
+        let rows = model.rows.iter().map(|r| {
+            let s = StatCells::new(r.stats.as_ref());
+            vec![
+                md(&r.variant),
+                md(&r.metric),
+                r.n.to_string(),
+                s.mean_ci,
+                s.sd,
+                s.min,
+                s.max,
+                md(&r.unit),
+                md(&r.sources.join(", ")),
+            ]
+        });
+        table(&mut out, &["variant", "metric", "n", &mean_header, "sd", "min", "max", "unit", "source"], rows);
+    }
+
+    let _ = writeln!(out, "\n## Validity\n\n{}.\n", md(&validity_headline(report)));
+    let rows = report.variants.iter().map(|v| {
+        vec![
+            md(&v.name),
+            v.planned_trials.to_string(),
+            v.valid_trials.to_string(),
+            v.failed_trials.to_string(),
+            v.pending_trials.to_string(),
+            v.valid_attempts.to_string(),
+            v.invalid_attempts.to_string(),
+        ]
+    });
+    table(
+        &mut out,
+        &["variant", "planned trials", "valid", "failed", "pending", "valid attempts", "invalid attempts"],
+        rows,
+    );
+    if !report.invalid_attempts.is_empty() {
+        let _ = writeln!(out, "\n### Invalid attempts\n\nKept and listed, excluded from statistics.\n");
+        let rows = report
+            .invalid_attempts
+            .iter()
+            .map(|a| vec![code(&a.trial_key), md(&a.device), a.attempt.to_string(), md(&a.reasons.join("; "))]);
+        table(&mut out, &["trial", "device", "attempt", "reasons"], rows);
+    }
+
+    if let Some(obj) = c.content_hashes.as_object().filter(|o| !o.is_empty()) {
+        let _ = writeln!(out, "\n## Content hashes\n");
+        let rows = obj.iter().map(|(name, v)| {
+            let hash = v.as_str().map(code).unwrap_or_else(|| code(&v.to_string()));
+            vec![md(name), hash]
+        });
+        table(&mut out, &["file", "sha256"], rows);
+    }
+    if let Some(fp) = &c.footprint {
+        let pretty = serde_json::to_string_pretty(fp).unwrap_or_else(|_| fp.to_string());
+        let _ = writeln!(out, "\n## Lab footprint\n\n```json\n{pretty}\n```");
+    }
+    if !report.warnings.is_empty() {
+        let _ = writeln!(out, "\n## Warnings\n");
+        for w in &report.warnings {
+            let _ = writeln!(out, "- {}", md(w));
+        }
+    }
+    out
+}
+
+/// Writes a Markdown table; cells must already be escaped.
+fn table(out: &mut String, header: &[&str], rows: impl Iterator<Item = Vec<String>>) {
+    let _ = writeln!(out, "| {} |", header.join(" | "));
+    let _ = writeln!(out, "|{}", "---|".repeat(header.len()));
+    for r in rows {
+        let _ = writeln!(out, "| {} |", r.join(" | "));
+    }
+}
+
+/// Escapes text so it cannot break a table row or start Markdown formatting.
+fn md(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '|' | '\\' | '*' | '`' | '<' | '>' | '[' | ']' => {
+                out.push('\\');
+                out.push(ch);
+            }
+            '\n' | '\r' => out.push(' '),
+            _ => out.push(ch),
+        }
+    }
+    out
+}
+
+/// Inline code; a backtick inside falls back to escaped text.
+fn code(s: &str) -> String {
+    if s.is_empty() {
+        return "–".into();
+    }
+    if s.contains('`') || s.contains('\n') { md(s) } else { format!("`{}`", s.replace('|', "\\|")) }
+}
+
+/// A unit enum's serde name (`balanced`).
+fn serde_plain<T: serde::Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::build_report;
+    use crate::report::test_fixture;
+
+    #[test]
+    fn markdown_report() {
+        let r = build_report(&test_fixture::campaign("20250301-090000-envoy"));
+        insta::assert_snapshot!(render_markdown(&r));
+    }
+
+    #[test]
+    fn escapes_table_breaking_text() {
+        assert_eq!(md("a|b\nc*"), "a\\|b c\\*");
+        assert_eq!(code("x`y"), "x\\`y");
+        assert_eq!(code("a|b"), "`a\\|b`");
+    }
+}

@@ -1,0 +1,136 @@
+//! The terminal report (`lab report`): one table per device model, then validity.
+
+use std::fmt::Write;
+
+use tabled::builder::Builder;
+use tabled::settings::object::Columns;
+use tabled::settings::{Alignment, Style};
+
+use super::format::{StatCells, percent};
+use super::model::{ModelReport, Report, VariantSummary};
+
+/// Renders `report` for a terminal. Ends with a newline.
+pub fn render_table(report: &Report) -> String {
+    let mut out = String::new();
+    let c = &report.campaign;
+    let _ = writeln!(out, "campaign {}  runbook {}  seed {}  status {}", c.id, c.runbook, c.seed, status_text(report));
+    let _ = writeln!(out, "mean ± {} CI (Student t) over valid attempts only", percent(report.statistics.confidence));
+    for model in &report.models {
+        let _ = writeln!(out, "\n{}", model_title(model));
+        if model.rows.is_empty() {
+            let _ = writeln!(out, "no metrics");
+            continue;
+        }
+        let _ = writeln!(out, "{}", stats_table(model, report.statistics.confidence));
+    }
+    let _ = writeln!(out, "\nvalidity: {}", validity_headline(report));
+    let width = report.variants.iter().map(|v| v.name.chars().count()).max().unwrap_or(0);
+    for v in &report.variants {
+        let _ = writeln!(out, "  {:<width$}  {}", v.name, validity_line(v));
+    }
+    if !report.invalid_attempts.is_empty() {
+        let mut b = Builder::default();
+        b.push_record(["trial", "device", "attempt", "reasons"]);
+        for a in &report.invalid_attempts {
+            b.push_record([a.trial_key.clone(), a.device.clone(), a.attempt.to_string(), a.reasons.join("; ")]);
+        }
+        let mut t = b.build();
+        t.with(Style::rounded()).modify(Columns::new(2..3), Alignment::right());
+        let _ = writeln!(out, "\ninvalid attempts (excluded from statistics)\n{t}");
+    }
+    for w in &report.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    out
+}
+
+pub(crate) fn status_text(report: &Report) -> String {
+    let c = &report.campaign;
+    match &c.note {
+        Some(note) => format!("{} ({note})", c.status.as_str()),
+        None => c.status.as_str().to_string(),
+    }
+}
+
+pub(crate) fn model_title(model: &ModelReport) -> String {
+    if model.devices.is_empty() {
+        model.model.clone()
+    } else {
+        format!("{} ({})", model.model, model.devices.join(", "))
+    }
+}
+
+pub(crate) fn validity_headline(report: &Report) -> String {
+    let valid: usize = report.variants.iter().map(|v| v.valid_attempts).sum();
+    let invalid: usize = report.variants.iter().map(|v| v.invalid_attempts).sum();
+    let mut s = format!("{valid} valid attempt{}, {invalid} invalid", plural(valid));
+    if invalid > 0 {
+        s.push_str(" (excluded from statistics)");
+    }
+    s
+}
+
+pub(crate) fn validity_line(v: &VariantSummary) -> String {
+    format!(
+        "{} of {} trial{} valid, {} failed, {} pending; attempts: {} valid, {} invalid",
+        v.valid_trials,
+        v.planned_trials,
+        plural(v.planned_trials),
+        v.failed_trials,
+        v.pending_trials,
+        v.valid_attempts,
+        v.invalid_attempts
+    )
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+fn stats_table(model: &ModelReport, confidence: f64) -> String {
+    let mut b = Builder::default();
+    let mean_header = format!("mean ± {} CI", percent(confidence));
+    b.push_record(["variant", "metric", "n", mean_header.as_str(), "sd", "min", "max", "unit"]);
+    let mut last_variant: Option<&str> = None;
+    for r in &model.rows {
+        let cells = StatCells::new(r.stats.as_ref());
+        // The variant is named on its first row only, so groups stand out.
+        let variant = if last_variant == Some(r.variant.as_str()) { String::new() } else { r.variant.clone() };
+        last_variant = Some(&r.variant);
+        b.push_record([
+            variant,
+            r.metric.clone(),
+            r.n.to_string(),
+            cells.mean_ci,
+            cells.sd,
+            cells.min,
+            cells.max,
+            r.unit.clone(),
+        ]);
+    }
+    let mut t = b.build();
+    t.with(Style::rounded()).modify(Columns::new(2..7), Alignment::right());
+    t.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::build_report;
+    use crate::report::test_fixture;
+
+    #[test]
+    fn terminal_report() {
+        let r = build_report(&test_fixture::campaign("20250301-090000-envoy"));
+        insta::assert_snapshot!(render_table(&r));
+    }
+
+    #[test]
+    fn no_invalid_table_without_invalid_attempts() {
+        let mut data = test_fixture::campaign("c1");
+        data.attempts.retain(|a| a.status == crate::store::AttemptStatus::Valid);
+        let out = render_table(&build_report(&data));
+        assert!(!out.contains("invalid attempts (excluded"), "{out}");
+        assert!(out.contains("validity: 6 valid attempts, 0 invalid\n"), "{out}");
+    }
+}

@@ -1,0 +1,167 @@
+//! A small hand-built campaign for report tests: one model, two devices, two variants,
+//! four repeats; one trial retried after an invalid attempt, one failed, one pending.
+
+use serde_json::json;
+
+use super::input::CampaignData;
+use crate::config::{Order, Platform, StatsSettings};
+use crate::device::Measurement;
+use crate::plan::{Plan, PlannedDevice, Variant};
+use crate::store::{
+    AttemptRecord, AttemptStatus, CampaignRecord, CampaignStatus, PlannedTrialRow, TrialOutcome, TrialRecord,
+};
+
+pub(crate) const MODEL: &str = "iPhone 6s";
+
+/// (device, variant, repeat, block, device order, outcome)
+const TRIALS: [(&str, &str, u32, u32, u32, TrialOutcome); 8] = [
+    ("sim-iphone-1", "control", 0, 0, 0, TrialOutcome::Valid),
+    ("sim-iphone-1", "envoy-poll", 0, 0, 1, TrialOutcome::Valid),
+    ("sim-iphone-2", "envoy-poll", 1, 0, 0, TrialOutcome::Valid),
+    ("sim-iphone-2", "control", 1, 0, 1, TrialOutcome::Valid),
+    ("sim-iphone-1", "control", 2, 1, 2, TrialOutcome::Failed),
+    ("sim-iphone-1", "envoy-poll", 2, 1, 3, TrialOutcome::Valid),
+    ("sim-iphone-2", "control", 3, 1, 2, TrialOutcome::Valid),
+    ("sim-iphone-2", "envoy-poll", 3, 1, 3, TrialOutcome::Pending),
+];
+
+pub(crate) fn variant(name: &str, baseline: bool) -> Variant {
+    Variant {
+        name: name.into(),
+        build: name.into(),
+        config: "default".into(),
+        baseline_build: baseline,
+        default_config: true,
+    }
+}
+
+pub(crate) fn plan(trials: Vec<PlannedTrialRow>) -> Plan {
+    Plan {
+        runbook: "envoy-battery-audit".into(),
+        seed: 2019,
+        order: Order::Balanced,
+        duration_s: 3600.0,
+        cooldown_s: 300.0,
+        repeats: 4,
+        max_attempts: 2,
+        variants: vec![variant("control", true), variant("envoy-poll", false)],
+        devices: ["sim-iphone-1", "sim-iphone-2"]
+            .iter()
+            .map(|d| PlannedDevice {
+                name: d.to_string(),
+                model: MODEL.into(),
+                platform: Platform::Sim,
+                trials: 4,
+                device_time_s: 4.0 * 3900.0,
+            })
+            .collect(),
+        trials,
+        metrics: vec!["battery_drop_pct".into(), "cpu_pct".into(), "requests".into()],
+        statistics: StatsSettings::default(),
+        expected_requests: Some(18000),
+    }
+}
+
+pub(crate) fn campaign_record(id: &str, plan: &Plan) -> CampaignRecord {
+    CampaignRecord {
+        id: id.into(),
+        runbook_name: plan.runbook.clone(),
+        runbook_path: "runbooks/envoy-battery-audit.toml".into(),
+        runbook_text: String::new(),
+        runbook_sha256: "5f1c0de2".into(),
+        lab_text: String::new(),
+        lab_sha256: "9a7e11b4".into(),
+        content_hashes: json!({ "control.ipa": "aa01", "envoy-poll.ipa": "bb02" }),
+        tool_version: "0.1.0".into(),
+        seed: plan.seed,
+        created_at: "2025-03-01T09:00:00Z".into(),
+        finished_at: Some("2025-03-01T17:40:00Z".into()),
+        status: CampaignStatus::Done,
+        runner_pid: None,
+        note: None,
+        plan_json: serde_json::to_value(plan).expect("plan serializes"),
+        footprint_json: Some(json!({ "cpu_s": 1.5, "wakeups": 340 })),
+    }
+}
+
+pub(crate) fn attempt(
+    campaign: &str,
+    trial_idx: u32,
+    attempt: u32,
+    reasons: &[&str],
+    values: &[(&str, f64, &str)],
+) -> AttemptRecord {
+    AttemptRecord {
+        campaign: campaign.into(),
+        trial_idx,
+        attempt,
+        status: if reasons.is_empty() { AttemptStatus::Valid } else { AttemptStatus::Invalid },
+        reasons: reasons.iter().map(|r| r.to_string()).collect(),
+        phases: vec![("soak".into(), 3600.0)],
+        started_at: "2025-03-01T09:00:00Z".into(),
+        ended_at: "2025-03-01T10:05:00Z".into(),
+        soak_start_s: 0.0,
+        artifact_dir: format!("artifacts/{campaign}/{trial_idx:04}"),
+        measurements: values.iter().map(|(m, v, u)| Measurement::new(m, *v, u, "sim model")).collect(),
+        state_before: json!({}),
+        state_after: json!({}),
+    }
+}
+
+fn m(battery: f64, cpu: f64, requests: f64) -> Vec<(&'static str, f64, &'static str)> {
+    vec![("cpu_pct", cpu, "%"), ("requests", requests, "count"), ("battery_drop_pct", battery, "%")]
+}
+
+/// The fixture campaign under campaign id `id` (ids differ between runs; nothing
+/// deterministic may depend on them).
+pub(crate) fn campaign(id: &str) -> CampaignData {
+    let trials: Vec<PlannedTrialRow> = TRIALS
+        .iter()
+        .enumerate()
+        .map(|(i, (device, variant, repeat, block, order, _))| PlannedTrialRow {
+            idx: i as u32,
+            key: format!("{i:04}-{device}-{variant}-r{repeat}"),
+            device: device.to_string(),
+            device_model: MODEL.into(),
+            variant: variant.to_string(),
+            build: variant.to_string(),
+            config: "default".into(),
+            repeat: *repeat,
+            block: *block,
+            device_order: *order,
+        })
+        .collect();
+    let plan = plan(trials.clone());
+    let record = campaign_record(id, &plan);
+    let trial_records = trials
+        .into_iter()
+        .zip(TRIALS)
+        .map(|(row, t)| {
+            let attempts = match row.idx {
+                2 | 4 => 2,
+                7 => 0,
+                _ => 1,
+            };
+            TrialRecord { row, attempts, outcome: t.5 }
+        })
+        .collect();
+    // Stored out of order on purpose: reports must sort.
+    let attempts = vec![
+        attempt(id, 5, 0, &[], &m(10.1, 190.0, 17995.0)),
+        attempt(id, 0, 0, &[], &m(3.1, 12.0, 18000.0)),
+        attempt(id, 1, 0, &[], &m(9.8, 185.0, 18000.0)),
+        attempt(
+            id,
+            2,
+            0,
+            &["charged for 12 s during the soak", "endpoint saw 17012 requests, expected 18000 ± 2%"],
+            &m(0.4, 184.0, 17012.0),
+        ),
+        attempt(id, 2, 1, &[], &m(10.4, 180.0, 18005.0)),
+        attempt(id, 3, 0, &[], &m(3.3, 12.5, 17990.0)),
+        attempt(id, 4, 0, &["app died during the soak"], &m(1.0, 0.0, 4000.0)),
+        attempt(id, 4, 1, &["app died during the soak"], &[]),
+        attempt(id, 6, 0, &[], &m(3.2, 11.5, 18010.0)),
+    ];
+    CampaignData::new(record, trial_records, attempts).expect("fixture plan parses")
+}
