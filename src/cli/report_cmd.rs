@@ -5,6 +5,7 @@ use std::path::Path;
 use super::args::{ReportArgs, ReportFormat};
 use super::context::{self, display_path};
 use super::exit::CliError;
+use crate::report::{self, CampaignData};
 use crate::store::Store;
 
 pub fn run(lab_arg: Option<&Path>, args: &ReportArgs) -> Result<String, CliError> {
@@ -21,18 +22,35 @@ pub fn run(lab_arg: Option<&Path>, args: &ReportArgs) -> Result<String, CliError
             CliError::bad_input("the store has no campaigns yet; fix: lab run runbooks/quickstart.toml")
         })?,
     };
-    let _ = (&store, &id, args.format == ReportFormat::Table);
-    todo!("report rendering")
+    let data = load(&store, &id)?;
+    let rep = report::build_report(&data);
+    // The files in the campaign's folder are rewritten too, so they always match the store.
+    report::write_all(&rep, &data, &lab.artifacts_dir.join(&id)).map_err(CliError::internal)?;
+    Ok(match args.format {
+        ReportFormat::Table => report::render_table(&rep),
+        ReportFormat::Md => report::render_markdown(&rep),
+        ReportFormat::Json => report::render_json(&rep),
+        ReportFormat::Csv => {
+            let mut buf = Vec::new();
+            report::write_results_csv(&data, &mut buf).map_err(CliError::internal)?;
+            String::from_utf8(buf).map_err(CliError::internal)?
+        }
+    })
 }
 
-/// Writes report.md, results.csv and report.json into `dir`; returns their paths.
-pub fn write_files(store: &Store, id: &str, dir: &Path) -> Result<Vec<String>, CliError> {
-    let _ = (store, id, dir);
-    Ok(Vec::new())
+fn load(store: &Store, id: &str) -> Result<CampaignData, CliError> {
+    let campaign = store.campaign(id)?;
+    let trials = store.trials(id)?;
+    let attempts = store.attempts(id)?;
+    CampaignData::new(campaign, trials, attempts).map_err(CliError::internal)
 }
 
-/// The per-variant tables printed at the end of `lab run`.
-pub fn table(store: &Store, id: &str) -> Result<String, CliError> {
-    let _ = (store, id);
-    Ok(String::new())
+/// Writes report.md, results.csv and report.json into `dir`; returns their paths
+/// and the terminal tables.
+pub fn write_files(store: &Store, id: &str, dir: &Path) -> Result<(Vec<String>, String), CliError> {
+    let data = load(store, id)?;
+    let rep = report::build_report(&data);
+    let files = report::write_all(&rep, &data, dir).map_err(CliError::internal)?;
+    let paths = [files.markdown, files.csv, files.json].iter().map(|p| display_path(p)).collect();
+    Ok((paths, report::render_table(&rep)))
 }

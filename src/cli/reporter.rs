@@ -151,7 +151,9 @@ pub fn plain_line(e: &Event, verbose: bool) -> Option<String> {
             verbose.then(|| format!("[{device}] {trial} attempt {}: {}", attempt + 1, phase.as_str()))
         }
         Event::Waiting { device, trial, what } => verbose.then(|| format!("[{device}] {trial}: waiting, {what}")),
-        Event::Installed { device, build, skipped } => (!skipped).then(|| format!("[{device}] installed {build}")),
+        Event::Installed { device, build, skipped } => {
+            (verbose && !skipped).then(|| format!("[{device}] installed {build}"))
+        }
         Event::AttemptRecorded { device, trial, attempt, valid, reasons, will_retry } => Some(if *valid {
             format!("[{device}] {trial} attempt {}: valid", attempt + 1)
         } else {

@@ -129,14 +129,15 @@ async fn execute(
     let _ = reporter.await;
     let summary = result?;
 
-    let files = report_cmd::write_files(&store, &id, &summary.artifacts)?;
+    let (files, tables) = report_cmd::write_files(&store, &id, &summary.artifacts)?;
     let mut output = String::new();
     if args.json {
         let json = serde_json::json!({ "campaign": summary, "files": files });
         output.push_str(&serde_json::to_string_pretty(&json).map_err(CliError::internal)?);
         output.push('\n');
     } else {
-        output.push_str(&report_cmd::table(&store, &id)?);
+        output.push('\n');
+        output.push_str(&tables);
         output.push_str("\nreport files:\n");
         for f in &files {
             output.push_str(&format!("  {f}\n"));

@@ -245,7 +245,6 @@ fn campaign_meta(data: &CampaignData) -> CampaignMeta {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
 
     use super::*;
     use crate::device::Measurement;
@@ -359,10 +358,10 @@ mod tests {
         assert_eq!((mem.n, mem.stats.is_none(), mem.unit.as_str()), (0, true, ""));
     }
 
-    /// 100 000 measurements (10 000 attempts × 10 metrics, 2 models, 5 variants): the
-    /// build must stay linear. A quadratic grouping would take minutes here.
+    /// 100 000 measurements (10 000 attempts × 10 metrics, 2 models, 5 variants) are all
+    /// counted. (Speed is measured by `cargo bench --bench sim_lab`, not asserted here.)
     #[test]
-    fn builds_100k_measurements_quickly() {
+    fn builds_100k_measurements() {
         let base = test_fixture::campaign("big");
         let variants = ["a", "b", "c", "d", "e"];
         let models = ["m1", "m2"];
@@ -389,10 +388,7 @@ mod tests {
         data.trials = trials;
         data.attempts = attempts;
 
-        let start = Instant::now();
         let r = build_report(&data);
-        let elapsed = start.elapsed();
-        assert!(elapsed.as_secs_f64() < 10.0, "took {elapsed:?}");
         let total: usize = r.models.iter().flat_map(|m| &m.rows).map(|row| row.n).sum();
         assert_eq!(total, 100_000);
         assert_eq!(r.models.len(), 2);
