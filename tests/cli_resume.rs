@@ -32,6 +32,11 @@ fn sigkill_then_resume_neither_repeats_nor_drops_trials() {
         assert!(child.try_wait().unwrap().is_none(), "lab run ended before it could be killed");
         std::thread::sleep(Duration::from_millis(5));
     }
+    // `lab status` from another process sees the campaign running and devices busy.
+    let status = lab.cmd(&["status", "--json"]).assert().success().get_output().stdout.clone();
+    let v: serde_json::Value = serde_json::from_slice(&status).unwrap();
+    assert_eq!(v["campaigns"][0]["status"], "running", "{v}");
+    assert!(v["devices"].as_array().unwrap().iter().any(|d| d["state"] == "busy"), "{v}");
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
 

@@ -88,3 +88,75 @@ async fn a_stop_during_the_soak_records_nothing_partial_and_resume_completes() {
     let trials = store.trials("c1").unwrap();
     assert!(trials.iter().all(|t| t.outcome == TrialOutcome::Valid && t.attempts == 1));
 }
+
+/// A simulated phone whose log pull never returns (a wedged USB stack).
+struct WedgedCollect(SimDevice);
+
+#[async_trait::async_trait]
+impl lab::device::Device for WedgedCollect {
+    fn spec(&self) -> &lab::config::DeviceSpec {
+        self.0.spec()
+    }
+    fn clock(&self) -> Clock {
+        self.0.clock()
+    }
+    async fn identify(&self) -> Result<lab::device::Identity, lab::device::DeviceError> {
+        self.0.identify().await
+    }
+    async fn prepare(
+        &self,
+        b: &lab::config::Build,
+        c: &lab::config::VariantConfig,
+    ) -> Result<lab::device::PrepareOutcome, lab::device::DeviceError> {
+        self.0.prepare(b, c).await
+    }
+    async fn state(&self) -> Result<lab::device::StateSnapshot, lab::device::DeviceError> {
+        self.0.state().await
+    }
+    async fn set_state(&self, w: &lab::device::DesiredState) -> Result<(), lab::device::DeviceError> {
+        self.0.set_state(w).await
+    }
+    async fn reset_counters(&self) -> Result<(), lab::device::DeviceError> {
+        self.0.reset_counters().await
+    }
+    async fn launch(&self, s: &lab::device::LaunchSpec) -> Result<lab::device::AppHandle, lab::device::DeviceError> {
+        self.0.launch(s).await
+    }
+    async fn software_untether(&self) -> Result<(), lab::device::DeviceError> {
+        self.0.software_untether().await
+    }
+    async fn software_retether(&self) -> Result<(), lab::device::DeviceError> {
+        self.0.software_retether().await
+    }
+    async fn wait_connected(&self, t: Duration) -> Result<(), lab::device::DeviceError> {
+        self.0.wait_connected(t).await
+    }
+    async fn collect(
+        &self,
+        _app: &lab::device::AppHandle,
+        _dir: &Path,
+    ) -> Result<lab::device::Collected, lab::device::DeviceError> {
+        std::future::pending().await
+    }
+    async fn stop(&self, app: &lab::device::AppHandle) -> Result<(), lab::device::DeviceError> {
+        self.0.stop(app).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wedged_phase_times_out_into_an_invalid_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_keep, stop_rx) = tokio::sync::watch::channel(false);
+    let mut c = campaign(dir.path(), stop_rx, EventSink::discard(), "c1", true);
+    for (dev, _) in c.devices.values_mut() {
+        let spec = dev.spec().clone();
+        *dev = Arc::new(WedgedCollect(SimDevice::with_clock(spec, Clock::tokio())));
+    }
+    let store = c.store.clone();
+    let summary = c.run(false).await.unwrap();
+    // Every attempt of every trial timed out in collect: all failed, none hung the campaign.
+    assert_eq!((summary.status, summary.valid, summary.failed), (CampaignStatus::Done, 0, 16));
+    let attempts = store.attempts("c1").unwrap();
+    assert_eq!(attempts.len(), 16 * 3);
+    assert!(attempts.iter().all(|a| a.reasons == ["collect did not finish within 10m"]), "{:?}", attempts[0].reasons);
+}

@@ -148,6 +148,20 @@ impl Attempt<'_> {
         }
     }
 
+    /// Bounds one device call by its phase's timeout (real time: a hung tool or a
+    /// device that stopped answering must not stall the campaign).
+    async fn timed<T, E>(
+        &self,
+        phase: Phase,
+        limit: Duration,
+        call: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Result<Result<T, E>, Failure> {
+        tokio::time::timeout(limit, call).await.map_err(|_| Failure {
+            reason: format!("{} did not finish within {}", phase.as_str(), human(limit)),
+            offline: false,
+        })
+    }
+
     async fn tether_fail(&self, phase: Phase, e: TetherError) -> Failure {
         match e {
             TetherError::Device(d) => self.fail(phase, d).await,
@@ -263,7 +277,7 @@ impl Attempt<'_> {
         // prepare: install if the hash differs, apply config, set what can be set.
         self.enter(p, Phase::Prepare);
         self.status_quiet(Phase::Prepare, None).await;
-        let outcome = match self.device.prepare(build, config).await {
+        let outcome = match self.timed(Phase::Prepare, rb.timeouts.prepare, self.device.prepare(build, config)).await? {
             Ok(o) => o,
             Err(e) => return Err(self.fail(Phase::Prepare, e).await),
         };
@@ -336,7 +350,7 @@ impl Attempt<'_> {
             request_interval: rb.workload.request_interval,
             endpoint_url: None,
         };
-        let app = match self.device.launch(&spec).await {
+        let app = match self.timed(Phase::Launch, rb.timeouts.launch, self.device.launch(&spec)).await? {
             Ok(a) => a,
             Err(e) => return Err(self.fail(Phase::Launch, e).await),
         };
@@ -346,7 +360,7 @@ impl Attempt<'_> {
         let untether = pre.untethered && self.tether.mode() != UntetherMode::None;
         if untether {
             self.enter(p, Phase::Untether);
-            if let Err(e) = self.tether.untether(self.device).await {
+            if let Err(e) = self.timed(Phase::Untether, rb.timeouts.tether, self.tether.untether(self.device)).await? {
                 return Err(self.tether_fail(Phase::Untether, e).await);
             }
             match self.device.state().await {
@@ -373,7 +387,7 @@ impl Attempt<'_> {
 
         if untether {
             self.enter(p, Phase::Retether);
-            if let Err(e) = self.tether.retether(self.device).await {
+            if let Err(e) = self.timed(Phase::Retether, rb.timeouts.tether, self.tether.retether(self.device)).await? {
                 return Err(self.tether_fail(Phase::Retether, e).await);
             }
         }
@@ -397,10 +411,11 @@ impl Attempt<'_> {
             Err(e) => return Err(self.fail(Phase::Collect, e).await),
         };
         p.after = Some(after.clone());
-        let collected: Collected = match self.device.collect(&app, dir).await {
-            Ok(c) => c,
-            Err(e) => return Err(self.fail(Phase::Collect, e).await),
-        };
+        let collected: Collected =
+            match self.timed(Phase::Collect, rb.timeouts.collect, self.device.collect(&app, dir)).await? {
+                Ok(c) => c,
+                Err(e) => return Err(self.fail(Phase::Collect, e).await),
+            };
 
         // validate
         self.enter(p, Phase::Validate);
