@@ -130,28 +130,29 @@ pub struct Network {
 }
 
 impl Network {
+    // Sums saturate: the inputs are untrusted and must not overflow.
     pub fn rx_bytes(&self) -> i64 {
-        self.mobile_rx_bytes + self.wifi_rx_bytes
+        self.mobile_rx_bytes.saturating_add(self.wifi_rx_bytes)
     }
     pub fn tx_bytes(&self) -> i64 {
-        self.mobile_tx_bytes + self.wifi_tx_bytes
+        self.mobile_tx_bytes.saturating_add(self.wifi_tx_bytes)
     }
     pub fn rx_packets(&self) -> i64 {
-        self.mobile_rx_packets.unwrap_or(0) + self.wifi_rx_packets.unwrap_or(0)
+        self.mobile_rx_packets.unwrap_or(0).saturating_add(self.wifi_rx_packets.unwrap_or(0))
     }
     pub fn tx_packets(&self) -> i64 {
-        self.mobile_tx_packets.unwrap_or(0) + self.wifi_tx_packets.unwrap_or(0)
+        self.mobile_tx_packets.unwrap_or(0).saturating_add(self.wifi_tx_packets.unwrap_or(0))
     }
 
     fn add(&mut self, o: &Network) {
         let opt = |a: Option<i64>, b: Option<i64>| match (a, b) {
             (None, None) => None,
-            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+            (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
         };
-        self.mobile_rx_bytes += o.mobile_rx_bytes;
-        self.mobile_tx_bytes += o.mobile_tx_bytes;
-        self.wifi_rx_bytes += o.wifi_rx_bytes;
-        self.wifi_tx_bytes += o.wifi_tx_bytes;
+        self.mobile_rx_bytes = self.mobile_rx_bytes.saturating_add(o.mobile_rx_bytes);
+        self.mobile_tx_bytes = self.mobile_tx_bytes.saturating_add(o.mobile_tx_bytes);
+        self.wifi_rx_bytes = self.wifi_rx_bytes.saturating_add(o.wifi_rx_bytes);
+        self.wifi_tx_bytes = self.wifi_tx_bytes.saturating_add(o.wifi_tx_bytes);
         self.mobile_rx_packets = opt(self.mobile_rx_packets, o.mobile_rx_packets);
         self.mobile_tx_packets = opt(self.mobile_tx_packets, o.mobile_tx_packets);
         self.wifi_rx_packets = opt(self.wifi_rx_packets, o.wifi_rx_packets);
@@ -261,7 +262,7 @@ pub struct AppUsage {
 
 impl AppUsage {
     pub fn cpu_ms(&self) -> Option<i64> {
-        Some(self.cpu_user_ms? + self.cpu_system_ms?)
+        Some(self.cpu_user_ms?.saturating_add(self.cpu_system_ms?))
     }
 }
 
@@ -307,14 +308,14 @@ impl Checkin {
             let (u, sy, src) = match &s.cpu {
                 Some(c) => (c.user_ms, c.system_ms, "cpu"),
                 None if !s.processes.is_empty() => (
-                    s.processes.iter().map(|p| p.user_ms).sum(),
-                    s.processes.iter().map(|p| p.system_ms).sum(),
+                    s.processes.iter().fold(0i64, |a, p| a.saturating_add(p.user_ms)),
+                    s.processes.iter().fold(0i64, |a, p| a.saturating_add(p.system_ms)),
                     "pr",
                 ),
                 None => continue,
             };
-            user = Some(user.unwrap_or(0) + u);
-            system = Some(system.unwrap_or(0) + sy);
+            user = Some(user.unwrap_or(0).saturating_add(u));
+            system = Some(system.unwrap_or(0).saturating_add(sy));
             source = Some(if source.is_some_and(|s| s != src) { "cpu+pr" } else { src });
         }
         let mut network: Option<Network> = None;
@@ -323,7 +324,7 @@ impl Checkin {
         }
         let partial = stats.iter().flat_map(|s| &s.wakelocks).filter_map(|w| w.partial.as_ref());
         let (wakelock_partial_ms, wakelock_partial_count) =
-            partial.fold((0, 0), |(t, c), p| (t + p.time_ms.max(0), c + p.count.max(0)));
+            partial.fold((0i64, 0i64), |(t, c), p| (t.saturating_add(p.time_ms.max(0)), c.saturating_add(p.count.max(0))));
         AppUsage {
             name: if packages.is_empty() { format!("uid:{id}") } else { packages.join("|") },
             packages,

@@ -145,7 +145,7 @@ impl CheckinHistory {
                 } else if let Some(pos) = self.open.iter().position(|(i, _)| *i == index) {
                     let (_, slot) = self.open.remove(pos);
                     if let Some(s) = self.wakelocks.get_mut(slot) {
-                        s.dur_ms = Some(self.now_ms - s.start_ms);
+                        s.dur_ms = Some(self.now_ms.saturating_sub(s.start_ms));
                     }
                 }
             }

@@ -33,11 +33,11 @@ pub struct MemInfo {
 
 impl MemInfo {
     pub fn total_pss_kb(&self) -> u64 {
-        self.processes.iter().map(|p| p.total_pss_kb).sum()
+        self.processes.iter().fold(0u64, |a, p| a.saturating_add(p.total_pss_kb))
     }
 
     pub fn total_rss_kb(&self) -> Option<u64> {
-        self.processes.iter().map(|p| p.total_rss_kb).sum()
+        self.processes.iter().try_fold(0u64, |a, p| p.total_rss_kb.map(|r| a.saturating_add(r)))
     }
 }
 

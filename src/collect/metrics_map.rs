@@ -69,7 +69,7 @@ pub fn checkin(c: &Checkin, app: Option<&AppUsage>) -> Vec<Measurement> {
         }
         if let (Some(u), Some(s)) = (a.cpu_user_ms, a.cpu_system_ms) {
             let src = if a.cpu_source == Some("cpu") { SRC_CPU } else { SRC_PR };
-            out.push(m("cpu_time_ms", (u + s) as f64, "ms", src));
+            out.push(m("cpu_time_ms", u as f64 + s as f64, "ms", src));
             out.push(m("cpu_user_ms", u as f64, "ms", src));
             out.push(m("cpu_system_ms", s as f64, "ms", src));
         }
@@ -159,7 +159,7 @@ pub fn ios_battery_delta(before: &IosBattery, after: &IosBattery) -> Vec<Measure
         out.push(m("battery_drop_pct", a - b, "%", SRC_REGISTRY_LEVEL));
     }
     if let (Some(a), Some(b)) = (before.raw_current_capacity_mah, after.raw_current_capacity_mah) {
-        out.push(m("charge_used_mah", (a - b) as f64, "mAh", SRC_REGISTRY_RAW));
+        out.push(m("charge_used_mah", a as f64 - b as f64, "mAh", SRC_REGISTRY_RAW));
     }
     if let Some(t) = after.temperature_c {
         out.push(m("battery_temp_c", t, "°C", SRC_REGISTRY));

@@ -26,7 +26,7 @@ pub struct ProcStat {
 impl ProcStat {
     /// `(utime + stime) / ticks_per_s · 1000`.
     pub fn cpu_ms(&self, ticks_per_s: u64) -> f64 {
-        (self.utime_ticks + self.stime_ticks) as f64 * 1000.0 / ticks_per_s.max(1) as f64
+        (self.utime_ticks as f64 + self.stime_ticks as f64) * 1000.0 / ticks_per_s.max(1) as f64
     }
 }
 
