@@ -14,6 +14,7 @@ use plist::{Dictionary, Value};
 use serde::Serialize;
 
 use super::parse_error::ParseError;
+use super::text::excerpt;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct IosBattery {
@@ -118,6 +119,15 @@ fn plist_error(bytes: &[u8], e: plist::Error) -> ParseError {
 pub fn parse(bytes: &[u8]) -> Result<IosBattery, ParseError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ParseError::at(1, "empty input: expected an XML or binary plist of the battery registry"));
+    }
+    let start = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let start = &start[start.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(0)..];
+    if !(start.starts_with(b"<") || start.starts_with(b"bplist")) {
+        let first = String::from_utf8_lossy(start.split(|&b| b == b'\n').next().unwrap_or_default()).into_owned();
+        return Err(ParseError::at(
+            line_of(bytes, bytes.len() - start.len()),
+            format!("not a plist: expected an XML plist (`<?xml …` or `<plist>`) or a binary one (`bplist00`), found `{}`", excerpt(&first)),
+        ));
     }
     let root = Value::from_reader(std::io::Cursor::new(bytes)).map_err(|e| plist_error(bytes, e))?;
     let Some(root) = root.as_dictionary() else {
