@@ -73,7 +73,10 @@ fn dumpsys_battery_emulator() {
     // "exactly these 14 entries"
     assert_eq!((n, b.fields.len()), (14, 14));
     // The typed view agrees with the raw map and applies the units.
-    assert_eq!((b.level_pct, b.temperature_c, b.voltage_mv, b.charge_counter_uah), (100.0, Some(25.0), Some(5000), Some(10000)));
+    assert_eq!(
+        (b.level_pct, b.temperature_c, b.voltage_mv, b.charge_counter_uah),
+        (100.0, Some(25.0), Some(5000), Some(10000))
+    );
     assert_eq!(b.status, Some(android_battery::ChargeStatus::NotCharging));
     assert!(b.powered_by.is_empty());
 }
@@ -147,10 +150,15 @@ fn cpuinfo_single_line() {
     let file = "android/cpuinfo_loganalysis_single.txt";
     let want = expected(file);
     let c = cpuinfo::parse(&text(file)).unwrap();
-    let mut n = check(file, "", &toml::Table::from_iter(want.iter().filter(|(_, v)| !v.is_table()).map(|(k, v)| (k.clone(), v.clone()))), |k| match k {
-        "process_count" => int(c.processes.len() as i64),
-        _ => None,
-    });
+    let mut n = check(
+        file,
+        "",
+        &toml::Table::from_iter(want.iter().filter(|(_, v)| !v.is_table()).map(|(k, v)| (k.clone(), v.clone()))),
+        |k| match k {
+            "process_count" => int(c.processes.len() as i64),
+            _ => None,
+        },
+    );
     for (pid, table) in sub(&want, "pid") {
         let p = c.process(pid.parse().unwrap()).unwrap_or_else(|| panic!("no pid {pid}"));
         n += check(file, &format!("pid.{pid}"), table.as_table().unwrap(), |k| match k {
@@ -258,5 +266,8 @@ fn ios_iopmpowersource_diagnostics_reply() {
     });
     assert_eq!(n, 6);
     // The typed view applies the units.
-    assert_eq!((r.level_pct, r.temperature_c, r.voltage_mv, r.cycle_count), (Some(85.0), Some(30.0), Some(4269), Some(321)));
+    assert_eq!(
+        (r.level_pct, r.temperature_c, r.voltage_mv, r.cycle_count),
+        (Some(85.0), Some(30.0), Some(4269), Some(321))
+    );
 }

@@ -147,11 +147,32 @@ fn checkin_rows() -> impl Strategy<Value = String> {
     let cat = prop::sample::select(vec!["i", "l", "c", "h", "hsp"]);
     let field = prop_oneof![
         (-5i64..100_000).prop_map(|x| x.to_string()),
-        prop::sample::select(vec!["9223372036854775807", "-9223372036854775808", "18446744073709551615", "1e308", "NaN"])
-            .prop_map(str::to_string),
+        prop::sample::select(vec![
+            "9223372036854775807",
+            "-9223372036854775808",
+            "18446744073709551615",
+            "1e308",
+            "NaN"
+        ])
+        .prop_map(str::to_string),
         (-1e6f64..1e6).prop_map(|x| format!("{x:.2}")),
-        prop::sample::select(vec!["f", "p", "bp", "w", "N/A", "", "\"q,uo\"", "uid", "+w=1", "-w=1", "Bl=50", "0:RESET:TIME:1000", "+S", "x"])
-            .prop_map(str::to_string),
+        prop::sample::select(vec![
+            "f",
+            "p",
+            "bp",
+            "w",
+            "N/A",
+            "",
+            "\"q,uo\"",
+            "uid",
+            "+w=1",
+            "-w=1",
+            "Bl=50",
+            "0:RESET:TIME:1000",
+            "+S",
+            "x"
+        ])
+        .prop_map(str::to_string),
     ];
     let row = (cat, kind, prop::collection::vec(field, 0..14), -1i64..20_000).prop_map(|(c, k, f, uid)| {
         let head = match c {

@@ -168,22 +168,24 @@ pub fn parse(text: &str) -> Result<BatteryService, ParseError> {
 fn build(fields: Vec<Field>, updates_stopped: bool, end: usize) -> Result<BatteryService, ParseError> {
     let find = |name: &str| fields.iter().find(|f| f.name == name);
     // A known label whose value has the wrong type is an error at its line.
-    let int = |name: &str| -> Result<Option<i64>, ParseError> {
-        match find(name) {
-            None => Ok(None),
-            Some(f) => f.value.as_int().map(Some).ok_or_else(|| {
-                ParseError::at(f.line, format!("`{name}` must be a whole number, found {:?}", f.value))
-            }),
-        }
-    };
-    let flag = |name: &str| -> Result<Option<bool>, ParseError> {
-        match find(name) {
-            None => Ok(None),
-            Some(f) => f.value.as_bool().map(Some).ok_or_else(|| {
-                ParseError::at(f.line, format!("`{name}` must be true or false, found {:?}", f.value))
-            }),
-        }
-    };
+    let int =
+        |name: &str| -> Result<Option<i64>, ParseError> {
+            match find(name) {
+                None => Ok(None),
+                Some(f) => f.value.as_int().map(Some).ok_or_else(|| {
+                    ParseError::at(f.line, format!("`{name}` must be a whole number, found {:?}", f.value))
+                }),
+            }
+        };
+    let flag =
+        |name: &str| -> Result<Option<bool>, ParseError> {
+            match find(name) {
+                None => Ok(None),
+                Some(f) => f.value.as_bool().map(Some).ok_or_else(|| {
+                    ParseError::at(f.line, format!("`{name}` must be true or false, found {:?}", f.value))
+                }),
+            }
+        };
     let level = int("level")?.ok_or_else(|| ParseError::at(end, "no `level:` line (truncated output?)"))?;
     let scale = int("scale")?.unwrap_or(100);
     if scale <= 0 {
@@ -191,7 +193,9 @@ fn build(fields: Vec<Field>, updates_stopped: bool, end: usize) -> Result<Batter
         return Err(ParseError::at(line, format!("`scale` must be positive, found {scale}")));
     }
     let mut powered_by = Vec::new();
-    for (label, name) in [("AC powered", "AC"), ("USB powered", "USB"), ("Wireless powered", "Wireless"), ("Dock powered", "Dock")] {
+    for (label, name) in
+        [("AC powered", "AC"), ("USB powered", "USB"), ("Wireless powered", "Wireless"), ("Dock powered", "Dock")]
+    {
         if flag(label)? == Some(true) {
             powered_by.push(name.to_string());
         }

@@ -115,7 +115,8 @@ fn copy_files(dir: &Path, imported: &Imported, sources: &[PathBuf]) -> Result<Ve
     for (i, src) in sources.iter().enumerate() {
         let base = src.file_name().map_or_else(|| format!("file-{i}"), |n| n.to_string_lossy().into_owned());
         // Before/after snapshots often share a name; keep both.
-        let name = if sources.len() > 1 { format!("{}-{base}", ["before", "after"].get(i).unwrap_or(&"file")) } else { base };
+        let name =
+            if sources.len() > 1 { format!("{}-{base}", ["before", "after"].get(i).unwrap_or(&"file")) } else { base };
         let bytes = std::fs::read(src).map_err(|source| AttachError::Copy { path: src.clone(), source })?;
         let dest = dir.join(&name);
         std::fs::write(&dest, &bytes).map_err(|source| AttachError::Copy { path: dest.clone(), source })?;

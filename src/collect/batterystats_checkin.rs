@@ -323,8 +323,8 @@ impl Checkin {
             network.get_or_insert_with(Network::default).add(n);
         }
         let partial = stats.iter().flat_map(|s| &s.wakelocks).filter_map(|w| w.partial.as_ref());
-        let (wakelock_partial_ms, wakelock_partial_count) =
-            partial.fold((0i64, 0i64), |(t, c), p| (t.saturating_add(p.time_ms.max(0)), c.saturating_add(p.count.max(0))));
+        let (wakelock_partial_ms, wakelock_partial_count) = partial
+            .fold((0i64, 0i64), |(t, c), p| (t.saturating_add(p.time_ms.max(0)), c.saturating_add(p.count.max(0))));
         AppUsage {
             name: if packages.is_empty() { format!("uid:{id}") } else { packages.join("|") },
             packages,
@@ -507,10 +507,9 @@ pub fn parse(text: &str) -> Result<Checkin, ParseError> {
         return Err(ParseError::at(1, "empty input: expected `dumpsys batterystats --checkin` rows"));
     }
     match c.checkin_version() {
-        None => c.warnings.push(format!(
-            "no `vers` row: rows were read with the checkin version {} layout",
-            KNOWN_VERSIONS.end()
-        )),
+        None => c
+            .warnings
+            .push(format!("no `vers` row: rows were read with the checkin version {} layout", KNOWN_VERSIONS.end())),
         Some(v) if !KNOWN_VERSIONS.contains(&v) => c.warnings.push(format!(
             "checkin version {v} is outside the known {}–{}: rows were read with the nearest known layout",
             KNOWN_VERSIONS.start(),

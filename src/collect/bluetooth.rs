@@ -58,7 +58,8 @@ mod tests {
 
     #[test]
     fn status_block() {
-        let b = parse("Bluetooth Status\n  enabled: true\n  state: ON\n  address: 00:11:22:33:44:55\n  name: Pixel\n").unwrap();
+        let b = parse("Bluetooth Status\n  enabled: true\n  state: ON\n  address: 00:11:22:33:44:55\n  name: Pixel\n")
+            .unwrap();
         assert!(b.enabled);
         assert_eq!(b.state.as_deref(), Some("ON"));
         assert_eq!(parse("Bluetooth Status\n  enabled: maybe\n").unwrap_err().line(), Some(2));

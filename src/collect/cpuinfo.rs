@@ -70,9 +70,9 @@ pub fn parse(text: &str) -> Result<CpuInfo, ParseError> {
             continue;
         }
         let total: f64 = finite(n, "CPU %", pct)?;
-        let (who, detail) = rest
-            .split_once(": ")
-            .ok_or_else(|| ParseError::at(n, format!("expected `PID/name: …% user + …% kernel`, found `{}`", excerpt(l))))?;
+        let (who, detail) = rest.split_once(": ").ok_or_else(|| {
+            ParseError::at(n, format!("expected `PID/name: …% user + …% kernel`, found `{}`", excerpt(l)))
+        })?;
         let detail = detail.split(" / ").next().unwrap_or(detail);
         if who == "TOTAL" {
             total_pct = Some(total);

@@ -27,7 +27,10 @@ pub fn parse(text: &str) -> Result<DumpsysWifi, ParseError> {
         Some((n, l)) => {
             return Err(ParseError::at(
                 n,
-                format!("not `dumpsys wifi` output: expected `Wi-Fi is enabled` or `Wi-Fi is disabled`, found `{}`", excerpt(l.trim())),
+                format!(
+                    "not `dumpsys wifi` output: expected `Wi-Fi is enabled` or `Wi-Fi is disabled`, found `{}`",
+                    excerpt(l.trim())
+                ),
             ));
         }
         None => return Err(ParseError::at(1, "empty input: expected `dumpsys wifi` output")),

@@ -80,8 +80,7 @@ pub struct BatteryHistoryText {
 
 /// `1h02m03s004ms` style, the way dumpsys prints durations.
 pub fn format_ms(ms: i64) -> String {
-    let (d, h, m, s, r) =
-        (ms / 86_400_000, ms / 3_600_000 % 24, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000);
+    let (d, h, m, s, r) = (ms / 86_400_000, ms / 3_600_000 % 24, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000);
     let mut out = String::new();
     for (v, u) in [(d, "d"), (h, "h"), (m, "m"), (s, "s")] {
         if v > 0 || !out.is_empty() {

@@ -61,6 +61,23 @@ impl ImportKind {
         }
     }
 
+    /// What the kind's files hold, for error messages.
+    pub fn expects(self) -> &'static str {
+        match self {
+            ImportKind::AndroidBatterystats => "`dumpsys batterystats --checkin` output",
+            ImportKind::AndroidBatteryHistory => "`dumpsys batterystats` output with its Battery History",
+            ImportKind::AndroidBattery => "`dumpsys battery` output",
+            ImportKind::AndroidThermal => "`dumpsys thermalservice` output",
+            ImportKind::AndroidWifiStatus => "`cmd wifi status` output",
+            ImportKind::AndroidDumpsysWifi => "`dumpsys wifi` output",
+            ImportKind::AndroidBluetooth => "`dumpsys bluetooth_manager` output",
+            ImportKind::AndroidMeminfo => "`dumpsys meminfo <package>` output",
+            ImportKind::AndroidCpuinfo => "`dumpsys cpuinfo` output",
+            ImportKind::ProcStat => "a /proc/<pid>/stat line",
+            ImportKind::IosBattery => "an IOPMPowerSource/AppleSmartBattery registry plist",
+        }
+    }
+
     /// Whether a second file (the "after" snapshot) is accepted.
     pub fn takes_pair(self) -> bool {
         matches!(self, ImportKind::AndroidBattery | ImportKind::IosBattery | ImportKind::ProcStat)
@@ -83,15 +100,17 @@ impl Default for ImportOptions {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
-    #[error("{file}: {source}")]
-    Parse { file: String, source: ParseError },
+    #[error("{file}: {source}; fix: pass {expects}, or the kind that matches the file (`lab import --help`)")]
+    Parse { file: String, source: ParseError, expects: &'static str },
     #[error("{file}: cannot read it ({source}); fix: check the path and permissions")]
     Read { file: String, source: std::io::Error },
     #[error("{kind} takes {expected}, got {got} file(s); fix: pass {expected}")]
     FileCount { kind: &'static str, expected: &'static str, got: usize },
     #[error("{file}: no package `{package}` in the checkin's `uid` rows; fix: pass one of: {known}")]
     UnknownPackage { file: String, package: String, known: String },
-    #[error("{file}: no process of `{package}` in the cpuinfo window; fix: check the package name (processes seen: {known})")]
+    #[error(
+        "{file}: no process of `{package}` in the cpuinfo window; fix: check the package name (processes seen: {known})"
+    )]
     NoProcess { file: String, package: String, known: String },
 }
 
@@ -111,8 +130,8 @@ fn read(path: &Path) -> Result<Vec<u8>, ImportError> {
     std::fs::read(path).map_err(|source| ImportError::Read { file: path.display().to_string(), source })
 }
 
-fn parsed<T, E: Into<ParseError>>(path: &Path, r: Result<T, E>) -> Result<T, ImportError> {
-    r.map_err(|e| ImportError::Parse { file: path.display().to_string(), source: e.into() })
+fn parsed<T>(kind: ImportKind, path: &Path, r: Result<T, ParseError>) -> Result<T, ImportError> {
+    r.map_err(|source| ImportError::Parse { file: path.display().to_string(), source, expects: kind.expects() })
 }
 
 fn json<T: Serialize>(v: &T) -> serde_json::Value {
@@ -121,12 +140,13 @@ fn json<T: Serialize>(v: &T) -> serde_json::Value {
 
 /// Parses a text file with `parse`, one or two snapshots, and maps them.
 fn snapshots<T: Serialize>(
+    kind: ImportKind,
     files: &[(PathBuf, Vec<u8>)],
     parse: impl Fn(&[u8]) -> Result<T, ParseError>,
     one: impl Fn(&T) -> Vec<Measurement>,
     two: impl Fn(&T, &T) -> Vec<Measurement>,
 ) -> Result<(serde_json::Value, Vec<Measurement>), ImportError> {
-    let values: Vec<T> = files.iter().map(|(p, b)| parsed(p, parse(b))).collect::<Result<_, _>>()?;
+    let values: Vec<T> = files.iter().map(|(p, b)| parsed(kind, p, parse(b))).collect::<Result<_, _>>()?;
     Ok(match values.as_slice() {
         [a, b] => (serde_json::json!({ "before": json(a), "after": json(b) }), two(a, b)),
         [a] => (json(a), one(a)),
@@ -140,18 +160,20 @@ fn text(b: &[u8]) -> std::borrow::Cow<'_, str> {
 
 /// Reads, parses and maps `paths` as `kind`.
 pub fn run(kind: ImportKind, paths: &[PathBuf], opts: &ImportOptions) -> Result<Imported, ImportError> {
-    let (min, max, expected) = if kind.takes_pair() { (1, 2, "one file, or two (before, after)") } else { (1, 1, "one file") };
+    let (min, max, expected) =
+        if kind.takes_pair() { (1, 2, "one file, or two (before, after)") } else { (1, 1, "one file") };
     if paths.len() < min || paths.len() > max {
         return Err(ImportError::FileCount { kind: kind.name(), expected, got: paths.len() });
     }
-    let files: Vec<(PathBuf, Vec<u8>)> = paths.iter().map(|p| read(p).map(|b| (p.clone(), b))).collect::<Result<_, _>>()?;
+    let files: Vec<(PathBuf, Vec<u8>)> =
+        paths.iter().map(|p| read(p).map(|b| (p.clone(), b))).collect::<Result<_, _>>()?;
     let (path, bytes) = (&files[0].0, &files[0].1);
     let file = path.display().to_string();
     let pkg = opts.package.as_deref();
     let mut apps = None;
     let (parsed_json, metrics) = match kind {
         ImportKind::AndroidBatterystats => {
-            let c = parsed(path, batterystats_checkin::parse(&text(bytes)))?;
+            let c = parsed(kind, path, batterystats_checkin::parse(&text(bytes)))?;
             let app = match pkg {
                 Some(p) => Some(c.app(p).ok_or_else(|| ImportError::UnknownPackage {
                     file: file.clone(),
@@ -168,21 +190,23 @@ pub fn run(kind: ImportKind, paths: &[PathBuf], opts: &ImportOptions) -> Result<
             (checkin_json(&c), metrics)
         }
         ImportKind::AndroidBatteryHistory => {
-            let h = parsed(path, history_text::parse(&text(bytes)))?;
+            let h = parsed(kind, path, history_text::parse(&text(bytes)))?;
             (json(&h), metrics_map::history_text(&h))
         }
         ImportKind::AndroidBattery => snapshots(
+            kind,
             &files,
             |b| android_battery::parse(&text(b)),
             metrics_map::android_battery,
             metrics_map::android_battery_delta,
         )?,
         ImportKind::IosBattery => {
-            snapshots(&files, ios_battery::parse, metrics_map::ios_battery, metrics_map::ios_battery_delta)?
+            snapshots(kind, &files, ios_battery::parse, metrics_map::ios_battery, metrics_map::ios_battery_delta)?
         }
         ImportKind::ProcStat => {
             let t = opts.ticks_per_s;
             snapshots(
+                kind,
                 &files,
                 |b| proc_stat::parse(&text(b)),
                 |p| metrics_map::proc_stat(p, t),
@@ -190,27 +214,27 @@ pub fn run(kind: ImportKind, paths: &[PathBuf], opts: &ImportOptions) -> Result<
             )?
         }
         ImportKind::AndroidThermal => {
-            let t = parsed(path, thermal::parse(&text(bytes)))?;
+            let t = parsed(kind, path, thermal::parse(&text(bytes)))?;
             (json(&t), metrics_map::thermal(&t))
         }
         ImportKind::AndroidWifiStatus => {
-            let w = parsed(path, wifi_status::parse(&text(bytes)))?;
+            let w = parsed(kind, path, wifi_status::parse(&text(bytes)))?;
             (json(&w), metrics_map::wifi_status(&w))
         }
         ImportKind::AndroidDumpsysWifi => {
-            let w = parsed(path, dumpsys_wifi::parse(&text(bytes)))?;
+            let w = parsed(kind, path, dumpsys_wifi::parse(&text(bytes)))?;
             (json(&w), metrics_map::dumpsys_wifi(&w))
         }
         ImportKind::AndroidBluetooth => {
-            let b = parsed(path, bluetooth::parse(&text(bytes)))?;
+            let b = parsed(kind, path, bluetooth::parse(&text(bytes)))?;
             (json(&b), metrics_map::bluetooth(&b))
         }
         ImportKind::AndroidMeminfo => {
-            let mi = parsed(path, meminfo::parse(&text(bytes)))?;
+            let mi = parsed(kind, path, meminfo::parse(&text(bytes)))?;
             (json(&mi), metrics_map::meminfo(&mi))
         }
         ImportKind::AndroidCpuinfo => {
-            let c = parsed(path, cpuinfo::parse(&text(bytes)))?;
+            let c = parsed(kind, path, cpuinfo::parse(&text(bytes)))?;
             if let Some(p) = pkg
                 && c.package_pct(p).is_none()
             {

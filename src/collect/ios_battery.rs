@@ -102,9 +102,7 @@ fn line_of(bytes: &[u8], offset: usize) -> usize {
 fn plist_error(bytes: &[u8], e: plist::Error) -> ParseError {
     let shown = e.to_string();
     // plist prints the position as "(offset N)"; map it to a line for XML.
-    let offset = shown
-        .rsplit_once("(offset ")
-        .and_then(|(_, r)| r.trim_end_matches(')').parse::<usize>().ok());
+    let offset = shown.rsplit_once("(offset ").and_then(|(_, r)| r.trim_end_matches(')').parse::<usize>().ok());
     let what = shown.rsplit_once(" (offset ").map_or(shown.as_str(), |(w, _)| w).to_string();
     let binary = bytes.starts_with(b"bplist");
     match offset {
@@ -126,7 +124,10 @@ pub fn parse(bytes: &[u8]) -> Result<IosBattery, ParseError> {
         let first = String::from_utf8_lossy(start.split(|&b| b == b'\n').next().unwrap_or_default()).into_owned();
         return Err(ParseError::at(
             line_of(bytes, bytes.len() - start.len()),
-            format!("not a plist: expected an XML plist (`<?xml …` or `<plist>`) or a binary one (`bplist00`), found `{}`", excerpt(&first)),
+            format!(
+                "not a plist: expected an XML plist (`<?xml …` or `<plist>`) or a binary one (`bplist00`), found `{}`",
+                excerpt(&first)
+            ),
         ));
     }
     let root = Value::from_reader(std::io::Cursor::new(bytes)).map_err(|e| plist_error(bytes, e))?;
@@ -168,13 +169,11 @@ pub fn parse(bytes: &[u8]) -> Result<IosBattery, ParseError> {
         _ => None,
     };
     let adapter = reg.get("AdapterDetails").and_then(Value::as_dictionary);
-    let cell_id = get("ManufacturerData").and_then(Value::as_data).map(|d| {
-        String::from_utf8_lossy(d).trim_end_matches('\0').to_string()
-    });
-    let registry = reg
-        .iter()
-        .map(|(k, v)| (k.clone(), serde_json::to_value(v).unwrap_or(serde_json::Value::Null)))
-        .collect();
+    let cell_id = get("ManufacturerData")
+        .and_then(Value::as_data)
+        .map(|d| String::from_utf8_lossy(d).trim_end_matches('\0').to_string());
+    let registry =
+        reg.iter().map(|(k, v)| (k.clone(), serde_json::to_value(v).unwrap_or(serde_json::Value::Null))).collect();
     Ok(IosBattery {
         status,
         level_pct,
@@ -208,7 +207,10 @@ mod tests {
     use super::*;
 
     fn xml(body: &str) -> Vec<u8> {
-        format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<plist version=\"1.0\">\n<dict>\n{body}</dict>\n</plist>\n").into_bytes()
+        format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<plist version=\"1.0\">\n<dict>\n{body}</dict>\n</plist>\n"
+        )
+        .into_bytes()
     }
 
     #[test]

@@ -83,7 +83,15 @@ pub fn parse(text: &str) -> Result<MemInfo, ParseError> {
                 processes.push(p.finish()?);
             }
             let (pid, process) = process_header(n, l)?;
-            open = Some(Open { line: n, pid, process, columns: Vec::new(), header_rows: Vec::new(), pss: None, rss: None });
+            open = Some(Open {
+                line: n,
+                pid,
+                process,
+                columns: Vec::new(),
+                header_rows: Vec::new(),
+                pss: None,
+                rss: None,
+            });
             continue;
         }
         let Some(p) = open.as_mut() else { continue };

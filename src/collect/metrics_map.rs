@@ -113,11 +113,12 @@ pub fn android_battery(b: &BatteryService) -> Vec<Measurement> {
 /// Two `dumpsys battery` snapshots (before and after a trial): what the trial used.
 pub fn android_battery_delta(before: &BatteryService, after: &BatteryService) -> Vec<Measurement> {
     let mut out = vec![m("battery_drop_pct", before.level_pct - after.level_pct, "%", SRC_BATTERY_LEVEL)];
-    if let (Some(a), Some(b)) = (before.charge_counter_mah(), after.charge_counter_mah())
-        && a > 0.0
-        && b > 0.0
+    // Subtract the µAh integers, then scale: exact where mAh floats would round.
+    if let (Some(a), Some(b)) = (before.charge_counter_uah, after.charge_counter_uah)
+        && a > 0
+        && b > 0
     {
-        out.push(m("charge_used_mah", a - b, "mAh", SRC_BATTERY_COUNTER));
+        out.push(m("charge_used_mah", a.saturating_sub(b) as f64 / 1000.0, "mAh", SRC_BATTERY_COUNTER));
     }
     if let Some(t) = after.temperature_c {
         out.push(m("battery_temp_c", t, "°C", SRC_BATTERY));

@@ -39,10 +39,7 @@ pub fn parse(text: &str) -> Result<ProcStat, ParseError> {
     let (open, close) = match (line.find('('), line.rfind(')')) {
         (Some(o), Some(c)) if o < c => (o, c),
         _ => {
-            return Err(ParseError::at(
-                n,
-                format!("not a /proc/<pid>/stat line (no `(comm)`): `{}`", excerpt(line)),
-            ));
+            return Err(ParseError::at(n, format!("not a /proc/<pid>/stat line (no `(comm)`): `{}`", excerpt(line))));
         }
     };
     let pid = number::<i64>(n, "pid", &line[..open])?;
@@ -51,7 +48,10 @@ pub fn parse(text: &str) -> Result<ProcStat, ParseError> {
     let rest: Vec<&str> = line[close + 1..].split_whitespace().collect();
     let field = |k: usize, what: &str| -> Result<&str, ParseError> {
         rest.get(k - 3).copied().ok_or_else(|| {
-            ParseError::at(n, format!("the line ends before field {k} ({what}); truncated? it has {} fields", rest.len() + 2))
+            ParseError::at(
+                n,
+                format!("the line ends before field {k} ({what}); truncated? it has {} fields", rest.len() + 2),
+            )
         })
     };
     let state = field(3, "state")?.to_string();

@@ -29,7 +29,8 @@ impl SettingValue {
 /// Parses the output of one `settings get`: exactly one non-empty line.
 pub fn parse(text: &str) -> Result<SettingValue, ParseError> {
     let mut lines = numbered(text).filter(|(_, l)| !l.trim().is_empty());
-    let (n, value) = lines.next().ok_or_else(|| ParseError::at(1, "empty output: `settings get` prints one value or `null`"))?;
+    let (n, value) =
+        lines.next().ok_or_else(|| ParseError::at(1, "empty output: `settings get` prints one value or `null`"))?;
     if let Some((m, extra)) = lines.next() {
         return Err(ParseError::at(
             m,

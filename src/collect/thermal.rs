@@ -3,10 +3,10 @@
 //! ```text
 //! Thermal Status: 1
 //! Cached temperatures:
-//! 	Temperature{mValue=38.1, mType=0, mName=AP, mStatus=0}
+//!     Temperature{mValue=38.1, mType=0, mName=AP, mStatus=0}
 //! HAL Ready: true
 //! Current temperatures from HAL:
-//! 	Temperature{mValue=44.8, mType=0, mName=AP, mStatus=0}
+//!     Temperature{mValue=44.8, mType=0, mName=AP, mStatus=0}
 //! ```
 //! `mValue` is in °C; `mType` is `android.os.Temperature.TYPE_*`; `mStatus` and the thermal
 //! status are `PowerManager.THERMAL_STATUS_*` (0 none … 6 shutdown).
@@ -101,10 +101,9 @@ enum Section {
 
 /// Parses one `Temperature{mValue=.., mType=.., mName=.., mStatus=..}`.
 fn temperature(n: usize, l: &str) -> Result<Temperature, ParseError> {
-    let inner = l
-        .strip_prefix("Temperature{")
-        .and_then(|r| r.strip_suffix('}'))
-        .ok_or_else(|| ParseError::at(n, format!("malformed temperature `{}` (expected `Temperature{{…}}`)", excerpt(l))))?;
+    let inner = l.strip_prefix("Temperature{").and_then(|r| r.strip_suffix('}')).ok_or_else(|| {
+        ParseError::at(n, format!("malformed temperature `{}` (expected `Temperature{{…}}`)", excerpt(l)))
+    })?;
     let (mut value, mut kind, mut name, mut status) = (None, None, None, None);
     for pair in inner.split(", ") {
         let Some((k, v)) = pair.split_once('=') else {
@@ -165,7 +164,10 @@ pub fn parse(text: &str) -> Result<ThermalService, ParseError> {
                 };
             }
         } else if !indented && !l.contains('{') {
-            return Err(ParseError::at(n, format!("unexpected line `{}` in `dumpsys thermalservice` output", excerpt(l))));
+            return Err(ParseError::at(
+                n,
+                format!("unexpected line `{}` in `dumpsys thermalservice` output", excerpt(l)),
+            ));
         }
     }
     let status = status.ok_or_else(|| {
