@@ -4,13 +4,14 @@
 //! `9` is a legacy constant, `<category>` is `i` (info) or `l` (since last charge), and the
 //! history rows are `9,hsp,…` and `9,h,…` (see [`super::batterystats_history`]). Fields are
 //! positional; each Android release may append fields, so rows are read by position with
-//! the layout of the checkin version in the `vers` row (11 = Android 5.0 … 36 = Android 15),
+//! the layout of the checkin version in the `vers` row (11 = Android 5.0 … 35 = Android 12,
+//! 36 = 2024 builds such as AP2A),
 //! and extra trailing fields are tolerated. Row types this parser does not interpret are
 //! counted and kept raw.
 //!
 //! Units as printed: times in ms, `pws`/`pwi` in mAh (estimates from the power profile),
-//! `dc` discharge in % of the battery and (from checkin version 17 on) mAh measured by the
-//! fuel gauge's coulomb counter, `bt` learned capacities in µAh.
+//! `dc` discharge in % of the battery and, in recent versions, mAh measured by the fuel
+//! gauge's coulomb counter, `bt` learned capacities in µAh.
 
 use std::collections::BTreeMap;
 
@@ -64,7 +65,7 @@ pub struct Discharge {
     pub high_pct: i64,
     pub screen_on_pct: i64,
     pub screen_off_pct: i64,
-    /// Coulomb-counter discharge, mAh (checkin version 17+; 0 when the gauge has no counter).
+    /// Coulomb-counter discharge, mAh (recent versions only; 0 when the gauge has no counter).
     pub total_mah: Option<f64>,
     pub screen_off_mah: Option<f64>,
     pub screen_doze_pct: Option<i64>,
