@@ -10,8 +10,9 @@
 //! to days), the number of ints read in brackets, then either a command (`RESET:TIME:`, `TIME:`,
 //! `START`, `SHUTDOWN`, `*OVERFLOW*`) or the 3-digit battery level in %.
 //!
-//! The discharge summary: the level timeline gives the average time per 1 % drop
-//! (first level-change to last, divided by the % dropped) and the fastest single 1 % step.
+//! The discharge summary: the level timeline gives the average time per 1 % drop (from the
+//! first record to the first one at the lowest level, divided by the % dropped) and the
+//! fastest step (least time per % between two consecutive level changes).
 
 use serde::Serialize;
 
@@ -128,11 +129,12 @@ fn offset_ms(n: usize, s: &str) -> Result<i64, ParseError> {
 
 fn summarize(levels: &[HistoryLevel]) -> DischargeSummary {
     let Some(first) = levels.first() else { return DischargeSummary::NoDischarge };
-    let Some(lowest) = levels.iter().min_by_key(|l| (l.level_pct, -l.offset_ms)) else {
+    // The first record at the lowest level: the drop took until then.
+    let Some(lowest) = levels.iter().min_by_key(|l| (l.level_pct, l.offset_ms)) else {
         return DischargeSummary::NoDischarge;
     };
     let dropped_pct = first.level_pct - lowest.level_pct;
-    // Steps where the level went down by exactly the records' difference.
+    // Consecutive level changes that went down.
     let steps = levels.windows(2).filter_map(|w| match w {
         [a, b] if b.level_pct < a.level_pct => Some((a, b)),
         _ => None,
