@@ -30,6 +30,9 @@ pub enum Command {
     Status(StatusArgs),
     /// Print a campaign's report again, or write it in another format.
     Report(ReportArgs),
+    /// Parse captured device output (batterystats, dumpsys, battery registry, …) and print
+    /// its metrics; with --variant and --device, attach it as a trial of a campaign.
+    Import(super::import_cmd::ImportArgs),
 }
 
 #[derive(Debug, clap::Args)]
