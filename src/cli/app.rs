@@ -1,5 +1,6 @@
 //! Dispatch: parse arguments, run the command, print, exit with a documented code.
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -31,10 +32,13 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok((out, code)) => {
-            print!("{out}");
+            // A reader that went away (`lab … | head`) is not an error worth a panic.
+            let mut stdout = std::io::stdout().lock();
+            let _ = stdout.write_all(out.as_bytes());
             if !out.is_empty() && !out.ends_with('\n') {
-                println!();
+                let _ = stdout.write_all(b"\n");
             }
+            let _ = stdout.flush();
             ExitCode::from(code)
         }
         Err(e) => fail(e),
