@@ -2,6 +2,8 @@
 
 mod api;
 mod local;
+mod ssh;
 
 pub use api::*;
 pub use local::LocalTransport;
+pub use ssh::{SshConfig, SshTransport, command_line, connect};
