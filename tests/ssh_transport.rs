@@ -19,6 +19,7 @@ fn config(s: &Sshd, known_hosts: std::path::PathBuf) -> SshConfig {
         keepalive: Duration::from_secs(30),
         connect_attempts: 3,
         cache_dir: s.dir.path().join("cache").display().to_string(),
+        max_sessions: 2,
     }
 }
 

@@ -451,7 +451,10 @@ fn ssh_hosts_are_read_with_defaults_and_checked() {
     .unwrap_err();
     assert_eq!(
         messages(&e),
-        ["host[0].name: the host named `local` is this machine", "host[1].user: `user` only makes sense for an SSH host"]
+        [
+            "host[0].name: the host named `local` is this machine",
+            "host[1].user: `user` only makes sense for an SSH host"
+        ]
     );
 }
 

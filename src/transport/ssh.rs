@@ -38,9 +38,28 @@ pub struct SshConfig {
     pub connect_attempts: u32,
     /// Folder on the host (relative to the login folder) where builds are cached by sha256.
     pub cache_dir: String,
+    /// Sessions open at once (each a TCP connection).
+    pub max_sessions: u32,
 }
 
 impl SshConfig {
+    /// The transport settings of a `[[host]]` with an address.
+    pub fn from_host(name: &str, h: &crate::config::SshHost) -> Self {
+        SshConfig {
+            host: name.into(),
+            address: h.address.clone(),
+            user: h.user.clone(),
+            identity: h.identity.clone(),
+            known_hosts: h.known_hosts.clone(),
+            strict_host_key_checking: h.strict_host_key_checking,
+            connect_timeout: h.connect_timeout,
+            keepalive: h.keepalive,
+            connect_attempts: 4,
+            cache_dir: h.cache_dir.clone(),
+            max_sessions: h.max_sessions,
+        }
+    }
+
     /// (host, port) from `address`.
     pub fn host_port(&self) -> (String, u16) {
         match self.address.rsplit_once(':') {
@@ -60,7 +79,9 @@ impl SshConfig {
 
 pub struct SshTransport {
     cfg: SshConfig,
-    session: Arc<Mutex<Option<Session>>>,
+    /// Idle sessions, reused; at most `max_sessions` are in use at once.
+    pool: Arc<Mutex<Vec<Session>>>,
+    permits: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for SshTransport {
@@ -199,7 +220,8 @@ pub fn command_line(cmd: &CommandSpec) -> String {
 
 impl SshTransport {
     pub fn new(cfg: SshConfig) -> Self {
-        SshTransport { cfg, session: Arc::new(Mutex::new(None)) }
+        let permits = Arc::new(tokio::sync::Semaphore::new(cfg.max_sessions.max(1) as usize));
+        SshTransport { cfg, pool: Arc::new(Mutex::new(Vec::new())), permits }
     }
 
     pub fn config(&self) -> &SshConfig {
@@ -215,26 +237,29 @@ impl SshTransport {
         f: impl Fn(&Session, &SshConfig) -> Result<T, Fail> + Send + 'static,
     ) -> Result<T, TransportError> {
         let cfg = self.cfg.clone();
-        let slot = self.session.clone();
+        let pool = self.pool.clone();
+        let permit = self.permits.clone().acquire_owned().await.map_err(|e| unreachable(&cfg, e))?;
         tokio::task::spawn_blocking(move || {
-            let mut guard = slot.lock().unwrap_or_else(|p| p.into_inner());
+            let _permit = permit;
+            let take = || pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
+            let mut session = take();
             for round in 0..2 {
-                let fresh = guard.is_none();
-                if fresh {
-                    *guard = Some(connect_with_backoff(&cfg)?);
-                }
-                let session = guard.as_ref().ok_or_else(|| unreachable(&cfg, "no session"))?;
-                match f(session, &cfg) {
-                    Ok(v) => return Ok(v),
-                    Err(Fail::Retry(e)) => {
-                        *guard = None;
-                        if fresh || round == 1 {
-                            return Err(e);
-                        }
+                let fresh = session.is_none();
+                let s = match session.take() {
+                    Some(s) => s,
+                    None => connect_with_backoff(&cfg)?,
+                };
+                match f(&s, &cfg) {
+                    Ok(v) => {
+                        pool.lock().unwrap_or_else(|p| p.into_inner()).push(s);
+                        return Ok(v);
                     }
+                    // The session is dropped: the next go gets a fresh one.
+                    Err(Fail::Retry(e)) if fresh || round == 1 => return Err(e),
+                    Err(Fail::Retry(_)) => {}
                     Err(Fail::Fatal(e)) => {
-                        if e.is_transient() {
-                            *guard = None;
+                        if !e.is_transient() {
+                            pool.lock().unwrap_or_else(|p| p.into_inner()).push(s);
                         }
                         return Err(e);
                     }
@@ -428,6 +453,7 @@ mod tests {
             keepalive: Duration::from_secs(30),
             connect_attempts: 1,
             cache_dir: ".cache/lab/builds".into(),
+            max_sessions: 2,
         }
     }
 
