@@ -76,6 +76,25 @@ pub enum TransportError {
     Copy { host: String, from: PathBuf, to: PathBuf, source: std::io::Error },
     #[error("{host} is unreachable: {detail}")]
     Unreachable { host: String, detail: String },
+    #[error("{host}: host key check failed: {detail}")]
+    HostKey { host: String, detail: String },
+    #[error("{host}: login failed: {detail}")]
+    Auth { host: String, detail: String },
+}
+
+impl TransportError {
+    /// Whether waiting and reconnecting can help (a wrong key or login cannot).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, TransportError::Unreachable { .. } | TransportError::Timeout { .. })
+    }
+}
+
+/// A file made available on a host: where it is, its sha256, and whether it had to be copied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Staged {
+    pub path: PathBuf,
+    pub sha256: String,
+    pub uploaded: bool,
 }
 
 #[async_trait]
@@ -90,6 +109,10 @@ pub trait Transport: Send + Sync {
 
     /// Copies `remote` on the host to a local file.
     async fn download(&self, remote: &Path, local: &Path) -> Result<(), TransportError>;
+
+    /// Makes a local build file available on the host, content-addressed by sha256:
+    /// copied once per host, skipped when already there.
+    async fn stage(&self, local: &Path) -> Result<Staged, TransportError>;
 }
 
 #[cfg(test)]
