@@ -11,7 +11,7 @@ mod metric_order;
 mod model;
 mod table;
 #[cfg(test)]
-mod test_fixture;
+pub(crate) mod test_fixture;
 
 pub use build::build_report;
 pub use csv_out::{RESULTS_CSV_HEADER, write_results_csv};
