@@ -8,10 +8,12 @@ mod input;
 mod json;
 mod markdown;
 mod metric_order;
+mod metric_tables;
 mod model;
 mod table;
 #[cfg(test)]
 pub(crate) mod test_fixture;
+mod verdicts;
 
 pub use build::build_report;
 pub use csv_out::{RESULTS_CSV_HEADER, write_results_csv};
@@ -21,6 +23,7 @@ pub use json::render_json;
 pub use markdown::render_markdown;
 pub use metric_order::{KNOWN_METRICS, metric_order};
 pub use model::{
-    CampaignMeta, InvalidAttempt, MetricRow, ModelReport, Report, SCHEMA_VERSION, StatisticsMeta, VariantSummary,
+    CampaignMeta, ComparisonKind, InvalidAttempt, MetricComparison, MetricRow, ModelReport, Report, SCHEMA_VERSION,
+    StatisticsMeta, VariantSummary, VariantVerdict,
 };
 pub use table::render_table;
