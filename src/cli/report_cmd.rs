@@ -45,12 +45,12 @@ fn load(store: &Store, id: &str) -> Result<CampaignData, CliError> {
     CampaignData::new(campaign, trials, attempts).map_err(CliError::internal)
 }
 
-/// Writes report.md, results.csv and report.json into `dir`; returns their paths
+/// Writes the report files into `dir`; returns their paths
 /// and the terminal tables.
 pub fn write_files(store: &Store, id: &str, dir: &Path) -> Result<(Vec<String>, String), CliError> {
     let data = load(store, id)?;
     let rep = report::build_report(&data);
     let files = report::write_all(&rep, &data, dir).map_err(CliError::internal)?;
-    let paths = [files.markdown, files.csv, files.json].iter().map(|p| display_path(p)).collect();
+    let paths = files.all().iter().map(|p| display_path(p)).collect();
     Ok((paths, report::render_table(&rep)))
 }

@@ -112,19 +112,16 @@ pub fn build_report(data: &CampaignData) -> Report {
         .into_iter()
         .map(|(model, devices)| {
             let mut rows = Vec::new();
-            let mut samples = Vec::new();
             for v in variants.iter().filter(|v| present.contains(&(model, v.name.as_str()))) {
                 let shown = metrics
                     .iter()
                     .filter(|m| plan.metrics.contains(m) || observed_on_model.contains(&(model, m.as_str())));
                 for metric in shown {
                     let cell = cells.remove(&(model, v.name.as_str(), metric.as_str())).unwrap_or_default();
-                    let (row, values) = metric_row(model, &v.name, metric, cell, &plan.statistics, &mut warnings);
-                    rows.push(row);
-                    samples.push(values);
+                    rows.push(metric_row(model, &v.name, metric, cell, &plan.statistics, &mut warnings));
                 }
             }
-            let verdicts = compare_variants(&variants, &mut rows, &samples, &plan.statistics);
+            let verdicts = compare_variants(&variants, &mut rows, &plan.statistics);
             ModelReport {
                 model: model.to_string(),
                 devices: devices.into_iter().map(str::to_string).collect(),
@@ -161,7 +158,7 @@ fn metric_row(
     cell: Cell,
     settings: &StatsSettings,
     warnings: &mut Vec<String>,
-) -> (MetricRow, Vec<f64>) {
+) -> MetricRow {
     if cell.units.len() > 1 {
         warnings.push(format!(
             "{model} / {variant} / {metric}: values in several units ({}) are pooled; fix the collector so the metric has one unit",
@@ -175,7 +172,7 @@ fn metric_row(
         ));
     }
     let outliers = modified_z_outliers(&cell.values).into_iter().map(|i| cell.keys[i].to_string()).collect();
-    let row = MetricRow {
+    MetricRow {
         variant: variant.to_string(),
         metric: metric.to_string(),
         unit: cell.units.iter().copied().collect::<Vec<_>>().join(", "),
@@ -186,17 +183,16 @@ fn metric_row(
         gating: settings.gating.iter().any(|g| g == metric),
         outliers,
         comparisons: Vec::new(),
-    };
-    (row, cell.values)
+        values: cell.values,
+    }
 }
 
 /// Compares every variant of one model with its references (see
 /// [`references`](super::verdicts::references)), fills the rows' comparisons and returns
-/// the per-variant verdicts. `samples[i]` holds the values behind `rows[i]`.
+/// the per-variant verdicts.
 fn compare_variants(
     variants: &[VariantSummary],
     rows: &mut [MetricRow],
-    samples: &[Vec<f64>],
     settings: &StatsSettings,
 ) -> Vec<VariantVerdict> {
     let at: HashMap<(&str, &str), usize> =
@@ -224,8 +220,8 @@ fn compare_variants(
                 .filter_map(|&(i, j)| {
                     Some(MetricPair {
                         metric: rows[i].metric.as_str(),
-                        treatment: Arm { values: &samples[i], stats: rows[i].stats.as_ref()? },
-                        reference: Arm { values: &samples[j], stats: rows[j].stats.as_ref()? },
+                        treatment: Arm { values: &rows[i].values, stats: rows[i].stats.as_ref()? },
+                        reference: Arm { values: &rows[j].values, stats: rows[j].stats.as_ref()? },
                     })
                 })
                 .collect();

@@ -2,14 +2,18 @@
 
 mod build;
 mod csv_out;
+mod curves;
 mod files;
 mod format;
+mod html;
 mod input;
 mod json;
 mod markdown;
 mod metric_order;
 mod metric_tables;
 mod model;
+mod plots;
+mod summary_csv;
 mod table;
 #[cfg(test)]
 pub(crate) mod test_fixture;
@@ -17,7 +21,9 @@ mod verdicts;
 
 pub use build::build_report;
 pub use csv_out::{RESULTS_CSV_HEADER, write_results_csv};
+pub use curves::{BatteryCurve, load_curves, parse_battery_timeline};
 pub use files::{ReportFiles, write_all};
+pub use html::render_html;
 pub use input::{CampaignData, ReportError};
 pub use json::render_json;
 pub use markdown::render_markdown;
@@ -26,4 +32,5 @@ pub use model::{
     CampaignMeta, ComparisonKind, InvalidAttempt, MetricComparison, MetricRow, ModelReport, Report, SCHEMA_VERSION,
     StatisticsMeta, VariantSummary, VariantVerdict,
 };
+pub use summary_csv::{SUMMARY_CSV_HEADER, write_summary_csv};
 pub use table::render_table;

@@ -125,6 +125,10 @@ pub struct MetricRow {
     /// Against the baseline build with the same config, and against the default config
     /// for a config variant (none for the baseline itself).
     pub comparisons: Vec<MetricComparison>,
+    /// The values behind `stats`, by trial (for plots and cross-campaign comparisons;
+    /// `results.csv` has them with their trials, so report.json leaves them out).
+    #[serde(skip)]
+    pub values: Vec<f64>,
 }
 
 /// What a comparison is against.
