@@ -6,7 +6,7 @@ use clap::Parser;
 
 use super::args::{Cli, Command};
 use super::exit::{self, CliError};
-use super::{plan_cmd, report_cmd, run_cmd, status_cmd};
+use super::{compare_cmd, plan_cmd, report_cmd, run_cmd, status_cmd};
 
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -27,6 +27,7 @@ pub fn main() -> ExitCode {
         Command::Plan(a) => plan_cmd::run(lab, a).map(|s| (s, exit::OK)),
         Command::Status(a) => status_cmd::run(lab, a).map(|s| (s, exit::OK)),
         Command::Report(a) => report_cmd::run(lab, a).map(|s| (s, exit::OK)),
+        Command::Compare(a) => compare_cmd::run(lab, a),
     };
     match result {
         Ok((out, code)) => {

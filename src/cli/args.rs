@@ -30,6 +30,9 @@ pub enum Command {
     Status(StatusArgs),
     /// Print a campaign's report again, or write it in another format.
     Report(ReportArgs),
+    /// Compare two campaigns of one runbook (e.g. last week and this week): every
+    /// variant × model × metric of B against A. Exits 5 when a gating metric is worse.
+    Compare(CompareArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -67,6 +70,7 @@ pub struct StatusArgs {
 pub enum ReportFormat {
     Table,
     Md,
+    Html,
     Json,
     Csv,
 }
@@ -77,4 +81,21 @@ pub struct ReportArgs {
     pub campaign: Option<String>,
     #[arg(long, value_enum, default_value = "table")]
     pub format: ReportFormat,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum CompareFormat {
+    Table,
+    Md,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CompareArgs {
+    /// Campaign A, the reference (e.g. last week's).
+    pub before: String,
+    /// Campaign B, compared with A (e.g. this week's).
+    pub after: String,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: CompareFormat,
 }

@@ -17,7 +17,7 @@ use crate::store::AttemptStatus;
 const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-width:1100px;color:#222;line-height:1.4}\
 table{border-collapse:collapse;margin:.5em 0 1em;font-size:.85em}\
 th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}\
-td.num{text-align:right;font-variant-numeric:tabular-nums}th{background:#f3f3f3}\
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}th{background:#f3f3f3}\
 .worse{color:#fff;background:#c0392b}.better{color:#fff;background:#27ae60}\
 .same{background:#eee}.few{background:#f6e58d}.changed{background:#a4c8f0}\
 span.badge{padding:0 .4em;border-radius:3px;font-weight:bold}\

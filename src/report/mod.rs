@@ -1,6 +1,8 @@
 //! Reports: tables, Markdown, CSV and JSON from a campaign in the store.
 
 mod build;
+mod compare;
+mod compare_render;
 mod csv_out;
 mod curves;
 mod files;
@@ -20,6 +22,8 @@ pub(crate) mod test_fixture;
 mod verdicts;
 
 pub use build::build_report;
+pub use compare::{COMPARE_SCHEMA_VERSION, CampaignRef, CompareModel, CompareReport, CompareRow, compare_reports};
+pub use compare_render::{render_compare_json, render_compare_markdown, render_compare_table};
 pub use csv_out::{RESULTS_CSV_HEADER, write_results_csv};
 pub use curves::{BatteryCurve, load_curves, parse_battery_timeline};
 pub use files::{ReportFiles, write_all};
