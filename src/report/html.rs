@@ -211,7 +211,9 @@ fn results(out: &mut String, report: &Report, model: &ModelReport, colors: &Hash
             let _ = writeln!(
                 out,
                 "<figure>{svg}<figcaption>Every valid trial as a point over its variant's box (quartiles, whiskers \
-within 1.5 IQR); ringed points are flagged outliers (modified z &gt; 3.5), kept in the statistics.</figcaption></figure>"
+within 1.5 IQR; points only up to {} per variant); ringed points are flagged outliers (modified z &gt; 3.5), kept in \
+the statistics.</figcaption></figure>",
+                plots::MAX_POINTS
             );
         }
     }

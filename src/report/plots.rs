@@ -29,6 +29,10 @@ pub fn color(i: usize) -> RGBColor {
 
 const WIDTH: u32 = 640;
 
+/// Above this many values a variant's points are not drawn, only its box: thousands of
+/// overlapping dots show nothing more and make the page heavy.
+pub const MAX_POINTS: usize = 200;
+
 /// One variant's values of one metric.
 pub struct Strip<'a> {
     pub variant: &'a str,
@@ -38,8 +42,8 @@ pub struct Strip<'a> {
 }
 
 /// A box plot (quartiles, median, whiskers to the most extreme values within 1.5 IQR)
-/// with every value drawn over it as a jittered point; outliers (modified z > 3.5) are
-/// ringed in black.
+/// with every value drawn over it as a jittered point (up to [`MAX_POINTS`] per
+/// variant); outliers (modified z > 3.5) are ringed in black.
 pub fn strip_box_plot(title: &str, unit: &str, strips: &[Strip]) -> Option<String> {
     let all: Vec<f64> = strips.iter().flat_map(|s| s.values.iter().copied()).collect();
     if all.is_empty() {
@@ -99,6 +103,9 @@ pub fn strip_box_plot(title: &str, unit: &str, strips: &[Strip]) -> Option<Strin
                     vec![(x - 0.1, q.low), (x + 0.1, q.low)],
                 ];
                 chart.draw_series(lines.into_iter().map(|l| PathElement::new(l, c.stroke_width(2)))).ok()?;
+            }
+            if s.values.len() > MAX_POINTS {
+                continue;
             }
             let flagged = modified_z_outliers(s.values);
             let points = s.values.iter().enumerate().map(|(j, &v)| {
@@ -276,6 +283,14 @@ mod tests {
         assert_eq!(svg.matches("<circle").count(), 10, "{svg}");
         assert!(svg.contains("#4E79A7") || svg.contains("#4e79a7"));
         assert_eq!(strip_box_plot("x", "", &[Strip { variant: "a", color: 0, values: &[] }]), None);
+    }
+
+    #[test]
+    fn many_values_draw_the_box_only() {
+        let many: Vec<f64> = (0..=MAX_POINTS).map(|i| i as f64).collect();
+        let svg = strip_box_plot("x", "", &[Strip { variant: "a", color: 0, values: &many }]).unwrap();
+        assert_eq!(svg.matches("<circle").count(), 0);
+        assert!(svg.contains("<rect") && svg.contains("<polyline"), "box and whiskers drawn");
     }
 
     #[test]
