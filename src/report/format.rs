@@ -86,7 +86,7 @@ pub(crate) fn change_with_ci(c: Option<&RelativeChange>) -> String {
 pub(crate) fn p_value(p: Option<f64>) -> String {
     match p {
         None => MISSING.into(),
-        Some(p) if p == 0.0 => "0".into(),
+        Some(0.0) => "0".into(),
         Some(p) if p >= 0.001 => format!("{p:.3}"),
         Some(p) => format!("{p:.1e}"),
     }

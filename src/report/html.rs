@@ -263,9 +263,9 @@ fn metric_table(out: &mut String, t: &MetricTable, level: &str) {
         for (text, num) in cells {
             let _ = write!(out, "<td{}>{}</td>", if num { " class=\"num\"" } else { "" }, esc(text));
         }
-        let _ = write!(
+        let _ = writeln!(
             out,
-            "<td>{}</td><td class=\"num\">{}</td><td>{}</td></tr>\n",
+            "<td>{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
             badge(&l.verdict),
             esc(&l.advice),
             esc(&l.outliers)

@@ -63,8 +63,8 @@ pub fn imprecise(report: &Report, plan: &Plan) -> Vec<Imprecise> {
                         reasons.push(format!("{} has {} value(s), no interval yet", r.metric, r.n));
                         continue;
                     }
-                    Some((h, _)) if h == 0.0 => 0.0,
-                    Some((_, m)) if m == 0.0 => f64::INFINITY,
+                    Some((0.0, _)) => 0.0,
+                    Some((_, 0.0)) => f64::INFINITY,
                     Some((h, m)) => h / m.abs(),
                 };
                 if relative > rule.target_ci {

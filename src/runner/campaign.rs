@@ -22,6 +22,9 @@ use crate::tether::{Operator, Tether};
 /// An opened device and the tether that cuts its power.
 pub type OpenedDevice = (Arc<dyn Device>, Box<dyn Tether>);
 
+/// An opened device with its tether shared between the rounds of a campaign.
+type SharedDevice = (Arc<dyn Device>, Arc<dyn Tether>);
+
 /// Everything a campaign runs with.
 pub struct Campaign {
     pub id: String,
@@ -137,7 +140,7 @@ impl Campaign {
             shutdown: self.shutdown.clone(),
         });
         // Tethers are shared so that adaptive rounds can hand them to new workers.
-        let devices: BTreeMap<String, (Arc<dyn Device>, Arc<dyn Tether>)> =
+        let devices: BTreeMap<String, SharedDevice> =
             std::mem::take(&mut self.devices).into_iter().map(|(name, (d, t))| (name, (d, Arc::from(t)))).collect();
         let mut plan = (*self.plan).clone();
         let mut round = 1;
@@ -223,7 +226,7 @@ impl Campaign {
     async fn run_round(
         &self,
         ctx: &Arc<TrialContext>,
-        devices: &BTreeMap<String, (Arc<dyn Device>, Arc<dyn Tether>)>,
+        devices: &BTreeMap<String, SharedDevice>,
         first: bool,
         resumed: bool,
         artifacts: &std::path::Path,
