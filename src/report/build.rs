@@ -240,19 +240,7 @@ fn compare_variants(
 /// Variants in plan order, then any variant the trials name that the plan does not
 /// (a plan from another lab version), alphabetically.
 fn variant_summaries(data: &CampaignData) -> Vec<VariantSummary> {
-    let summary = |name: &str, build: &str, config: &str, baseline_build: bool, default_config: bool| VariantSummary {
-        name: name.to_string(),
-        build: build.to_string(),
-        config: config.to_string(),
-        baseline_build,
-        default_config,
-        planned_trials: 0,
-        valid_trials: 0,
-        failed_trials: 0,
-        pending_trials: 0,
-        valid_attempts: 0,
-        invalid_attempts: 0,
-    };
+    let summary = VariantSummary::new;
     let mut out: Vec<VariantSummary> = data
         .plan
         .variants

@@ -14,6 +14,7 @@ pub(crate) struct MetricTable<'a> {
 
 /// One line of a metric table. A variant with two references (a config variant) has a
 /// second line whose variant-level cells are empty.
+#[derive(Clone, Default)]
 pub(crate) struct Line {
     pub variant: String,
     pub n: String,
@@ -74,48 +75,18 @@ fn lines_of(r: &MetricRow) -> Vec<Line> {
         median_ci,
         min: cells.min,
         max: cells.max,
-        against: String::new(),
-        change: String::new(),
-        welch_p: String::new(),
-        p_adjusted: String::new(),
-        mwu_p: String::new(),
-        hedges_g: String::new(),
-        verdict: String::new(),
-        advice: String::new(),
         outliers: r.outliers.join(", "),
+        ..Line::default()
     };
     if r.comparisons.is_empty() {
         return vec![Line { against: "(reference)".into(), ..first }];
     }
-    let mut out = Vec::new();
-    for (i, c) in r.comparisons.iter().enumerate() {
-        let base = if i == 0 { blank_from(&first, false) } else { blank_from(&first, true) };
-        out.push(with_comparison(base, c));
-    }
-    out
-}
-
-/// A copy of the variant-level cells, or empty ones for a second comparison line.
-fn blank_from(l: &Line, empty: bool) -> Line {
-    let keep = |s: &String| if empty { String::new() } else { s.clone() };
-    Line {
-        variant: keep(&l.variant),
-        n: keep(&l.n),
-        mean_ci: keep(&l.mean_ci),
-        sd: keep(&l.sd),
-        median_ci: keep(&l.median_ci),
-        min: keep(&l.min),
-        max: keep(&l.max),
-        against: String::new(),
-        change: String::new(),
-        welch_p: String::new(),
-        p_adjusted: String::new(),
-        mwu_p: String::new(),
-        hedges_g: String::new(),
-        verdict: String::new(),
-        advice: String::new(),
-        outliers: keep(&l.outliers),
-    }
+    // The variant's own cells on its first line only.
+    r.comparisons
+        .iter()
+        .enumerate()
+        .map(|(i, c)| with_comparison(if i == 0 { first.clone() } else { Line::default() }, c))
+        .collect()
 }
 
 fn with_comparison(l: Line, c: &MetricComparison) -> Line {

@@ -89,6 +89,25 @@ pub struct VariantSummary {
     pub invalid_attempts: usize,
 }
 
+impl VariantSummary {
+    /// A variant with no trial counted yet.
+    pub fn new(name: &str, build: &str, config: &str, baseline_build: bool, default_config: bool) -> Self {
+        VariantSummary {
+            name: name.to_string(),
+            build: build.to_string(),
+            config: config.to_string(),
+            baseline_build,
+            default_config,
+            planned_trials: 0,
+            valid_trials: 0,
+            failed_trials: 0,
+            pending_trials: 0,
+            valid_attempts: 0,
+            invalid_attempts: 0,
+        }
+    }
+}
+
 /// Statistics of one device model: rows are variant × metric.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ModelReport {

@@ -161,19 +161,7 @@ mod tests {
     use crate::stats::summarize;
 
     fn v(name: &str, build: &str, config: &str, baseline: bool, default: bool) -> VariantSummary {
-        VariantSummary {
-            name: name.into(),
-            build: build.into(),
-            config: config.into(),
-            baseline_build: baseline,
-            default_config: default,
-            planned_trials: 0,
-            valid_trials: 0,
-            failed_trials: 0,
-            pending_trials: 0,
-            valid_attempts: 0,
-            invalid_attempts: 0,
-        }
+        VariantSummary::new(name, build, config, baseline, default)
     }
 
     #[test]
