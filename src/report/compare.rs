@@ -195,5 +195,10 @@ mod tests {
         assert_eq!((c.kind, c.against.as_str()), (ComparisonKind::EarlierCampaign, "week-1"));
         assert_eq!(row.before.as_ref().unwrap().n, 4);
         assert!(!worse.runbook_changed);
+        insta::assert_snapshot!("compare_table", crate::report::render_compare_table(&worse));
+        insta::assert_snapshot!("compare_markdown", crate::report::render_compare_markdown(&worse));
+        let json: serde_json::Value = serde_json::from_str(&crate::report::render_compare_json(&worse)).unwrap();
+        assert_eq!(json["schema_version"], 1);
+        assert_eq!(json["models"][0]["verdicts"][1]["verdict"], "worse");
     }
 }
