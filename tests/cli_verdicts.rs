@@ -155,3 +155,34 @@ fn adaptive_repeats_add_balanced_blocks_up_to_max() {
     let trials: Vec<i64> = lab.sql("SELECT COUNT(*) FROM trials");
     assert!(trials[0] < 4 * 30, "stopped on precision, before max: {} trials", trials[0]);
 }
+
+#[test]
+fn config_variants_are_compared_with_the_baseline_build_and_the_default_config() {
+    let lab = TempLab::new();
+    let text = std::fs::read_to_string(common::root().join("runbooks/quickstart.toml")).unwrap();
+    let with_configs = format!("{text}\n[configs.default]\n\n[configs.trace]\n[configs.trace.sim]\ncpu_scale = 1.5\n");
+    let path = lab.dir.path().join("configs.toml");
+    std::fs::write(&path, with_configs).unwrap();
+    lab.cmd(&["run", path.to_str().unwrap()]).assert().success();
+    let r = report_json(&lab, &lab.campaigns()[0]);
+    let rows = r["models"][0]["rows"].as_array().unwrap();
+    let against = |variant: &str| -> Vec<(String, String)> {
+        let row = rows.iter().find(|x| x["variant"] == variant && x["metric"] == "cpu_pct").unwrap();
+        row["comparisons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["against"].as_str().unwrap().to_string(), c["kind"].as_str().unwrap().to_string()))
+            .collect()
+    };
+    let pair = |a: &str, k: &str| (a.to_string(), k.to_string());
+    assert!(against("idle+default").is_empty(), "the baseline has no reference");
+    assert_eq!(against("idle+trace"), [pair("idle+default", "default_config")]);
+    assert_eq!(against("busy+default"), [pair("idle+default", "baseline_build")]);
+    assert_eq!(against("busy+trace"), [pair("idle+trace", "baseline_build"), pair("busy+default", "default_config")]);
+    // The trace config's +50 % CPU shows against the default config.
+    let trace = rows.iter().find(|x| x["variant"] == "idle+trace" && x["metric"] == "cpu_pct").unwrap();
+    assert_eq!(trace["comparisons"][0]["verdict"], "worse", "{}", trace["comparisons"][0]);
+    let verdicts = r["models"][0]["verdicts"].as_array().unwrap();
+    assert_eq!(verdicts.len(), 4, "idle+trace, busy+default and busy+trace (twice)");
+}
