@@ -127,6 +127,10 @@ fn adaptive_repeats_add_balanced_blocks_up_to_max() {
     assert_ne!(adaptive, text);
     let path = lab.dir.path().join("adaptive.toml");
     std::fs::write(&path, adaptive).unwrap();
+    let plan = lab.cmd(&["plan", path.to_str().unwrap()]).assert().success().get_output().stdout.clone();
+    let plan = String::from_utf8(plan).unwrap();
+    assert!(plan.contains("adaptive repeats: this is the first round (4 per variant per model)"), "{plan}");
+    assert!(plan.contains("within ±1% of its mean, up to 10 per variant per model"), "{plan}");
     let out = lab.cmd(&["run", path.to_str().unwrap()]).assert().success().get_output().stdout.clone();
     let out = String::from_utf8(out).unwrap();
     assert!(out.contains("adaptive repeats, round 2: "), "{out}");
