@@ -190,3 +190,52 @@ fn config_variants_are_compared_with_the_baseline_build_and_the_default_config()
     let verdicts = r["models"][0]["verdicts"].as_array().unwrap();
     assert_eq!(verdicts.len(), 4, "idle+trace, busy+default and busy+trace (twice)");
 }
+
+#[test]
+fn an_adaptive_campaign_killed_mid_round_resumes_to_max() {
+    let lab = TempLab::new();
+    let text = std::fs::read_to_string(common::root().join("tests/fixtures/long.toml")).unwrap();
+    // An unreachable target: rounds keep adding blocks until max.
+    let adaptive = text.replace("repeats = 1000", "repeats = { min = 4, max = 80, target_ci = \"0.01%\" }");
+    assert_ne!(adaptive, text);
+    let path = lab.dir.path().join("adaptive-long.toml");
+    std::fs::write(&path, adaptive).unwrap();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("lab"))
+        .current_dir(common::root())
+        .args(["--lab", lab.lab.to_str().unwrap(), "run", path.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        // Well past the first round's 16 trials: trials were added and are running.
+        if lab.store().exists()
+            && let Ok(n) = lab.try_sql::<i64>("SELECT COUNT(*) FROM attempts")
+            && n.first().copied().unwrap_or(0) >= 100
+        {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "campaign never got going");
+        assert!(child.try_wait().unwrap().is_none(), "lab run ended before it could be killed");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let planned: i64 = lab.sql::<i64>("SELECT COUNT(*) FROM trials")[0];
+    assert!((100..=320).contains(&planned), "killed mid-way: {planned} trials planned");
+    let plan: Vec<String> = lab.sql("SELECT plan_json FROM campaigns");
+    let plan: Value = serde_json::from_str(&plan[0]).unwrap();
+    assert_eq!(plan["trials"].as_array().unwrap().len() as i64, planned, "trials and stored plan agree");
+
+    let id = lab.campaigns()[0].clone();
+    lab.cmd(&["run", "--resume", &id]).assert().success();
+    let per_cell: Vec<i64> = lab.sql("SELECT COUNT(*) FROM trials GROUP BY device_model, variant");
+    assert_eq!(per_cell, [80, 80, 80, 80]);
+    let valid_per_trial: Vec<i64> = lab.sql(
+        "SELECT COUNT(a.attempt) FROM trials t LEFT JOIN attempts a ON a.campaign = t.campaign AND a.trial_idx = t.idx AND a.status = 'valid' GROUP BY t.idx",
+    );
+    assert!(valid_per_trial.iter().all(|&n| n == 1), "exactly one valid attempt per planned trial");
+    let done: Vec<String> = lab.sql("SELECT status FROM campaigns");
+    assert_eq!(done, ["done"]);
+}
