@@ -61,14 +61,20 @@ pub fn relative_change(treatment: &Summary, baseline: &Summary, confidence: f64)
         return Some(RelativeChange { delta, ci_low: Some(delta), ci_high: Some(delta), scale, df: None });
     }
     let df = se2 * se2 / (at * at / (nt - 1.0) + ab * ab / (nb - 1.0));
-    let half = t_quantile((1.0 + confidence) / 2.0, df)? * se2.sqrt();
+    // Spreads beyond f64 (values near 1e300) leave df undefined: a change without an interval.
+    let Some(q) = t_quantile((1.0 + confidence) / 2.0, df) else {
+        return Some(RelativeChange { delta, ci_low: None, ci_high: None, scale, df: None });
+    };
+    let half = q * se2.sqrt();
     let (lo, hi) = if log_scale {
         let l = (mt / mb).ln();
         ((l - half).exp() - 1.0, (l + half).exp() - 1.0)
     } else {
         (delta - half / mb.abs(), delta + half / mb.abs())
     };
-    Some(RelativeChange { delta, ci_low: Some(lo), ci_high: Some(hi), scale, df: Some(df) })
+    // Two values with a huge spread can push exp() past f64: no interval rather than ∞.
+    let finite = |x: f64| x.is_finite().then_some(x);
+    Some(RelativeChange { delta, ci_low: finite(lo), ci_high: finite(hi), scale, df: Some(df) })
 }
 
 #[cfg(test)]
@@ -115,6 +121,9 @@ mod tests {
         assert!(c.ci_low.unwrap() < -1.0 && c.ci_high.unwrap() > -1.0);
         let zero = summarize(&[0.0, 0.0], 0.95).unwrap();
         assert_eq!(relative_change(&t, &zero, 0.95), None);
+        let wild = summarize(&[-1e300, 1e300], 0.95).unwrap();
+        let c = relative_change(&wild, &b, 0.95).unwrap();
+        assert_eq!((c.delta, c.ci_low, c.ci_high, c.df), (-1.0, None, None, None), "{c:?}");
         let single = summarize(&[3.0], 0.95).unwrap();
         let c = relative_change(&single, &b, 0.95).unwrap();
         assert!(rel(c.delta, 0.5));
