@@ -10,7 +10,7 @@ use std::time::Duration;
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Lab, Order, Platform, Runbook, StatsSettings};
+use crate::config::{AdaptiveRepeats, Lab, Order, Platform, Runbook, StatsSettings};
 use crate::store::PlannedTrialRow;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -48,6 +48,10 @@ pub struct Plan {
     pub metrics: Vec<String>,
     pub statistics: StatsSettings,
     pub expected_requests: Option<u64>,
+    /// Adaptive repeats; `repeats` is then the first round (`min`). Absent in plans
+    /// stored before adaptive repeats existed.
+    #[serde(default)]
+    pub adaptive: Option<AdaptiveRepeats>,
 }
 
 impl Plan {
@@ -63,6 +67,61 @@ impl Plan {
 
     pub fn variant(&self, name: &str) -> Option<&Variant> {
         self.variants.iter().find(|v| v.name == name)
+    }
+
+    /// Planned trials of `variant` on devices of `model`.
+    pub fn planned(&self, model: &str, variant: &str) -> u32 {
+        self.trials.iter().filter(|t| t.device_model == model && t.variant == variant).count() as u32
+    }
+
+    /// Appends one block on each device of `model` (adaptive repeats). `wanted` gives, per
+    /// variant, how many devices get one more trial of it: the first `count` devices of
+    /// the model in plan order. Each device's new block is shuffled with the same seeded
+    /// scheme as a balanced block, so drift is not confounded with the variant. Returns
+    /// the new rows (also added to `trials`, with the devices' counts and times updated).
+    pub fn add_block(&mut self, model: &str, wanted: &[(String, u32)]) -> Vec<PlannedTrialRow> {
+        let per_trial = self.duration_s + self.cooldown_s;
+        let mut next_idx = self.trials.iter().map(|t| t.idx + 1).max().unwrap_or(0);
+        let mut next_repeat: Vec<u32> = wanted.iter().map(|(v, _)| self.planned(model, v)).collect();
+        let devices: Vec<String> = self.devices.iter().filter(|d| d.model == model).map(|d| d.name.clone()).collect();
+        let mut added = Vec::new();
+        for (d_i, dev) in devices.iter().enumerate() {
+            let mine = self.trials.iter().filter(|t| &t.device == dev);
+            let (block, order) = mine.fold((0, 0), |(b, o), t| (b.max(t.block + 1), o.max(t.device_order + 1)));
+            let mut queue: Vec<(usize, &str)> = wanted
+                .iter()
+                .enumerate()
+                .filter(|(_, (_, count))| (d_i as u32) < *count)
+                .map(|(i, (v, _))| (i, v.as_str()))
+                .collect();
+            let mut rng = crate::seed::rng(self.seed, &["order", dev, &block.to_string()]);
+            queue.shuffle(&mut rng);
+            for (pos, (i, variant)) in queue.into_iter().enumerate() {
+                let Some(v) = self.variant(variant) else { continue };
+                let repeat = next_repeat[i];
+                next_repeat[i] += 1;
+                added.push(PlannedTrialRow {
+                    idx: next_idx,
+                    key: format!("{next_idx:04}-{dev}-{variant}-r{repeat}"),
+                    device: dev.clone(),
+                    device_model: model.to_string(),
+                    variant: variant.to_string(),
+                    build: v.build.clone(),
+                    config: v.config.clone(),
+                    repeat,
+                    block,
+                    device_order: order + pos as u32,
+                });
+                next_idx += 1;
+            }
+        }
+        for d in self.devices.iter_mut().filter(|d| d.model == model) {
+            let n = added.iter().filter(|t| t.device == d.name).count() as u32;
+            d.trials += n;
+            d.device_time_s += per_trial * f64::from(n);
+        }
+        self.trials.extend(added.iter().cloned());
+        added
     }
 }
 
@@ -204,6 +263,7 @@ pub fn build(runbook: &Runbook, lab: &Lab) -> Result<Plan, PlanError> {
         metrics: runbook.metrics.clone(),
         statistics: runbook.statistics.clone(),
         expected_requests: runbook.workload.expected_requests(runbook.duration),
+        adaptive: runbook.adaptive,
     })
 }
 
@@ -218,5 +278,45 @@ pub fn human_duration(secs: f64) -> String {
         format!("{m}m {s:02}s")
     } else {
         format!("{}s", s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::report::test_fixture;
+
+    #[test]
+    fn add_block_appends_a_shuffled_block_per_device() {
+        let mut plan = test_fixture::campaign("c1").plan;
+        assert_eq!(plan.planned("iPhone 6s", "envoy-poll"), 4);
+        let wanted = [("envoy-poll".to_string(), 2), ("control".to_string(), 1)];
+        let added = plan.add_block("iPhone 6s", &wanted);
+        let mut rows: Vec<(u32, &str, &str, u32, u32)> =
+            added.iter().map(|t| (t.idx, t.device.as_str(), t.variant.as_str(), t.repeat, t.block)).collect();
+        rows.sort_by_key(|r| (r.1.to_string(), r.2.to_string()));
+        assert_eq!(added.len(), 3);
+        let shape: Vec<(&str, &str, u32, u32)> = rows.iter().map(|r| (r.1, r.2, r.3, r.4)).collect();
+        assert_eq!(
+            shape,
+            [
+                ("sim-iphone-1", "control", 4, 2),
+                ("sim-iphone-1", "envoy-poll", 4, 2),
+                ("sim-iphone-2", "envoy-poll", 5, 2)
+            ]
+        );
+        // New indices follow the plan's; each device's queue continues where it ended.
+        let mut idx: Vec<u32> = added.iter().map(|t| t.idx).collect();
+        idx.sort();
+        assert_eq!(idx, [8, 9, 10]);
+        let orders: Vec<u32> = added.iter().filter(|t| t.device == "sim-iphone-1").map(|t| t.device_order).collect();
+        assert_eq!(orders.iter().copied().min(), Some(4));
+        assert!(added.iter().all(|t| t.key == format!("{:04}-{}-{}-r{}", t.idx, t.device, t.variant, t.repeat)));
+        assert_eq!(plan.trials.len(), 11);
+        assert_eq!(plan.devices[0].trials, 6);
+        assert_eq!(plan.devices[1].trials, 5);
+        assert_eq!(plan.devices[1].device_time_s, 5.0 * 3900.0);
+        // Deterministic: the same plan and request give the same block.
+        let mut again = test_fixture::campaign("c2").plan;
+        assert_eq!(again.add_block("iPhone 6s", &wanted), added);
     }
 }

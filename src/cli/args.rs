@@ -33,6 +33,9 @@ pub enum Command {
     /// Parse captured device output (batterystats, dumpsys, battery registry, …) and print
     /// its metrics; with --variant and --device, attach it as a trial of a campaign.
     Import(super::import_cmd::ImportArgs),
+    /// Compare two campaigns of one runbook (e.g. last week and this week): every
+    /// variant × model × metric of B against A. Exits 5 when a gating metric is worse.
+    Compare(CompareArgs),
     /// Lab hosts: `lab hosts check` tests reachability, host keys, login and tools.
     Hosts(HostsArgs),
 }
@@ -87,6 +90,7 @@ pub struct StatusArgs {
 pub enum ReportFormat {
     Table,
     Md,
+    Html,
     Json,
     Csv,
 }
@@ -97,4 +101,21 @@ pub struct ReportArgs {
     pub campaign: Option<String>,
     #[arg(long, value_enum, default_value = "table")]
     pub format: ReportFormat,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum CompareFormat {
+    Table,
+    Md,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CompareArgs {
+    /// Campaign A, the reference (e.g. last week's).
+    pub before: String,
+    /// Campaign B, compared with A (e.g. this week's).
+    pub after: String,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: CompareFormat,
 }

@@ -49,6 +49,16 @@ pub fn render(plan: &Plan, all: bool) -> String {
         plan.max_attempts,
         plan.expected_requests.map(|n| format!(", {n} requests expected")).unwrap_or_default()
     );
+    if let Some(a) = plan.adaptive {
+        let _ = writeln!(
+            s,
+            "adaptive repeats: this is the first round ({} per variant per model); blocks are added until every \
+gating metric's interval is within ±{}% of its mean, up to {} per variant per model",
+            a.min,
+            (a.target_ci * 1e4).round() / 1e2,
+            a.max
+        );
+    }
     let _ = writeln!(s, "\nvariants ({}):", plan.variants.len());
     for v in &plan.variants {
         let mut tags = Vec::new();

@@ -10,12 +10,7 @@ use crate::store::Store;
 
 pub fn run(lab_arg: Option<&Path>, args: &ReportArgs) -> Result<String, CliError> {
     let lab = context::load_lab(lab_arg)?;
-    let store = context::open_store_existing(&lab)?.ok_or_else(|| {
-        CliError::bad_input(format!(
-            "no store at {}; fix: run a campaign first (lab run runbooks/quickstart.toml)",
-            display_path(&lab.store_path)
-        ))
-    })?;
+    let store = existing_store(&lab)?;
     let id = match &args.campaign {
         Some(id) => id.clone(),
         None => store.campaigns()?.first().map(|c| c.id.clone()).ok_or_else(|| {
@@ -29,6 +24,10 @@ pub fn run(lab_arg: Option<&Path>, args: &ReportArgs) -> Result<String, CliError
     Ok(match args.format {
         ReportFormat::Table => report::render_table(&rep),
         ReportFormat::Md => report::render_markdown(&rep),
+        ReportFormat::Html => {
+            let curves = report::load_curves(&data, &lab.artifacts_dir.join(&id));
+            report::render_html(&rep, &data, &curves)
+        }
         ReportFormat::Json => report::render_json(&rep),
         ReportFormat::Csv => {
             let mut buf = Vec::new();
@@ -38,19 +37,29 @@ pub fn run(lab_arg: Option<&Path>, args: &ReportArgs) -> Result<String, CliError
     })
 }
 
-fn load(store: &Store, id: &str) -> Result<CampaignData, CliError> {
+pub(crate) fn load(store: &Store, id: &str) -> Result<CampaignData, CliError> {
     let campaign = store.campaign(id)?;
     let trials = store.trials(id)?;
     let attempts = store.attempts(id)?;
     CampaignData::new(campaign, trials, attempts).map_err(CliError::internal)
 }
 
-/// Writes report.md, results.csv and report.json into `dir`; returns their paths
+/// Writes the report files into `dir`; returns their paths
 /// and the terminal tables.
 pub fn write_files(store: &Store, id: &str, dir: &Path) -> Result<(Vec<String>, String), CliError> {
     let data = load(store, id)?;
     let rep = report::build_report(&data);
     let files = report::write_all(&rep, &data, dir).map_err(CliError::internal)?;
-    let paths = [files.markdown, files.csv, files.json].iter().map(|p| display_path(p)).collect();
+    let paths = files.all().iter().map(|p| display_path(p)).collect();
     Ok((paths, report::render_table(&rep)))
+}
+
+/// The lab's store; an error that says how to make one when there is none.
+pub(crate) fn existing_store(lab: &crate::config::Lab) -> Result<Store, CliError> {
+    context::open_store_existing(lab)?.ok_or_else(|| {
+        CliError::bad_input(format!(
+            "no store at {}; fix: run a campaign first (lab run runbooks/quickstart.toml)",
+            display_path(&lab.store_path)
+        ))
+    })
 }

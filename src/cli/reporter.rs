@@ -126,6 +126,19 @@ fn bars(
                 b.finish_with_message("done");
             }
         }
+        Event::TrialsAdded { round, devices: added, reasons } => {
+            let total: u64 = added.iter().map(|d| u64::from(d.planned)).sum();
+            if let Some(o) = overall {
+                o.inc_length(total);
+            }
+            for d in added {
+                if let Some(b) = devices.get(&d.device) {
+                    b.inc_length(u64::from(d.planned));
+                }
+            }
+            let _ = multi
+                .println(format!("  adaptive repeats, round {round}: {total} more trials ({})", reasons.join("; ")));
+        }
         Event::CampaignFinished { .. } => {
             if let Some(o) = overall {
                 o.finish();
@@ -166,6 +179,12 @@ pub fn plain_line(e: &Event, verbose: bool) -> Option<String> {
         }),
         Event::DeviceOffline { device, reason } => Some(format!("[{device}] OFFLINE: {reason}")),
         Event::DeviceDone { device } => Some(format!("[{device}] done")),
+        Event::TrialsAdded { round, devices, reasons } => Some(format!(
+            "adaptive repeats, round {round}: {} more trials on {} devices; {}",
+            devices.iter().map(|d| d.planned).sum::<u32>(),
+            devices.len(),
+            reasons.join("; ")
+        )),
         Event::CampaignFinished { id, status, valid, failed, pending, invalid_attempts, wall, note } => Some(format!(
             "campaign {id} {}: {valid} valid, {failed} failed, {pending} pending, {invalid_attempts} invalid attempts, {}{}",
             status.as_str(),

@@ -74,6 +74,7 @@ fn import_plan() -> Plan {
         metrics: Vec::new(),
         statistics: StatsSettings::default(),
         expected_requests: None,
+        adaptive: None,
     }
 }
 
@@ -198,7 +199,11 @@ pub fn attach(
         block: same,
         device_order: on_device,
     };
-    store.add_trials(&id, std::slice::from_ref(&row))?;
+    // The stored plan lists every trial, hand-run ones included.
+    let mut plan = plan;
+    plan.trials.push(row.clone());
+    let plan_json = serde_json::to_value(&plan).map_err(|source| AttachError::Plan { campaign: id.clone(), source })?;
+    store.add_trials(&id, std::slice::from_ref(&row), &plan_json)?;
 
     let artifact_dir = lab.artifacts_dir.join(&id).join(&row.key).join("attempt-0");
     let started_at = now();

@@ -267,6 +267,7 @@ collect = ["requests", "cpu_pct"]
 alpha = "1%"
 practical_threshold = 0.1
 confidence = 0.99
+gating = ["cpu_pct"]
 
 [timeouts]
 prepare = "1m"
@@ -363,7 +364,11 @@ fn every_runbook_key_is_read() {
         }
     );
     assert_eq!(rb.metrics, ["requests", "cpu_pct"]);
-    assert_eq!(rb.statistics, StatsSettings { alpha: 0.01, practical_threshold: 0.1, confidence: 0.99 });
+    assert_eq!(
+        rb.statistics,
+        StatsSettings { alpha: 0.01, practical_threshold: 0.1, confidence: 0.99, gating: vec!["cpu_pct".into()] }
+    );
+    assert_eq!(rb.adaptive, None);
     assert_eq!(
         rb.timeouts,
         PhaseTimeouts {
@@ -504,4 +509,37 @@ port = 3
 "#;
     let lab = parse_lab(text, Path::new("lab.toml")).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(lab.devices[0].tether, TetherSpec::Uhubctl { location: "2-1.4".into(), port: 3 });
+}
+
+#[test]
+fn adaptive_repeats_and_the_default_gating_family() {
+    let fx = Fixture::new();
+    let text = MINIMAL.replace("repeats = 1", "repeats = { min = 5, max = 30, target_ci = \"3%\" }");
+    assert_ne!(text, MINIMAL, "MINIMAL has `repeats = 1`");
+    let rb = fx.load(&text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(rb.repeats, 5);
+    assert_eq!(rb.adaptive, Some(AdaptiveRepeats { min: 5, max: 30, target_ci: 0.03 }));
+    assert_eq!(rb.statistics.gating, ["energy_level", "charge_used_mah", "cpu_pct", "memory_mb"]);
+    // The default family keeps only what is collected.
+    let rb = fx.load(&(MINIMAL.to_string() + "[metrics]\ncollect = [\"cpu_pct\", \"requests\"]\n")).unwrap();
+    assert_eq!(rb.statistics.gating, ["cpu_pct"]);
+}
+
+#[test]
+fn adaptive_repeats_and_gating_problems() {
+    let fx = Fixture::new();
+    let text = MINIMAL.replace("repeats = 1", "repeats = { min = 8, max = 4, target = 1 }")
+        + "[metrics]\ncollect = [\"cpu_pct\"]\n[statistics]\ngating = [\"cpu\", \"memory_mb\"]\n";
+    let e = fx.load(&text).unwrap_err().to_string();
+    for want in [
+        "repeats.target: unknown key `target`; fix: remove it or use one of the valid keys: min, max, target_ci",
+        "repeats.target_ci: missing required key `target_ci`; fix: add `target_ci = \"3%\"`",
+        "repeats: max 4 is below min 8",
+        "statistics.gating[0]: unknown metric `cpu`; fix: remove it or use one of the valid metrics",
+        "statistics.gating: gating metric `memory_mb` is not in `[metrics] collect`",
+    ] {
+        assert!(e.contains(want), "missing {want:?} in:\n{e}");
+    }
+    let e = fx.load(&(MINIMAL.to_string() + "[statistics]\ngating = []\n")).unwrap_err().to_string();
+    assert!(e.contains("statistics.gating: the gating family is empty"), "{e}");
 }

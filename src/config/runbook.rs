@@ -21,8 +21,12 @@ pub struct Runbook {
     pub sha256: String,
     /// Length of the soak of every trial.
     pub duration: Duration,
-    /// Trials per variant per device model (spread over the devices of that model).
+    /// Trials per variant per device model (spread over the devices of that model);
+    /// with adaptive repeats, the first round (`min`).
     pub repeats: u32,
+    /// `repeats = { min, max, target_ci }`: add trials until the gating metrics' intervals
+    /// are narrow enough (see docs/statistics.md).
+    pub adaptive: Option<AdaptiveRepeats>,
     pub seed: u64,
     pub order: Order,
     /// Pause between two trials on one device (on top of the charge and temperature gates).
@@ -224,6 +228,26 @@ pub struct Preconditions {
     pub app_foreground: bool,
 }
 
+/// Adaptive repeats: `repeats = { min = 5, max = 30, target_ci = "3%" }`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct AdaptiveRepeats {
+    /// Trials per variant per device model in the first round.
+    pub min: u32,
+    /// Never more than this many planned trials per variant per device model.
+    pub max: u32,
+    /// Target half-width of every gating metric's confidence interval, relative to its
+    /// mean (0.03 = ±3 %).
+    pub target_ci: f64,
+}
+
+/// Metrics whose verdicts decide a comparison when the runbook names none: energy and
+/// charge, CPU, memory.
+pub const DEFAULT_GATING: [&str; 4] = ["energy_level", "charge_used_mah", "cpu_pct", "memory_mb"];
+
+fn default_gating() -> Vec<String> {
+    DEFAULT_GATING.iter().map(|m| m.to_string()).collect()
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StatsSettings {
     pub alpha: f64,
@@ -231,11 +255,15 @@ pub struct StatsSettings {
     pub practical_threshold: f64,
     /// Confidence level of intervals (0.95).
     pub confidence: f64,
+    /// The gating family: metrics whose p-values are Holm-adjusted together and whose
+    /// verdicts decide a comparison (and `lab compare`'s exit code).
+    #[serde(default = "default_gating")]
+    pub gating: Vec<String>,
 }
 
 impl Default for StatsSettings {
     fn default() -> Self {
-        StatsSettings { alpha: 0.05, practical_threshold: 0.05, confidence: 0.95 }
+        StatsSettings { alpha: 0.05, practical_threshold: 0.05, confidence: 0.95, gating: default_gating() }
     }
 }
 

@@ -10,7 +10,7 @@ use super::table::{Field, Table};
 use super::validate_builds::read_builds;
 use super::validate_configs::read_configs;
 use super::validate_sections::{read_metrics, read_preconditions, read_statistics, read_timeouts, read_workload};
-use super::{Lab, Order, Runbook, Selector};
+use super::{AdaptiveRepeats, Lab, Order, Runbook, Selector};
 
 const ROOT_KEYS: &[&str] = &[
     "name",
@@ -58,7 +58,8 @@ pub(crate) fn read_runbook(
     let description = root.get("description").and_then(|f| f.str(p).map(str::to_string)).unwrap_or_default();
     let duration =
         root.required(p, "duration", "duration = \"10m\"").and_then(|f| f.positive_duration(p)).unwrap_or_default();
-    let repeats = root.required(p, "repeats", "repeats = 5").and_then(|f| f.u32_at_least(p, 1)).unwrap_or(1);
+    let (repeats, adaptive) =
+        root.required(p, "repeats", "repeats = 5").map(|f| read_repeats(&f, p)).unwrap_or((1, None));
     let seed = root.get("seed").and_then(|f| f.integer_in(p, 0, i64::MAX)).map_or(DEFAULT_SEED, |v| v as u64);
     let order = match root.get("order").and_then(|f| f.one_of(p, &["balanced", "sequential", "random"])) {
         Some("sequential") => Order::Sequential,
@@ -72,6 +73,7 @@ pub(crate) fn read_runbook(
         .map(|f| read_selectors(&f, p, lab))
         .unwrap_or_default();
 
+    let metrics = read_metrics(root.get("metrics"), p);
     let builds = read_builds(root.get("builds"), p, base);
     let configs = read_configs(root.get("configs"), p, base);
 
@@ -83,6 +85,7 @@ pub(crate) fn read_runbook(
         sha256: crate::seed::sha256_hex(text.as_bytes()),
         duration,
         repeats,
+        adaptive,
         seed,
         order,
         cooldown,
@@ -92,9 +95,36 @@ pub(crate) fn read_runbook(
         configs,
         workload: read_workload(root.get("workload"), p),
         preconditions: read_preconditions(root.get("preconditions"), p),
-        metrics: read_metrics(root.get("metrics"), p),
-        statistics: read_statistics(root.get("statistics"), p),
+        statistics: read_statistics(root.get("statistics"), p, &metrics),
+        metrics,
         timeouts: read_timeouts(root.get("timeouts"), p),
+    }
+}
+
+/// `repeats = 6`, or adaptive: `repeats = { min = 5, max = 30, target_ci = "3%" }`.
+fn read_repeats(f: &Field, p: &mut Problems) -> (u32, Option<AdaptiveRepeats>) {
+    if f.item.as_table_like().is_none() {
+        return (f.u32_at_least(p, 1).unwrap_or(1), None);
+    }
+    let Some(t) = f.table(p) else { return (1, None) };
+    t.check_keys(p, &["min", "max", "target_ci"]);
+    // Two values per arm are the fewest that have a confidence interval at all.
+    let min = t.required(p, "min", "min = 5").and_then(|f| f.u32_at_least(p, 2));
+    let max = t.required(p, "max", "max = 30").and_then(|f| f.u32_at_least(p, 2));
+    let target = t.required(p, "target_ci", "target_ci = \"3%\"").and_then(|f| f.fraction_in(p, 0.0, 1.0, true));
+    if let (Some(lo), Some(hi)) = (min, max)
+        && hi < lo
+    {
+        f.problem(
+            p,
+            format!("max {hi} is below min {lo}"),
+            format!("write `max` ≥ `min`, e.g. `max = {}`", lo.max(30)),
+        );
+        return (lo, None);
+    }
+    match (min, max, target) {
+        (Some(min), Some(max), Some(target_ci)) => (min, Some(AdaptiveRepeats { min, max, target_ci })),
+        (min, ..) => (min.unwrap_or(1), None),
     }
 }
 

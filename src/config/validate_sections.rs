@@ -13,7 +13,7 @@ const WORKLOAD_KEYS: &[&str] = &["request_interval", "request_tolerance"];
 const PRECONDITION_KEYS: &[&str] =
     &["brightness", "bluetooth", "wifi", "battery_min", "temperature_max", "untethered", "app_foreground"];
 const METRICS_KEYS: &[&str] = &["collect"];
-const STATISTICS_KEYS: &[&str] = &["alpha", "practical_threshold", "confidence"];
+const STATISTICS_KEYS: &[&str] = &["alpha", "practical_threshold", "confidence", "gating"];
 const TIMEOUT_KEYS: &[&str] = &["prepare", "gate", "launch", "tether", "collect", "reconnect"];
 
 /// Default allowed gap between the requests the workload implies and those counted.
@@ -97,15 +97,17 @@ pub(crate) fn read_metrics(f: Option<Field>, p: &mut Problems) -> Vec<String> {
     let Some(t) = section(f, p, METRICS_KEYS) else {
         return Vec::new();
     };
-    let Some(cf) = t.get("collect") else {
-        return Vec::new();
-    };
-    let Some(list) = cf.strings(p) else {
+    t.get("collect").map(|f| read_metric_list(&f, p)).unwrap_or_default()
+}
+
+/// A list of known metric names, each once.
+fn read_metric_list(f: &Field, p: &mut Problems) -> Vec<String> {
+    let Some(list) = f.strings(p) else {
         return Vec::new();
     };
     let mut out: Vec<String> = Vec::new();
     for (i, (m, span)) in list.into_iter().enumerate() {
-        let key = format!("{}[{i}]", cf.path);
+        let key = format!("{}[{i}]", f.path);
         if !KNOWN_METRICS.contains(&m.as_str()) {
             p.push(span, &key, format!("unknown metric `{m}`"), fix_for_unknown(&m, KNOWN_METRICS, "metrics"));
         } else if out.contains(&m) {
@@ -117,9 +119,33 @@ pub(crate) fn read_metrics(f: Option<Field>, p: &mut Problems) -> Vec<String> {
     out
 }
 
-pub(crate) fn read_statistics(f: Option<Field>, p: &mut Problems) -> StatsSettings {
+/// `[statistics]`. `collected` is the `[metrics] collect` list (empty: everything).
+/// Without `gating`, the default family keeps only the metrics that are collected; a
+/// `gating` list must name collected metrics.
+pub(crate) fn read_statistics(f: Option<Field>, p: &mut Problems, collected: &[String]) -> StatsSettings {
     let mut s = StatsSettings::default();
+    if !collected.is_empty() {
+        s.gating.retain(|m| collected.contains(m));
+    }
     if let Some(t) = section(f, p, STATISTICS_KEYS) {
+        if let Some(gf) = t.get("gating") {
+            let gating = read_metric_list(&gf, p);
+            if gf.item.as_array().is_some_and(|a| a.is_empty()) {
+                gf.problem(
+                    p,
+                    "the gating family is empty, so no comparison could ever find a regression",
+                    "name at least one metric, e.g. `gating = [\"energy_level\", \"cpu_pct\"]`, or remove the key for the default",
+                );
+            }
+            for m in gating.iter().filter(|m| !collected.is_empty() && !collected.contains(m)) {
+                gf.problem(
+                    p,
+                    format!("gating metric `{m}` is not in `[metrics] collect`"),
+                    format!("add `{m}` to `[metrics] collect`, or remove it from `gating`"),
+                );
+            }
+            s.gating = gating;
+        }
         if let Some(v) = t.get("alpha").and_then(|f| f.fraction_in(p, 0.0, 1.0, true)) {
             s.alpha = v;
         }

@@ -9,14 +9,19 @@ use super::input::CampaignData;
 use super::metric_order::metric_order;
 use super::model::{
     CampaignMeta, InvalidAttempt, MetricRow, ModelReport, Report, SCHEMA_VERSION, StatisticsMeta, VariantSummary,
+    VariantVerdict,
 };
-use crate::stats::summarize;
+use super::verdicts::{ADVICE_POWER, Arm, MetricPair, judge, overall, references};
+use crate::config::StatsSettings;
+use crate::stats::{modified_z_outliers, summarize};
 use crate::store::{AttemptRecord, AttemptStatus, PlannedTrialRow, TrialOutcome};
 
 /// Values of one (model, variant, metric) from valid attempts.
 #[derive(Default)]
 struct Cell<'a> {
     values: Vec<f64>,
+    /// Trial key of each value, to name outliers.
+    keys: Vec<&'a str>,
     non_finite: usize,
     units: BTreeSet<&'a str>,
     sources: BTreeSet<&'a str>,
@@ -71,6 +76,7 @@ pub fn build_report(data: &CampaignData) -> Report {
                     let cell = cells.entry((model, row.variant.as_str(), m.metric.as_str())).or_default();
                     if m.value.is_finite() {
                         cell.values.push(m.value);
+                        cell.keys.push(&row.key);
                     } else {
                         cell.non_finite += 1;
                     }
@@ -102,7 +108,6 @@ pub fn build_report(data: &CampaignData) -> Report {
     let metrics = metric_order(&plan.metrics, observed.iter().copied());
     let present: HashSet<(&str, &str)> =
         data.trials.iter().map(|t| (t.row.device_model.as_str(), t.row.variant.as_str())).collect();
-    let confidence = plan.statistics.confidence;
     let models = model_devices(data)
         .into_iter()
         .map(|(model, devices)| {
@@ -113,10 +118,16 @@ pub fn build_report(data: &CampaignData) -> Report {
                     .filter(|m| plan.metrics.contains(m) || observed_on_model.contains(&(model, m.as_str())));
                 for metric in shown {
                     let cell = cells.remove(&(model, v.name.as_str(), metric.as_str())).unwrap_or_default();
-                    rows.push(metric_row(model, &v.name, metric, cell, confidence, &mut warnings));
+                    rows.push(metric_row(model, &v.name, metric, cell, &plan.statistics, &mut warnings));
                 }
             }
-            ModelReport { model: model.to_string(), devices: devices.into_iter().map(str::to_string).collect(), rows }
+            let verdicts = compare_variants(&variants, &mut rows, &plan.statistics);
+            ModelReport {
+                model: model.to_string(),
+                devices: devices.into_iter().map(str::to_string).collect(),
+                rows,
+                verdicts,
+            }
         })
         .collect();
 
@@ -124,9 +135,13 @@ pub fn build_report(data: &CampaignData) -> Report {
         schema_version: SCHEMA_VERSION,
         campaign: campaign_meta(data),
         statistics: StatisticsMeta {
-            confidence,
+            confidence: plan.statistics.confidence,
             alpha: plan.statistics.alpha,
             practical_threshold: plan.statistics.practical_threshold,
+            gating: plan.statistics.gating.clone(),
+            test: "welch".into(),
+            adjustment: "holm".into(),
+            advice_power: ADVICE_POWER,
         },
         metrics,
         variants,
@@ -141,7 +156,7 @@ fn metric_row(
     variant: &str,
     metric: &str,
     cell: Cell,
-    confidence: f64,
+    settings: &StatsSettings,
     warnings: &mut Vec<String>,
 ) -> MetricRow {
     if cell.units.len() > 1 {
@@ -156,6 +171,7 @@ fn metric_row(
             cell.non_finite
         ));
     }
+    let outliers = modified_z_outliers(&cell.values).into_iter().map(|i| cell.keys[i].to_string()).collect();
     MetricRow {
         variant: variant.to_string(),
         metric: metric.to_string(),
@@ -163,26 +179,68 @@ fn metric_row(
         sources: cell.sources.iter().map(|s| s.to_string()).collect(),
         n: cell.values.len(),
         non_finite: cell.non_finite,
-        stats: summarize(&cell.values, confidence),
+        stats: summarize(&cell.values, settings.confidence),
+        gating: settings.gating.iter().any(|g| g == metric),
+        outliers,
+        comparisons: Vec::new(),
+        values: cell.values,
     }
+}
+
+/// Compares every variant of one model with its references (see
+/// [`references`](super::verdicts::references)), fills the rows' comparisons and returns
+/// the per-variant verdicts.
+fn compare_variants(
+    variants: &[VariantSummary],
+    rows: &mut [MetricRow],
+    settings: &StatsSettings,
+) -> Vec<VariantVerdict> {
+    let at: HashMap<(&str, &str), usize> =
+        rows.iter().enumerate().map(|(i, r)| ((r.variant.as_str(), r.metric.as_str()), i)).collect();
+    let mut found = Vec::new();
+    let mut verdicts = Vec::new();
+    for v in variants {
+        for (against, kind) in references(v, variants) {
+            // Metrics with values in both arms, in row order.
+            let mut idx: Vec<(usize, usize)> = rows
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.variant == v.name && r.stats.is_some())
+                .filter_map(|(i, r)| {
+                    let j = *at.get(&(against.as_str(), r.metric.as_str()))?;
+                    rows[j].stats.is_some().then_some((i, j))
+                })
+                .collect();
+            idx.sort_unstable();
+            if idx.is_empty() {
+                continue;
+            }
+            let pairs: Vec<MetricPair> = idx
+                .iter()
+                .filter_map(|&(i, j)| {
+                    Some(MetricPair {
+                        metric: rows[i].metric.as_str(),
+                        treatment: Arm { values: &rows[i].values, stats: rows[i].stats.as_ref()? },
+                        reference: Arm { values: &rows[j].values, stats: rows[j].stats.as_ref()? },
+                    })
+                })
+                .collect();
+            let judged = judge(&pairs, &against, kind, settings);
+            let named: Vec<(&str, &_)> = pairs.iter().map(|p| p.metric).zip(&judged).collect();
+            verdicts.push(overall(&v.name, &against, kind, &named, &settings.gating));
+            found.extend(idx.iter().map(|&(i, _)| i).zip(judged));
+        }
+    }
+    for (i, c) in found {
+        rows[i].comparisons.push(c);
+    }
+    verdicts
 }
 
 /// Variants in plan order, then any variant the trials name that the plan does not
 /// (a plan from another lab version), alphabetically.
 fn variant_summaries(data: &CampaignData) -> Vec<VariantSummary> {
-    let summary = |name: &str, build: &str, config: &str, baseline_build: bool, default_config: bool| VariantSummary {
-        name: name.to_string(),
-        build: build.to_string(),
-        config: config.to_string(),
-        baseline_build,
-        default_config,
-        planned_trials: 0,
-        valid_trials: 0,
-        failed_trials: 0,
-        pending_trials: 0,
-        valid_attempts: 0,
-        invalid_attempts: 0,
-    };
+    let summary = VariantSummary::new;
     let mut out: Vec<VariantSummary> = data
         .plan
         .variants

@@ -5,20 +5,34 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use super::csv_out::write_results_csv;
+use super::curves::load_curves;
+use super::html::render_html;
 use super::input::CampaignData;
 use super::json::render_json;
 use super::markdown::render_markdown;
 use super::model::Report;
+use super::summary_csv::write_summary_csv;
 
 /// Where [`write_all`] put the files.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReportFiles {
     pub markdown: PathBuf,
+    pub html: PathBuf,
     pub csv: PathBuf,
+    pub summary_csv: PathBuf,
     pub json: PathBuf,
 }
 
-/// Writes `report.md`, `results.csv` and `report.json` into `dir` (created if missing).
+impl ReportFiles {
+    /// In the order they are listed to people.
+    pub fn all(&self) -> [&PathBuf; 5] {
+        [&self.markdown, &self.html, &self.csv, &self.summary_csv, &self.json]
+    }
+}
+
+/// Writes `report.md`, `report.html`, `results.csv`, `summary.csv` and `report.json`
+/// into `dir` (created if missing). `dir` is the campaign's artifact folder: the HTML
+/// report's battery curves are read from the attempts' raw files in it.
 ///
 /// Each file is written to a temporary file in `dir`, flushed to disk and renamed over
 /// the final name, so a reader never sees half a file and an interrupted write leaves
@@ -27,10 +41,19 @@ pub fn write_all(report: &Report, data: &CampaignData, dir: &Path) -> io::Result
     fs::create_dir_all(dir).map_err(|e| with_path(e, "creating", dir))?;
     let mut csv = Vec::new();
     write_results_csv(data, &mut csv)?;
-    let files =
-        ReportFiles { markdown: dir.join("report.md"), csv: dir.join("results.csv"), json: dir.join("report.json") };
+    let mut summary = Vec::new();
+    write_summary_csv(report, &mut summary)?;
+    let files = ReportFiles {
+        markdown: dir.join("report.md"),
+        html: dir.join("report.html"),
+        csv: dir.join("results.csv"),
+        summary_csv: dir.join("summary.csv"),
+        json: dir.join("report.json"),
+    };
     write_atomic(&files.markdown, render_markdown(report).as_bytes())?;
+    write_atomic(&files.html, render_html(report, data, &load_curves(data, dir)).as_bytes())?;
     write_atomic(&files.csv, &csv)?;
+    write_atomic(&files.summary_csv, &summary)?;
     write_atomic(&files.json, render_json(report).as_bytes())?;
     Ok(files)
 }
@@ -63,7 +86,7 @@ mod tests {
     use crate::report::test_fixture;
 
     #[test]
-    fn writes_three_files_atomically() {
+    fn writes_every_file_atomically() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("reports").join("c1");
         let data = test_fixture::campaign("c1");
@@ -82,7 +105,12 @@ mod tests {
         let mut names: Vec<String> =
             fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         names.sort();
-        assert_eq!(names, ["report.json", "report.md", "results.csv"], "temporary files left behind");
+        assert_eq!(
+            names,
+            ["report.html", "report.json", "report.md", "results.csv", "summary.csv"],
+            "temporary files left behind"
+        );
+        assert_eq!(fs::read_to_string(&files.html).unwrap(), render_html(&report, &data, &[]));
     }
 
     #[test]

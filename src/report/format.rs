@@ -1,6 +1,6 @@
 //! Number formatting for human-readable tables (CSV and JSON keep full precision).
 
-use crate::stats::Summary;
+use crate::stats::{RelativeChange, Summary};
 
 /// Decimals that show `scale` with about four significant digits, between 0 and 6.
 ///
@@ -51,6 +51,47 @@ impl StatCells {
     }
 }
 
+/// A relative change as a signed percentage: `+1442%`, `+10.9%`, `-0.52%`, `0%`.
+/// About three significant digits, at most two decimals.
+pub(crate) fn signed_percent(x: f64) -> String {
+    let p = x * 100.0;
+    let d = match p.abs() {
+        a if a >= 100.0 => 0,
+        a if a >= 10.0 => 1,
+        _ => 2,
+    };
+    let s = fixed(p, d);
+    let s = if d > 0 { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s };
+    if s == "0" {
+        "0%".into()
+    } else if s.starts_with('-') {
+        format!("{s}%")
+    } else {
+        format!("+{s}%")
+    }
+}
+
+/// `+1442% [+1391%, +1494%]`; the interval is left out when it does not exist, and the
+/// change is `–` when there is none (baseline mean 0).
+pub(crate) fn change_with_ci(c: Option<&RelativeChange>) -> String {
+    let Some(c) = c else { return MISSING.into() };
+    match (c.ci_low, c.ci_high) {
+        (Some(lo), Some(hi)) => format!("{} [{}, {}]", signed_percent(c.delta), signed_percent(lo), signed_percent(hi)),
+        _ => signed_percent(c.delta),
+    }
+}
+
+/// A p-value for tables: three decimals from 0.001 up, scientific below (`2.7e-8`), `0`
+/// for an exact zero, `–` when absent.
+pub(crate) fn p_value(p: Option<f64>) -> String {
+    match p {
+        None => MISSING.into(),
+        Some(0.0) => "0".into(),
+        Some(p) if p >= 0.001 => format!("{p:.3}"),
+        Some(p) => format!("{p:.1e}"),
+    }
+}
+
 /// `0.95` → `95%`, `0.9` → `90%`, `0.995` → `99.5%`.
 pub(crate) fn percent(level: f64) -> String {
     let p = level * 100.0;
@@ -89,6 +130,20 @@ mod tests {
         assert_eq!(fixed(-0.0, 0), "0");
         assert_eq!(fixed(-1.5, 1), "-1.5");
         assert_eq!(fixed(2.345, 1), "2.3");
+    }
+
+    #[test]
+    fn signed_percents_and_p_values() {
+        assert_eq!(signed_percent(14.42), "+1442%");
+        assert_eq!(signed_percent(0.109), "+10.9%");
+        assert_eq!(signed_percent(-0.0052), "-0.52%");
+        assert_eq!(signed_percent(0.1), "+10%");
+        assert_eq!(signed_percent(0.0), "0%");
+        assert_eq!(signed_percent(-0.00001), "0%");
+        assert_eq!(p_value(Some(0.35999)), "0.360");
+        assert_eq!(p_value(Some(2.7e-8)), "2.7e-8");
+        assert_eq!(p_value(Some(0.0)), "0");
+        assert_eq!(p_value(None), "–");
     }
 
     #[test]

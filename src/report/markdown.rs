@@ -2,9 +2,10 @@
 
 use std::fmt::Write;
 
-use super::format::{StatCells, duration, percent};
+use super::format::{duration, percent};
+use super::metric_tables::metric_tables;
 use super::model::Report;
-use super::table::{model_title, status_text, validity_headline};
+use super::table::{method_line, model_title, status_text, table_title, validity_headline};
 
 /// Renders `report` as Markdown. Ends with a newline.
 pub fn render_markdown(report: &Report) -> String {
@@ -39,32 +40,87 @@ pub fn render_markdown(report: &Report) -> String {
     }
 
     let level = percent(report.statistics.confidence);
+    if report.models.iter().any(|m| !m.verdicts.is_empty()) {
+        let _ = writeln!(out, "\n## Verdicts\n\n{}.\n", md(&method_line(report)));
+        let judged: Vec<_> = report.models.iter().filter(|m| !m.verdicts.is_empty()).collect();
+        for (i, model) in judged.iter().enumerate() {
+            let _ = writeln!(out, "{}**{}**\n", if i > 0 { "\n" } else { "" }, md(&model.model));
+            for v in &model.verdicts {
+                let _ = writeln!(out, "- {}", md(&v.summary));
+            }
+        }
+    }
     for model in &report.models {
         let _ = writeln!(out, "\n## Results: {}\n", md(&model_title(model)));
         let _ = writeln!(
             out,
-            "Mean ± half-width of the {level} confidence interval (Student t), from valid attempts only.\n"
+            "Mean ± half-width of the {level} confidence interval (Student t), from valid attempts only. \
+Δ: relative change against the reference with its {level} interval; Welch p raw and Holm-adjusted within the \
+metric's family; Mann–Whitney p as a check; n/arm: trials per arm that would detect ±{} at {} power.",
+            percent(report.statistics.practical_threshold),
+            percent(report.statistics.advice_power)
         );
         if model.rows.is_empty() {
-            let _ = writeln!(out, "No metrics.");
+            let _ = writeln!(out, "\nNo metrics.");
             continue;
         }
         let mean_header = format!("mean ± {level} CI");
-        let rows = model.rows.iter().map(|r| {
-            let s = StatCells::new(r.stats.as_ref());
-            vec![
-                md(&r.variant),
-                md(&r.metric),
-                r.n.to_string(),
-                s.mean_ci,
-                s.sd,
-                s.min,
-                s.max,
-                md(&r.unit),
-                md(&r.sources.join(", ")),
-            ]
-        });
-        table(&mut out, &["variant", "metric", "n", &mean_header, "sd", "min", "max", "unit", "source"], rows);
+        let median_header = format!("median [{level} CI]");
+        let change_header = format!("Δ [{level} CI]");
+        for t in metric_tables(model) {
+            let _ = writeln!(out, "\n### {}\n", md(&table_title(&t)));
+            let rows = t.lines.iter().map(|l| {
+                [
+                    &l.variant,
+                    &l.n,
+                    &l.mean_ci,
+                    &l.sd,
+                    &l.median_ci,
+                    &l.min,
+                    &l.max,
+                    &l.against,
+                    &l.change,
+                    &l.welch_p,
+                    &l.p_adjusted,
+                    &l.mwu_p,
+                    &l.hedges_g,
+                    &l.verdict,
+                    &l.advice,
+                    &l.outliers,
+                ]
+                .iter()
+                .map(|c| md(c))
+                .collect()
+            });
+            let header = [
+                "variant",
+                "n",
+                mean_header.as_str(),
+                "sd",
+                median_header.as_str(),
+                "min",
+                "max",
+                "vs",
+                change_header.as_str(),
+                "Welch p",
+                "p (Holm)",
+                "Mann–Whitney p",
+                "Hedges g",
+                "verdict",
+                "n/arm",
+                "outliers",
+            ];
+            table(&mut out, &header, rows);
+        }
+        let sources: Vec<String> = {
+            let mut v: Vec<String> = model.rows.iter().flat_map(|r| r.sources.iter().cloned()).collect();
+            v.sort();
+            v.dedup();
+            v
+        };
+        if !sources.is_empty() {
+            let _ = writeln!(out, "\nSources: {}.", md(&sources.join(", ")));
+        }
     }
 
     let _ = writeln!(out, "\n## Validity\n\n{}.\n", md(&validity_headline(report)));

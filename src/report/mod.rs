@@ -1,26 +1,40 @@
 //! Reports: tables, Markdown, CSV and JSON from a campaign in the store.
 
 mod build;
+mod compare;
+mod compare_render;
 mod csv_out;
+mod curves;
 mod files;
 mod format;
+mod html;
 mod input;
 mod json;
 mod markdown;
 mod metric_order;
+mod metric_tables;
 mod model;
+mod plots;
+mod summary_csv;
 mod table;
 #[cfg(test)]
-mod test_fixture;
+pub(crate) mod test_fixture;
+mod verdicts;
 
 pub use build::build_report;
+pub use compare::{COMPARE_SCHEMA_VERSION, CampaignRef, CompareModel, CompareReport, CompareRow, compare_reports};
+pub use compare_render::{render_compare_json, render_compare_markdown, render_compare_table};
 pub use csv_out::{RESULTS_CSV_HEADER, write_results_csv};
+pub use curves::{BatteryCurve, load_curves, parse_battery_timeline};
 pub use files::{ReportFiles, write_all};
+pub use html::render_html;
 pub use input::{CampaignData, ReportError};
 pub use json::render_json;
 pub use markdown::render_markdown;
 pub use metric_order::{KNOWN_METRICS, metric_order};
 pub use model::{
-    CampaignMeta, InvalidAttempt, MetricRow, ModelReport, Report, SCHEMA_VERSION, StatisticsMeta, VariantSummary,
+    CampaignMeta, ComparisonKind, InvalidAttempt, MetricComparison, MetricRow, ModelReport, Report, SCHEMA_VERSION,
+    StatisticsMeta, VariantSummary, VariantVerdict,
 };
+pub use summary_csv::{SUMMARY_CSV_HEADER, write_summary_csv};
 pub use table::render_table;

@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use crate::config::Order;
-use crate::stats::Summary;
+use crate::stats::{Comparison, Summary, Verdict};
 use crate::store::CampaignStatus;
 
 /// Version of the `report.json` layout.
@@ -60,6 +60,14 @@ pub struct StatisticsMeta {
     pub confidence: f64,
     pub alpha: f64,
     pub practical_threshold: f64,
+    /// The gating family: Holm-adjusted together; their verdicts decide a comparison.
+    pub gating: Vec<String>,
+    /// The test whose (adjusted) p-value the verdicts use: `welch`.
+    pub test: String,
+    /// How p-values are adjusted within a family: `holm`.
+    pub adjustment: String,
+    /// Power the sample-size advice aims at (0.8).
+    pub advice_power: f64,
 }
 
 /// Trial and attempt counts of one variant over all devices.
@@ -81,6 +89,25 @@ pub struct VariantSummary {
     pub invalid_attempts: usize,
 }
 
+impl VariantSummary {
+    /// A variant with no trial counted yet.
+    pub fn new(name: &str, build: &str, config: &str, baseline_build: bool, default_config: bool) -> Self {
+        VariantSummary {
+            name: name.to_string(),
+            build: build.to_string(),
+            config: config.to_string(),
+            baseline_build,
+            default_config,
+            planned_trials: 0,
+            valid_trials: 0,
+            failed_trials: 0,
+            pending_trials: 0,
+            valid_attempts: 0,
+            invalid_attempts: 0,
+        }
+    }
+}
+
 /// Statistics of one device model: rows are variant × metric.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ModelReport {
@@ -89,12 +116,13 @@ pub struct ModelReport {
     pub devices: Vec<String>,
     /// Variants in plan order, each with every metric in display order.
     pub rows: Vec<MetricRow>,
+    /// Per variant and reference, in variant order.
+    pub verdicts: Vec<VariantVerdict>,
 }
 
 /// One variant × metric on one device model, from valid attempts only.
 ///
-/// `(model, variant, metric)` identifies the row; comparisons against the baseline
-/// (a later schema addition) attach to it.
+/// `(model, variant, metric)` identifies the row.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct MetricRow {
     pub variant: String,
@@ -109,6 +137,64 @@ pub struct MetricRow {
     pub non_finite: usize,
     /// `None` when n = 0.
     pub stats: Option<Summary>,
+    /// The metric is in the gating family.
+    pub gating: bool,
+    /// Trial keys of values with a modified z-score above 3.5: flagged, kept in the statistics.
+    pub outliers: Vec<String>,
+    /// Against the baseline build with the same config, and against the default config
+    /// for a config variant (none for the baseline itself).
+    pub comparisons: Vec<MetricComparison>,
+    /// The values behind `stats`, by trial (for plots and cross-campaign comparisons;
+    /// `results.csv` has them with their trials, so report.json leaves them out).
+    #[serde(skip)]
+    pub values: Vec<f64>,
+}
+
+/// What a comparison is against.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ComparisonKind {
+    /// The runbook's baseline build, same config.
+    BaselineBuild,
+    /// The same build with the default config.
+    DefaultConfig,
+    /// The same variant in an earlier campaign (`lab compare`).
+    EarlierCampaign,
+}
+
+/// One metric of a variant against a reference, with its verdict.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MetricComparison {
+    /// The reference variant (for `lab compare`: the same variant in campaign A).
+    pub against: String,
+    pub kind: ComparisonKind,
+    /// n, relative change with CI, Welch, Mann–Whitney, Hedges' g.
+    #[serde(flatten)]
+    pub stats: Comparison,
+    /// Welch p adjusted over the metric's family (Holm); `None` without a test.
+    pub p_adjusted: Option<f64>,
+    /// Tests in that family.
+    pub family_size: usize,
+    pub verdict: Verdict,
+    /// Trials per arm that would detect the practical threshold with the advised power,
+    /// from the larger CV of the two arms; `None` without a CV.
+    pub advice_trials_per_arm: Option<u32>,
+}
+
+/// The overall verdict of a variant against one reference on one device model, from
+/// the gating metrics: `worse` if any is worse, else `better` if any is better, else
+/// `too few trials` if any could not be decided, else `~`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct VariantVerdict {
+    pub variant: String,
+    pub against: String,
+    pub kind: ComparisonKind,
+    pub verdict: Verdict,
+    pub worse: Vec<String>,
+    pub better: Vec<String>,
+    pub too_few_trials: Vec<String>,
+    /// One line: `envoy-poll vs control: worse — cpu_pct +1442% [+1391%, +1494%], ...`.
+    pub summary: String,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]

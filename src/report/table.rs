@@ -6,22 +6,48 @@ use tabled::builder::Builder;
 use tabled::settings::object::Columns;
 use tabled::settings::{Alignment, Style};
 
-use super::format::{StatCells, percent};
+use super::format::percent;
+use super::metric_tables::{MetricTable, metric_tables};
 use super::model::{ModelReport, Report, VariantSummary};
 
 /// Renders `report` for a terminal. Ends with a newline.
+///
+/// Per device model, one table per metric in benchstat's spirit (value ± CI per
+/// variant, change with CI against the reference, adjusted p, verdict), then one
+/// summary line per variant; then validity and warnings.
 pub fn render_table(report: &Report) -> String {
     let mut out = String::new();
     let c = &report.campaign;
     let _ = writeln!(out, "campaign {}  runbook {}  seed {}  status {}", c.id, c.runbook, c.seed, status_text(report));
-    let _ = writeln!(out, "mean ± {} CI (Student t) over valid attempts only", percent(report.statistics.confidence));
+    let _ = writeln!(out, "{}", method_line(report));
     for model in &report.models {
         let _ = writeln!(out, "\n{}", model_title(model));
         if model.rows.is_empty() {
             let _ = writeln!(out, "no metrics");
             continue;
         }
-        let _ = writeln!(out, "{}", stats_table(model, report.statistics.confidence));
+        for t in metric_tables(model) {
+            let _ = writeln!(out, "\n{}\n{}", table_title(&t), stats_table(&t, report.statistics.confidence));
+        }
+        if !model.verdicts.is_empty() {
+            let _ = writeln!(out, "\nverdicts ({}):", model.model);
+            for v in &model.verdicts {
+                let _ = writeln!(out, "  {}", v.summary);
+            }
+        }
+        let flagged: Vec<String> = model
+            .rows
+            .iter()
+            .filter(|r| !r.outliers.is_empty())
+            .map(|r| format!("  {} / {}: {}", r.variant, r.metric, r.outliers.join(", ")))
+            .collect();
+        if !flagged.is_empty() {
+            let _ = writeln!(
+                out,
+                "\noutliers (modified z > 3.5; flagged, kept in the statistics):\n{}",
+                flagged.join("\n")
+            );
+        }
     }
     let _ = writeln!(out, "\nvalidity: {}", validity_headline(report));
     let width = report.variants.iter().map(|v| v.name.chars().count()).max().unwrap_or(0);
@@ -87,30 +113,48 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-fn stats_table(model: &ModelReport, confidence: f64) -> String {
+/// How the figures were computed, in one line.
+pub(crate) fn method_line(report: &Report) -> String {
+    let st = &report.statistics;
+    format!(
+        "mean ± {} CI (Student t) over valid attempts; Δ = change against the reference with its {} CI; \
+p = Welch, Holm-adjusted within the gating family ({}); verdicts need p ≤ {} and the whole Δ CI beyond ±{}",
+        percent(st.confidence),
+        percent(st.confidence),
+        if st.gating.is_empty() { "none".to_string() } else { st.gating.join(", ") },
+        st.alpha,
+        percent(st.practical_threshold)
+    )
+}
+
+/// `cpu_pct (%) · gating`.
+pub(crate) fn table_title(t: &MetricTable) -> String {
+    let unit = if t.unit.is_empty() { String::new() } else { format!(" ({})", t.unit) };
+    format!("{}{unit}{}", t.metric, if t.gating { " · gating" } else { "" })
+}
+
+fn stats_table(t: &MetricTable, confidence: f64) -> String {
     let mut b = Builder::default();
     let mean_header = format!("mean ± {} CI", percent(confidence));
-    b.push_record(["variant", "metric", "n", mean_header.as_str(), "sd", "min", "max", "unit"]);
-    let mut last_variant: Option<&str> = None;
-    for r in &model.rows {
-        let cells = StatCells::new(r.stats.as_ref());
-        // The variant is named on its first row only, so groups stand out.
-        let variant = if last_variant == Some(r.variant.as_str()) { String::new() } else { r.variant.clone() };
-        last_variant = Some(&r.variant);
+    let change_header = format!("Δ [{} CI]", percent(confidence));
+    b.push_record(["variant", "n", mean_header.as_str(), "vs", change_header.as_str(), "p (adj.)", "verdict"]);
+    for l in &t.lines {
         b.push_record([
-            variant,
-            r.metric.clone(),
-            r.n.to_string(),
-            cells.mean_ci,
-            cells.sd,
-            cells.min,
-            cells.max,
-            r.unit.clone(),
+            l.variant.clone(),
+            l.n.clone(),
+            l.mean_ci.clone(),
+            l.against.clone(),
+            l.change.clone(),
+            l.p_adjusted.clone(),
+            l.verdict.clone(),
         ]);
     }
-    let mut t = b.build();
-    t.with(Style::rounded()).modify(Columns::new(2..7), Alignment::right());
-    t.to_string()
+    let mut table = b.build();
+    table
+        .with(Style::rounded())
+        .modify(Columns::new(1..3), Alignment::right())
+        .modify(Columns::new(5..6), Alignment::right());
+    table.to_string()
 }
 
 #[cfg(test)]

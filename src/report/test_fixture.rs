@@ -59,6 +59,7 @@ pub(crate) fn plan(trials: Vec<PlannedTrialRow>) -> Plan {
         metrics: vec!["battery_drop_pct".into(), "cpu_pct".into(), "requests".into()],
         statistics: StatsSettings::default(),
         expected_requests: Some(18000),
+        adaptive: None,
     }
 }
 

@@ -9,6 +9,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use super::adaptive::{self, SharedTether};
 use super::event::{DeviceProgress, Event, EventSink};
 use super::trial::{RunError, TrialContext, blocking, now_rfc3339};
 use super::worker::{WorkerEnd, run_device};
@@ -20,6 +21,9 @@ use crate::tether::{Operator, Tether};
 
 /// An opened device and the tether that cuts its power.
 pub type OpenedDevice = (Arc<dyn Device>, Box<dyn Tether>);
+
+/// An opened device with its tether shared between the rounds of a campaign.
+type SharedDevice = (Arc<dyn Device>, Arc<dyn Tether>);
 
 /// Everything a campaign runs with.
 pub struct Campaign {
@@ -115,7 +119,7 @@ impl Campaign {
 
     /// Runs every trial that has no final outcome yet. Works the same for a new
     /// campaign and for a resumed one: the store says what is left.
-    pub async fn run(self, resumed: bool) -> Result<CampaignSummary, RunError> {
+    pub async fn run(mut self, resumed: bool) -> Result<CampaignSummary, RunError> {
         let wall = Instant::now();
         let artifacts = self.artifacts_dir();
         std::fs::create_dir_all(&artifacts)
@@ -126,35 +130,6 @@ impl Campaign {
             std::fs::remove_dir_all(&partial)
                 .map_err(|source| RunError::Artifacts { path: partial.clone(), source })?;
         }
-        let store = self.store.clone();
-        let id = self.id.clone();
-        let trials = blocking(move || store.trials(&id)).await?;
-
-        let mut queues: BTreeMap<String, Vec<_>> = BTreeMap::new();
-        let mut progress: BTreeMap<String, DeviceProgress> = BTreeMap::new();
-        let mut sorted = trials;
-        sorted.sort_by_key(|t| (t.row.device.clone(), t.row.device_order));
-        for t in sorted {
-            let p = progress.entry(t.row.device.clone()).or_insert(DeviceProgress {
-                device: t.row.device.clone(),
-                planned: 0,
-                done: 0,
-            });
-            p.planned += 1;
-            if t.outcome == TrialOutcome::Pending {
-                queues.entry(t.row.device.clone()).or_default().push((t.row.clone(), t.attempts));
-            } else {
-                p.done += 1;
-            }
-        }
-        self.events.emit(Event::CampaignStarted {
-            id: self.id.clone(),
-            runbook: self.runbook.name.clone(),
-            resumed,
-            devices: progress.into_values().collect(),
-            artifacts: artifacts.display().to_string(),
-        });
-
         let ctx = Arc::new(TrialContext {
             campaign: self.id.clone(),
             runbook: self.runbook.clone(),
@@ -164,30 +139,29 @@ impl Campaign {
             max_attempts: self.plan.max_attempts,
             shutdown: self.shutdown.clone(),
         });
-        let mut devices = self.devices;
-        let mut set = JoinSet::new();
-        let mut missing = Vec::new();
-        for (name, queue) in queues {
-            match devices.remove(&name) {
-                Some((device, tether)) => {
-                    let ctx = ctx.clone();
-                    set.spawn(async move { (name, run_device(ctx, device, tether, queue).await) });
+        // Tethers are shared so that adaptive rounds can hand them to new workers.
+        let devices: BTreeMap<String, SharedDevice> =
+            std::mem::take(&mut self.devices).into_iter().map(|(name, (d, t))| (name, (d, Arc::from(t)))).collect();
+        let mut plan = (*self.plan).clone();
+        let mut round = 1;
+        let (offline, cancelled, fatal) = loop {
+            let end = self.run_round(&ctx, &devices, round == 1, resumed, &artifacts).await?;
+            if end.cancelled || end.fatal.is_some() || !end.offline.is_empty() {
+                break (end.offline, end.cancelled, end.fatal);
+            }
+            // Adaptive repeats: more trials for imprecise variants, then another round.
+            match adaptive::extend(&self.store, &self.id, &mut plan).await? {
+                Some(ext) => {
+                    round += 1;
+                    self.events.emit(Event::TrialsAdded {
+                        round,
+                        devices: per_device(&ext.trials),
+                        reasons: ext.reasons,
+                    });
                 }
-                None => missing.push(name),
+                None => break (end.offline, end.cancelled, end.fatal),
             }
-        }
-        let mut offline: Vec<String> = missing.iter().map(|d| format!("{d}: not available")).collect();
-        let mut cancelled = false;
-        let mut fatal = None;
-        while let Some(joined) = set.join_next().await {
-            match joined {
-                Ok((_, Ok(WorkerEnd::Finished))) => {}
-                Ok((name, Ok(WorkerEnd::Offline(reason)))) => offline.push(format!("{name}: {reason}")),
-                Ok((_, Ok(WorkerEnd::Cancelled))) => cancelled = true,
-                Ok((_, Err(e))) => fatal = fatal.or(Some(e)),
-                Err(e) => fatal = fatal.or(Some(RunError::Internal(format!("device worker panicked: {e}")))),
-            }
-        }
+        };
 
         let store = self.store.clone();
         let id = self.id.clone();
@@ -237,6 +211,94 @@ impl Campaign {
         });
         Ok(summary)
     }
+}
+
+/// How one round of workers ended.
+struct RoundEnd {
+    offline: Vec<String>,
+    cancelled: bool,
+    fatal: Option<RunError>,
+}
+
+impl Campaign {
+    /// Runs every pending trial in the store, one worker per device, until all have an
+    /// outcome (or the round is cut short). The first round announces the campaign.
+    async fn run_round(
+        &self,
+        ctx: &Arc<TrialContext>,
+        devices: &BTreeMap<String, SharedDevice>,
+        first: bool,
+        resumed: bool,
+        artifacts: &std::path::Path,
+    ) -> Result<RoundEnd, RunError> {
+        let store = self.store.clone();
+        let id = self.id.clone();
+        let trials = blocking(move || store.trials(&id)).await?;
+
+        let mut queues: BTreeMap<String, Vec<_>> = BTreeMap::new();
+        let mut progress: BTreeMap<String, DeviceProgress> = BTreeMap::new();
+        let mut sorted = trials;
+        sorted.sort_by_key(|t| (t.row.device.clone(), t.row.device_order));
+        for t in sorted {
+            let p = progress.entry(t.row.device.clone()).or_insert(DeviceProgress {
+                device: t.row.device.clone(),
+                planned: 0,
+                done: 0,
+            });
+            p.planned += 1;
+            if t.outcome == TrialOutcome::Pending {
+                queues.entry(t.row.device.clone()).or_default().push((t.row.clone(), t.attempts));
+            } else {
+                p.done += 1;
+            }
+        }
+        if first {
+            self.events.emit(Event::CampaignStarted {
+                id: self.id.clone(),
+                runbook: self.runbook.name.clone(),
+                resumed,
+                devices: progress.into_values().collect(),
+                artifacts: artifacts.display().to_string(),
+            });
+        }
+
+        let mut set = JoinSet::new();
+        let mut missing = Vec::new();
+        for (name, queue) in queues {
+            match devices.get(&name) {
+                Some((device, tether)) => {
+                    let ctx = ctx.clone();
+                    let (device, tether) = (device.clone(), Box::new(SharedTether(tether.clone())));
+                    set.spawn(async move { (name, run_device(ctx, device, tether, queue).await) });
+                }
+                None => missing.push(name),
+            }
+        }
+        let mut end = RoundEnd {
+            offline: missing.iter().map(|d| format!("{d}: not available")).collect(),
+            cancelled: false,
+            fatal: None,
+        };
+        while let Some(joined) = set.join_next().await {
+            match joined {
+                Ok((_, Ok(WorkerEnd::Finished))) => {}
+                Ok((name, Ok(WorkerEnd::Offline(reason)))) => end.offline.push(format!("{name}: {reason}")),
+                Ok((_, Ok(WorkerEnd::Cancelled))) => end.cancelled = true,
+                Ok((_, Err(e))) => end.fatal = end.fatal.or(Some(e)),
+                Err(e) => end.fatal = end.fatal.or(Some(RunError::Internal(format!("device worker panicked: {e}")))),
+            }
+        }
+        Ok(end)
+    }
+}
+
+/// Trials added per device, for the progress display.
+fn per_device(trials: &[crate::store::PlannedTrialRow]) -> Vec<DeviceProgress> {
+    let mut out: BTreeMap<&str, u32> = BTreeMap::new();
+    for t in trials {
+        *out.entry(t.device.as_str()).or_default() += 1;
+    }
+    out.into_iter().map(|(d, n)| DeviceProgress { device: d.to_string(), planned: n, done: 0 }).collect()
 }
 
 /// Opens the tether of every device; `operator` answers manual steps.

@@ -80,6 +80,15 @@ pub enum Event {
     DeviceDone {
         device: String,
     },
+    /// Adaptive repeats: some variants' gating intervals are still too wide, so more
+    /// trials were planned; round 2 is the first extra round.
+    TrialsAdded {
+        round: u32,
+        /// Trials added per device (`planned`; `done` is 0).
+        devices: Vec<DeviceProgress>,
+        /// `model / variant: metric ±x % > ±target`, one per variant that needs more.
+        reasons: Vec<String>,
+    },
     CampaignFinished {
         id: String,
         status: CampaignStatus,

@@ -1,11 +1,29 @@
 //! Statistics: pure functions, each naming its formula and source.
 
+mod adjust;
+mod compare;
+mod effect;
+mod mann_whitney;
 mod moments;
 mod order;
+mod outliers;
+mod relative;
+mod sample_size;
 mod student_t;
 mod summary;
+mod verdict;
+mod welch;
 
+pub use adjust::{benjamini_hochberg, holm};
+pub use compare::{Comparison, compare};
+pub use effect::hedges_g;
+pub use mann_whitney::{EXACT_MAX_N, MannWhitney, MwuMethod, mann_whitney, min_attainable_p};
 pub use moments::{mean, sample_variance};
-pub use order::median;
-pub use student_t::t_quantile;
+pub use order::{MedianCi, median, median_ci};
+pub use outliers::{MODIFIED_Z_LIMIT, modified_z_outliers};
+pub use relative::{ChangeScale, RelativeChange, relative_change};
+pub use sample_size::trials_per_arm;
+pub use student_t::{t_quantile, t_two_sided_p};
 pub use summary::{Summary, summarize};
+pub use verdict::{Direction, Verdict, decide};
+pub use welch::{Welch, welch, welch_from_moments};

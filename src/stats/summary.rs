@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{mean, median, sample_variance, t_quantile};
+use super::{mean, median, median_ci, sample_variance, t_quantile};
 
 /// Descriptive statistics of one sample.
 ///
@@ -27,6 +27,12 @@ pub struct Summary {
     /// The level `ci_low`/`ci_high` were computed at (0.95 = 95 %).
     pub confidence: f64,
     pub median: f64,
+    /// Distribution-free interval for the median (order statistics) at `confidence` or
+    /// more; `None` when n is too small for that level (n < 6 at 95 %).
+    pub median_ci_low: Option<f64>,
+    pub median_ci_high: Option<f64>,
+    /// The exact coverage of that interval (0.96875 for n = 6).
+    pub median_ci_coverage: Option<f64>,
     pub min: f64,
     pub max: f64,
 }
@@ -47,7 +53,7 @@ impl Summary {
 /// [`mean`], [`sample_variance`]); sd = √s²; cv = sd / |x̄|; se = sd / √n; confidence
 /// interval x̄ ± t₍₁₊c₎/₂,ₙ₋₁ · se (Student t, two-sided; NIST/SEMATECH e-Handbook of
 /// Statistical Methods, §7.2.2.1 "Confidence limits for the mean"); median per
-/// [`median`].
+/// [`median`], its interval per [`median_ci`].
 pub fn summarize(xs: &[f64], confidence: f64) -> Option<Summary> {
     if xs.iter().any(|x| !x.is_finite()) {
         return None;
@@ -60,6 +66,7 @@ pub fn summarize(xs: &[f64], confidence: f64) -> Option<Summary> {
     let se = sd.map(|s| s / (n as f64).sqrt());
     let t = t_quantile((1.0 + confidence) / 2.0, n as f64 - 1.0);
     let half = se.zip(t).map(|(se, t)| t * se);
+    let mci = median_ci(xs, confidence);
     let (min, max) = xs.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| (lo.min(x), hi.max(x)));
     Some(Summary {
         n,
@@ -72,6 +79,9 @@ pub fn summarize(xs: &[f64], confidence: f64) -> Option<Summary> {
         ci_high: half.map(|h| m + h),
         confidence,
         median: median(xs)?,
+        median_ci_low: mci.map(|c| c.low),
+        median_ci_high: mci.map(|c| c.high),
+        median_ci_coverage: mci.map(|c| c.coverage),
         min,
         max,
     })

@@ -45,6 +45,29 @@ fn json_text(v: &serde_json::Value) -> String {
     v.to_string()
 }
 
+fn insert_trials(tx: &rusqlite::Transaction<'_>, id: &str, trials: &[PlannedTrialRow]) -> Result<(), StoreError> {
+    let mut st = tx.prepare(
+        "INSERT INTO trials (campaign, idx, key, device, device_model, variant, build, config, repeat, block, device_order)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )?;
+    for t in trials {
+        st.execute(params![
+            id,
+            t.idx,
+            t.key,
+            t.device,
+            t.device_model,
+            t.variant,
+            t.build,
+            t.config,
+            t.repeat,
+            t.block,
+            t.device_order
+        ])?;
+    }
+    Ok(())
+}
+
 impl Store {
     /// Opens (creating if needed) the store at `path` and brings its schema up to date.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
@@ -115,62 +138,26 @@ impl Store {
                 max_attempts
             ],
         )?;
-        {
-            let mut st = tx.prepare(
-                "INSERT INTO trials (campaign, idx, key, device, device_model, variant, build, config, repeat, block, device_order)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            )?;
-            for t in &c.planned_trials {
-                st.execute(params![
-                    c.id,
-                    t.idx,
-                    t.key,
-                    t.device,
-                    t.device_model,
-                    t.variant,
-                    t.build,
-                    t.config,
-                    t.repeat,
-                    t.block,
-                    t.device_order
-                ])?;
-            }
-        }
+        insert_trials(&tx, &c.id, &c.planned_trials)?;
         tx.commit()?;
         Ok(())
     }
 
-    /// Adds planned trials to an existing campaign in one transaction (hand-run trials
-    /// attached by `lab import`).
-    pub fn add_trials(&self, campaign: &str, rows: &[PlannedTrialRow]) -> Result<(), StoreError> {
+    /// Adds planned trials to a campaign and stores its new plan, in one transaction
+    /// (adaptive repeats): a resumed run sees both or neither.
+    pub fn add_trials(
+        &self,
+        id: &str,
+        trials: &[PlannedTrialRow],
+        plan_json: &serde_json::Value,
+    ) -> Result<(), StoreError> {
         let mut conn = self.lock();
         let tx = conn.transaction()?;
-        let exists: Option<String> =
-            tx.query_row("SELECT id FROM campaigns WHERE id = ?1", [campaign], |r| r.get(0)).optional()?;
-        if exists.is_none() {
-            return Err(StoreError::NoCampaign(campaign.to_string()));
+        let n = tx.execute("UPDATE campaigns SET plan_json = ?2 WHERE id = ?1", params![id, json_text(plan_json)])?;
+        if n == 0 {
+            return Err(StoreError::NoCampaign(id.into()));
         }
-        {
-            let mut st = tx.prepare(
-                "INSERT INTO trials (campaign, idx, key, device, device_model, variant, build, config, repeat, block, device_order)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            )?;
-            for t in rows {
-                st.execute(params![
-                    campaign,
-                    t.idx,
-                    t.key,
-                    t.device,
-                    t.device_model,
-                    t.variant,
-                    t.build,
-                    t.config,
-                    t.repeat,
-                    t.block,
-                    t.device_order
-                ])?;
-            }
-        }
+        insert_trials(&tx, id, trials)?;
         tx.commit()?;
         Ok(())
     }
@@ -508,6 +495,31 @@ mod tests {
     }
 
     #[test]
+    fn added_trials_and_plan_are_stored_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("lab.db")).unwrap();
+        s.create_campaign(&campaign("c1", 2), 2, 1).unwrap();
+        s.record_attempt(&attempt("c1", 0, 0, true)).unwrap();
+        s.add_trials("c1", &[trial(2), trial(3)], &serde_json::json!({"x": 2})).unwrap();
+        let outcomes: Vec<_> = s.trials("c1").unwrap().iter().map(|t| (t.row.idx, t.outcome)).collect();
+        assert_eq!(
+            outcomes,
+            [
+                (0, TrialOutcome::Valid),
+                (1, TrialOutcome::Pending),
+                (2, TrialOutcome::Pending),
+                (3, TrialOutcome::Pending)
+            ]
+        );
+        assert_eq!(s.campaign("c1").unwrap().plan_json, serde_json::json!({"x": 2}));
+        // A clash rolls the whole change back: the plan stays as it was.
+        assert!(s.add_trials("c1", &[trial(4), trial(0)], &serde_json::json!({"x": 3})).is_err());
+        assert_eq!(s.trials("c1").unwrap().len(), 4);
+        assert_eq!(s.campaign("c1").unwrap().plan_json, serde_json::json!({"x": 2}));
+        assert!(matches!(s.add_trials("nope", &[], &serde_json::json!({})), Err(StoreError::NoCampaign(_))));
+    }
+
+    #[test]
     fn an_attempt_is_recorded_once() {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(&dir.path().join("lab.db")).unwrap();
@@ -523,13 +535,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(&dir.path().join("lab.db")).unwrap();
         s.create_campaign(&campaign("c1", 2), 1, 1).unwrap();
-        s.add_trials("c1", &[trial(2), trial(3)]).unwrap();
+        let plan = serde_json::json!({"x": 2});
+        s.add_trials("c1", &[trial(2), trial(3)], &plan).unwrap();
         assert_eq!(s.trials("c1").unwrap().len(), 4);
-        // A clash on the second row rolls back the first.
-        let e = s.add_trials("c1", &[trial(4), trial(0)]).unwrap_err();
+        assert_eq!(s.campaign("c1").unwrap().plan_json, plan);
+        // A clash on the second row rolls back the first, and the plan with it.
+        let e = s.add_trials("c1", &[trial(4), trial(0)], &serde_json::json!({"x": 3})).unwrap_err();
         assert!(matches!(e, StoreError::Sql(_)), "{e}");
         assert_eq!(s.trials("c1").unwrap().len(), 4);
-        assert!(matches!(s.add_trials("nope", &[trial(9)]), Err(StoreError::NoCampaign(_))));
+        assert_eq!(s.campaign("c1").unwrap().plan_json, plan);
+        assert!(matches!(s.add_trials("nope", &[trial(9)], &plan), Err(StoreError::NoCampaign(_))));
     }
 
     #[test]

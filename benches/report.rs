@@ -1,0 +1,162 @@
+//! Report generation for a campaign of 100 000 trial × metric rows.
+//!
+//! `cargo bench --bench report` builds a synthetic campaign (10 000 valid attempts × 10
+//! metrics, 2 device models, 5 variants, so 1 000 values per model × variant × metric),
+//! then times building the report (statistics, comparisons, verdicts) and writing every
+//! file (`report.md`, `report.html`, `results.csv`, `summary.csv`, `report.json`) plus
+//! the terminal tables. Prints the times; asserts nothing about them (figures are for
+//! people and the issue notes). Target: under 2 s.
+
+use std::time::Instant;
+
+use rand::RngExt;
+use rand_distr::{Distribution, Normal};
+
+use lab::config::{Order, Platform, StatsSettings};
+use lab::device::Measurement;
+use lab::plan::{Plan, PlannedDevice, Variant};
+use lab::report::{self, CampaignData};
+use lab::store::{
+    AttemptRecord, AttemptStatus, CampaignRecord, CampaignStatus, PlannedTrialRow, TrialOutcome, TrialRecord,
+};
+
+const ATTEMPTS: u32 = 10_000;
+const METRICS: usize = 10;
+const VARIANTS: [&str; 5] = ["base", "v1", "v2", "v3", "v4"];
+const MODELS: [&str; 2] = ["iPhone 6s", "Pixel 5"];
+
+fn main() {
+    let data = campaign();
+    let rows: usize = data.attempts.iter().map(|a| a.measurements.len()).sum();
+    let dir = tempfile::tempdir().expect("tempdir");
+
+    let start = Instant::now();
+    let rep = report::build_report(&data);
+    let built = start.elapsed();
+    let table = report::render_table(&rep);
+    let files = report::write_all(&rep, &data, dir.path()).expect("write");
+    let total = start.elapsed();
+
+    let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    println!("report: {rows} trial × metric rows, {} comparisons", comparisons(&rep));
+    println!("report: build (statistics, comparisons, verdicts) {:.3} s", built.as_secs_f64());
+    println!(
+        "report: build + terminal tables + all five files {:.3} s (table {} KB, html {} KB, results.csv {} KB, summary.csv {} KB, json {} KB)",
+        total.as_secs_f64(),
+        table.len() / 1024,
+        size(&files.html) / 1024,
+        size(&files.csv) / 1024,
+        size(&files.summary_csv) / 1024,
+        size(&files.json) / 1024
+    );
+}
+
+fn comparisons(r: &report::Report) -> usize {
+    r.models.iter().flat_map(|m| &m.rows).map(|row| row.comparisons.len()).sum()
+}
+
+/// 10 000 one-attempt trials spread over 5 variants and 2 models, 10 noisy metrics each.
+fn campaign() -> CampaignData {
+    let mut rng = lab::seed::rng(1, &["bench", "report"]);
+    let noise = Normal::new(0.0, 1.0).expect("normal");
+    let devices: Vec<PlannedDevice> = MODELS
+        .iter()
+        .enumerate()
+        .map(|(i, m)| PlannedDevice {
+            name: format!("dev-{i}"),
+            model: m.to_string(),
+            platform: Platform::Sim,
+            trials: ATTEMPTS / 2,
+            device_time_s: 0.0,
+        })
+        .collect();
+    let mut trials = Vec::new();
+    let mut attempts = Vec::new();
+    for i in 0..ATTEMPTS {
+        let (v, m) = (i as usize % VARIANTS.len(), (i as usize / VARIANTS.len()) % MODELS.len());
+        let row = PlannedTrialRow {
+            idx: i,
+            key: format!("{i:05}-dev-{m}-{}", VARIANTS[v]),
+            device: format!("dev-{m}"),
+            device_model: MODELS[m].to_string(),
+            variant: VARIANTS[v].to_string(),
+            build: VARIANTS[v].to_string(),
+            config: "default".into(),
+            repeat: i / 10,
+            block: i / 10,
+            device_order: i / 2,
+        };
+        let measurements = (0..METRICS)
+            .map(|k| {
+                // Variant v shifts metric k by v %: some comparisons change, some do not.
+                let mean = 100.0 * (1.0 + k as f64) * (1.0 + 0.01 * v as f64);
+                let value = mean * (1.0 + 0.03 * noise.sample(&mut rng)) + rng.random::<f64>() * 1e-3;
+                Measurement::new(&format!("metric_{k}"), value, "u", "bench")
+            })
+            .collect();
+        attempts.push(AttemptRecord {
+            campaign: "bench".into(),
+            trial_idx: i,
+            attempt: 0,
+            status: AttemptStatus::Valid,
+            reasons: Vec::new(),
+            phases: vec![("soak".into(), 600.0)],
+            started_at: "2026-01-01T00:00:00Z".into(),
+            ended_at: "2026-01-01T00:10:00Z".into(),
+            soak_start_s: f64::from(i) * 700.0,
+            artifact_dir: String::new(),
+            measurements,
+            state_before: serde_json::Value::Null,
+            state_after: serde_json::Value::Null,
+        });
+        trials.push(TrialRecord { row, attempts: 1, outcome: TrialOutcome::Valid });
+    }
+    let plan = Plan {
+        runbook: "bench".into(),
+        seed: 1,
+        order: Order::Balanced,
+        duration_s: 600.0,
+        cooldown_s: 100.0,
+        repeats: ATTEMPTS / 10,
+        max_attempts: 1,
+        variants: VARIANTS
+            .iter()
+            .map(|v| Variant {
+                name: v.to_string(),
+                build: v.to_string(),
+                config: "default".into(),
+                baseline_build: *v == "base",
+                default_config: true,
+            })
+            .collect(),
+        devices,
+        trials: trials.iter().map(|t| t.row.clone()).collect(),
+        metrics: Vec::new(),
+        statistics: StatsSettings {
+            gating: vec!["metric_0".into(), "metric_1".into(), "metric_2".into()],
+            ..StatsSettings::default()
+        },
+        expected_requests: None,
+        adaptive: None,
+    };
+    let record = CampaignRecord {
+        id: "bench".into(),
+        runbook_name: "bench".into(),
+        runbook_path: "bench.toml".into(),
+        runbook_text: String::new(),
+        runbook_sha256: "00".into(),
+        lab_text: String::new(),
+        lab_sha256: "11".into(),
+        content_hashes: serde_json::json!({}),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        seed: 1,
+        created_at: "2026-01-01T00:00:00Z".into(),
+        finished_at: None,
+        status: CampaignStatus::Done,
+        runner_pid: None,
+        note: None,
+        plan_json: serde_json::to_value(&plan).expect("plan"),
+        footprint_json: None,
+    };
+    CampaignData::new(record, trials, attempts).expect("campaign data")
+}

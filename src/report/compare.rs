@@ -1,0 +1,204 @@
+//! `lab compare A B`: two campaigns of one runbook (last week and this week), every
+//! variant × device model × metric of B against the same in A.
+
+use serde::Serialize;
+
+use super::model::{ComparisonKind, MetricComparison, Report, StatisticsMeta, VariantVerdict};
+use super::verdicts::{Arm, MetricPair, judge, overall};
+use crate::config::StatsSettings;
+use crate::stats::{Summary, Verdict};
+
+/// Version of the `lab compare --format json` layout.
+pub const COMPARE_SCHEMA_VERSION: u32 = 1;
+
+/// One campaign, as `lab compare` names it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CampaignRef {
+    pub id: String,
+    pub runbook: String,
+    pub runbook_sha256: String,
+    pub seed: u64,
+    pub created_at: String,
+    pub tool_version: String,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CompareReport {
+    pub schema_version: u32,
+    /// Campaign A, the reference.
+    pub before: CampaignRef,
+    /// Campaign B, compared with A.
+    pub after: CampaignRef,
+    /// The runbook text differs between the two (same name).
+    pub runbook_changed: bool,
+    /// Settings used (campaign B's runbook).
+    pub statistics: StatisticsMeta,
+    pub models: Vec<CompareModel>,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CompareModel {
+    pub model: String,
+    pub rows: Vec<CompareRow>,
+    /// Per variant, against the same variant in A.
+    pub verdicts: Vec<VariantVerdict>,
+}
+
+/// One variant × metric in both campaigns.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CompareRow {
+    pub variant: String,
+    pub metric: String,
+    pub unit: String,
+    pub gating: bool,
+    pub before: Option<Summary>,
+    pub after: Option<Summary>,
+    /// `None` when either campaign has no value.
+    pub comparison: Option<MetricComparison>,
+}
+
+impl CompareReport {
+    /// Whether any variant is worse than in A on a gating metric (`lab compare` exits 5).
+    pub fn regression(&self) -> bool {
+        self.models.iter().flat_map(|m| &m.verdicts).any(|v| v.verdict == Verdict::Worse)
+    }
+}
+
+/// Compares campaign `after` with campaign `before`, metric by metric, with `settings`
+/// (Holm within each variant's gating family, as in a campaign report).
+pub fn compare_reports(before: &Report, after: &Report, settings: &StatsSettings) -> CompareReport {
+    let mut warnings = Vec::new();
+    let st = &after.statistics;
+    let mut models = Vec::new();
+    for m in &after.models {
+        let Some(old) = before.models.iter().find(|o| o.model == m.model) else {
+            warnings.push(format!("device model {} is only in campaign {}", m.model, after.campaign.id));
+            continue;
+        };
+        let mut variants: Vec<&str> = m.rows.iter().map(|r| r.variant.as_str()).collect();
+        variants.dedup();
+        let mut rows = Vec::new();
+        let mut verdicts = Vec::new();
+        for variant in variants {
+            let pairs_idx: Vec<(usize, Option<usize>)> = m
+                .rows
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.variant == variant)
+                .map(|(i, r)| (i, old.rows.iter().position(|o| o.variant == r.variant && o.metric == r.metric)))
+                .collect();
+            if pairs_idx.iter().all(|(_, j)| j.is_none()) {
+                warnings.push(format!("{} / {variant} is only in campaign {}", m.model, after.campaign.id));
+            }
+            let comparable: Vec<(usize, usize)> = pairs_idx
+                .iter()
+                .filter_map(|&(i, j)| {
+                    let j = j?;
+                    (m.rows[i].stats.is_some() && old.rows[j].stats.is_some()).then_some((i, j))
+                })
+                .collect();
+            let pairs: Vec<MetricPair> = comparable
+                .iter()
+                .filter_map(|&(i, j)| {
+                    Some(MetricPair {
+                        metric: &m.rows[i].metric,
+                        treatment: Arm { values: &m.rows[i].values, stats: m.rows[i].stats.as_ref()? },
+                        reference: Arm { values: &old.rows[j].values, stats: old.rows[j].stats.as_ref()? },
+                    })
+                })
+                .collect();
+            let judged = judge(&pairs, &before.campaign.id, ComparisonKind::EarlierCampaign, settings);
+            if !pairs.is_empty() {
+                let named: Vec<(&str, &MetricComparison)> = pairs.iter().map(|p| p.metric).zip(&judged).collect();
+                let mut v =
+                    overall(variant, &before.campaign.id, ComparisonKind::EarlierCampaign, &named, &settings.gating);
+                v.summary = v.summary.replacen(&format!(" vs {}", before.campaign.id), "", 1);
+                verdicts.push(v);
+            }
+            let mut by_row: std::collections::HashMap<usize, MetricComparison> =
+                comparable.iter().map(|&(i, _)| i).zip(judged).collect();
+            for (i, j) in pairs_idx {
+                let r = &m.rows[i];
+                rows.push(CompareRow {
+                    variant: r.variant.clone(),
+                    metric: r.metric.clone(),
+                    unit: r.unit.clone(),
+                    gating: r.gating,
+                    before: j.and_then(|j| old.rows[j].stats.clone()),
+                    after: r.stats.clone(),
+                    comparison: by_row.remove(&i),
+                });
+            }
+        }
+        models.push(CompareModel { model: m.model.clone(), rows, verdicts });
+    }
+    for o in before.models.iter().filter(|o| !after.models.iter().any(|m| m.model == o.model)) {
+        warnings.push(format!("device model {} is only in campaign {}", o.model, before.campaign.id));
+    }
+    let campaign_ref = |r: &Report| CampaignRef {
+        id: r.campaign.id.clone(),
+        runbook: r.campaign.runbook.clone(),
+        runbook_sha256: r.campaign.runbook_sha256.clone(),
+        seed: r.campaign.seed,
+        created_at: r.campaign.created_at.clone(),
+        tool_version: r.campaign.tool_version.clone(),
+    };
+    CompareReport {
+        schema_version: COMPARE_SCHEMA_VERSION,
+        before: campaign_ref(before),
+        after: campaign_ref(after),
+        runbook_changed: before.campaign.runbook_sha256 != after.campaign.runbook_sha256,
+        statistics: st.clone(),
+        models,
+        warnings,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{build_report, test_fixture};
+
+    /// Campaign B: the fixture with envoy-poll's CPU up by `factor`, and a fourth valid
+    /// trial per variant so that comparisons can reach significance.
+    fn week(id: &str, factor: f64) -> Report {
+        let mut data = test_fixture::campaign(id);
+        for a in &mut data.attempts {
+            let variant = &data.trials[a.trial_idx as usize].row.variant;
+            for m in &mut a.measurements {
+                if m.metric == "cpu_pct" && variant == "envoy-poll" {
+                    m.value *= factor;
+                }
+            }
+        }
+        // Trial 7 (envoy-poll) gets a valid attempt, trial 4 (control) a valid retry.
+        data.attempts.push(test_fixture::attempt(id, 7, 0, &[], &[("cpu_pct", 186.0 * factor, "%")]));
+        data.attempts.push(test_fixture::attempt(id, 4, 2, &[], &[("cpu_pct", 12.2, "%")]));
+        build_report(&data)
+    }
+
+    #[test]
+    fn same_data_is_unchanged_and_a_cpu_jump_is_worse() {
+        let settings = StatsSettings::default();
+        let a = week("week-1", 1.0);
+        let same = compare_reports(&a, &week("week-2", 1.0), &settings);
+        assert!(!same.regression());
+        assert!(same.models[0].verdicts.iter().all(|v| v.verdict == Verdict::Same), "{:?}", same.models[0].verdicts);
+        let worse = compare_reports(&a, &week("week-2", 1.3), &settings);
+        assert!(worse.regression());
+        let poll = worse.models[0].verdicts.iter().find(|v| v.variant == "envoy-poll").unwrap();
+        assert_eq!((poll.verdict, poll.worse.as_slice()), (Verdict::Worse, ["cpu_pct".to_string()].as_slice()));
+        assert!(poll.summary.starts_with("envoy-poll: worse — cpu_pct +30% ["), "{}", poll.summary);
+        let row = worse.models[0].rows.iter().find(|r| r.variant == "envoy-poll" && r.metric == "cpu_pct").unwrap();
+        let c = row.comparison.as_ref().unwrap();
+        assert_eq!((c.kind, c.against.as_str()), (ComparisonKind::EarlierCampaign, "week-1"));
+        assert_eq!(row.before.as_ref().unwrap().n, 4);
+        assert!(!worse.runbook_changed);
+        insta::assert_snapshot!("compare_table", crate::report::render_compare_table(&worse));
+        insta::assert_snapshot!("compare_markdown", crate::report::render_compare_markdown(&worse));
+        let json: serde_json::Value = serde_json::from_str(&crate::report::render_compare_json(&worse)).unwrap();
+        assert_eq!(json["schema_version"], 1);
+        assert_eq!(json["models"][0]["verdicts"][1]["verdict"], "worse");
+    }
+}

@@ -1,0 +1,224 @@
+//! Comparisons and verdicts: what each variant is compared with, p-values adjusted
+//! within families, and the decision per metric and per variant.
+
+use super::format::change_with_ci;
+use super::model::{ComparisonKind, MetricComparison, VariantSummary, VariantVerdict};
+use crate::config::StatsSettings;
+use crate::stats::{Direction, Summary, Verdict, compare, decide, holm, min_attainable_p, trials_per_arm};
+
+/// Power the sample-size advice aims at.
+pub const ADVICE_POWER: f64 = 0.8;
+
+/// One sample: its values and their summary.
+#[derive(Clone, Copy)]
+pub(crate) struct Arm<'a> {
+    pub values: &'a [f64],
+    pub stats: &'a Summary,
+}
+
+/// A metric measured in both arms.
+pub(crate) struct MetricPair<'a> {
+    pub metric: &'a str,
+    pub treatment: Arm<'a>,
+    pub reference: Arm<'a>,
+}
+
+/// What `variant` is compared with: the baseline build with the same config (unless it
+/// is the baseline build), and the same build with the default config (unless it has
+/// the default config). References missing from the plan are skipped.
+pub(crate) fn references(v: &VariantSummary, all: &[VariantSummary]) -> Vec<(String, ComparisonKind)> {
+    let mut out = Vec::new();
+    if !v.baseline_build
+        && let Some(b) = all.iter().find(|o| o.baseline_build && o.config == v.config)
+    {
+        out.push((b.name.clone(), ComparisonKind::BaselineBuild));
+    }
+    if !v.default_config
+        && let Some(d) = all.iter().find(|o| o.build == v.build && o.default_config)
+    {
+        out.push((d.name.clone(), ComparisonKind::DefaultConfig));
+    }
+    out
+}
+
+/// Compares every pair, adjusts the Welch p-values with Holm — the gating metrics as
+/// one family, the other metrics as another — and decides each metric. Results follow
+/// the order of `pairs`.
+pub(crate) fn judge(
+    pairs: &[MetricPair],
+    against: &str,
+    kind: ComparisonKind,
+    settings: &StatsSettings,
+) -> Vec<MetricComparison> {
+    let confidence = settings.confidence;
+    let comparisons: Vec<_> = pairs
+        .iter()
+        .map(|p| compare(p.treatment.values, p.treatment.stats, p.reference.values, p.reference.stats, confidence))
+        .collect();
+    let mut adjusted: Vec<Option<f64>> = vec![None; pairs.len()];
+    let mut family_size = vec![0; pairs.len()];
+    for gating in [true, false] {
+        let members: Vec<usize> = (0..pairs.len())
+            .filter(|&i| settings.gating.iter().any(|g| g == pairs[i].metric) == gating)
+            .filter(|&i| comparisons[i].welch.is_some())
+            .collect();
+        let p: Vec<f64> = members.iter().filter_map(|&i| comparisons[i].welch.as_ref().map(|w| w.p)).collect();
+        for (&i, q) in members.iter().zip(holm(&p)) {
+            adjusted[i] = Some(q);
+            family_size[i] = members.len();
+        }
+    }
+    pairs
+        .iter()
+        .zip(comparisons)
+        .enumerate()
+        .map(|(i, (pair, stats))| {
+            let verdict =
+                decide(&stats, adjusted[i], settings.alpha, settings.practical_threshold, Direction::of(pair.metric));
+            let advice = advice(pair, settings, family_size[i].max(1));
+            MetricComparison {
+                against: against.to_string(),
+                kind,
+                stats,
+                p_adjusted: adjusted[i],
+                family_size: family_size[i],
+                verdict,
+                advice_trials_per_arm: advice,
+            }
+        })
+        .collect()
+}
+
+/// Trials per arm for the practical threshold at 80 % power, at α / (family size)
+/// (Bonferroni: what Holm's first step demands), from the larger CV of the two arms;
+/// never fewer than the rank test needs to reach α at all.
+fn advice(pair: &MetricPair, settings: &StatsSettings, family: usize) -> Option<u32> {
+    let cv = pair.treatment.stats.cv?.max(pair.reference.stats.cv?);
+    let alpha = settings.alpha / family as f64;
+    let n = trials_per_arm(cv, settings.practical_threshold, alpha, ADVICE_POWER)?;
+    let floor = (2..=1000u32).find(|&k| min_attainable_p(k as usize, k as usize) <= alpha).unwrap_or(2);
+    Some(n.max(floor))
+}
+
+/// The overall verdict of `variant` against one reference from its gating metrics.
+/// `metrics` holds (metric, comparison) for every compared metric.
+pub(crate) fn overall(
+    variant: &str,
+    against: &str,
+    kind: ComparisonKind,
+    metrics: &[(&str, &MetricComparison)],
+    gating: &[String],
+) -> VariantVerdict {
+    let gated: Vec<&(&str, &MetricComparison)> =
+        metrics.iter().filter(|(m, _)| gating.iter().any(|g| g == m)).collect();
+    let names = |v: Verdict| -> Vec<String> {
+        gated.iter().filter(|(_, c)| c.verdict == v).map(|(m, _)| m.to_string()).collect()
+    };
+    let (worse, better, too_few) = (names(Verdict::Worse), names(Verdict::Better), names(Verdict::TooFewTrials));
+    let verdict = if !worse.is_empty() {
+        Verdict::Worse
+    } else if !better.is_empty() {
+        Verdict::Better
+    } else if !too_few.is_empty() {
+        Verdict::TooFewTrials
+    } else {
+        Verdict::Same
+    };
+    let listed = |v: Verdict| -> String {
+        gated
+            .iter()
+            .filter(|(_, c)| c.verdict == v)
+            .map(|(m, c)| format!("{m} {}", change_with_ci(c.stats.change.as_ref())))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let detail = match verdict {
+        Verdict::Worse if better.is_empty() => listed(Verdict::Worse),
+        Verdict::Worse => format!("{}; better: {}", listed(Verdict::Worse), listed(Verdict::Better)),
+        Verdict::Better => listed(Verdict::Better),
+        Verdict::TooFewTrials => format!("too few trials for {}", too_few.join(", ")),
+        _ if gated.is_empty() => "no gating metric measured".to_string(),
+        _ => format!(
+            "no gating metric changed beyond the practical threshold ({})",
+            gated.iter().map(|(m, _)| *m).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    VariantVerdict {
+        variant: variant.to_string(),
+        against: against.to_string(),
+        kind,
+        verdict,
+        worse,
+        better,
+        too_few_trials: too_few,
+        summary: format!("{variant} vs {against}: {} — {detail}", verdict.as_str()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::summarize;
+
+    fn v(name: &str, build: &str, config: &str, baseline: bool, default: bool) -> VariantSummary {
+        VariantSummary::new(name, build, config, baseline, default)
+    }
+
+    #[test]
+    fn build_and_config_variants_get_their_references() {
+        let all = [
+            v("a+default", "a", "default", true, true),
+            v("a+trace", "a", "trace", true, false),
+            v("b+default", "b", "default", false, true),
+            v("b+trace", "b", "trace", false, false),
+        ];
+        let refs: Vec<Vec<(String, ComparisonKind)>> = all.iter().map(|x| references(x, &all)).collect();
+        assert!(refs[0].is_empty());
+        assert_eq!(refs[1], [("a+default".to_string(), ComparisonKind::DefaultConfig)]);
+        assert_eq!(refs[2], [("a+default".to_string(), ComparisonKind::BaselineBuild)]);
+        assert_eq!(
+            refs[3],
+            [
+                ("a+trace".to_string(), ComparisonKind::BaselineBuild),
+                ("b+default".to_string(), ComparisonKind::DefaultConfig)
+            ]
+        );
+    }
+
+    #[test]
+    fn holm_runs_within_the_gating_family_only() {
+        let settings = StatsSettings::default();
+        const BASE: [f64; 6] = [12.0, 12.5, 11.5, 12.2, 11.8, 12.1];
+        const WORSE: [f64; 6] = [185.0, 190.0, 180.0, 186.0, 184.0, 183.0];
+        const SAME: [f64; 6] = [12.1, 12.4, 11.6, 12.0, 11.9, 12.2];
+        let (base, worse, same) = (&BASE, &WORSE, &SAME);
+        let (sb, sw, ss) =
+            (summarize(base, 0.95).unwrap(), summarize(worse, 0.95).unwrap(), summarize(same, 0.95).unwrap());
+        let arm = |values: &'static [f64], stats| Arm { values, stats };
+        let pairs = [
+            MetricPair { metric: "cpu_pct", treatment: arm(worse, &sw), reference: arm(base, &sb) },
+            MetricPair { metric: "memory_mb", treatment: arm(same, &ss), reference: arm(base, &sb) },
+            MetricPair { metric: "requests", treatment: arm(worse, &sw), reference: arm(base, &sb) },
+        ];
+        let out = judge(&pairs, "control", ComparisonKind::BaselineBuild, &settings);
+        let raw: Vec<f64> = out.iter().map(|c| c.stats.welch.as_ref().unwrap().p).collect();
+        // Two gating tests: Holm multiplies the smaller p by 2. `requests` is alone.
+        assert_eq!(out[0].family_size, 2);
+        assert!((out[0].p_adjusted.unwrap() - 2.0 * raw[0]).abs() < 1e-15);
+        assert_eq!((out[2].family_size, out[2].p_adjusted), (1, Some(raw[2])));
+        let verdicts: Vec<Verdict> = out.iter().map(|c| c.verdict).collect();
+        assert_eq!(verdicts, [Verdict::Worse, Verdict::Same, Verdict::Changed]);
+        assert!(out.iter().all(|c| c.advice_trials_per_arm.is_some_and(|n| n >= 4)));
+
+        let named: Vec<(&str, &MetricComparison)> = pairs.iter().map(|p| p.metric).zip(&out).collect();
+        let o = overall("envoy-poll", "control", ComparisonKind::BaselineBuild, &named, &settings.gating);
+        assert_eq!((o.verdict, o.worse.as_slice()), (Verdict::Worse, ["cpu_pct".to_string()].as_slice()));
+        assert!(o.summary.starts_with("envoy-poll vs control: worse — cpu_pct +1"), "{}", o.summary);
+        let o = overall("envoy-poll", "control", ComparisonKind::BaselineBuild, &named[1..], &settings.gating);
+        assert_eq!(o.verdict, Verdict::Same);
+        assert_eq!(
+            o.summary,
+            "envoy-poll vs control: ~ — no gating metric changed beyond the practical threshold (memory_mb)"
+        );
+    }
+}
