@@ -1,3 +1,4 @@
 //! Parsers of device outputs: pure functions of text and bytes.
 
+pub mod procfs;
 pub mod sim_dump;

@@ -10,10 +10,12 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::event::{DeviceProgress, Event, EventSink};
+use super::footprint::Footprint;
 use super::trial::{RunError, TrialContext, blocking, now_rfc3339};
 use super::worker::{WorkerEnd, run_device};
 use crate::config::{Lab, Runbook};
 use crate::device::Device;
+use crate::endpoint::Endpoint;
 use crate::plan::Plan;
 use crate::store::{CampaignStatus, NewCampaign, Store, TrialOutcome};
 use crate::tether::{Operator, Tether};
@@ -155,6 +157,16 @@ impl Campaign {
             artifacts: artifacts.display().to_string(),
         });
 
+        let endpoint = match self.start_endpoint() {
+            Ok(e) => e,
+            Err(e) => {
+                let (store, id, note) = (self.store.clone(), self.id.clone(), format!("error: {e}"));
+                blocking(move || store.finish_campaign(&id, CampaignStatus::Interrupted, &now_rfc3339(), Some(&note), None))
+                    .await?;
+                return Err(e);
+            }
+        };
+        let footprint = Arc::new(Footprint::new(endpoint.as_ref().map(|e| e.thread_id())));
         let ctx = Arc::new(TrialContext {
             campaign: self.id.clone(),
             runbook: self.runbook.clone(),
@@ -163,6 +175,8 @@ impl Campaign {
             artifacts: artifacts.clone(),
             max_attempts: self.plan.max_attempts,
             shutdown: self.shutdown.clone(),
+            endpoint: endpoint.clone(),
+            footprint: footprint.clone(),
         });
         let mut devices = self.devices;
         let mut set = JoinSet::new();
@@ -210,7 +224,10 @@ impl Campaign {
         let note = (!notes.is_empty()).then(|| notes.join("; "));
         let store = self.store.clone();
         let (id, n) = (self.id.clone(), note.clone());
-        blocking(move || store.finish_campaign(&id, status, &now_rfc3339(), n.as_deref(), None)).await?;
+        let fp = footprint.to_json();
+        blocking(move || store.finish_campaign(&id, status, &now_rfc3339(), n.as_deref(), fp.as_ref())).await?;
+        drop(ctx);
+        drop(endpoint);
         if let Some(e) = fatal {
             return Err(e);
         }
@@ -236,6 +253,19 @@ impl Campaign {
             note,
         });
         Ok(summary)
+    }
+}
+
+impl Campaign {
+    /// The traffic endpoint, when the workload sends requests and a device's app really
+    /// sends them to it (simulated devices model their traffic themselves).
+    fn start_endpoint(&self) -> Result<Option<Arc<Endpoint>>, RunError> {
+        let needed = self.runbook.workload.request_interval.is_some()
+            && self.devices.values().any(|(d, _)| d.talks_to_endpoint());
+        if !needed {
+            return Ok(None);
+        }
+        Ok(Some(Arc::new(Endpoint::start(&self.runbook.endpoint)?)))
     }
 }
 

@@ -25,6 +25,9 @@ pub fn precondition_violations(p: &Preconditions, s: &StateSnapshot, when: &str)
     {
         out.push(format!("wifi {} {when} the soak, expected {}", on_off(got), on_off(want)));
     }
+    if p.ac_power == Some(true) && s.external_power.value() == Some(false) {
+        out.push(format!("host on battery {when} the soak; plug in AC power (ac_power = true)"));
+    }
     out
 }
 
@@ -51,7 +54,10 @@ pub fn soak_violations(
         out.push("device lost contact during the trial".to_string());
     }
     if ev.app_died {
-        out.push("app died during the soak".to_string());
+        match &ev.app_exit {
+            Some(how) => out.push(format!("app died during the soak ({how})")),
+            None => out.push("app died during the soak".to_string()),
+        }
     }
     if let Some(m) = ev.measured_duration {
         let off = (m.as_secs_f64() - duration.as_secs_f64()).abs();

@@ -2,6 +2,8 @@
 
 mod api;
 mod local;
+mod local_process;
 
 pub use api::*;
 pub use local::LocalTransport;
+pub use local_process::LocalProcess;
