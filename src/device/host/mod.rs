@@ -5,5 +5,7 @@ mod device;
 pub mod sysfs;
 pub mod tree;
 pub mod usage;
+#[cfg(test)]
+mod tests;
 
 pub use device::HostDevice;
