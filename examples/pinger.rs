@@ -42,7 +42,9 @@ struct Args {
 fn parse_args() -> Result<Args, String> {
     let mut url = std::env::var("LAB_ENDPOINT_URL").ok();
     let mut interval = match std::env::var("LAB_REQUEST_INTERVAL_MS") {
-        Ok(ms) => Duration::from_millis(ms.parse().map_err(|_| format!("LAB_REQUEST_INTERVAL_MS={ms} is not a number"))?),
+        Ok(ms) => {
+            Duration::from_millis(ms.parse().map_err(|_| format!("LAB_REQUEST_INTERVAL_MS={ms} is not a number"))?)
+        }
         Err(_) => Duration::from_millis(200),
     };
     let mut proxy = std::env::var("LAB_PROXY_URL").ok();

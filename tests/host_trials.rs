@@ -12,7 +12,11 @@ use common::{TempLab, csv_means};
 fn example(name: &str) -> String {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_lab"));
     let path = bin.parent().unwrap().join("examples").join(name);
-    assert!(path.exists(), "{} is missing: run `cargo build --examples` (plain `cargo test` builds it)", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --examples` (plain `cargo test` builds it)",
+        path.display()
+    );
     path.display().to_string()
 }
 

@@ -96,7 +96,11 @@ impl EpollDispatcher {
         if epfd < 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(EpollDispatcher { epfd, watched: BTreeMap::new(), events: vec![libc::epoll_event { events: 0, u64: 0 }; 64] })
+        Ok(EpollDispatcher {
+            epfd,
+            watched: BTreeMap::new(),
+            events: vec![libc::epoll_event { events: 0, u64: 0 }; 64],
+        })
     }
 }
 

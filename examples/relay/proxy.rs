@@ -58,8 +58,10 @@ impl Proxy {
         self.next_id += 1;
         d.set(s.as_raw_fd(), false)?;
         self.by_fd.insert(s.as_raw_fd(), (id, Side::Client));
-        self.conns
-            .insert(id, Conn { client: s, upstream: None, inbuf: Vec::new(), to_upstream: Vec::new(), to_client: Vec::new() });
+        self.conns.insert(
+            id,
+            Conn { client: s, upstream: None, inbuf: Vec::new(), to_upstream: Vec::new(), to_client: Vec::new() },
+        );
         self.stats.connections += 1;
         Ok(())
     }
@@ -143,7 +145,8 @@ impl Proxy {
             let mut lines = head.split("\r\n");
             let request_line = lines.next().unwrap_or("");
             let mut parts = request_line.split(' ');
-            let (method, target, version) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+            let (method, target, version) =
+                (parts.next().unwrap_or(""), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
             let bad = || io::Error::new(io::ErrorKind::InvalidData, format!("not a proxy request: `{request_line}`"));
             let rest = target.strip_prefix("http://").ok_or_else(bad)?;
             let (authority, path) = match rest.find('/') {

@@ -183,7 +183,16 @@ mod tests {
         let s = parse_pid_stat(text).unwrap();
         assert_eq!(
             s,
-            PidStat { state: 'S', ppid: 4241, pgrp: 4242, utime: 731, stime: 42, cutime: 9, cstime: 3, starttime: 123456 }
+            PidStat {
+                state: 'S',
+                ppid: 4241,
+                pgrp: 4242,
+                utime: 731,
+                stime: 42,
+                cutime: 9,
+                cstime: 3,
+                starttime: 123456
+            }
         );
         assert!(parse_pid_stat("4242 (x) S 1 2").is_err());
         assert!(parse_pid_stat("garbage").is_err());
@@ -192,7 +201,7 @@ mod tests {
     #[test]
     fn own_stat_parses() {
         let s = parse_pid_stat(&std::fs::read_to_string("/proc/self/stat").unwrap()).unwrap();
-        assert_eq!(s.state, 'R');
+        assert!("RS".contains(s.state), "{s:?}");
         assert!(s.starttime > 0);
     }
 

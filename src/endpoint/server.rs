@@ -75,9 +75,7 @@ impl Endpoint {
             body: Bytes::from(vec![b'x'; settings.body_bytes as usize]),
             cache_control: match &settings.cache_control {
                 None => None,
-                Some(v) => {
-                    Some(HeaderValue::from_str(v).map_err(|_| EndpointError::Header { value: v.clone() })?)
-                }
+                Some(v) => Some(HeaderValue::from_str(v).map_err(|_| EndpointError::Header { value: v.clone() })?),
             },
         });
         let listener = std::net::TcpListener::bind(settings.bind)
@@ -183,7 +181,10 @@ async fn serve(
         let (answer, counts) = (answer.clone(), counts.clone());
         tokio::spawn(async move {
             let svc = hyper::service::service_fn(move |req| handle(req, answer.clone(), counts.clone()));
-            let _ = hyper::server::conn::http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), svc).await;
+            let _ = hyper::server::conn::http1::Builder::new()
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
         });
     }
 }

@@ -161,8 +161,10 @@ impl Campaign {
             Ok(e) => e,
             Err(e) => {
                 let (store, id, note) = (self.store.clone(), self.id.clone(), format!("error: {e}"));
-                blocking(move || store.finish_campaign(&id, CampaignStatus::Interrupted, &now_rfc3339(), Some(&note), None))
-                    .await?;
+                blocking(move || {
+                    store.finish_campaign(&id, CampaignStatus::Interrupted, &now_rfc3339(), Some(&note), None)
+                })
+                .await?;
                 return Err(e);
             }
         };

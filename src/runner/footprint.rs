@@ -75,11 +75,7 @@ impl Footprint {
     }
 
     pub fn begin(&self) -> Window {
-        Window {
-            wall: Instant::now(),
-            process: process_usage(),
-            endpoint: self.endpoint_tid.and_then(thread_usage),
-        }
+        Window { wall: Instant::now(), process: process_usage(), endpoint: self.endpoint_tid.and_then(thread_usage) }
     }
 
     pub fn end(&self, w: Window) {

@@ -144,11 +144,18 @@ mod tests {
         );
         let d20 = Duration::from_secs(20);
         let one_more = SoakEvidence { requests_seen: Some(101), ..Default::default() };
-        assert!(soak_violations(&pre(), &w, d20, &one_more, true).is_empty(), "100 expected, 101 is the window's phase");
+        assert!(
+            soak_violations(&pre(), &w, d20, &one_more, true).is_empty(),
+            "100 expected, 101 is the window's phase"
+        );
         let two_more = SoakEvidence { requests_seen: Some(103), ..Default::default() };
         assert_eq!(soak_violations(&pre(), &w, d20, &two_more, true), ["expected 100 requests, saw 103"]);
-        let died = SoakEvidence { app_died: true, app_exit: Some("exit code 3; stderr: boom".into()), ..Default::default() };
-        assert_eq!(soak_violations(&pre(), &w, d20, &died, true), ["app died during the soak (exit code 3; stderr: boom)"]);
+        let died =
+            SoakEvidence { app_died: true, app_exit: Some("exit code 3; stderr: boom".into()), ..Default::default() };
+        assert_eq!(
+            soak_violations(&pre(), &w, d20, &died, true),
+            ["app died during the soak (exit code 3; stderr: boom)"]
+        );
         let short = SoakEvidence { measured_duration: Some(Duration::from_secs(1800)), ..Default::default() };
         assert_eq!(soak_violations(&pre(), &w, d, &short, true), ["soak lasted 1800 s, expected 3600 s"]);
     }

@@ -267,7 +267,8 @@ mod tests {
     async fn stop_ends_the_whole_process_group_even_children_that_ignore_sigterm() {
         let dir = tempfile::tempdir().unwrap();
         let pidfile = dir.path().join("child.pid");
-        let script = format!("sh -c 'trap \"\" TERM; echo $$ > {}; while :; do sleep 1; done' & wait", pidfile.display());
+        let script =
+            format!("sh -c 'trap \"\" TERM; echo $$ > {}; while :; do sleep 1; done' & wait", pidfile.display());
         let t = LocalTransport::new("local");
         let p = t.spawn(&sh(&script)).await.unwrap();
         let mut child = None;

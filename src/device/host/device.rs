@@ -29,6 +29,8 @@ const STOP_GRACE: Duration = Duration::from_secs(2);
 /// Upper bound of a build step (the runner's prepare timeout usually ends it first).
 const BUILD_TIMEOUT: Duration = Duration::from_secs(3600);
 const STDOUT_LOG: &str = "app.stdout.log";
+/// Numbers every cgroup this lab process makes (several devices may share a host).
+static CGROUP_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 const STDERR_LOG: &str = "app.stderr.log";
 
 pub struct HostDevice {
@@ -51,7 +53,6 @@ struct Inner {
     installed: BTreeMap<String, String>,
     prepared: Option<Prepared>,
     running: BTreeMap<String, Running>,
-    launches: u64,
     /// Where new cgroups go (`None`: cgroup v2 is not mounted); looked up once.
     cgroup_base: Option<Option<PathBuf>>,
 }
@@ -124,10 +125,9 @@ impl HostDevice {
         let out = self.transport.exec(&cmd).await.map_err(|e| self.failed("the build step", e.to_string()))?;
         if !out.success() {
             let status = out.status.map_or("was killed".to_string(), |c| format!("exited with code {c}"));
-            return Err(self.failed(
-                "the build step",
-                format!("`{}` {status}: {}", cmd.display(), tail(&out.stderr_text(), 8)),
-            ));
+            return Err(
+                self.failed("the build step", format!("`{}` {status}: {}", cmd.display(), tail(&out.stderr_text(), 8)))
+            );
         }
         inner.built.insert(key);
         Ok(())
@@ -232,14 +232,19 @@ impl Device for HostDevice {
         let Some(release) = self.read_text(&p.join("sys/kernel/osrelease")).await else {
             return Err(self.failed(
                 "identify",
-                format!("cannot read {}: host devices need Linux (/proc and /sys)", p.join("sys/kernel/osrelease").display()),
+                format!(
+                    "cannot read {}: host devices need Linux (/proc and /sys)",
+                    p.join("sys/kernel/osrelease").display()
+                ),
             ));
         };
         let hostname = self.read_text(&p.join("sys/kernel/hostname")).await.unwrap_or_default();
         let cpuinfo = self.read_text(&p.join("cpuinfo")).await.unwrap_or_default();
         let cpu = cpuinfo
             .lines()
-            .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim().to_string()))
+            .find_map(|l| {
+                l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim().to_string())
+            })
             .unwrap_or_else(|| self.spec.model.clone());
         let cores = cpuinfo.lines().filter(|l| l.starts_with("processor")).count();
         Ok(Identity {
@@ -262,7 +267,10 @@ impl Device for HostDevice {
         let sha256 = crate::seed::sha256_hex(&bytes);
         for f in &config.files {
             let dest = self.data_dir.join(&f.dest);
-            self.transport.upload(&f.src, &dest).await.map_err(|e| self.failed("pushing a config file", e.to_string()))?;
+            self.transport
+                .upload(&f.src, &dest)
+                .await
+                .map_err(|e| self.failed("pushing a config file", e.to_string()))?;
         }
         inner.prepared = Some(Prepared {
             build: build.name.clone(),
@@ -297,17 +305,15 @@ impl Device for HostDevice {
         cmd.args = argv[1..].to_vec();
         cmd.env = self.app_env(&prepared, spec);
         cmd.cwd = prepared.host.cwd.clone();
-        inner.launches += 1;
-        let cgroup = self.cgroup_base(&mut inner).await.map(|b| {
-            b.join(format!("lab-{}-{}-{}", std::process::id(), self.spec.name, inner.launches))
-        });
-        let launch = SpawnSpec {
-            cmd,
-            stdout: Some(spec.dir.join(STDOUT_LOG)),
-            stderr: Some(spec.dir.join(STDERR_LOG)),
-            cgroup,
-        };
-        let process = self.transport.spawn(&launch).await.map_err(|e| self.failed("starting the app", e.to_string()))?;
+        let seq = CGROUP_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let cgroup = self
+            .cgroup_base(&mut inner)
+            .await
+            .map(|b| b.join(format!("lab-{}-{}-{seq}", std::process::id(), self.spec.name)));
+        let launch =
+            SpawnSpec { cmd, stdout: Some(spec.dir.join(STDOUT_LOG)), stderr: Some(spec.dir.join(STDERR_LOG)), cgroup };
+        let process =
+            self.transport.spawn(&launch).await.map_err(|e| self.failed("starting the app", e.to_string()))?;
         let tree = TreeRef { leader: process.pid(), cgroup: process.cgroup().map(Path::to_path_buf) };
         let launched_at = self.clock.now();
         // The soak starts now: the first of the two readings.

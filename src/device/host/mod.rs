@@ -3,9 +3,9 @@
 
 mod device;
 pub mod sysfs;
-pub mod tree;
-pub mod usage;
 #[cfg(test)]
 mod tests;
+pub mod tree;
+pub mod usage;
 
 pub use device::HostDevice;

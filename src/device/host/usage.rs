@@ -158,7 +158,8 @@ mod tests {
 
     #[test]
     fn per_process_deltas_count_newborns_whole_and_reaped_children_through_cutime() {
-        let start = sample(100, vec![((10, 1), proc(100, 50, 0, &[(10, 1000, 5), (11, 30, 0)], Some((0, 4096))))], None);
+        let start =
+            sample(100, vec![((10, 1), proc(100, 50, 0, &[(10, 1000, 5), (11, 30, 0)], Some((0, 4096))))], None);
         let end = sample(
             120,
             vec![
