@@ -187,3 +187,35 @@ cwd = "{dir}"
         assert!(r.contains("fix: build it first"), "{r}");
     }
 }
+
+#[test]
+fn a_taken_endpoint_port_stops_the_campaign_with_the_key_to_change() {
+    let lab = TempLab::new();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let runbook = format!(
+        r#"
+name = "port-taken"
+duration = "1s"
+repeats = 1
+devices = ["this-host"]
+[builds.app]
+baseline = true
+[builds.app.host]
+command = ["sleep", "30"]
+[workload]
+request_interval = "100ms"
+[endpoint]
+bind = "{addr}"
+"#
+    );
+    let path = lab.dir.path().join("runbook.toml");
+    std::fs::write(&path, runbook).unwrap();
+    let out = lab.cmd(&["run", path.to_str().unwrap()]).timeout(Duration::from_secs(60)).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(stderr.contains(&format!("traffic endpoint: cannot listen on {addr}")), "{stderr}");
+    assert!(stderr.contains("fix: set another `bind` under [endpoint]"), "{stderr}");
+    let status: Vec<String> = lab.sql("SELECT status FROM campaigns");
+    assert_eq!(status, ["interrupted"], "the campaign is left resumable, not running");
+}

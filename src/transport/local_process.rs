@@ -36,6 +36,9 @@ impl LocalProcess {
         let mut note = None;
         let mut cgroup = None;
         if let Some(dir) = &spec.cgroup {
+            if let Some(parent) = dir.parent() {
+                reap_once(parent);
+            }
             match std::fs::create_dir(dir) {
                 Ok(()) => cgroup = Some(dir.clone()),
                 Err(e) => note = Some(format!("cannot create cgroup {}: {e}", dir.display())),
@@ -204,16 +207,75 @@ fn start(spec: &SpawnSpec, cgroup: Option<&Path>) -> std::io::Result<Child> {
     if let Some(dir) = &spec.cmd.cwd {
         c.current_dir(dir);
     }
-    if let Some(cg) = cgroup {
-        let procs = CString::new(cg.join("cgroup.procs").as_os_str().as_bytes())
-            .map_err(|_| std::io::Error::other("cgroup path contains a NUL byte"))?;
-        // SAFETY: the closure runs in the forked child before exec and only makes
-        // async-signal-safe calls (getpid, open, write, close) on memory prepared before the fork.
-        unsafe {
-            c.pre_exec(move || join_cgroup(&procs));
-        }
+    let procs = match cgroup {
+        Some(cg) => Some(
+            CString::new(cg.join("cgroup.procs").as_os_str().as_bytes())
+                .map_err(|_| std::io::Error::other("cgroup path contains a NUL byte"))?,
+        ),
+        None => None,
+    };
+    let lab = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs in the forked child before exec and only makes
+    // async-signal-safe calls (prctl, getppid, getpid, open, write, close) on memory
+    // prepared before the fork.
+    unsafe {
+        c.pre_exec(move || {
+            // If the lab dies without stopping the app (kill -9, a second Ctrl-C), the app dies
+            // too. (The signal comes when the forking thread ends: a tokio worker, which
+            // lives as long as the runtime.)
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != lab {
+                return Err(std::io::Error::other("the lab exited while the app was starting"));
+            }
+            match &procs {
+                Some(p) => join_cgroup(p),
+                None => Ok(()),
+            }
+        });
     }
     c.spawn()
+}
+
+/// Reaps stale cgroups under `base` the first time this process uses it.
+fn reap_once(base: &Path) {
+    static SEEN: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(PoisonError::into_inner);
+    if !seen.iter().any(|p| p == base) {
+        seen.push(base.to_path_buf());
+        reap_stale_cgroups(base);
+    }
+}
+
+/// Ends what crashed lab processes left in cgroups under `base` (`lab-<pid>-…` whose
+/// pid is gone): kills their processes and removes the folders. Best effort.
+pub fn reap_stale_cgroups(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix("lab-").and_then(|r| r.split('-').next()).and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let alive = nix::sys::signal::kill(Pid::from_raw(pid), None).is_ok();
+        if alive || pid == std::process::id() as i32 {
+            continue;
+        }
+        let dir = e.path();
+        if std::fs::write(dir.join("cgroup.kill"), "1").is_err() {
+            for p in cgroup_pids(&dir) {
+                let _ = nix::sys::signal::kill(Pid::from_raw(p), Signal::SIGKILL);
+            }
+        }
+        for _ in 0..50 {
+            if cgroup_pids(&dir).is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = std::fs::remove_dir(&dir);
+    }
 }
 
 /// Moves the calling process into the cgroup whose `cgroup.procs` is `procs`, before
@@ -335,6 +397,33 @@ mod tests {
         p.stop(Duration::from_millis(100)).await.unwrap();
         assert_eq!(std::fs::read_to_string(dir.path().join("logs/out.txt")).unwrap(), "out\n");
         assert_eq!(std::fs::read_to_string(dir.path().join("logs/err.txt")).unwrap(), "err\n");
+    }
+
+    /// A crashed lab's cgroup (its pid is gone) is emptied and removed; a live one is not.
+    #[test]
+    fn stale_cgroups_of_dead_labs_are_reaped() {
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        let base = crate::collect::procfs::cgroup2_mount(&mounts)
+            .zip(crate::collect::procfs::own_cgroup2(&own))
+            .map(|(m, o)| m.join(o.trim_start_matches('/')));
+        let Some(base) = base.filter(|_| unsafe { libc::geteuid() } == 0) else {
+            return; // no writable cgroup v2 here: nothing to reap
+        };
+        // pid_max is at most 2^22: this pid cannot exist.
+        let stale = base.join(format!("lab-{}-gone-0", i32::MAX - 1));
+        let live = base.join(format!("lab-{}-alive-test-0", std::process::id()));
+        for d in [&stale, &live] {
+            std::fs::create_dir(d).unwrap();
+        }
+        let mut orphan = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        std::fs::write(stale.join("cgroup.procs"), orphan.id().to_string()).unwrap();
+        reap_stale_cgroups(&base);
+        let status = orphan.wait().unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "the stale cgroup's process was killed");
+        assert!(!stale.exists(), "the stale cgroup was removed");
+        assert!(live.exists(), "a live lab's cgroup is left alone");
+        std::fs::remove_dir(&live).unwrap();
     }
 
     #[tokio::test]
