@@ -503,3 +503,15 @@ pub async fn blocking<T: Send + 'static>(
         .map_err(|e| RunError::Internal(format!("store task: {e}")))?
         .map_err(RunError::from)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traffic_tokens_are_what_the_endpoint_accepts() {
+        let t = traffic_token("0003-this-host-relay+fast-r1", 2);
+        assert_eq!(t, "0003-this-host-relay_fast-r1-a2");
+        assert_eq!(crate::endpoint::token_of(&format!("/t/{t}")), Some(t.as_str()));
+    }
+}

@@ -134,6 +134,7 @@ impl HostDevice {
     }
 
     /// The program file `command[0]` names: a path (relative to `cwd`) or a name on PATH.
+    /// (The lab's own folder and PATH are the host's while every host is this machine.)
     async fn find_program(&self, host: &HostCommand) -> Result<(PathBuf, Vec<u8>), DeviceError> {
         let program = &host.command[0];
         let cwd = host.cwd.clone().or_else(|| std::env::current_dir().ok()).unwrap_or_default();
@@ -386,6 +387,7 @@ impl Device for HostDevice {
             .filter_map(|n| artifact(dir, n))
             .collect();
 
+        // The logs were written straight into `dir`: the local transport's host is this machine.
         let app_exit = died.map(|info| {
             let stderr = std::fs::read_to_string(dir.join(STDERR_LOG)).unwrap_or_default();
             format!("{info}; stderr: {}", tail(&stderr, 3))
