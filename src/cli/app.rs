@@ -1,12 +1,13 @@
 //! Dispatch: parse arguments, run the command, print, exit with a documented code.
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
 
 use super::args::{Cli, Command};
 use super::exit::{self, CliError};
-use super::{plan_cmd, report_cmd, run_cmd, status_cmd};
+use super::{hosts_cmd, import_cmd, plan_cmd, report_cmd, run_cmd, status_cmd};
 
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -27,13 +28,18 @@ pub fn main() -> ExitCode {
         Command::Plan(a) => plan_cmd::run(lab, a).map(|s| (s, exit::OK)),
         Command::Status(a) => status_cmd::run(lab, a).map(|s| (s, exit::OK)),
         Command::Report(a) => report_cmd::run(lab, a).map(|s| (s, exit::OK)),
+        Command::Import(a) => import_cmd::run(lab, a).map(|s| (s, exit::OK)),
+        Command::Hosts(a) => runtime.block_on(hosts_cmd::run(lab, a)),
     };
     match result {
         Ok((out, code)) => {
-            print!("{out}");
+            // A reader that went away (`lab … | head`) is not an error worth a panic.
+            let mut stdout = std::io::stdout().lock();
+            let _ = stdout.write_all(out.as_bytes());
             if !out.is_empty() && !out.ends_with('\n') {
-                println!();
+                let _ = stdout.write_all(b"\n");
             }
+            let _ = stdout.flush();
             ExitCode::from(code)
         }
         Err(e) => fail(e),

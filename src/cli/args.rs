@@ -30,6 +30,26 @@ pub enum Command {
     Status(StatusArgs),
     /// Print a campaign's report again, or write it in another format.
     Report(ReportArgs),
+    /// Parse captured device output (batterystats, dumpsys, battery registry, …) and print
+    /// its metrics; with --variant and --device, attach it as a trial of a campaign.
+    Import(super::import_cmd::ImportArgs),
+    /// Lab hosts: `lab hosts check` tests reachability, host keys, login and tools.
+    Hosts(HostsArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct HostsArgs {
+    #[command(subcommand)]
+    pub command: HostsCommand,
+    /// Print the checks as JSON.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HostsCommand {
+    /// Connect to every host: reachability, latency, host key, login, and the tools its devices need.
+    Check,
 }
 
 #[derive(Debug, clap::Args)]

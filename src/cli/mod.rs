@@ -4,6 +4,8 @@ mod app;
 pub mod args;
 pub mod context;
 pub mod exit;
+mod hosts_cmd;
+pub mod import_cmd;
 mod operator;
 pub mod plan_cmd;
 mod report_cmd;

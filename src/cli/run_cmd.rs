@@ -28,20 +28,13 @@ pub struct RunOutcome {
 
 pub async fn run(lab_arg: Option<&Path>, args: &RunArgs) -> Result<RunOutcome, CliError> {
     let lab = Arc::new(context::load_lab(lab_arg)?);
-    // Everything is validated before the store is touched: bad input changes nothing.
-    let (runbook, plan, store, id, resumed) = match (&args.runbook, &args.resume) {
+    // Everything is validated, and every device opened, before the store is touched:
+    // bad input changes nothing.
+    let (runbook, plan, resume) = match (&args.runbook, &args.resume) {
         (Some(path), _) => {
             let runbook = config::load_runbook(path, &lab)?;
             let plan = plan::build(&runbook, &lab)?;
-            let devices = open_devices(&lab, &plan)?;
-            let store = context::open_store(&lab)?;
-            let id = runner::new_id(&runbook.name, &store)?;
-            store.create_campaign(
-                &runner::new_record(&id, &lab, &runbook, &plan),
-                plan.max_attempts,
-                std::process::id(),
-            )?;
-            return execute(lab, runbook, plan, store, id, devices, false, args).await;
+            (runbook, plan, None)
         }
         (None, Some(id)) => {
             let store = context::open_store_existing(&lab)?.ok_or_else(|| {
@@ -54,15 +47,28 @@ pub async fn run(lab_arg: Option<&Path>, args: &RunArgs) -> Result<RunOutcome, C
                     c.runner_pid.unwrap_or_default()
                 )));
             }
+            // The campaign goes on with the runbook it was started with, not today's file.
             let runbook = config::parse_runbook(&c.runbook_text, Path::new(&c.runbook_path), &lab)?;
             let plan: Plan = serde_json::from_value(c.plan_json.clone())
                 .map_err(|e| CliError::internal(format!("campaign {id}: stored plan unreadable: {e}")))?;
-            store.set_running(id, std::process::id())?;
-            (runbook, plan, store, id.clone(), true)
+            (runbook, plan, Some((store, id.clone())))
         }
         (None, None) => return Err(CliError::bad_input(NO_RUNBOOK)),
     };
     let devices = open_devices(&lab, &plan)?;
+    let (store, id, resumed) = match resume {
+        Some((store, id)) => {
+            store.set_running(&id, std::process::id())?;
+            (store, id, true)
+        }
+        None => {
+            let store = context::open_store(&lab)?;
+            let id = runner::new_id(&runbook.name, &store)?;
+            let record = runner::new_record(&id, &lab, &runbook, &plan);
+            store.create_campaign(&record, plan.max_attempts, std::process::id())?;
+            (store, id, false)
+        }
+    };
     execute(lab, runbook, plan, store, id, devices, resumed, args).await
 }
 

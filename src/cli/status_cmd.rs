@@ -43,10 +43,20 @@ pub struct CampaignLine {
     pub note: String,
 }
 
+#[derive(Debug, Serialize, Tabled)]
+pub struct HostLine {
+    pub host: String,
+    pub address: String,
+    pub devices: usize,
+    /// Devices of this host that their last campaign found offline.
+    pub offline: usize,
+}
+
 #[derive(Debug, Serialize)]
 pub struct StatusView {
     pub lab: String,
     pub store: String,
+    pub hosts: Vec<HostLine>,
     pub devices: Vec<DeviceLine>,
     pub campaigns: Vec<CampaignLine>,
 }
@@ -71,7 +81,7 @@ pub fn collect(lab: &Lab, store: Option<&Store>) -> Result<StatusView, CliError>
         None => Vec::new(),
     };
     let live = |c: &CampaignRecord| c.status == CampaignStatus::Running && c.runner_pid.is_some_and(pid_alive);
-    let devices = lab
+    let devices: Vec<DeviceLine> = lab
         .devices
         .iter()
         .map(|d| {
@@ -137,9 +147,23 @@ pub fn collect(lab: &Lab, store: Option<&Store>) -> Result<StatusView, CliError>
             note: c.note.clone().unwrap_or_default(),
         });
     }
+    let hosts = lab
+        .hosts
+        .iter()
+        .map(|h| HostLine {
+            host: h.name.clone(),
+            address: match &h.kind {
+                crate::config::HostKind::Local => "this machine".into(),
+                crate::config::HostKind::Ssh(s) => format!("{}@{}", s.user, s.address),
+            },
+            devices: lab.devices.iter().filter(|d| d.host == h.name).count(),
+            offline: devices.iter().filter(|d| d.host == h.name && d.state == "offline").count(),
+        })
+        .collect();
     Ok(StatusView {
         lab: format!("{} ({})", lab.name, display_path(&lab.source)),
         store: display_path(&lab.store_path),
+        hosts,
         devices,
         campaigns: lines,
     })
@@ -148,6 +172,8 @@ pub fn collect(lab: &Lab, store: Option<&Store>) -> Result<StatusView, CliError>
 pub fn render(v: &StatusView) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "lab {}; store {}", v.lab, v.store);
+    let _ =
+        writeln!(s, "\nhosts (`lab hosts check` connects to them):\n{}", Table::new(&v.hosts).with(Style::rounded()));
     let _ = writeln!(s, "\ndevices:\n{}", Table::new(&v.devices).with(Style::rounded()));
     if v.campaigns.is_empty() {
         let _ = writeln!(s, "\nno campaigns yet; start one with: lab run runbooks/quickstart.toml");

@@ -36,11 +36,32 @@ pub struct Host {
     pub kind: HostKind,
 }
 
-/// How a host is reached. SSH hosts are added by the remote-hosts work.
+/// How a host is reached.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "lowercase", tag = "kind")]
 pub enum HostKind {
+    /// This machine.
     Local,
+    /// A lab host reached over SSH.
+    Ssh(SshHost),
+}
+
+/// A `[[host]]` with an `address`: see docs/hosts.md.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct SshHost {
+    /// `hostname` or `hostname:port`.
+    pub address: String,
+    pub user: String,
+    /// Private key; `None` uses the SSH agent.
+    pub identity: Option<PathBuf>,
+    pub known_hosts: PathBuf,
+    pub strict_host_key_checking: bool,
+    pub connect_timeout: Duration,
+    pub keepalive: Duration,
+    /// How many devices of this host may work at once.
+    pub max_sessions: u32,
+    /// Build cache on the host, relative to the login folder.
+    pub cache_dir: String,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -485,16 +485,32 @@ ac_power = "yes"
 }
 
 #[test]
-fn ssh_host_keys_get_the_not_yet_message_once() {
+fn ssh_hosts_are_read_with_defaults_and_checked() {
+    let lab = parse_lab(
+        "[lab]\nname = \"x\"\n[[host]]\nname = \"far\"\naddress = \"10.0.0.1:2222\"\nuser = \"ci\"\nknown_hosts = \"kh\"\n",
+        Path::new("/labs/lab.toml"),
+    )
+    .unwrap();
+    let far = lab.host("far").unwrap();
+    let HostKind::Ssh(s) = &far.kind else { panic!("{far:?}") };
+    assert_eq!((s.address.as_str(), s.user.as_str(), s.identity.as_ref()), ("10.0.0.1:2222", "ci", None));
+    assert_eq!(s.known_hosts, Path::new("/labs/kh"));
+    assert!(s.strict_host_key_checking);
+    assert_eq!((s.connect_timeout.as_secs(), s.keepalive.as_secs(), s.max_sessions), (10, 30, 4));
+    assert_eq!(lab.host("local").unwrap().kind, HostKind::Local);
+
     let e = parse_lab(
-        "[lab]\nname = \"x\"\n[[host]]\nname = \"far\"\naddress = \"10.0.0.1\"\nport = 22\nuser = \"ci\"\nidentity = \"~/.ssh/id\"\n",
+        "[lab]\nname = \"x\"\n[[host]]\nname = \"local\"\naddress = \"a\"\nuser = \"u\"\n[[host]]\nname = \"b\"\nuser = \"u\"\n",
         Path::new("lab.toml"),
     )
     .unwrap_err();
-    assert_eq!(e.diagnostics.len(), 1, "{e}");
-    assert_eq!(e.diagnostics[0].message, "SSH hosts are not supported yet");
-    assert_eq!(e.diagnostics[0].key, "host[0].address");
-    assert!(e.diagnostics[0].fix.contains("`address`, `user`, `port`, `identity`"));
+    assert_eq!(
+        messages(&e),
+        [
+            "host[0].name: the host named `local` is this machine",
+            "host[1].user: `user` only makes sense for an SSH host"
+        ]
+    );
 }
 
 #[test]

@@ -20,6 +20,7 @@ mod table;
 mod validate_builds;
 mod validate_configs;
 mod validate_device;
+mod validate_host;
 mod validate_lab;
 mod validate_runbook;
 mod validate_sections;

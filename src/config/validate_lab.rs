@@ -7,13 +7,23 @@ use super::names::{NameSet, check_name};
 use super::problems::Problems;
 use super::table::Table;
 use super::validate_device::read_device;
+use super::validate_host::read_host_kind;
 use super::{Host, HostKind, Lab};
 
 const ROOT_KEYS: &[&str] = &["lab", "host", "device"];
 const LAB_KEYS: &[&str] = &["name", "artifacts", "store"];
-/// Keys of remote hosts; recognised so that they get a clear "not yet" rather than "unknown".
-const SSH_KEYS: &[&str] = &["address", "user", "port", "identity"];
-const HOST_KEYS: &[&str] = &["name", "address", "user", "port", "identity"];
+const HOST_KEYS: &[&str] = &[
+    "name",
+    "address",
+    "user",
+    "identity",
+    "known_hosts",
+    "strict_host_key_checking",
+    "connect_timeout",
+    "keepalive",
+    "max_sessions",
+    "cache_dir",
+];
 
 /// The host every lab has: this machine.
 pub(crate) const LOCAL_HOST: &str = "local";
@@ -52,7 +62,7 @@ pub(crate) fn read_lab(root: &Table, p: &mut Problems, source: &Path, text: &str
         }
     }
 
-    let hosts = read_hosts(root, p);
+    let hosts = read_hosts(root, p, base);
     let mut devices = Vec::new();
     let device_tables = root.get("device").and_then(|f| f.tables(p)).unwrap_or_default();
     let mut names = NameSet::new("device");
@@ -74,24 +84,13 @@ pub(crate) fn read_lab(root: &Table, p: &mut Problems, source: &Path, text: &str
 }
 
 /// `[[host]]` entries; `local` is always there, declared or not.
-fn read_hosts(root: &Table, p: &mut Problems) -> Vec<Host> {
+fn read_hosts(root: &Table, p: &mut Problems, base: &Path) -> Vec<Host> {
     let mut hosts = Vec::new();
     let mut names = NameSet::new("host");
     let tables = root.get("host").and_then(|f| f.tables(p)).unwrap_or_default();
     for t in &tables {
         t.check_keys(p, HOST_KEYS);
-        let ssh: Vec<_> = SSH_KEYS.iter().filter_map(|k| t.get(k)).collect();
-        if let Some(first) = ssh.first() {
-            let keys: Vec<String> = ssh.iter().map(|f| format!("`{}`", f.leaf)).collect();
-            first.problem(
-                p,
-                "SSH hosts are not supported yet",
-                format!(
-                    "remove {} from this host: for now every device runs on this machine (host \"{LOCAL_HOST}\")",
-                    keys.join(", ")
-                ),
-            );
-        }
+        let kind = read_host_kind(t, p, base);
         let Some(nf) = t.required(p, "name", "name = \"local\"") else {
             continue;
         };
@@ -100,8 +99,11 @@ fn read_hosts(root: &Table, p: &mut Problems) -> Vec<Host> {
             continue;
         }
         names.add(p, &name, nf.span(), &nf.path);
+        if name == LOCAL_HOST && kind != HostKind::Local {
+            nf.problem(p, "the host named `local` is this machine", "give the SSH host another name, e.g. `shelf-1`");
+        }
         if !hosts.iter().any(|h: &Host| h.name == name) {
-            hosts.push(Host { name, kind: HostKind::Local });
+            hosts.push(Host { name, kind });
         }
     }
     if !hosts.iter().any(|h| h.name == LOCAL_HOST) {

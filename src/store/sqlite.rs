@@ -140,6 +140,41 @@ impl Store {
         Ok(())
     }
 
+    /// Adds planned trials to an existing campaign in one transaction (hand-run trials
+    /// attached by `lab import`).
+    pub fn add_trials(&self, campaign: &str, rows: &[PlannedTrialRow]) -> Result<(), StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        let exists: Option<String> =
+            tx.query_row("SELECT id FROM campaigns WHERE id = ?1", [campaign], |r| r.get(0)).optional()?;
+        if exists.is_none() {
+            return Err(StoreError::NoCampaign(campaign.to_string()));
+        }
+        {
+            let mut st = tx.prepare(
+                "INSERT INTO trials (campaign, idx, key, device, device_model, variant, build, config, repeat, block, device_order)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            )?;
+            for t in rows {
+                st.execute(params![
+                    campaign,
+                    t.idx,
+                    t.key,
+                    t.device,
+                    t.device_model,
+                    t.variant,
+                    t.build,
+                    t.config,
+                    t.repeat,
+                    t.block,
+                    t.device_order
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
     fn campaign_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(CampaignRecord, u32)> {
         let parse = |s: String| serde_json::from_str(&s).unwrap_or(serde_json::Value::Null);
         let status: String = r.get("status")?;
@@ -481,6 +516,20 @@ mod tests {
         let e = s.record_attempt(&attempt("c1", 0, 0, true)).unwrap_err();
         assert!(matches!(e, StoreError::Duplicate { trial: 0, attempt: 0, .. }), "{e}");
         assert_eq!(s.attempts("c1").unwrap()[0].measurements.len(), 2, "the duplicate added no measurements");
+    }
+
+    #[test]
+    fn add_trials_appends_in_one_transaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("lab.db")).unwrap();
+        s.create_campaign(&campaign("c1", 2), 1, 1).unwrap();
+        s.add_trials("c1", &[trial(2), trial(3)]).unwrap();
+        assert_eq!(s.trials("c1").unwrap().len(), 4);
+        // A clash on the second row rolls back the first.
+        let e = s.add_trials("c1", &[trial(4), trial(0)]).unwrap_err();
+        assert!(matches!(e, StoreError::Sql(_)), "{e}");
+        assert_eq!(s.trials("c1").unwrap().len(), 4);
+        assert!(matches!(s.add_trials("nope", &[trial(9)]), Err(StoreError::NoCampaign(_))));
     }
 
     #[test]

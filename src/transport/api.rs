@@ -132,13 +132,24 @@ pub enum TransportError {
     Copy { host: String, from: PathBuf, to: PathBuf, source: std::io::Error },
     #[error("{host} is unreachable: {detail}")]
     Unreachable { host: String, detail: String },
+    #[error("{host}: host key check failed: {detail}")]
+    HostKey { host: String, detail: String },
+    #[error("{host}: login failed: {detail}")]
+    Auth { host: String, detail: String },
     #[error("{host}: reading {path}: {source}")]
     Read { host: String, path: PathBuf, source: std::io::Error },
     #[error("{host}: {what}: {source}")]
     Process { host: String, what: String, source: std::io::Error },
+    #[error("{host}: {what} is not supported on this kind of host yet")]
+    Unsupported { host: String, what: String },
 }
 
 impl TransportError {
+    /// Whether waiting and reconnecting can help (a wrong key or login cannot).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, TransportError::Unreachable { .. } | TransportError::Timeout { .. })
+    }
+
     /// The file or folder does not exist (a process that exited, a kernel without the feature).
     pub fn is_not_found(&self) -> bool {
         match self {
@@ -148,6 +159,14 @@ impl TransportError {
             _ => false,
         }
     }
+}
+
+/// A file made available on a host: where it is, its sha256, and whether it had to be copied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Staged {
+    pub path: PathBuf,
+    pub sha256: String,
+    pub uploaded: bool,
 }
 
 #[async_trait]
@@ -163,14 +182,52 @@ pub trait Transport: Send + Sync {
     /// Copies `remote` on the host to a local file.
     async fn download(&self, remote: &Path, local: &Path) -> Result<(), TransportError>;
 
+    /// Makes a local build file available on the host, content-addressed by sha256:
+    /// copied once per host, skipped when already there.
+    async fn stage(&self, local: &Path) -> Result<Staged, TransportError>;
+
     /// Starts a long-running program (an app under test) and returns at once.
-    async fn spawn(&self, spec: &SpawnSpec) -> Result<Box<dyn RunningProcess>, TransportError>;
+    async fn spawn(&self, _spec: &SpawnSpec) -> Result<Box<dyn RunningProcess>, TransportError> {
+        Err(TransportError::Unsupported { host: self.host().into(), what: "running an app under test".into() })
+    }
 
     /// Reads a whole file on the host (kernel files under /proc and /sys included).
-    async fn read_file(&self, path: &Path) -> Result<Vec<u8>, TransportError>;
+    /// By default through `cat`; a missing file is a `Read` error of kind NotFound.
+    async fn read_file(&self, path: &Path) -> Result<Vec<u8>, TransportError> {
+        let mut cmd = CommandSpec::new("cat", &["--"]);
+        cmd.args.push(path.display().to_string());
+        let out = self.exec(&cmd).await?;
+        if out.success() {
+            return Ok(out.stdout);
+        }
+        let kind = if out.stderr_text().contains("No such file") {
+            std::io::ErrorKind::NotFound
+        } else {
+            std::io::ErrorKind::Other
+        };
+        Err(TransportError::Read {
+            host: self.host().into(),
+            path: path.into(),
+            source: std::io::Error::new(kind, out.stderr_text().trim().to_string()),
+        })
+    }
 
-    /// The names in a folder on the host, sorted.
-    async fn list_dir(&self, path: &Path) -> Result<Vec<String>, TransportError>;
+    /// The names in a folder on the host, sorted. By default through `ls -1A`.
+    async fn list_dir(&self, path: &Path) -> Result<Vec<String>, TransportError> {
+        let mut cmd = CommandSpec::new("ls", &["-1A", "--"]);
+        cmd.args.push(path.display().to_string());
+        let out = self.exec(&cmd).await?;
+        if !out.success() {
+            return Err(TransportError::Read {
+                host: self.host().into(),
+                path: path.into(),
+                source: std::io::Error::other(out.stderr_text().trim().to_string()),
+            });
+        }
+        let mut names: Vec<String> = out.stdout_text().lines().map(str::to_string).collect();
+        names.sort();
+        Ok(names)
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::path::Path;
 use async_trait::async_trait;
 use tokio::process::Command;
 
-use super::api::{CommandOutput, CommandSpec, RunningProcess, SpawnSpec, Transport, TransportError};
+use super::api::{CommandOutput, CommandSpec, RunningProcess, SpawnSpec, Staged, Transport, TransportError};
 use super::local_process::LocalProcess;
 
 #[derive(Debug, Clone)]
@@ -47,6 +47,17 @@ impl Transport for LocalTransport {
 
     async fn download(&self, remote: &Path, local: &Path) -> Result<(), TransportError> {
         copy(&self.host, remote, local).await
+    }
+
+    /// On this machine a build is already where it is: nothing to copy.
+    async fn stage(&self, local: &Path) -> Result<Staged, TransportError> {
+        let bytes = tokio::fs::read(local).await.map_err(|source| TransportError::Copy {
+            host: self.host.clone(),
+            from: local.into(),
+            to: local.into(),
+            source,
+        })?;
+        Ok(Staged { path: local.to_path_buf(), sha256: crate::seed::sha256_hex(&bytes), uploaded: false })
     }
 
     async fn spawn(&self, spec: &SpawnSpec) -> Result<Box<dyn RunningProcess>, TransportError> {

@@ -1,0 +1,130 @@
+//! A real OpenSSH server on 127.0.0.1 for the tests, with a temporary host key and an
+//! authorized client key. `.ci/run` installs openssh-server; where it is missing the
+//! tests that need it say so and skip, unless LAB_REQUIRE_SSHD=1 (set by CI).
+#![allow(dead_code)]
+
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const SSHD: &str = "/usr/sbin/sshd";
+
+pub struct Sshd {
+    pub dir: tempfile::TempDir,
+    pub port: u16,
+    pub user: String,
+    child: Option<Child>,
+}
+
+/// `None` (with a message) when there is no sshd here and CI did not ask for one.
+pub fn start() -> Option<Sshd> {
+    if !Path::new(SSHD).exists() {
+        assert!(
+            std::env::var("LAB_REQUIRE_SSHD").is_err(),
+            "LAB_REQUIRE_SSHD is set but {SSHD} is missing: apt-get install openssh-server"
+        );
+        eprintln!("skipping: {SSHD} not installed (apt-get install openssh-server)");
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    keygen(&dir.path().join("host_key"));
+    keygen(&dir.path().join("client_key"));
+    std::fs::copy(dir.path().join("client_key.pub"), dir.path().join("authorized_keys")).unwrap();
+    let port = free_port();
+    let user = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout).unwrap().trim().to_string();
+    let d = dir.path().display();
+    std::fs::write(
+        dir.path().join("sshd_config"),
+        format!(
+            "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nAuthorizedKeysFile {d}/authorized_keys\n\
+             PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\nStrictModes no\n\
+             PermitRootLogin prohibit-password\nUsePAM no\nPidFile {d}/sshd.pid\nLogLevel ERROR\nMaxStartups 50\nSubsystem sftp internal-sftp\n"
+        ),
+    )
+    .unwrap();
+    // Privilege separation wants this folder (normally made by the service unit).
+    let _ = std::fs::create_dir_all("/run/sshd");
+    let mut s = Sshd { dir, port, user, child: None };
+    s.restart();
+    Some(s)
+}
+
+fn keygen(path: &Path) {
+    let ok = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(path)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "ssh-keygen failed");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl Sshd {
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn client_key(&self) -> PathBuf {
+        self.dir.path().join("client_key")
+    }
+
+    /// A known_hosts file that holds this server's real key.
+    pub fn known_hosts(&self) -> PathBuf {
+        let path = self.dir.path().join("known_hosts");
+        let key = std::fs::read_to_string(self.dir.path().join("host_key.pub")).unwrap();
+        let mut parts = key.split_whitespace();
+        let (kind, b64) = (parts.next().unwrap(), parts.next().unwrap());
+        std::fs::write(&path, format!("[127.0.0.1]:{} {kind} {b64}\n", self.port)).unwrap();
+        path
+    }
+
+    /// A known_hosts file naming this host with some other key (as after a reinstall).
+    pub fn wrong_known_hosts(&self) -> PathBuf {
+        let other = self.dir.path().join("other_key");
+        keygen(&other);
+        let key = std::fs::read_to_string(other.with_extension("pub")).unwrap();
+        let mut parts = key.split_whitespace();
+        let (kind, b64) = (parts.next().unwrap(), parts.next().unwrap());
+        let path = self.dir.path().join("known_hosts_changed");
+        std::fs::write(&path, format!("# lab test\n[127.0.0.1]:{} {kind} {b64}\n", self.port)).unwrap();
+        path
+    }
+
+    /// Kills the server and every connection it accepted (they live in its children).
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("pkill").args(["-KILL", "-P", &c.id().to_string()]).status();
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn restart(&mut self) {
+        self.stop();
+        let child = Command::new(SSHD)
+            .args(["-D", "-e", "-f"])
+            .arg(self.dir.path().join("sshd_config"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "sshd did not start on port {}", self.port);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

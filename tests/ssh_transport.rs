@@ -1,0 +1,106 @@
+//! The SSH transport against a real OpenSSH server on 127.0.0.1.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::sshd::{self, Sshd};
+use lab::transport::{CommandSpec, SshConfig, SshTransport, Transport, TransportError};
+
+fn config(s: &Sshd, known_hosts: std::path::PathBuf) -> SshConfig {
+    SshConfig {
+        host: "shelf-1".into(),
+        address: s.address(),
+        user: s.user.clone(),
+        identity: Some(s.client_key()),
+        known_hosts,
+        strict_host_key_checking: true,
+        connect_timeout: Duration::from_secs(5),
+        keepalive: Duration::from_secs(30),
+        connect_attempts: 3,
+        cache_dir: s.dir.path().join("cache").display().to_string(),
+        max_sessions: 2,
+    }
+}
+
+#[tokio::test]
+async fn arguments_reach_the_remote_program_literally() {
+    let Some(s) = sshd::start() else { return };
+    let t = SshTransport::new(config(&s, s.known_hosts()));
+    let nasty = ["a b", "it's", "double \"quote\"", "; touch /tmp/lab-pwned", "$(id)", "`id`", "line1\nline2", "*"];
+    let mut cmd = CommandSpec::new("printf", &["%s\\0"]);
+    cmd.args.extend(nasty.iter().map(|x| x.to_string()));
+    cmd.env.insert("LAB_X".into(), "v; w".into());
+    let out = t.exec(&cmd).await.unwrap();
+    assert!(out.success(), "{}", out.stderr_text());
+    let got: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().split('\0').filter(|x| !x.is_empty()).collect();
+    assert_eq!(got, nasty);
+    let env = t.exec(&CommandSpec { env: cmd.env.clone(), ..CommandSpec::new("printenv", &["LAB_X"]) }).await.unwrap();
+    assert_eq!(env.stdout_text(), "v; w\n");
+    let fail = t.exec(&CommandSpec::new("sh", &["-c", "echo oops >&2; exit 3"])).await.unwrap();
+    assert_eq!((fail.status, fail.stderr_text().as_str()), (Some(3), "oops\n"));
+}
+
+#[tokio::test]
+async fn unknown_and_changed_host_keys_are_refused_before_anything_runs() {
+    let Some(s) = sshd::start() else { return };
+    let marker = s.dir.path().join("ran");
+    let touch = CommandSpec::new("touch", &[marker.to_str().unwrap()]);
+
+    let empty = s.dir.path().join("known_hosts_empty");
+    std::fs::write(&empty, "").unwrap();
+    let e = SshTransport::new(config(&s, empty.clone())).exec(&touch).await.unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, TransportError::HostKey { .. }), "{msg}");
+    assert!(
+        msg.contains("unknown host key") && msg.contains(&empty.display().to_string()) && msg.contains("SHA256:"),
+        "{msg}"
+    );
+
+    let changed = s.wrong_known_hosts();
+    let e = SshTransport::new(config(&s, changed.clone())).exec(&touch).await.unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("HOST KEY CHANGED"), "{msg}");
+    assert!(msg.contains(&format!("{}:2", changed.display())), "names the known_hosts entry (line 2): {msg}");
+    assert!(!marker.exists(), "nothing ran");
+
+    // Non-strict checking accepts an unknown key, never a changed one.
+    let mut lax = config(&s, empty);
+    lax.strict_host_key_checking = false;
+    SshTransport::new(lax).exec(&touch).await.unwrap();
+    assert!(marker.exists());
+}
+
+#[tokio::test]
+async fn builds_are_uploaded_once_per_host_and_files_come_back() {
+    let Some(s) = sshd::start() else { return };
+    let t = SshTransport::new(config(&s, s.known_hosts()));
+    let local = s.dir.path().join("app.bin");
+    std::fs::write(&local, b"build bytes").unwrap();
+    let first = t.stage(&local).await.unwrap();
+    assert!(first.uploaded);
+    assert!(first.path.ends_with(format!("{}/app.bin", first.sha256)));
+    let again = SshTransport::new(config(&s, s.known_hosts())).stage(&local).await.unwrap();
+    assert_eq!((again.uploaded, &again.path), (false, &first.path));
+    let back = s.dir.path().join("back/app.bin");
+    t.download(&first.path, &back).await.unwrap();
+    assert_eq!(std::fs::read(&back).unwrap(), b"build bytes");
+}
+
+#[tokio::test]
+async fn a_restarted_server_is_reconnected_and_a_stopped_one_is_unreachable() {
+    let Some(mut s) = sshd::start() else { return };
+    let mut cfg = config(&s, s.known_hosts());
+    cfg.connect_timeout = Duration::from_secs(2);
+    cfg.connect_attempts = 2;
+    let t = SshTransport::new(cfg);
+    assert!(t.exec(&CommandSpec::new("true", &[])).await.unwrap().success());
+    s.restart();
+    assert!(t.exec(&CommandSpec::new("true", &[])).await.unwrap().success(), "reconnected after the restart");
+    s.stop();
+    let start = Instant::now();
+    let e = t.exec(&CommandSpec::new("true", &[])).await.unwrap_err();
+    assert!(matches!(e, TransportError::Unreachable { .. }), "{e}");
+    // Two refused attempts with a 0.5 s backoff: well inside the configured timeouts.
+    assert!(start.elapsed() < Duration::from_secs(10), "{:?}", start.elapsed());
+}
