@@ -4,7 +4,6 @@
 //! [`metrics_map`] turns parsed values into the lab's measurements, and [`import`] and
 //! [`attach`] are what `lab import` runs.
 
-mod parse_error;
 pub mod android_battery;
 pub mod attach;
 pub mod batterystats_checkin;
@@ -17,6 +16,7 @@ pub mod import;
 pub mod ios_battery;
 pub mod meminfo;
 pub mod metrics_map;
+mod parse_error;
 pub mod proc_stat;
 pub mod procfs;
 pub mod settings;

@@ -1,19 +1,15 @@
-//! Parsers of Linux kernel accounting files (proc(5), cgroups(7)): pure functions of text.
+//! Parsers of the Linux kernel's accounting files the host backend reads (proc(5),
+//! cgroups(7)): pure functions of text.
 //!
-//! Field positions follow proc_pid_stat(5), proc_pid_status(5), proc_pid_io(5) and the
-//! cgroup v2 documentation (Documentation/admin-guide/cgroup-v2.rst, "cpu.stat").
+//! Field positions follow proc_pid_stat(5) (through [`super::proc_stat`]),
+//! proc_pid_status(5), proc_pid_io(5) and the cgroup v2 documentation
+//! (Documentation/admin-guide/cgroup-v2.rst, "cpu.stat").
 
 use std::path::PathBuf;
 
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum ProcParseError {
-    #[error("{file}: {what}")]
-    Malformed { file: String, what: String },
-}
-
-fn malformed(file: &str, what: impl Into<String>) -> ProcParseError {
-    ProcParseError::Malformed { file: file.into(), what: what.into() }
-}
+use super::parse_error::ParseError;
+use super::proc_stat;
+use super::text::{end_line, number, numbered};
 
 /// What `/proc/<pid>/stat` says about one process (or `/proc/<pid>/task/<tid>/stat` about a thread).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -31,26 +27,19 @@ pub struct PidStat {
     pub starttime: u64,
 }
 
-/// Parses `/proc/<pid>/stat`. The command name (field 2) may contain spaces and `)`,
-/// so fields are counted from the last `)` (proc_pid_stat(5)).
-pub fn parse_pid_stat(text: &str) -> Result<PidStat, ProcParseError> {
-    const FILE: &str = "/proc/<pid>/stat";
-    let (_, rest) = text.rsplit_once(')').ok_or_else(|| malformed(FILE, "no `)` after the command name"))?;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // f[0] is field 3 (state); field N is f[N - 3].
-    let num = |field: usize| -> Result<u64, ProcParseError> {
-        let s = f.get(field - 3).ok_or_else(|| malformed(FILE, format!("only {} fields", f.len() + 2)))?;
-        s.parse::<i64>().map(|v| v.max(0) as u64).map_err(|_| malformed(FILE, format!("field {field} is `{s}`")))
-    };
+/// Parses `/proc/<pid>/stat` (with [`proc_stat::parse`]), keeping what the tree needs.
+pub fn parse_pid_stat(text: &str) -> Result<PidStat, ParseError> {
+    let p = proc_stat::parse(text)?;
+    let missing = |what: &str| ParseError::at(1, format!("the line ends before field {what}"));
     Ok(PidStat {
-        state: f.first().and_then(|s| s.chars().next()).ok_or_else(|| malformed(FILE, "no state field"))?,
-        ppid: num(4)? as u32,
-        pgrp: num(5)? as u32,
-        utime: num(14)?,
-        stime: num(15)?,
-        cutime: num(16)?,
-        cstime: num(17)?,
-        starttime: num(22)?,
+        state: p.state.chars().next().ok_or_else(|| missing("3 (state)"))?,
+        ppid: p.ppid.ok_or_else(|| missing("4 (ppid)"))?.max(0) as u32,
+        pgrp: p.pgrp.ok_or_else(|| missing("5 (pgrp)"))?.max(0) as u32,
+        utime: p.utime_ticks,
+        stime: p.stime_ticks,
+        cutime: p.cutime_ticks.ok_or_else(|| missing("16 (cutime)"))?,
+        cstime: p.cstime_ticks.ok_or_else(|| missing("17 (cstime)"))?,
+        starttime: p.start_time_ticks.ok_or_else(|| missing("22 (starttime)"))?,
     })
 }
 
@@ -65,23 +54,22 @@ pub struct PidStatus {
     pub vm_hwm_kb: Option<u64>,
 }
 
-pub fn parse_pid_status(text: &str) -> Result<PidStatus, ProcParseError> {
-    const FILE: &str = "/proc/<pid>/status";
+pub fn parse_pid_status(text: &str) -> Result<PidStatus, ParseError> {
     let mut out = PidStatus::default();
     let (mut vol, mut nonvol) = (None, None);
-    for line in text.lines() {
+    for (n, line) in numbered(text) {
         let Some((key, value)) = line.split_once(':') else { continue };
         let first = value.split_whitespace().next().unwrap_or("");
-        let parse = |v: &str| v.parse::<u64>().map_err(|_| malformed(FILE, format!("{key} is `{v}`")));
         match key {
-            "voluntary_ctxt_switches" => vol = Some(parse(first)?),
-            "nonvoluntary_ctxt_switches" => nonvol = Some(parse(first)?),
-            "VmHWM" => out.vm_hwm_kb = Some(parse(first)?),
+            "voluntary_ctxt_switches" => vol = Some(number(n, key, first)?),
+            "nonvoluntary_ctxt_switches" => nonvol = Some(number(n, key, first)?),
+            "VmHWM" => out.vm_hwm_kb = Some(number(n, key, first)?),
             _ => {}
         }
     }
-    out.voluntary_ctxt_switches = vol.ok_or_else(|| malformed(FILE, "no voluntary_ctxt_switches line"))?;
-    out.nonvoluntary_ctxt_switches = nonvol.ok_or_else(|| malformed(FILE, "no nonvoluntary_ctxt_switches line"))?;
+    let missing = |key: &str| ParseError::at(end_line(text), format!("no {key} line in /proc/<pid>/status"));
+    out.voluntary_ctxt_switches = vol.ok_or_else(|| missing("voluntary_ctxt_switches"))?;
+    out.nonvoluntary_ctxt_switches = nonvol.ok_or_else(|| missing("nonvoluntary_ctxt_switches"))?;
     Ok(out)
 }
 
@@ -93,11 +81,11 @@ pub struct PidIo {
     pub write_bytes: u64,
 }
 
-pub fn parse_pid_io(text: &str) -> Result<PidIo, ProcParseError> {
-    const FILE: &str = "/proc/<pid>/io";
-    let read_bytes = key_value(text, "read_bytes", ':').ok_or_else(|| malformed(FILE, "no read_bytes line"))?;
-    let write_bytes = key_value(text, "write_bytes", ':').ok_or_else(|| malformed(FILE, "no write_bytes line"))?;
-    Ok(PidIo { read_bytes, write_bytes })
+pub fn parse_pid_io(text: &str) -> Result<PidIo, ParseError> {
+    Ok(PidIo {
+        read_bytes: key_value(text, "read_bytes", ':', "/proc/<pid>/io")?,
+        write_bytes: key_value(text, "write_bytes", ':', "/proc/<pid>/io")?,
+    })
 }
 
 /// A cgroup v2 `cpu.stat`: CPU time of every process that ever ran in the cgroup, in µs.
@@ -109,16 +97,14 @@ pub struct CgroupCpu {
     pub system_usec: u64,
 }
 
-pub fn parse_cgroup_cpu_stat(text: &str) -> Result<CgroupCpu, ProcParseError> {
-    const FILE: &str = "cpu.stat";
-    let get = |k: &str| key_value(text, k, ' ').ok_or_else(|| malformed(FILE, format!("no {k} line")));
+pub fn parse_cgroup_cpu_stat(text: &str) -> Result<CgroupCpu, ParseError> {
+    let get = |k: &str| key_value(text, k, ' ', "cpu.stat");
     Ok(CgroupCpu { usage_usec: get("usage_usec")?, user_usec: get("user_usec")?, system_usec: get("system_usec")? })
 }
 
 /// The 1-minute load average from `/proc/loadavg`.
-pub fn parse_loadavg(text: &str) -> Result<f64, ProcParseError> {
-    let first = text.split_whitespace().next().unwrap_or("");
-    first.parse().map_err(|_| malformed("/proc/loadavg", format!("first field is `{first}`")))
+pub fn parse_loadavg(text: &str) -> Result<f64, ParseError> {
+    number(1, "the 1-minute load average", text.split_whitespace().next().unwrap_or(""))
 }
 
 /// Where the cgroup v2 hierarchy is mounted, from `/proc/self/mounts`
@@ -146,12 +132,16 @@ pub fn parse_schedstat_ns(text: &str) -> Option<u64> {
     text.split_whitespace().next()?.parse().ok()
 }
 
-/// `key<sep>value` lines: the first number after `key`.
-fn key_value(text: &str, key: &str, sep: char) -> Option<u64> {
-    text.lines().find_map(|l| {
-        let (k, v) = l.split_once(sep)?;
-        (k.trim() == key).then(|| v.split_whitespace().next()?.parse().ok())?
-    })
+/// `key<sep>value` lines: the first number after `key`; a missing key points past the end.
+fn key_value(text: &str, key: &str, sep: char, file: &str) -> Result<u64, ParseError> {
+    for (n, l) in numbered(text) {
+        if let Some((k, v)) = l.split_once(sep)
+            && k.trim() == key
+        {
+            return number(n, key, v.split_whitespace().next().unwrap_or(""));
+        }
+    }
+    Err(ParseError::at(end_line(text), format!("no {key} line in {file}")))
 }
 
 /// Mount points escape spaces and tabs as octal (`\040`).
@@ -217,7 +207,9 @@ mod tests {
         let kthread = "Name:\tkworker\nvoluntary_ctxt_switches:\t3\nnonvoluntary_ctxt_switches:\t0\n";
         assert_eq!(parse_pid_status(kthread).unwrap().vm_hwm_kb, None);
         let e = parse_pid_status("Name:\tx\n").unwrap_err();
-        assert_eq!(e.to_string(), "/proc/<pid>/status: no voluntary_ctxt_switches line");
+        assert_eq!(e.to_string(), "line 2: no voluntary_ctxt_switches line in /proc/<pid>/status");
+        let e = parse_pid_status("voluntary_ctxt_switches:\tmany\n").unwrap_err();
+        assert_eq!(e.to_string(), "line 1: voluntary_ctxt_switches: `many` is not a number");
     }
 
     #[test]
