@@ -8,6 +8,7 @@ pub mod clock;
 pub mod collect;
 pub mod config;
 pub mod device;
+pub mod endpoint;
 pub mod plan;
 pub mod report;
 pub mod runner;

@@ -21,8 +21,11 @@ fn repository_lab_loads() {
     assert_eq!(lab.hosts.len(), 1);
     assert_eq!(lab.hosts[0].name, "local");
     let names: Vec<&str> = lab.devices.iter().map(|d| d.name.as_str()).collect();
-    assert_eq!(names, ["sim-iphone-1", "sim-iphone-2", "sim-pixel-1", "sim-pixel-2"]);
+    assert_eq!(names, ["sim-iphone-1", "sim-iphone-2", "sim-pixel-1", "sim-pixel-2", "this-host"]);
     assert!(lab.text.starts_with("# The default lab"));
+    let host = lab.device("this-host").unwrap();
+    assert_eq!((host.platform, host.tether.clone(), host.sim.is_none()), (Platform::Host, TetherSpec::None, true));
+    assert_eq!(host.tags, ["host"]);
 
     let iphone = lab.device("sim-iphone-1").unwrap();
     assert_eq!(iphone.platform, Platform::Sim);
@@ -95,10 +98,38 @@ fn envoy_audit_loads() {
     assert_eq!(rb.workload.request_tolerance, 0.02);
     assert_eq!(rb.preconditions.battery_min, Some(80.0));
     assert_eq!(rb.preconditions.bluetooth, Some(true));
-    assert_eq!(rb.metrics, lab::config::KNOWN_METRICS);
+    assert_eq!(
+        rb.metrics,
+        ["battery_drop_pct", "charge_used_mah", "avg_power_mw", "energy_level", "cpu_pct", "memory_mb", "requests"]
+    );
     assert_eq!(rb.statistics.alpha, 0.05);
     assert_eq!(rb.statistics.practical_threshold, 0.05);
     assert_eq!(rb.statistics.confidence, 0.95);
+}
+
+#[test]
+fn host_audit_loads() {
+    let lab = repo_lab();
+    let rb = load_runbook(Path::new("runbooks/host-event-loop-audit.toml"), &lab)
+        .unwrap_or_else(|e| panic!("host-event-loop-audit.toml:\n{e}"));
+    assert_eq!((rb.duration, rb.repeats), (Duration::from_secs(20), 5));
+    assert_eq!(rb.devices, [Selector::Tag("host".into())]);
+    let names: Vec<&str> = rb.builds.iter().map(|b| b.name.as_str()).collect();
+    assert_eq!(names, ["control", "relay-poll", "relay-epoll", "relay-epoll-60s"]);
+    assert!(rb.builds.iter().all(|b| b.runs_on(Platform::Host) && !b.runs_on(Platform::Sim)));
+    let repo = std::env::current_dir().unwrap();
+    for b in &rb.builds {
+        let host = b.host.as_ref().unwrap();
+        let cwd = host.cwd.as_ref().unwrap().canonicalize().unwrap();
+        assert_eq!(cwd, repo.canonicalize().unwrap(), "{}: runs from the repository root", b.name);
+        let step = host.build.as_ref().unwrap();
+        assert!(step.join(" ").contains("--manifest-path examples/host-apps/Cargo.toml"), "{step:?}");
+    }
+    assert_eq!(rb.builds[1].host.as_ref().unwrap().command[1..3], ["--dispatcher", "poll"]);
+    assert_eq!(rb.workload.expected_requests(rb.duration), Some(100));
+    assert_eq!(rb.endpoint.cache_control.as_deref(), Some("max-age=60"));
+    assert_eq!(rb.preconditions.load_max, Some(1.0));
+    assert_eq!(rb.preconditions.ac_power, Some(true));
 }
 
 #[test]

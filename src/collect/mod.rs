@@ -18,6 +18,7 @@ pub mod meminfo;
 pub mod metrics_map;
 mod parse_error;
 pub mod proc_stat;
+pub mod procfs;
 pub mod settings;
 pub mod sim_dump;
 mod text;

@@ -14,8 +14,14 @@ pub struct ProcStat {
     pub pid: i64,
     pub comm: String,
     pub state: String,
+    pub ppid: Option<i64>,
+    /// Process group id.
+    pub pgrp: Option<i64>,
     pub utime_ticks: u64,
     pub stime_ticks: u64,
+    /// CPU time of the children this process has waited for, in clock ticks.
+    pub cutime_ticks: Option<u64>,
+    pub cstime_ticks: Option<u64>,
     pub num_threads: Option<i64>,
     /// Time the process started after boot, in clock ticks.
     pub start_time_ticks: Option<u64>,
@@ -62,8 +68,12 @@ pub fn parse(text: &str) -> Result<ProcStat, ParseError> {
         pid,
         comm,
         state,
+        ppid: opt(4),
+        pgrp: opt(5),
         utime_ticks,
         stime_ticks,
+        cutime_ticks: rest.get(16 - 3).and_then(|s| s.parse().ok()),
+        cstime_ticks: rest.get(17 - 3).and_then(|s| s.parse().ok()),
         num_threads: opt(20),
         start_time_ticks: rest.get(22 - 3).and_then(|s| s.parse().ok()),
         rss_pages: opt(24),
@@ -81,6 +91,7 @@ mod tests {
         assert_eq!((p.pid, p.comm.as_str(), p.state.as_str()), (4242, "my (weird) app", "S"));
         assert_eq!((p.utime_ticks, p.stime_ticks, p.num_threads, p.rss_pages), (150, 30, Some(12), Some(2500)));
         assert_eq!(p.cpu_ms(100), 1800.0);
+        assert_eq!((p.ppid, p.pgrp, p.cutime_ticks, p.cstime_ticks), (Some(1), Some(4242), Some(0), Some(0)));
     }
 
     #[test]

@@ -220,6 +220,7 @@ package = "io.example.control"
 activity = ".MainActivity"
 [builds.control.host]
 command = ["./server", "--port", "0"]
+build = ["make", "server"]
 env = { RUST_LOG = "info" }
 cwd = "server"
 [builds.control.sim]
@@ -251,6 +252,12 @@ crash_probability = "1%"
 request_interval = "1.5s"
 request_tolerance = 0.05
 
+[endpoint]
+bind = "0.0.0.0:8080"
+status = 204
+body_bytes = 512
+cache_control = "max-age=60"
+
 [preconditions]
 brightness = [0, 100]
 bluetooth = false
@@ -259,6 +266,8 @@ battery_min = 80.5
 temperature_max = 35
 untethered = false
 app_foreground = false
+load_max = 0.5
+ac_power = true
 
 [metrics]
 collect = ["requests", "cpu_pct"]
@@ -312,6 +321,7 @@ fn every_runbook_key_is_read() {
     assert_eq!(android.sha256, crate::seed::sha256_hex(b"apk bytes"));
     let host = control.host.as_ref().unwrap();
     assert_eq!(host.command, ["./server", "--port", "0"]);
+    assert_eq!(host.build.as_deref(), Some(&["make".to_string(), "server".to_string()][..]));
     assert_eq!(host.env.get("RUST_LOG").map(String::as_str), Some("info"));
     assert_eq!(host.cwd.as_deref(), Some(fx.dir.path().join("server").as_path()));
     assert_eq!(
@@ -361,6 +371,17 @@ fn every_runbook_key_is_read() {
             temperature_max: Some(35.0),
             untethered: false,
             app_foreground: false,
+            load_max: Some(0.5),
+            ac_power: Some(true),
+        }
+    );
+    assert_eq!(
+        rb.endpoint,
+        EndpointSettings {
+            bind: "0.0.0.0:8080".parse().unwrap(),
+            status: 204,
+            body_bytes: 512,
+            cache_control: Some("max-age=60".into()),
         }
     );
     assert_eq!(rb.metrics, ["requests", "cpu_pct"]);
@@ -408,6 +429,8 @@ fn runbook_defaults() {
     assert_eq!(rb.configs[0].name, "default");
     assert_eq!(rb.workload, Workload { request_interval: None, request_tolerance: 0.02 });
     assert_eq!(rb.preconditions, Preconditions { untethered: true, app_foreground: true, ..Preconditions::default() });
+    assert_eq!(rb.endpoint, EndpointSettings::default());
+    assert_eq!(rb.endpoint.bind.to_string(), "127.0.0.1:0");
     assert!(rb.metrics.is_empty());
     assert_eq!(rb.statistics, StatsSettings::default());
     assert_eq!(rb.timeouts, PhaseTimeouts::default());
@@ -432,6 +455,38 @@ args = ["--a", 1]
             "configs.c.args[1]: expected a string, found integer",
         ]
     );
+}
+
+#[test]
+fn endpoint_and_host_precondition_problems_are_each_reported() {
+    let fx = Fixture::new();
+    let text = MINIMAL.to_string()
+        + r#"
+[endpoint]
+bind = "localhost:80"
+status = 99
+body_bytes = -1
+cache_control = "max-age=1\u0007"
+port = 1
+[preconditions]
+load_max = 0
+ac_power = "yes"
+"#;
+    let e = fx.load(&text).unwrap_err();
+    assert_eq!(
+        messages(&e),
+        [
+            "endpoint.bind: \"localhost:80\" is not an IP address and port",
+            "endpoint.status: must be ≥ 200, got 99",
+            "endpoint.body_bytes: must be ≥ 0, got -1",
+            "endpoint.cache_control: is not a valid header value (only visible ASCII characters and spaces)",
+            "endpoint.port: unknown key `port`",
+            "preconditions.load_max: must be > 0 (a 1-minute load average), got 0",
+            "preconditions.ac_power: expected true or false, found the string \"yes\"",
+        ]
+    );
+    let e = fx.load(&(MINIMAL.to_string() + "[builds.h.host]\ncommand = [\"x\"]\nbuild = []\n")).unwrap_err();
+    assert_eq!(messages(&e), ["builds.h.host.build: the build command is empty"]);
 }
 
 #[test]

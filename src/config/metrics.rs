@@ -1,5 +1,24 @@
 //! Metric names a runbook can ask for in `[metrics] collect`.
 
 /// Every metric `lab` knows how to record. Devices report the subset they can measure.
-pub const KNOWN_METRICS: &[&str] =
-    &["battery_drop_pct", "charge_used_mah", "avg_power_mw", "energy_level", "cpu_pct", "memory_mb", "requests"];
+pub const KNOWN_METRICS: &[&str] = &[
+    "battery_drop_pct",
+    "charge_used_mah",
+    "avg_power_mw",
+    "energy_level",
+    "cpu_pct",
+    "memory_mb",
+    "requests",
+    // Hosts (kernel accounting of the app's process tree over the soak; RAPL when readable).
+    "cpu_user_s",
+    "cpu_system_s",
+    "wakeups_per_s",
+    "ctx_switches_voluntary",
+    "ctx_switches_involuntary",
+    "read_bytes",
+    "write_bytes",
+    "energy_j",
+    // The traffic endpoint's count for the trial over the soak.
+    "endpoint_requests",
+    "endpoint_bytes",
+];

@@ -1,6 +1,7 @@
 //! The validated runbook: one experiment (builds × configs × devices × repeats).
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -40,6 +41,8 @@ pub struct Runbook {
     /// Configs in file order; `[configs]` absent gives one config named `default`.
     pub configs: Vec<VariantConfig>,
     pub workload: Workload,
+    /// The traffic endpoint the runner starts when a device talks to it.
+    pub endpoint: EndpointSettings,
     pub preconditions: Preconditions,
     /// Metrics to record and report; empty means everything the device gives.
     pub metrics: Vec<String>,
@@ -116,6 +119,9 @@ pub struct AndroidArtifact {
 pub struct HostCommand {
     /// argv; never passed through a shell.
     pub command: Vec<String>,
+    /// argv of a step that builds the program, run once per campaign and device before
+    /// the first trial of this build (with the same `env` and `cwd`).
+    pub build: Option<Vec<String>>,
     pub env: BTreeMap<String, String>,
     pub cwd: Option<PathBuf>,
 }
@@ -226,6 +232,34 @@ pub struct Preconditions {
     pub untethered: bool,
     /// The app must be in the foreground at the end of the soak.
     pub app_foreground: bool,
+    /// Hosts: wait until the 1-minute load average is at most this before a trial.
+    pub load_max: Option<f64>,
+    /// Hosts with a battery must run on AC power.
+    pub ac_power: Option<bool>,
+}
+
+/// How the traffic endpoint answers (see docs/config.md, `[endpoint]`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct EndpointSettings {
+    /// Address to listen on; port 0 picks a free port.
+    pub bind: SocketAddr,
+    /// HTTP status of every answer.
+    pub status: u16,
+    /// Bytes in every answer's body.
+    pub body_bytes: u64,
+    /// `Cache-Control` header of every answer; `None` sends none.
+    pub cache_control: Option<String>,
+}
+
+impl Default for EndpointSettings {
+    fn default() -> Self {
+        EndpointSettings {
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            status: 200,
+            body_bytes: 0,
+            cache_control: None,
+        }
+    }
 }
 
 /// Adaptive repeats: `repeats = { min = 5, max = 30, target_ci = "3%" }`.

@@ -12,7 +12,7 @@ use super::{AndroidArtifact, Build, HostCommand, IosArtifact, SimProfile};
 const BUILD_KEYS: &[&str] = &["baseline", "ios", "android", "host", "sim"];
 const IOS_KEYS: &[&str] = &["ipa", "bundle_id"];
 const ANDROID_KEYS: &[&str] = &["apk", "package", "activity"];
-const HOST_KEYS: &[&str] = &["command", "env", "cwd"];
+const HOST_KEYS: &[&str] = &["command", "build", "env", "cwd"];
 const SIM_KEYS: &[&str] = &["cpu_pct", "wakeups_per_s", "memory_mb", "cache_hit_ratio", "crash_probability"];
 
 /// Reads `[builds]`; reports a missing or doubled baseline. Builds stay in file order.
@@ -125,28 +125,37 @@ fn read_android(t: &Table, p: &mut Problems, base: &Path) -> Option<AndroidArtif
 
 fn read_host(t: &Table, p: &mut Problems, base: &Path) -> Option<HostCommand> {
     t.check_keys(p, HOST_KEYS);
-    let command = t.required(p, "command", "command = [\"./server\", \"--port\", \"8080\"]").and_then(|f| {
-        let before = p.len();
-        let argv: Vec<String> = f.strings(p)?.into_iter().map(|(s, _)| s).collect();
-        if p.len() != before {
-            return None;
-        }
-        if argv.first().is_none_or(|a| a.trim().is_empty()) {
-            f.problem(
-                p,
-                "the command is empty",
-                "write the program and its arguments, e.g. `command = [\"./server\", \"--port\", \"8080\"]`",
-            );
-            return None;
-        }
-        Some(argv)
-    });
+    let command = t
+        .required(p, "command", "command = [\"./server\", \"--port\", \"8080\"]")
+        .and_then(|f| read_argv(&f, p, "command = [\"./server\", \"--port\", \"8080\"]"));
+    let build = match t.get("build") {
+        None => Some(None),
+        Some(f) => read_argv(&f, p, "build = [\"cargo\", \"build\", \"--release\"]").map(Some),
+    };
     let env = t.get("env").map_or(Some(Default::default()), |f| read_env(&f, p));
     let cwd = match t.get("cwd") {
         None => Some(None),
         Some(f) => existing_dir(&f, p, base).map(Some),
     };
-    Some(HostCommand { command: command?, env: env?, cwd: cwd? })
+    Some(HostCommand { command: command?, build: build?, env: env?, cwd: cwd? })
+}
+
+/// A program and its arguments: a non-empty list of strings whose first is not blank.
+fn read_argv(f: &Field, p: &mut Problems, example: &str) -> Option<Vec<String>> {
+    let before = p.len();
+    let argv: Vec<String> = f.strings(p)?.into_iter().map(|(s, _)| s).collect();
+    if p.len() != before {
+        return None;
+    }
+    if argv.first().is_none_or(|a| a.trim().is_empty()) {
+        f.problem(
+            p,
+            format!("the {} is empty", if f.leaf == "build" { "build command" } else { "command" }),
+            format!("write the program and its arguments, e.g. `{example}`"),
+        );
+        return None;
+    }
+    Some(argv)
 }
 
 /// `env = { KEY = "value" }`: names must be usable as environment variable names.

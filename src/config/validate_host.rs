@@ -52,7 +52,9 @@ pub(crate) fn read_host_kind(t: &Table, p: &mut Problems, base: &Path) -> HostKi
     let user = match t.get("user") {
         Some(f) => f.text(p).unwrap_or_default(),
         None => {
-            t.get("address").map(|f| f.problem(p, "an SSH host needs a `user`", "add `user = \"lab\"`"));
+            if let Some(f) = t.get("address") {
+                f.problem(p, "an SSH host needs a `user`", "add `user = \"lab\"`");
+            }
             String::new()
         }
     };

@@ -9,7 +9,9 @@ use super::problems::Problems;
 use super::table::{Field, Table};
 use super::validate_builds::read_builds;
 use super::validate_configs::read_configs;
-use super::validate_sections::{read_metrics, read_preconditions, read_statistics, read_timeouts, read_workload};
+use super::validate_sections::{
+    read_endpoint, read_metrics, read_preconditions, read_statistics, read_timeouts, read_workload,
+};
 use super::{AdaptiveRepeats, Lab, Order, Runbook, Selector};
 
 const ROOT_KEYS: &[&str] = &[
@@ -25,6 +27,7 @@ const ROOT_KEYS: &[&str] = &[
     "builds",
     "configs",
     "workload",
+    "endpoint",
     "preconditions",
     "metrics",
     "statistics",
@@ -94,6 +97,7 @@ pub(crate) fn read_runbook(
         builds,
         configs,
         workload: read_workload(root.get("workload"), p),
+        endpoint: read_endpoint(root.get("endpoint"), p),
         preconditions: read_preconditions(root.get("preconditions"), p),
         statistics: read_statistics(root.get("statistics"), p, &metrics),
         metrics,

@@ -1,5 +1,5 @@
-//! The runbook's smaller sections: `[workload]`, `[preconditions]`, `[metrics]`,
-//! `[statistics]` and `[timeouts]`. Each is optional and has defaults.
+//! The runbook's smaller sections: `[workload]`, `[endpoint]`, `[preconditions]`,
+//! `[metrics]`, `[statistics]` and `[timeouts]`. Each is optional and has defaults.
 
 use std::time::Duration;
 
@@ -7,11 +7,23 @@ use super::metrics::KNOWN_METRICS;
 use super::problems::Problems;
 use super::suggest::fix_for_unknown;
 use super::table::{Field, Table};
-use super::{PhaseTimeouts, Preconditions, StatsSettings, Workload};
+use super::{EndpointSettings, PhaseTimeouts, Preconditions, StatsSettings, Workload};
 
 const WORKLOAD_KEYS: &[&str] = &["request_interval", "request_tolerance"];
-const PRECONDITION_KEYS: &[&str] =
-    &["brightness", "bluetooth", "wifi", "battery_min", "temperature_max", "untethered", "app_foreground"];
+const PRECONDITION_KEYS: &[&str] = &[
+    "brightness",
+    "bluetooth",
+    "wifi",
+    "battery_min",
+    "temperature_max",
+    "untethered",
+    "app_foreground",
+    "load_max",
+    "ac_power",
+];
+const ENDPOINT_KEYS: &[&str] = &["bind", "status", "body_bytes", "cache_control"];
+/// Largest endpoint body: big enough for any realistic API answer, small enough to stay in memory.
+const MAX_BODY_BYTES: i64 = 16 * 1024 * 1024;
 const METRICS_KEYS: &[&str] = &["collect"];
 const STATISTICS_KEYS: &[&str] = &["alpha", "practical_threshold", "confidence", "gating"];
 const TIMEOUT_KEYS: &[&str] = &["prepare", "gate", "launch", "tether", "collect", "reconnect"];
@@ -54,7 +66,49 @@ pub(crate) fn read_preconditions(f: Option<Field>, p: &mut Problems) -> Precondi
     if let Some(v) = t.get("app_foreground").and_then(|f| f.bool(p)) {
         c.app_foreground = v;
     }
+    c.load_max = t.get("load_max").and_then(|f| f.number_where(p, |v| v > 0.0, "> 0 (a 1-minute load average)"));
+    c.ac_power = t.get("ac_power").and_then(|f| f.bool(p));
     c
+}
+
+pub(crate) fn read_endpoint(f: Option<Field>, p: &mut Problems) -> EndpointSettings {
+    let mut e = EndpointSettings::default();
+    let Some(t) = section(f, p, ENDPOINT_KEYS) else {
+        return e;
+    };
+    if let Some(bf) = t.get("bind")
+        && let Some(text) = bf.str(p)
+    {
+        match text.parse() {
+            Ok(addr) => e.bind = addr,
+            Err(_) => bf.problem(
+                p,
+                format!("\"{text}\" is not an IP address and port"),
+                "write `bind = \"127.0.0.1:0\"` (port 0 picks a free port; `0.0.0.0:8080` listens on every interface)",
+            ),
+        }
+    }
+    if let Some(v) = t.get("status").and_then(|f| f.integer_in(p, 200, 599)) {
+        e.status = v as u16;
+    }
+    if let Some(v) = t.get("body_bytes").and_then(|f| f.integer_in(p, 0, MAX_BODY_BYTES)) {
+        e.body_bytes = v as u64;
+    }
+    if let Some(cf) = t.get("cache_control")
+        && let Some(text) = cf.text(p)
+    {
+        // What an HTTP header value may hold (RFC 9110 §5.5): visible ASCII, spaces and tabs.
+        if text.chars().all(|c| c == ' ' || c == '\t' || c.is_ascii_graphic()) {
+            e.cache_control = Some(text);
+        } else {
+            cf.problem(
+                p,
+                "is not a valid header value (only visible ASCII characters and spaces)",
+                "write a Cache-Control value such as `cache_control = \"max-age=60\"` or `\"no-store\"`",
+            );
+        }
+    }
+    e
 }
 
 /// `[min, max]` in percent, 0 ≤ min ≤ max ≤ 100.

@@ -63,7 +63,12 @@ pub struct LaunchSpec {
     pub seed: u64,
     pub duration: Duration,
     pub request_interval: Option<Duration>,
+    /// The trial's URL on the lab's traffic endpoint (`http://…/t/<token>`), for devices
+    /// that [talk to it](Device::talks_to_endpoint) when the workload sends requests.
     pub endpoint_url: Option<String>,
+    /// The attempt's artifact folder (the one `collect` gets): backends may write the
+    /// app's logs there while it runs.
+    pub dir: PathBuf,
 }
 
 /// A running app on a device.
@@ -109,6 +114,9 @@ pub struct SoakEvidence {
     pub requests_seen: Option<u64>,
     /// Soak length as the device measured it.
     pub measured_duration: Option<Duration>,
+    /// How the app ended when it died ("exit code 2; stderr: …"), for the reason.
+    #[serde(default)]
+    pub app_exit: Option<String>,
     /// The device dropped off (USB, network) at some point during the trial.
     #[serde(default)]
     pub lost_contact: bool,
@@ -131,6 +139,13 @@ pub trait Device: Send + Sync {
 
     /// The clock trials on this device run on (virtual for simulated devices).
     fn clock(&self) -> Clock;
+
+    /// Whether the app under test really sends its requests to the lab's traffic
+    /// endpoint, so that the endpoint's count for the trial is the truth about its
+    /// traffic. Real devices do; a simulated one models its traffic and reports it itself.
+    fn talks_to_endpoint(&self) -> bool {
+        false
+    }
 
     /// Connects and says what the device is.
     async fn identify(&self) -> Result<Identity, DeviceError>;

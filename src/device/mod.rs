@@ -2,6 +2,7 @@
 
 mod api;
 mod factory;
+pub mod host;
 pub mod sim;
 mod state;
 

@@ -29,6 +29,12 @@ pub enum Reading<T> {
     },
 }
 
+impl<T> Reading<T> {
+    pub fn is_unknown(&self) -> bool {
+        matches!(self, Reading::Unknown)
+    }
+}
+
 impl<T: Copy> Reading<T> {
     pub fn read(value: T) -> Self {
         Reading::Known { value, from: Provenance::Read }
@@ -65,6 +71,15 @@ pub struct StateSnapshot {
     pub thermal_status: Reading<u32>,
     /// Bundle id / package of the foreground app.
     pub foreground_app: Reading<String>,
+    /// Hosts: the 1-minute load average (`/proc/loadavg`).
+    #[serde(default, skip_serializing_if = "Reading::is_unknown")]
+    pub load_avg: Reading<f64>,
+    /// Hosts: the CPU frequency governor (`scaling_governor` of cpu0).
+    #[serde(default, skip_serializing_if = "Reading::is_unknown")]
+    pub cpu_governor: Reading<String>,
+    /// Hosts: the hottest thermal zone, °C.
+    #[serde(default, skip_serializing_if = "Reading::is_unknown")]
+    pub cpu_temp_c: Reading<f64>,
 }
 
 /// State the lab would like the device in; `None` leaves a field alone.

@@ -11,10 +11,12 @@ use tokio::task::JoinSet;
 
 use super::adaptive::{self, SharedTether};
 use super::event::{DeviceProgress, Event, EventSink};
+use super::footprint::Footprint;
 use super::trial::{RunError, TrialContext, blocking, now_rfc3339};
 use super::worker::{WorkerEnd, run_device};
 use crate::config::{Lab, Runbook};
 use crate::device::Device;
+use crate::endpoint::Endpoint;
 use crate::plan::Plan;
 use crate::store::{CampaignStatus, NewCampaign, Store, TrialOutcome};
 use crate::tether::{Operator, Tether};
@@ -130,6 +132,18 @@ impl Campaign {
             std::fs::remove_dir_all(&partial)
                 .map_err(|source| RunError::Artifacts { path: partial.clone(), source })?;
         }
+        let endpoint = match self.start_endpoint() {
+            Ok(e) => e,
+            Err(e) => {
+                let (store, id, note) = (self.store.clone(), self.id.clone(), format!("error: {e}"));
+                blocking(move || {
+                    store.finish_campaign(&id, CampaignStatus::Interrupted, &now_rfc3339(), Some(&note), None)
+                })
+                .await?;
+                return Err(e);
+            }
+        };
+        let footprint = Arc::new(Footprint::new(endpoint.as_ref().map(|e| e.thread_id())));
         let ctx = Arc::new(TrialContext {
             campaign: self.id.clone(),
             runbook: self.runbook.clone(),
@@ -138,6 +152,8 @@ impl Campaign {
             artifacts: artifacts.clone(),
             max_attempts: self.plan.max_attempts,
             shutdown: self.shutdown.clone(),
+            endpoint: endpoint.clone(),
+            footprint: footprint.clone(),
         });
         // Tethers are shared so that adaptive rounds can hand them to new workers.
         let devices: BTreeMap<String, SharedDevice> =
@@ -184,7 +200,10 @@ impl Campaign {
         let note = (!notes.is_empty()).then(|| notes.join("; "));
         let store = self.store.clone();
         let (id, n) = (self.id.clone(), note.clone());
-        blocking(move || store.finish_campaign(&id, status, &now_rfc3339(), n.as_deref(), None)).await?;
+        let fp = footprint.to_json();
+        blocking(move || store.finish_campaign(&id, status, &now_rfc3339(), n.as_deref(), fp.as_ref())).await?;
+        drop(ctx);
+        drop(endpoint);
         if let Some(e) = fatal {
             return Err(e);
         }
@@ -299,6 +318,19 @@ fn per_device(trials: &[crate::store::PlannedTrialRow]) -> Vec<DeviceProgress> {
         *out.entry(t.device.as_str()).or_default() += 1;
     }
     out.into_iter().map(|(d, n)| DeviceProgress { device: d.to_string(), planned: n, done: 0 }).collect()
+}
+
+impl Campaign {
+    /// The traffic endpoint, when the workload sends requests and a device's app really
+    /// sends them to it (simulated devices model their traffic themselves).
+    fn start_endpoint(&self) -> Result<Option<Arc<Endpoint>>, RunError> {
+        let needed = self.runbook.workload.request_interval.is_some()
+            && self.devices.values().any(|(d, _)| d.talks_to_endpoint());
+        if !needed {
+            return Ok(None);
+        }
+        Ok(Some(Arc::new(Endpoint::start(&self.runbook.endpoint)?)))
+    }
 }
 
 /// Opens the tether of every device; `operator` answers manual steps.

@@ -3,6 +3,7 @@
 mod adaptive;
 mod campaign;
 mod event;
+mod footprint;
 mod trial;
 mod validate;
 mod worker;
@@ -10,6 +11,7 @@ mod worker;
 pub use adaptive::{Extension, Imprecise, imprecise};
 pub use campaign::*;
 pub use event::*;
-pub use trial::{AttemptOutcome, RunError, TrialContext, now_rfc3339};
+pub use footprint::{Footprint, TARGET_CPU_PCT, TARGET_WAKEUPS_PER_S};
+pub use trial::{AttemptOutcome, RunError, TrialContext, now_rfc3339, traffic_token};
 pub use validate::{precondition_violations, soak_violations};
 pub use worker::WorkerEnd;

@@ -12,10 +12,12 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::event::{Event, EventSink, Phase};
+use super::footprint::Footprint;
 use super::validate;
 use crate::clock::Clock;
 use crate::config::Runbook;
-use crate::device::{AppHandle, Collected, DesiredState, Device, DeviceError, LaunchSpec, StateSnapshot};
+use crate::device::{AppHandle, Collected, DesiredState, Device, DeviceError, LaunchSpec, Measurement, StateSnapshot};
+use crate::endpoint::{Endpoint, EndpointError};
 use crate::store::{AttemptRecord, AttemptStatus, DeviceStatusRow, PlannedTrialRow, Store, StoreError};
 use crate::tether::{Tether, TetherError, UntetherMode};
 
@@ -25,6 +27,8 @@ pub enum RunError {
     Store(#[from] StoreError),
     #[error("artifacts: {path}: {source}; fix: check free disk space and permissions")]
     Artifacts { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Endpoint(#[from] EndpointError),
     #[error("internal: {0}")]
     Internal(String),
 }
@@ -40,6 +44,10 @@ pub struct TrialContext {
     pub max_attempts: u32,
     /// Becomes `true` on Ctrl-C: finish nothing new, record nothing partial.
     pub shutdown: watch::Receiver<bool>,
+    /// The traffic endpoint, when the workload sends requests to it.
+    pub endpoint: Option<Arc<Endpoint>>,
+    /// The lab's own CPU and wakeups over the soaks.
+    pub footprint: Arc<Footprint>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -314,7 +322,17 @@ impl Attempt<'_> {
                 (Some(max), Some(t)) if t > max => Some(format!("cooling down: {t:.1} °C > {max:.1} °C")),
                 _ => None,
             };
-            let Some(what) = low.clone().or(hot) else { break s };
+            let busy = match (pre.load_max, s.load_avg.value()) {
+                (Some(max), Some(l)) if l > max => Some(format!("waiting for a quiet machine: load {l:.2} > {max:.2}")),
+                _ => None,
+            };
+            let step = match (&low, &hot) {
+                // Charge moves in minutes, temperature in a minute, the 1-minute load average in seconds.
+                (Some(_), _) => Duration::from_secs(300),
+                (None, Some(_)) => Duration::from_secs(60),
+                (None, None) => Duration::from_secs(15),
+            };
+            let Some(what) = low.or(hot).or(busy) else { break s };
             if self.clock().now() - gate_start > rb.timeouts.gate {
                 return Err(Failure {
                     reason: format!("gate: still {what} after {}", human(rb.timeouts.gate)),
@@ -327,7 +345,6 @@ impl Attempt<'_> {
                 what,
             });
             self.status_quiet(Phase::Gate, s.battery_pct.value()).await;
-            let step = if low.is_some() { Duration::from_secs(300) } else { Duration::from_secs(60) };
             if !sleep_or_cancel(&self.clock(), step, &mut shutdown).await {
                 return Ok(Step::Cancelled);
             }
@@ -343,12 +360,16 @@ impl Attempt<'_> {
         if let Err(e) = self.device.reset_counters().await {
             return Err(self.fail(Phase::Launch, e).await);
         }
+        // The attempt's own URL on the endpoint, for devices whose app really uses it.
+        let endpoint = self.ctx.endpoint.as_deref().filter(|_| self.device.talks_to_endpoint());
+        let token = traffic_token(&self.trial.key, self.attempt);
         let spec = LaunchSpec {
             trial_key: self.trial.key.clone(),
             seed: crate::seed::derive(rb.seed, &["trial", &self.trial.key, &self.attempt.to_string()]),
             duration: rb.duration,
             request_interval: rb.workload.request_interval,
-            endpoint_url: None,
+            endpoint_url: endpoint.map(|e| e.url(&token)),
+            dir: dir.to_path_buf(),
         };
         let app = match self.timed(Phase::Launch, rb.timeouts.launch, self.device.launch(&spec)).await? {
             Ok(a) => a,
@@ -383,7 +404,14 @@ impl Attempt<'_> {
         self.enter(p, Phase::Soak);
         p.soak_start = self.clock().now();
         self.status_quiet(Phase::Soak, before.battery_pct.value()).await;
+        // Both read the kernel's / the endpoint's counters at the two ends of the soak only.
+        let traffic_start = endpoint.map(|e| e.count(&token));
+        let window = (!self.clock().is_virtual()).then(|| self.ctx.footprint.begin());
         let completed = sleep_or_cancel(&self.clock(), rb.duration, &mut shutdown).await;
+        let traffic = endpoint.zip(traffic_start).map(|(e, start)| e.count(&token).since(&start));
+        if let Some(w) = window.filter(|_| completed) {
+            self.ctx.footprint.end(w);
+        }
 
         if untether {
             self.enter(p, Phase::Retether);
@@ -411,11 +439,18 @@ impl Attempt<'_> {
             Err(e) => return Err(self.fail(Phase::Collect, e).await),
         };
         p.after = Some(after.clone());
-        let collected: Collected =
+        let mut collected: Collected =
             match self.timed(Phase::Collect, rb.timeouts.collect, self.device.collect(&app, dir)).await? {
                 Ok(c) => c,
                 Err(e) => return Err(self.fail(Phase::Collect, e).await),
             };
+        if let Some(t) = traffic {
+            // What the endpoint counted is the truth about the app's traffic.
+            collected.evidence.requests_seen = Some(t.requests);
+            let source = "lab traffic endpoint (requests to the trial's token during the soak)";
+            collected.measurements.push(Measurement::new("endpoint_requests", t.requests as f64, "count", source));
+            collected.measurements.push(Measurement::new("endpoint_bytes", t.bytes as f64, "bytes", source));
+        }
 
         // validate
         self.enter(p, Phase::Validate);
@@ -442,6 +477,15 @@ enum Step {
     Cancelled,
 }
 
+/// The attempt's token on the traffic endpoint: its trial key and attempt number, in
+/// the characters a token may have (`+` of `build+config` becomes `_`; the key's
+/// leading plan index keeps tokens unique).
+pub fn traffic_token(trial_key: &str, attempt: u32) -> String {
+    let key: String =
+        trial_key.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
+    format!("{key}-a{attempt}")
+}
+
 pub fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
@@ -458,4 +502,16 @@ pub async fn blocking<T: Send + 'static>(
         .await
         .map_err(|e| RunError::Internal(format!("store task: {e}")))?
         .map_err(RunError::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traffic_tokens_are_what_the_endpoint_accepts() {
+        let t = traffic_token("0003-this-host-relay+fast-r1", 2);
+        assert_eq!(t, "0003-this-host-relay_fast-r1-a2");
+        assert_eq!(crate::endpoint::token_of(&format!("/t/{t}")), Some(t.as_str()));
+    }
 }

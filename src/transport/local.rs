@@ -5,7 +5,8 @@ use std::path::Path;
 use async_trait::async_trait;
 use tokio::process::Command;
 
-use super::api::{CommandOutput, CommandSpec, Staged, Transport, TransportError};
+use super::api::{CommandOutput, CommandSpec, RunningProcess, SpawnSpec, Staged, Transport, TransportError};
+use super::local_process::LocalProcess;
 
 #[derive(Debug, Clone)]
 pub struct LocalTransport {
@@ -57,6 +58,29 @@ impl Transport for LocalTransport {
             source,
         })?;
         Ok(Staged { path: local.to_path_buf(), sha256: crate::seed::sha256_hex(&bytes), uploaded: false })
+    }
+
+    async fn spawn(&self, spec: &SpawnSpec) -> Result<Box<dyn RunningProcess>, TransportError> {
+        Ok(Box::new(LocalProcess::spawn(&self.host, spec).await?))
+    }
+
+    async fn read_file(&self, path: &Path) -> Result<Vec<u8>, TransportError> {
+        tokio::fs::read(path).await.map_err(|source| TransportError::Read {
+            host: self.host.clone(),
+            path: path.into(),
+            source,
+        })
+    }
+
+    async fn list_dir(&self, path: &Path) -> Result<Vec<String>, TransportError> {
+        let err = |source| TransportError::Read { host: self.host.clone(), path: path.into(), source };
+        let mut rd = tokio::fs::read_dir(path).await.map_err(err)?;
+        let mut names = Vec::new();
+        while let Some(e) = rd.next_entry().await.map_err(err)? {
+            names.push(e.file_name().to_string_lossy().into_owned());
+        }
+        names.sort();
+        Ok(names)
     }
 }
 

@@ -4,10 +4,12 @@ mod api;
 mod check;
 mod factory;
 mod local;
+mod local_process;
 mod ssh;
 
 pub use api::*;
 pub use check::{HostCheck, ToolCheck, check_all, check_host};
 pub use factory::for_host;
 pub use local::LocalTransport;
+pub use local_process::LocalProcess;
 pub use ssh::{SshConfig, SshTransport, command_line, connect};

@@ -166,6 +166,7 @@ impl Device for SimDevice {
                 requests_seen: Some(summary.requests_sent),
                 measured_duration: Some(Duration::from_secs_f64(summary.duration_s)),
                 lost_contact: summary.lost_contact,
+                app_exit: None,
             },
         })
     }

@@ -185,6 +185,7 @@ impl SimState {
             battery_temp_c: Reading::read(round1(self.cell.temp_c)),
             thermal_status: Reading::read(model::thermal_status(self.cell.temp_c)),
             foreground_app: Reading::Known { value: foreground, from: Provenance::Read },
+            ..StateSnapshot::default()
         }
     }
 

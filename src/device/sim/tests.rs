@@ -128,6 +128,7 @@ async fn run_trial(
             duration: p.duration,
             request_interval: p.interval,
             endpoint_url: None,
+            dir: PathBuf::new(),
         })
         .await?;
     dev.software_untether().await?;
@@ -383,8 +384,14 @@ async fn reset_counters_stops_a_leftover_app_and_drops_its_log() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dev = SimDevice::new(iphone("r", 1, |_| {}));
     dev.prepare(&build("x", profile(10.0, 10.0, 10.0)), &VariantConfig::default_config()).await.expect("prepare");
-    let spec =
-        LaunchSpec { trial_key: "t".into(), seed: 1, duration: HOUR, request_interval: None, endpoint_url: None };
+    let spec = LaunchSpec {
+        trial_key: "t".into(),
+        seed: 1,
+        duration: HOUR,
+        request_interval: None,
+        endpoint_url: None,
+        dir: PathBuf::new(),
+    };
     let app = dev.launch(&spec).await.expect("launch");
     assert_eq!(dev.state().await.expect("state").foreground_app.text(), Some(app.id.as_str()));
     dev.reset_counters().await.expect("reset");
@@ -466,8 +473,14 @@ async fn disconnect_fault_loses_the_device_and_says_so() {
     }));
     let b = build("app", profile(12.0, 15.0, 6.0));
     dev.prepare(&b, &VariantConfig::default_config()).await.expect("prepare");
-    let spec =
-        LaunchSpec { trial_key: "t".into(), seed: 3, duration: HOUR, request_interval: None, endpoint_url: None };
+    let spec = LaunchSpec {
+        trial_key: "t".into(),
+        seed: 3,
+        duration: HOUR,
+        request_interval: None,
+        endpoint_url: None,
+        dir: PathBuf::new(),
+    };
     let app = dev.launch(&spec).await.expect("launch");
     dev.software_untether().await.expect("untether");
     let clock = dev.clock();

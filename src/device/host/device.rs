@@ -1,0 +1,416 @@
+//! `HostDevice`: a Linux machine whose app under test is a command (docs/host.md).
+//!
+//! Everything on the host goes through its `Transport` (programs, files under /proc
+//! and /sys), so a host reached over SSH needs only another transport. Trials run on
+//! real (tokio) time. The app's cost is the difference of two readings of the kernel's
+//! accounting, at the start and at the end of the soak; nothing polls in between.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::sysfs::{self, EnergySample, HostPaths};
+use super::tree::{self, TreeRef, TreeSample};
+use super::usage::{SOURCE_RAPL, tree_usage};
+use crate::clock::Clock;
+use crate::collect::procfs::{cgroup2_mount, own_cgroup2};
+use crate::config::{Build, DeviceSpec, HostCommand, Platform, VariantConfig};
+use crate::device::{
+    AppHandle, ArtifactFile, Collected, Device, DeviceError, Identity, LaunchSpec, Measurement, PrepareOutcome,
+    SoakEvidence, StateSnapshot,
+};
+use crate::transport::{CommandSpec, RunningProcess, SpawnSpec, Transport, TransportError};
+
+/// Time the app's tree gets to exit after SIGTERM before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+/// Upper bound of a build step (the runner's prepare timeout usually ends it first).
+const BUILD_TIMEOUT: Duration = Duration::from_secs(3600);
+const STDOUT_LOG: &str = "app.stdout.log";
+/// Numbers every cgroup this lab process makes (several devices may share a host).
+static CGROUP_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+const STDERR_LOG: &str = "app.stderr.log";
+
+pub struct HostDevice {
+    spec: DeviceSpec,
+    transport: Arc<dyn Transport>,
+    clock: Clock,
+    paths: HostPaths,
+    /// Where config files are pushed for the app (`LAB_DATA_DIR`).
+    data_dir: PathBuf,
+    /// Clock ticks per second of /proc's CPU times (USER_HZ).
+    ticks_per_s: f64,
+    inner: tokio::sync::Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Build steps already run by this lab process (their argv, env and cwd as JSON).
+    built: BTreeSet<String>,
+    /// Build name → sha256 of its program when last prepared.
+    installed: BTreeMap<String, String>,
+    prepared: Option<Prepared>,
+    running: BTreeMap<String, Running>,
+    /// Where new cgroups go (`None`: cgroup v2 is not mounted); looked up once.
+    cgroup_base: Option<Option<PathBuf>>,
+}
+
+#[derive(Clone)]
+struct Prepared {
+    build: String,
+    host: HostCommand,
+    config: VariantConfig,
+    program: PathBuf,
+    sha256: String,
+}
+
+struct Running {
+    process: Box<dyn RunningProcess>,
+    tree: TreeRef,
+    start: TreeSample,
+    energy: Option<EnergySample>,
+    prepared: Prepared,
+    argv: Vec<String>,
+}
+
+impl HostDevice {
+    /// The machine `spec.host` names, reached through `transport`; pushed config files go
+    /// under `data_root/<device>`.
+    pub fn new(spec: DeviceSpec, transport: Arc<dyn Transport>, data_root: &Path) -> HostDevice {
+        Self::with_paths(spec, transport, data_root, HostPaths::default())
+    }
+
+    /// Like `new`, reading the kernel's files under other roots (tests).
+    pub fn with_paths(spec: DeviceSpec, transport: Arc<dyn Transport>, data_root: &Path, paths: HostPaths) -> Self {
+        // SAFETY: sysconf has no preconditions. USER_HZ is 100 on every Linux the lab knows.
+        let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        HostDevice {
+            data_dir: data_root.join(&spec.name),
+            spec,
+            transport,
+            clock: Clock::tokio(),
+            paths,
+            ticks_per_s: if ticks > 0 { ticks as f64 } else { 100.0 },
+            inner: tokio::sync::Mutex::new(Inner::default()),
+        }
+    }
+
+    fn failed(&self, what: &str, detail: impl Into<String>) -> DeviceError {
+        DeviceError::Failed { device: self.spec.name.clone(), what: what.into(), detail: detail.into() }
+    }
+
+    fn io(&self, path: &Path, source: std::io::Error) -> DeviceError {
+        DeviceError::Io { device: self.spec.name.clone(), path: path.into(), source }
+    }
+
+    async fn read_text(&self, path: &Path) -> Option<String> {
+        self.transport.read_file(path).await.ok().map(|b| String::from_utf8_lossy(&b).trim().to_string())
+    }
+
+    /// Runs the build's `build` step once per lab process (its output decides nothing
+    /// else: the program's hash does).
+    async fn run_build_step(&self, inner: &mut Inner, host: &HostCommand) -> Result<(), DeviceError> {
+        let Some(step) = &host.build else { return Ok(()) };
+        let key = serde_json::to_string(&(step, &host.env, &host.cwd)).unwrap_or_default();
+        if inner.built.contains(&key) {
+            return Ok(());
+        }
+        let mut cmd = CommandSpec::new(&step[0], &[]);
+        cmd.args = step[1..].to_vec();
+        cmd.env = host.env.clone();
+        cmd.cwd = host.cwd.clone();
+        cmd.timeout = BUILD_TIMEOUT;
+        let out = self.transport.exec(&cmd).await.map_err(|e| self.failed("the build step", e.to_string()))?;
+        if !out.success() {
+            let status = out.status.map_or("was killed".to_string(), |c| format!("exited with code {c}"));
+            return Err(
+                self.failed("the build step", format!("`{}` {status}: {}", cmd.display(), tail(&out.stderr_text(), 8)))
+            );
+        }
+        inner.built.insert(key);
+        Ok(())
+    }
+
+    /// The program file `command[0]` names: a path (relative to `cwd`) or a name on PATH.
+    /// (The lab's own folder and PATH are the host's while every host is this machine.)
+    async fn find_program(&self, host: &HostCommand) -> Result<(PathBuf, Vec<u8>), DeviceError> {
+        let program = &host.command[0];
+        let cwd = host.cwd.clone().or_else(|| std::env::current_dir().ok()).unwrap_or_default();
+        let candidates: Vec<PathBuf> = if program.contains('/') {
+            vec![cwd.join(program)]
+        } else {
+            let path = host.env.get("PATH").cloned().or_else(|| std::env::var("PATH").ok()).unwrap_or_default();
+            path.split(':').filter(|d| !d.is_empty()).map(|d| Path::new(d).join(program)).collect()
+        };
+        for c in &candidates {
+            match self.transport.read_file(c).await {
+                Ok(bytes) => return Ok((c.clone(), bytes)),
+                Err(e) if e.is_not_found() => {}
+                Err(TransportError::Read { source, .. })
+                    if source.kind() == std::io::ErrorKind::PermissionDenied
+                        || source.raw_os_error() == Some(libc::EISDIR) => {}
+                Err(e) => return Err(self.failed("finding the program", e.to_string())),
+            }
+        }
+        let place = if program.contains('/') {
+            format!("in {}", cwd.display())
+        } else {
+            format!("on PATH on host {}", self.spec.host)
+        };
+        Err(self.failed(
+            "finding the program",
+            format!(
+                "`{program}` not found {place}; fix: build it first (a `build` step under [builds.NAME.host] runs before \
+                 the first trial) or correct `command`"
+            ),
+        ))
+    }
+
+    async fn cgroup_base(&self, inner: &mut Inner) -> Option<PathBuf> {
+        if let Some(b) = &inner.cgroup_base {
+            return b.clone();
+        }
+        let mounts = self.read_text(&self.paths.proc.join("self/mounts")).await.unwrap_or_default();
+        let own = self.read_text(&self.paths.proc.join("self/cgroup")).await.unwrap_or_default();
+        let base = cgroup2_mount(&mounts).zip(own_cgroup2(&own)).map(|(m, own)| m.join(own.trim_start_matches('/')));
+        inner.cgroup_base = Some(base.clone());
+        base
+    }
+
+    /// The environment the app gets: the build's, the config's, then what the lab tells it.
+    fn app_env(&self, p: &Prepared, spec: &LaunchSpec) -> BTreeMap<String, String> {
+        let mut env = p.host.env.clone();
+        env.extend(p.config.env.clone());
+        env.insert("LAB_TRIAL".into(), spec.trial_key.clone());
+        env.insert("LAB_SEED".into(), spec.seed.to_string());
+        env.insert("LAB_DURATION_MS".into(), spec.duration.as_millis().to_string());
+        env.insert("LAB_DATA_DIR".into(), self.data_dir.display().to_string());
+        if let Some(iv) = spec.request_interval {
+            env.insert("LAB_REQUEST_INTERVAL_MS".into(), iv.as_millis().to_string());
+        }
+        if let Some(url) = &spec.endpoint_url {
+            env.insert("LAB_ENDPOINT_URL".into(), url.clone());
+        }
+        env
+    }
+
+    async fn stop_running(&self, r: &Running) -> Result<crate::transport::ExitInfo, DeviceError> {
+        r.process.stop(STOP_GRACE).await.map_err(|e| self.failed("stopping the app", e.to_string()))
+    }
+}
+
+/// The last `n` non-empty lines of `text`, on one line (for reasons and errors).
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let start = lines.len().saturating_sub(n);
+    let s = lines[start..].join(" | ");
+    if s.is_empty() { "(no output)".into() } else { s }
+}
+
+fn artifact(dir: &Path, name: &str) -> Option<ArtifactFile> {
+    let bytes = std::fs::read(dir.join(name)).ok()?;
+    Some(ArtifactFile { name: name.into(), bytes: bytes.len() as u64, sha256: crate::seed::sha256_hex(&bytes) })
+}
+
+#[async_trait]
+impl Device for HostDevice {
+    fn spec(&self) -> &DeviceSpec {
+        &self.spec
+    }
+
+    fn clock(&self) -> Clock {
+        self.clock.clone()
+    }
+
+    fn talks_to_endpoint(&self) -> bool {
+        true
+    }
+
+    async fn identify(&self) -> Result<Identity, DeviceError> {
+        let p = &self.paths.proc;
+        let Some(release) = self.read_text(&p.join("sys/kernel/osrelease")).await else {
+            return Err(self.failed(
+                "identify",
+                format!(
+                    "cannot read {}: host devices need Linux (/proc and /sys)",
+                    p.join("sys/kernel/osrelease").display()
+                ),
+            ));
+        };
+        let hostname = self.read_text(&p.join("sys/kernel/hostname")).await.unwrap_or_default();
+        let cpuinfo = self.read_text(&p.join("cpuinfo")).await.unwrap_or_default();
+        let cpu = cpuinfo
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim().to_string())
+            })
+            .unwrap_or_else(|| self.spec.model.clone());
+        let cores = cpuinfo.lines().filter(|l| l.starts_with("processor")).count();
+        Ok(Identity {
+            name: self.spec.name.clone(),
+            model: if cores > 0 { format!("{cpu} ({cores} CPUs)") } else { cpu },
+            os: format!("Linux {release}"),
+            serial: hostname,
+        })
+    }
+
+    async fn prepare(&self, build: &Build, config: &VariantConfig) -> Result<PrepareOutcome, DeviceError> {
+        let host = build.host.as_ref().ok_or_else(|| DeviceError::NoArtifact {
+            build: build.name.clone(),
+            device: self.spec.name.clone(),
+            platform: Platform::Host.to_string(),
+        })?;
+        let mut inner = self.inner.lock().await;
+        self.run_build_step(&mut inner, host).await?;
+        let (program, bytes) = self.find_program(host).await?;
+        let sha256 = crate::seed::sha256_hex(&bytes);
+        for f in &config.files {
+            let dest = self.data_dir.join(&f.dest);
+            self.transport
+                .upload(&f.src, &dest)
+                .await
+                .map_err(|e| self.failed("pushing a config file", e.to_string()))?;
+        }
+        inner.prepared = Some(Prepared {
+            build: build.name.clone(),
+            host: host.clone(),
+            config: config.clone(),
+            program,
+            sha256: sha256.clone(),
+        });
+        let same = inner.installed.insert(build.name.clone(), sha256.clone()).as_deref() == Some(sha256.as_str());
+        Ok(if same { PrepareOutcome::AlreadyInstalled { sha256 } } else { PrepareOutcome::Installed { sha256 } })
+    }
+
+    async fn state(&self) -> Result<StateSnapshot, DeviceError> {
+        Ok(sysfs::host_state(self.transport.as_ref(), &self.paths).await)
+    }
+
+    /// Nothing to reset (the measurement is a difference); a leftover app is stopped.
+    async fn reset_counters(&self) -> Result<(), DeviceError> {
+        let leftovers: Vec<Running> = std::mem::take(&mut self.inner.lock().await.running).into_values().collect();
+        for r in &leftovers {
+            self.stop_running(r).await?;
+        }
+        Ok(())
+    }
+
+    async fn launch(&self, spec: &LaunchSpec) -> Result<AppHandle, DeviceError> {
+        let mut inner = self.inner.lock().await;
+        let prepared = inner.prepared.clone().ok_or_else(|| self.failed("launch", "no build was prepared"))?;
+        let mut argv = prepared.host.command.clone();
+        argv.extend(prepared.config.args.iter().cloned());
+        let mut cmd = CommandSpec::new(&argv[0], &[]);
+        cmd.args = argv[1..].to_vec();
+        cmd.env = self.app_env(&prepared, spec);
+        cmd.cwd = prepared.host.cwd.clone();
+        let seq = CGROUP_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let cgroup = self
+            .cgroup_base(&mut inner)
+            .await
+            .map(|b| b.join(format!("lab-{}-{}-{seq}", std::process::id(), self.spec.name)));
+        let launch =
+            SpawnSpec { cmd, stdout: Some(spec.dir.join(STDOUT_LOG)), stderr: Some(spec.dir.join(STDERR_LOG)), cgroup };
+        let process =
+            self.transport.spawn(&launch).await.map_err(|e| self.failed("starting the app", e.to_string()))?;
+        let tree = TreeRef { leader: process.pid(), cgroup: process.cgroup().map(Path::to_path_buf) };
+        let launched_at = self.clock.now();
+        // The soak starts now: the first of the two readings.
+        let start = tree::sample(self.transport.as_ref(), &self.paths.proc, &tree, launched_at)
+            .await
+            .map_err(|e| self.failed("reading the app's accounting", e))?;
+        let energy = sysfs::rapl(self.transport.as_ref(), &self.paths).await;
+        let id = format!("{}:{}", prepared.build, process.pid());
+        inner.running.insert(id.clone(), Running { process, tree, start, energy, prepared, argv });
+        Ok(AppHandle { id, launched_at })
+    }
+
+    async fn wait_connected(&self, _timeout: Duration) -> Result<(), DeviceError> {
+        Ok(())
+    }
+
+    /// The second reading, then the tree is stopped and the difference recorded.
+    async fn collect(&self, app: &AppHandle, dir: &Path) -> Result<Collected, DeviceError> {
+        let running = self
+            .inner
+            .lock()
+            .await
+            .running
+            .remove(&app.id)
+            .ok_or_else(|| self.failed("collect", format!("app {} is not running on this device", app.id)))?;
+        let now = self.clock.now();
+        let end = tree::sample(self.transport.as_ref(), &self.paths.proc, &running.tree, now).await;
+        let energy_end = sysfs::rapl(self.transport.as_ref(), &self.paths).await;
+        let died = running.process.exited().await.map_err(|e| self.failed("collect", e.to_string()))?;
+        let exit = self.stop_running(&running).await?;
+        let end = end.map_err(|e| self.failed("reading the app's accounting", e))?;
+
+        let usage = tree_usage(&running.start, &end, self.ticks_per_s);
+        let mut measurements = usage.measurements();
+        if let (Some(a), Some(b)) = (&running.energy, &energy_end)
+            && let Some(j) = sysfs::energy_joules(a, b)
+        {
+            measurements.push(Measurement::new("energy_j", j, "J", SOURCE_RAPL));
+        }
+
+        tokio::fs::create_dir_all(dir).await.map_err(|e| self.io(dir, e))?;
+        let files = [
+            ("proc-start.txt", running.start.raw_text("kernel accounting at the start of the soak")),
+            ("proc-end.txt", end.raw_text("kernel accounting at the end of the soak")),
+        ];
+        for (name, text) in &files {
+            let path = dir.join(name);
+            tokio::fs::write(&path, text).await.map_err(|e| self.io(&path, e))?;
+        }
+        let trial = serde_json::json!({
+            "argv": running.argv,
+            "cwd": running.prepared.host.cwd,
+            "program": running.prepared.program,
+            "program_sha256": running.prepared.sha256,
+            "pid": running.process.pid(),
+            "cgroup": running.tree.cgroup,
+            "tree": if running.tree.cgroup.is_some() { "cgroup v2" } else { "process group" },
+            "cgroup_note": running.process.cgroup_note(),
+            "processes_at_end": usage.processes,
+            "window_s": usage.window_s,
+            "cpu_source": usage.cpu_source,
+            "exit": exit.to_string(),
+            "died_during_soak": died.is_some(),
+        });
+        let path = dir.join("host-trial.json");
+        let text = serde_json::to_string_pretty(&trial).unwrap_or_default();
+        tokio::fs::write(&path, text).await.map_err(|e| self.io(&path, e))?;
+        let artifacts = [STDOUT_LOG, STDERR_LOG, "proc-start.txt", "proc-end.txt", "host-trial.json"]
+            .iter()
+            .filter_map(|n| artifact(dir, n))
+            .collect();
+
+        // The logs were written straight into `dir`: the local transport's host is this machine.
+        let app_exit = died.map(|info| {
+            let stderr = std::fs::read_to_string(dir.join(STDERR_LOG)).unwrap_or_default();
+            format!("{info}; stderr: {}", tail(&stderr, 3))
+        });
+        Ok(Collected {
+            measurements,
+            artifacts,
+            evidence: SoakEvidence {
+                charging_s: 0.0,
+                app_died: died.is_some(),
+                requests_seen: None,
+                measured_duration: Some(Duration::from_secs_f64(usage.window_s)),
+                lost_contact: false,
+                app_exit,
+            },
+        })
+    }
+
+    async fn stop(&self, app: &AppHandle) -> Result<(), DeviceError> {
+        let running = self.inner.lock().await.running.remove(&app.id);
+        if let Some(r) = running {
+            self.stop_running(&r).await?;
+        }
+        Ok(())
+    }
+}

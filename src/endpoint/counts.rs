@@ -1,0 +1,96 @@
+//! Requests and bytes per trial token, as the endpoint counted them.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+use serde::Serialize;
+
+/// Traffic for one token (or for requests that named none).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct TrafficCount {
+    pub requests: u64,
+    /// Bytes received: request line, headers and body.
+    pub bytes: u64,
+}
+
+impl TrafficCount {
+    /// What happened between `earlier` and `self` (counts only grow).
+    pub fn since(&self, earlier: &TrafficCount) -> TrafficCount {
+        TrafficCount {
+            requests: self.requests.saturating_sub(earlier.requests),
+            bytes: self.bytes.saturating_sub(earlier.bytes),
+        }
+    }
+}
+
+/// Counters shared by the server (which adds) and the runner (which reads). A plain
+/// mutex: reading never wakes the server's thread.
+#[derive(Debug, Default)]
+pub struct TokenCounts {
+    inner: Mutex<Counts>,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    by_token: HashMap<String, TrafficCount>,
+    unmatched: TrafficCount,
+}
+
+impl TokenCounts {
+    pub fn record(&self, token: Option<&str>, bytes: u64) {
+        let mut c = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let slot = match token {
+            Some(t) => c.by_token.entry(t.to_string()).or_default(),
+            None => &mut c.unmatched,
+        };
+        slot.requests += 1;
+        slot.bytes += bytes;
+    }
+
+    pub fn get(&self, token: &str) -> TrafficCount {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner).by_token.get(token).copied().unwrap_or_default()
+    }
+
+    /// Requests whose path named no token (`/favicon.ico`, a misconfigured client).
+    pub fn unmatched(&self) -> TrafficCount {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner).unmatched
+    }
+}
+
+/// The token of a request path: `/t/<token>` or `/t/<token>/anything`. Tokens are
+/// letters, digits, `-` and `_` (what the runner makes them of).
+pub fn token_of(path: &str) -> Option<&str> {
+    let rest = path.strip_prefix("/t/")?;
+    let token = rest.split('/').next()?;
+    (!token.is_empty() && token.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')).then_some(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_come_from_the_path() {
+        assert_eq!(token_of("/t/0001-this-host-control-r0-a0"), Some("0001-this-host-control-r0-a0"));
+        assert_eq!(token_of("/t/abc/deeper/path"), Some("abc"));
+        assert_eq!(token_of("/t/"), None);
+        assert_eq!(token_of("/t/a%20b"), None);
+        assert_eq!(token_of("/favicon.ico"), None);
+        assert_eq!(token_of("/tt/abc"), None);
+    }
+
+    #[test]
+    fn counts_add_up_per_token() {
+        let c = TokenCounts::default();
+        c.record(Some("a"), 10);
+        c.record(Some("a"), 5);
+        c.record(Some("b"), 1);
+        c.record(None, 7);
+        assert_eq!(c.get("a"), TrafficCount { requests: 2, bytes: 15 });
+        assert_eq!(c.get("b"), TrafficCount { requests: 1, bytes: 1 });
+        assert_eq!(c.get("zzz"), TrafficCount::default());
+        assert_eq!(c.unmatched(), TrafficCount { requests: 1, bytes: 7 });
+        let before = TrafficCount { requests: 1, bytes: 10 };
+        assert_eq!(c.get("a").since(&before), TrafficCount { requests: 1, bytes: 5 });
+    }
+}

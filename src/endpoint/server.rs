@@ -1,0 +1,273 @@
+//! The traffic endpoint: an HTTP/1.1 server (hyper) that answers every request the
+//! same configured way and counts requests and bytes per trial token.
+//!
+//! It runs on a thread of its own with a single-threaded tokio runtime, so that the
+//! lab can tell the endpoint's work (it wakes for every request the app sends) from its
+//! own (which should be nothing during a soak): see `runner::footprint`.
+
+use std::convert::Infallible;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{CACHE_CONTROL, HeaderValue};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::sync::oneshot;
+
+use super::counts::{TokenCounts, TrafficCount, token_of};
+use crate::config::EndpointSettings;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointError {
+    #[error(
+        "traffic endpoint: cannot listen on {addr}: {source}; fix: set another `bind` under [endpoint] in the runbook (port 0 picks a free port)"
+    )]
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("traffic endpoint: {what}: {source}")]
+    Start { what: String, source: std::io::Error },
+    #[error("traffic endpoint: `{value}` is not a valid Cache-Control value")]
+    Header { value: String },
+}
+
+/// How every request is answered.
+struct Answer {
+    status: StatusCode,
+    body: Bytes,
+    cache_control: Option<HeaderValue>,
+}
+
+impl Answer {
+    fn response(&self) -> Response<Full<Bytes>> {
+        let mut r = Response::new(Full::new(self.body.clone()));
+        *r.status_mut() = self.status;
+        if let Some(v) = &self.cache_control {
+            r.headers_mut().insert(CACHE_CONTROL, v.clone());
+        }
+        r
+    }
+}
+
+/// A running endpoint. Stops when dropped.
+pub struct Endpoint {
+    addr: SocketAddr,
+    counts: Arc<TokenCounts>,
+    tid: i32,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint").field("addr", &self.addr).field("tid", &self.tid).finish()
+    }
+}
+
+impl Endpoint {
+    /// Binds (so a taken port is an error here, before any trial) and starts serving.
+    pub fn start(settings: &EndpointSettings) -> Result<Endpoint, EndpointError> {
+        let answer = Arc::new(Answer {
+            status: StatusCode::from_u16(settings.status).map_err(|_| EndpointError::Start {
+                what: format!("status {} is not an HTTP status", settings.status),
+                source: std::io::Error::other("invalid status"),
+            })?,
+            body: Bytes::from(vec![b'x'; settings.body_bytes as usize]),
+            cache_control: match &settings.cache_control {
+                None => None,
+                Some(v) => Some(HeaderValue::from_str(v).map_err(|_| EndpointError::Header { value: v.clone() })?),
+            },
+        });
+        let listener = std::net::TcpListener::bind(settings.bind)
+            .map_err(|source| EndpointError::Bind { addr: settings.bind, source })?;
+        let start_err = |what: &str| {
+            let what = what.to_string();
+            move |source| EndpointError::Start { what, source }
+        };
+        listener.set_nonblocking(true).map_err(start_err("making the socket non-blocking"))?;
+        let addr = listener.local_addr().map_err(start_err("reading the bound address"))?;
+        let counts = Arc::new(TokenCounts::default());
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread_counts = counts.clone();
+        let thread = std::thread::Builder::new()
+            .name("lab-endpoint".into())
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
+                let rt = match rt {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let listener = match rt.block_on(async { tokio::net::TcpListener::from_std(listener) }) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                // SAFETY: gettid has no preconditions.
+                let _ = ready_tx.send(Ok(unsafe { libc::gettid() }));
+                rt.block_on(serve(listener, answer, thread_counts, stop_rx));
+            })
+            .map_err(start_err("starting its thread"))?;
+        let tid = ready_rx
+            .recv()
+            .map_err(|_| std::io::Error::other("its thread ended before it was ready"))
+            .and_then(|r| r)
+            .map_err(start_err("starting its runtime"))?;
+        Ok(Endpoint { addr, counts, tid, stop: Some(stop_tx), thread: Some(thread) })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The URL a trial's app sends its requests to. An endpoint listening on every
+    /// interface is reached on loopback from this machine.
+    pub fn url(&self, token: &str) -> String {
+        let ip = match self.addr.ip() {
+            IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+            ip => ip,
+        };
+        format!("http://{}/t/{token}", SocketAddr::new(ip, self.addr.port()))
+    }
+
+    /// Everything counted for `token` so far.
+    pub fn count(&self, token: &str) -> TrafficCount {
+        self.counts.get(token)
+    }
+
+    /// Requests that named no token.
+    pub fn unmatched(&self) -> TrafficCount {
+        self.counts.unmatched()
+    }
+
+    /// The kernel thread id of the thread that serves, so its CPU time and wakeups can
+    /// be told apart from the rest of the lab's.
+    pub fn thread_id(&self) -> i32 {
+        self.tid
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+async fn serve(
+    listener: tokio::net::TcpListener,
+    answer: Arc<Answer>,
+    counts: Arc<TokenCounts>,
+    mut stop: oneshot::Receiver<()>,
+) {
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut stop => return,
+            a = listener.accept() => a,
+        };
+        // A failed accept (out of file descriptors, a reset connection) loses one client, not the endpoint.
+        let Ok((stream, _)) = accepted else { continue };
+        let _ = stream.set_nodelay(true);
+        let (answer, counts) = (answer.clone(), counts.clone());
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req| handle(req, answer.clone(), counts.clone()));
+            let _ = hyper::server::conn::http1::Builder::new()
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}
+
+async fn handle(
+    req: Request<Incoming>,
+    answer: Arc<Answer>,
+    counts: Arc<TokenCounts>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let head = head_len(&req);
+    let token = token_of(req.uri().path()).map(str::to_string);
+    let body = req.into_body().collect().await.map(|b| b.to_bytes().len() as u64).unwrap_or(0);
+    counts.record(token.as_deref(), head + body);
+    if token.is_none() {
+        let mut r = Response::new(Full::new(Bytes::from_static(b"no trial token: requests go to /t/<token>\n")));
+        *r.status_mut() = StatusCode::NOT_FOUND;
+        return Ok(r);
+    }
+    Ok(answer.response())
+}
+
+/// Size of the request head as HTTP/1.1 writes it (RFC 9112 §2.1): request line,
+/// `name: value` lines, blank line. hyper parses the head away, so it is recomputed
+/// from what was parsed; a client that pads separators with extra spaces sent a few
+/// bytes more than counted.
+fn head_len<B>(req: &Request<B>) -> u64 {
+    const VERSION: usize = "HTTP/1.1".len();
+    let line = req.method().as_str().len() + 1 + req.uri().to_string().len() + 1 + VERSION + 2;
+    let headers: usize = req.headers().iter().map(|(n, v)| n.as_str().len() + 2 + v.as_bytes().len() + 2).sum();
+    (line + headers + 2) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    fn raw_request(addr: SocketAddr, request: &str) -> String {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.write_all(request.as_bytes()).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn answers_as_configured_and_counts_the_bytes_received() {
+        let settings = EndpointSettings {
+            status: 203,
+            body_bytes: 5,
+            cache_control: Some("max-age=60".into()),
+            ..EndpointSettings::default()
+        };
+        let ep = Endpoint::start(&settings).unwrap();
+        let url = ep.url("tok-1");
+        assert_eq!(url, format!("http://127.0.0.1:{}/t/tok-1", ep.addr().port()));
+        let req = "GET /t/tok-1/x?y=1 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
+        let resp = raw_request(ep.addr(), req);
+        assert!(resp.starts_with("HTTP/1.1 203 "), "{resp}");
+        let lower = resp.to_ascii_lowercase();
+        assert!(lower.contains("cache-control: max-age=60\r\n"), "{resp}");
+        assert!(lower.contains("content-length: 5\r\n"), "{resp}");
+        assert!(resp.ends_with("\r\n\r\nxxxxx"), "{resp}");
+        assert_eq!(ep.count("tok-1"), TrafficCount { requests: 1, bytes: req.len() as u64 });
+
+        let post = "POST /t/tok-1 HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nConnection: close\r\n\r\nabcd";
+        raw_request(ep.addr(), post);
+        assert_eq!(ep.count("tok-1"), TrafficCount { requests: 2, bytes: (req.len() + post.len()) as u64 });
+
+        let stray = raw_request(ep.addr(), "GET /favicon.ico HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+        assert!(stray.starts_with("HTTP/1.1 404"), "{stray}");
+        assert_eq!(ep.unmatched().requests, 1);
+        assert_eq!(ep.count("tok-1").requests, 2, "a request without a token counts for no trial");
+        assert!(ep.thread_id() > 0);
+    }
+
+    #[test]
+    fn a_taken_port_is_a_clear_error() {
+        let first = Endpoint::start(&EndpointSettings::default()).unwrap();
+        let taken = EndpointSettings { bind: first.addr(), ..EndpointSettings::default() };
+        let e = Endpoint::start(&taken).unwrap_err();
+        let text = e.to_string();
+        assert!(text.starts_with(&format!("traffic endpoint: cannot listen on {}", first.addr())), "{text}");
+        assert!(text.contains("fix: set another `bind` under [endpoint]"), "{text}");
+    }
+}
