@@ -48,6 +48,15 @@ fn the_poll_relay_costs_many_times_the_control_and_the_epoll_relay_does_not() {
         assert!(ratio(&wakeups, v) <= 3.0, "{v} wakeups within a small factor of control: {wakeups:?}");
     }
 
+    // The report decides: the poll relay is `worse` than control on CPU, a gating metric.
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(lab.artifacts().join(id).join("report.json")).unwrap()).unwrap();
+    let verdicts = report["models"][0]["verdicts"].as_array().unwrap();
+    let poll = verdicts.iter().find(|v| v["variant"] == "relay-poll").unwrap();
+    println!("relay-poll verdict: {}", poll["summary"]);
+    assert_eq!(poll["verdict"], "worse", "{poll}");
+    assert!(poll["worse"].as_array().unwrap().iter().any(|m| m == "cpu_pct"), "{poll}");
+
     // The lab itself slept through the soaks.
     let fp: Vec<String> = lab.sql("SELECT footprint_json FROM campaigns");
     let fp: serde_json::Value = serde_json::from_str(&fp[0]).unwrap();

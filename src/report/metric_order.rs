@@ -2,10 +2,9 @@
 
 use std::collections::BTreeSet;
 
-/// Metrics every backend may produce, in the order a reader scans them: battery
-/// first (the question the lab answers), then power, CPU, memory, traffic.
-pub const KNOWN_METRICS: [&str; 7] =
-    ["battery_drop_pct", "charge_used_mah", "avg_power_mw", "energy_level", "cpu_pct", "memory_mb", "requests"];
+/// Metrics every backend may produce, in the order a reader scans them: one list for
+/// the whole crate, kept by the config (which checks runbooks against it).
+pub use crate::config::KNOWN_METRICS;
 
 /// Display order: the plan's metric list as written; then any other observed metric,
 /// known ones in [`KNOWN_METRICS`] order and the rest alphabetically. Without a plan
@@ -18,7 +17,7 @@ pub fn metric_order<'a>(plan_metrics: &[String], observed: impl IntoIterator<Ite
         }
     }
     let extra: BTreeSet<&str> = observed.into_iter().filter(|m| !plan_metrics.iter().any(|p| p == m)).collect();
-    for known in KNOWN_METRICS {
+    for &known in KNOWN_METRICS {
         if extra.contains(known) {
             out.push(known.to_string());
         }
