@@ -17,22 +17,11 @@ pub fn open(spec: &DeviceSpec, lab: &Lab) -> Result<Arc<dyn Device>, DeviceError
                 what: "opening".into(),
                 detail: format!("host `{}` is not in the lab", spec.host),
             })?;
-            // Starting and stopping process trees, cgroups and the app's logs are written
-            // for this machine; an SSH host reads /proc fine but cannot run trials yet.
-            if host.kind != HostKind::Local {
-                return Err(DeviceError::Unsupported {
-                    device: spec.name.clone(),
-                    what: format!(
-                        "a host device on SSH host `{}` (host devices run on this machine for now; use host = \"local\")",
-                        spec.host
-                    ),
-                });
+            let transport = crate::transport::for_host(host);
+            if let HostKind::Ssh(_) = host.kind {
+                return Ok(Arc::new(HostDevice::remote(spec.clone(), transport)));
             }
-            Ok(Arc::new(HostDevice::new(
-                spec.clone(),
-                crate::transport::for_host(host),
-                &lab.artifacts_dir.join("host-data"),
-            )))
+            Ok(Arc::new(HostDevice::new(spec.clone(), transport, &lab.artifacts_dir.join("host-data"))))
         }
         other => Err(DeviceError::Unsupported {
             device: spec.name.clone(),

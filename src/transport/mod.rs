@@ -6,6 +6,7 @@ mod factory;
 mod local;
 mod local_process;
 mod ssh;
+mod ssh_process;
 
 pub use api::*;
 pub use check::{HostCheck, ToolCheck, check_all, check_host};

@@ -16,7 +16,9 @@ use async_trait::async_trait;
 use base64::Engine;
 use ssh2::{CheckResult, HashType, KnownHostFileKind, Session};
 
-use super::api::{CommandOutput, CommandSpec, Staged, Transport, TransportError, shell_quote};
+use super::api::{
+    CommandOutput, CommandSpec, RunningProcess, SpawnSpec, Staged, Transport, TransportError, shell_quote,
+};
 
 /// How to reach one lab host over SSH (from a `[[host]]` of `lab.toml`).
 #[derive(Debug, Clone, PartialEq)]
@@ -77,6 +79,7 @@ impl SshConfig {
     }
 }
 
+#[derive(Clone)]
 pub struct SshTransport {
     cfg: SshConfig,
     /// Idle sessions, reused; at most `max_sessions` are in use at once.
@@ -378,7 +381,14 @@ impl Transport for SshTransport {
             }
             // Write beside, then rename: a broken connection never leaves half a file in place.
             let tmp = remote.with_extension("lab-partial");
-            let mut f = sftp.create(&tmp).map_err(|e| copy_err(e.into()))?;
+            // Keep the file's mode: an uploaded program must stay executable.
+            let mode = {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::metadata(&local).map(|m| m.permissions().mode() & 0o777).unwrap_or(0o644)
+            };
+            let flags = ssh2::OpenFlags::WRITE | ssh2::OpenFlags::CREATE | ssh2::OpenFlags::TRUNCATE;
+            let mut f =
+                sftp.open_mode(&tmp, flags, mode as i32, ssh2::OpenType::File).map_err(|e| copy_err(e.into()))?;
             f.write_all(&bytes).map_err(copy_err)?;
             drop(f);
             let _ = sftp.unlink(&remote);
@@ -433,6 +443,10 @@ impl Transport for SshTransport {
             self.upload(local, &remote).await?;
         }
         Ok(Staged { path: remote, sha256: sha, uploaded: !present })
+    }
+
+    async fn spawn(&self, spec: &SpawnSpec) -> Result<Box<dyn RunningProcess>, TransportError> {
+        Ok(Box::new(super::ssh_process::SshProcess::spawn(self, spec).await?))
     }
 }
 

@@ -42,6 +42,9 @@ pub struct HostDevice {
     data_dir: PathBuf,
     /// Clock ticks per second of /proc's CPU times (USER_HZ).
     ticks_per_s: f64,
+    /// On an SSH host: the folder there (relative to the login folder) for the app's
+    /// logs, pulled back at collect. `None`: the host is this machine.
+    remote_runs: Option<PathBuf>,
     inner: tokio::sync::Mutex<Inner>,
 }
 
@@ -73,6 +76,8 @@ struct Running {
     energy: Option<EnergySample>,
     prepared: Prepared,
     argv: Vec<String>,
+    /// Where the app's stdout and stderr files are, on the host.
+    logs: PathBuf,
 }
 
 impl HostDevice {
@@ -93,8 +98,18 @@ impl HostDevice {
             clock: Clock::tokio(),
             paths,
             ticks_per_s: if ticks > 0 { ticks as f64 } else { 100.0 },
+            remote_runs: None,
             inner: tokio::sync::Mutex::new(Inner::default()),
         }
+    }
+
+    /// A device on a lab host reached over SSH: its build is uploaded there (once per
+    /// host, by sha256), its logs are written there and pulled back, config files go
+    /// under `lab-data/<device>` in the login folder.
+    pub fn remote(spec: DeviceSpec, transport: Arc<dyn Transport>) -> HostDevice {
+        let mut d = Self::with_paths(spec, transport, Path::new("lab-data"), HostPaths::default());
+        d.remote_runs = Some(PathBuf::from("lab-runs").join(&d.spec.name));
+        d
     }
 
     fn failed(&self, what: &str, detail: impl Into<String>) -> DeviceError {
@@ -137,6 +152,20 @@ impl HostDevice {
     /// (The lab's own folder and PATH are the host's while every host is this machine.)
     async fn find_program(&self, host: &HostCommand) -> Result<(PathBuf, Vec<u8>), DeviceError> {
         let program = &host.command[0];
+        if self.remote_runs.is_some() {
+            // A program file on the lab machine is uploaded to the host's build cache
+            // (skipped when already there); a bare name is looked up on the host.
+            let local = host.cwd.clone().unwrap_or_default().join(program);
+            if program.contains('/') && local.is_file() {
+                let staged = self
+                    .transport
+                    .stage(&local)
+                    .await
+                    .map_err(|e| self.failed("uploading the build", e.to_string()))?;
+                let bytes = std::fs::read(&local).map_err(|e| self.io(&local, e))?;
+                return Ok((staged.path, bytes));
+            }
+        }
         let cwd = host.cwd.clone().or_else(|| std::env::current_dir().ok()).unwrap_or_default();
         let candidates: Vec<PathBuf> = if program.contains('/') {
             vec![cwd.join(program)]
@@ -302,17 +331,32 @@ impl Device for HostDevice {
         let prepared = inner.prepared.clone().ok_or_else(|| self.failed("launch", "no build was prepared"))?;
         let mut argv = prepared.host.command.clone();
         argv.extend(prepared.config.args.iter().cloned());
+        if self.remote_runs.is_some() {
+            // The host runs what was found or uploaded there, from its login folder.
+            argv[0] = prepared.program.display().to_string();
+        }
         let mut cmd = CommandSpec::new(&argv[0], &[]);
         cmd.args = argv[1..].to_vec();
         cmd.env = self.app_env(&prepared, spec);
-        cmd.cwd = prepared.host.cwd.clone();
+        cmd.cwd = if self.remote_runs.is_some() { None } else { prepared.host.cwd.clone() };
+        let logs = match &self.remote_runs {
+            Some(runs) => {
+                // The attempt's seed keeps two labs (or two attempts) on one host apart.
+                let d = runs.join(format!("{}-{:016x}", spec.trial_key, spec.seed));
+                let mut mk = CommandSpec::new("mkdir", &["-p", "--"]);
+                mk.args.push(d.display().to_string());
+                self.transport.exec(&mk).await.map_err(|e| self.failed("starting the app", e.to_string()))?;
+                d
+            }
+            None => spec.dir.clone(),
+        };
         let seq = CGROUP_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let cgroup = self
             .cgroup_base(&mut inner)
             .await
             .map(|b| b.join(format!("lab-{}-{}-{seq}", std::process::id(), self.spec.name)));
         let launch =
-            SpawnSpec { cmd, stdout: Some(spec.dir.join(STDOUT_LOG)), stderr: Some(spec.dir.join(STDERR_LOG)), cgroup };
+            SpawnSpec { cmd, stdout: Some(logs.join(STDOUT_LOG)), stderr: Some(logs.join(STDERR_LOG)), cgroup };
         let process =
             self.transport.spawn(&launch).await.map_err(|e| self.failed("starting the app", e.to_string()))?;
         let tree = TreeRef { leader: process.pid(), cgroup: process.cgroup().map(Path::to_path_buf) };
@@ -323,7 +367,7 @@ impl Device for HostDevice {
             .map_err(|e| self.failed("reading the app's accounting", e))?;
         let energy = sysfs::rapl(self.transport.as_ref(), &self.paths).await;
         let id = format!("{}:{}", prepared.build, process.pid());
-        inner.running.insert(id.clone(), Running { process, tree, start, energy, prepared, argv });
+        inner.running.insert(id.clone(), Running { process, tree, start, energy, prepared, argv, logs });
         Ok(AppHandle { id, launched_at })
     }
 
@@ -356,6 +400,19 @@ impl Device for HostDevice {
         }
 
         tokio::fs::create_dir_all(dir).await.map_err(|e| self.io(dir, e))?;
+        if self.remote_runs.is_some() {
+            for name in [STDOUT_LOG, STDERR_LOG] {
+                // A log the app never wrote is not an error; a lost connection is.
+                match self.transport.download(&running.logs.join(name), &dir.join(name)).await {
+                    Ok(()) => {}
+                    Err(e) if e.is_transient() => return Err(self.failed("pulling the app's logs", e.to_string())),
+                    Err(_) => {}
+                }
+            }
+            let mut rm = CommandSpec::new("rm", &["-rf", "--"]);
+            rm.args.push(running.logs.display().to_string());
+            let _ = self.transport.exec(&rm).await;
+        }
         let files = [
             ("proc-start.txt", running.start.raw_text("kernel accounting at the start of the soak")),
             ("proc-end.txt", end.raw_text("kernel accounting at the end of the soak")),
@@ -387,7 +444,7 @@ impl Device for HostDevice {
             .filter_map(|n| artifact(dir, n))
             .collect();
 
-        // The logs were written straight into `dir`: the local transport's host is this machine.
+        // The logs are in `dir`: written there on this machine, pulled from an SSH host.
         let app_exit = died.map(|info| {
             let stderr = std::fs::read_to_string(dir.join(STDERR_LOG)).unwrap_or_default();
             format!("{info}; stderr: {}", tail(&stderr, 3))

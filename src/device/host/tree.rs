@@ -11,7 +11,7 @@ use crate::collect::procfs::{
     CgroupCpu, PidIo, PidStat, PidStatus, parse_cgroup_cpu_stat, parse_pid_io, parse_pid_list, parse_pid_stat,
     parse_pid_status,
 };
-use crate::transport::{Transport, TransportError};
+use crate::transport::{CommandSpec, Transport, TransportError};
 
 /// Which processes make up the app.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,23 +67,58 @@ struct Reader<'a> {
     raw: Vec<(PathBuf, String)>,
 }
 
-impl Reader<'_> {
-    /// A file's text; `None` when it is gone (the process exited meanwhile) or unreadable.
-    async fn read(&mut self, path: PathBuf) -> Result<Option<String>, TransportError> {
-        match self.t.read_file(&path).await {
-            Ok(bytes) => {
-                let text = String::from_utf8_lossy(&bytes).into_owned();
-                self.raw.push((path, text.clone()));
-                Ok(Some(text))
-            }
-            Err(e @ TransportError::Read { .. }) => {
-                if !e.is_not_found() {
-                    self.raw.push((path, format!("(unreadable: {e})\n")));
-                }
-                Ok(None)
-            }
-            Err(e) => Err(e),
+/// Ends a file in `read_many`'s output; `MISSING` stands for a file that could not be read.
+/// The record-separator byte never appears in /proc's text files.
+const END: &str = "\u{1e}lab-end\u{1e}";
+const MISSING: &str = "\u{1e}lab-missing\u{1e}";
+
+/// Cats each file named in its arguments, each followed by an end marker (or a
+/// missing marker): one command for many files, however far away the host is.
+const CAT_MANY: &str = r#"for f; do if [ -r "$f" ] && cat -- "$f" 2>/dev/null; then printf '\n\036lab-end\036\n'; else printf '\036lab-missing\036\n'; fi; done"#;
+
+/// Splits `read_many`'s output into one entry per file, in order.
+fn split_many(text: &str, n: usize) -> Vec<Option<String>> {
+    let mut out = Vec::with_capacity(n);
+    let mut rest = text;
+    for _ in 0..n {
+        if let Some(after) = rest.strip_prefix(MISSING) {
+            out.push(None);
+            rest = after.strip_prefix('\n').unwrap_or(after);
+            continue;
         }
+        let marker = format!("\n{END}\n");
+        match rest.find(&marker) {
+            Some(i) => {
+                out.push(Some(rest[..i].to_string()));
+                rest = &rest[i + marker.len()..];
+            }
+            None => out.push(None),
+        }
+    }
+    out
+}
+
+impl Reader<'_> {
+    /// One file's text; `None` when it is gone (the process exited meanwhile) or unreadable.
+    async fn read(&mut self, path: PathBuf) -> Result<Option<String>, TransportError> {
+        Ok(self.read_many(std::slice::from_ref(&path)).await?.pop().flatten())
+    }
+
+    /// Many files at once (one command on the host); `None` for each that is gone.
+    async fn read_many(&mut self, paths: &[PathBuf]) -> Result<Vec<Option<String>>, TransportError> {
+        if paths.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut cmd = CommandSpec::new("sh", &["-c", CAT_MANY, "sh"]);
+        cmd.args.extend(paths.iter().map(|p| p.display().to_string()));
+        let out = self.t.exec(&cmd).await?;
+        let texts = split_many(&String::from_utf8_lossy(&out.stdout), paths.len());
+        for (p, t) in paths.iter().zip(&texts) {
+            if let Some(t) = t {
+                self.raw.push((p.clone(), t.clone()));
+            }
+        }
+        Ok(texts)
     }
 }
 
@@ -104,45 +139,93 @@ pub async fn sample(t: &dyn Transport, proc_root: &Path, tree: &TreeRef, at: Dur
         None => group_members(t, proc_root, tree.leader).await.map_err(fail)?,
     };
 
-    for pid in pids {
+    // Three commands whatever the tree's size: the members' files, their threads, and
+    // the threads' files (the host may be a network round trip away).
+    let mut files = Vec::new();
+    for pid in &pids {
         let dir = proc_root.join(pid.to_string());
-        let Some(stat_text) = r.read(dir.join("stat")).await.map_err(fail)? else { continue };
-        let Ok(stat) = parse_pid_stat(&stat_text) else { continue };
-        let vm_hwm_kb = match r.read(dir.join("status")).await.map_err(fail)? {
-            Some(s) => parse_pid_status(&s).ok().and_then(|s| s.vm_hwm_kb),
-            None => None,
-        };
-        let io = r.read(dir.join("io")).await.map_err(fail)?.and_then(|s| parse_pid_io(&s).ok());
+        files.extend([dir.join("stat"), dir.join("status"), dir.join("io")]);
+    }
+    let texts = r.read_many(&files).await.map_err(fail)?;
+    let tasks = thread_ids(t, proc_root, &pids).await.map_err(fail)?;
+    let task_files: Vec<PathBuf> = tasks
+        .iter()
+        .flat_map(|(pid, tids)| {
+            tids.iter()
+                .map(move |tid| proc_root.join(pid.to_string()).join("task").join(tid.to_string()).join("status"))
+        })
+        .collect();
+    let task_texts = r.read_many(&task_files).await.map_err(fail)?;
+    let mut task_iter = task_files.iter().zip(task_texts);
+
+    for (k, pid) in pids.iter().enumerate() {
+        let tids = tasks.iter().find(|(p, _)| p == pid).map(|(_, t)| t.len()).unwrap_or(0);
+        let mine: Vec<_> = task_iter.by_ref().take(tids).collect();
+        let Some(Some(stat_text)) = texts.get(3 * k) else { continue };
+        let Ok(stat) = parse_pid_stat(stat_text) else { continue };
+        let vm_hwm_kb =
+            texts.get(3 * k + 1).cloned().flatten().and_then(|s| parse_pid_status(&s).ok().and_then(|s| s.vm_hwm_kb));
+        let io = texts.get(3 * k + 2).cloned().flatten().and_then(|s| parse_pid_io(&s).ok());
         let mut threads = BTreeMap::new();
-        let tids = match t.list_dir(&dir.join("task")).await {
-            Ok(names) => names.iter().filter_map(|n| n.parse::<u32>().ok()).collect(),
-            Err(_) => Vec::new(),
-        };
-        for tid in tids {
-            let path = dir.join("task").join(tid.to_string()).join("status");
-            if let Some(s) = r.read(path).await.map_err(fail)?
-                && let Ok(st) = parse_pid_status(&s)
+        for (path, text) in mine {
+            let tid = path.parent().and_then(|p| p.file_name()).and_then(|n| n.to_str()).and_then(|n| n.parse().ok());
+            if let (Some(tid), Some(text)) = (tid, text)
+                && let Ok(st) = parse_pid_status(&text)
             {
                 threads.insert(tid, st);
             }
         }
-        out.procs.insert((pid, stat.starttime), ProcSample { stat, vm_hwm_kb, io, threads });
+        out.procs.insert((*pid, stat.starttime), ProcSample { stat, vm_hwm_kb, io, threads });
     }
     out.raw = r.raw;
     Ok(out)
 }
 
-/// Processes whose process group is `pgid`: every `/proc/<pid>/stat` is looked at.
+/// Processes whose process group is `pgid`: every `/proc/<pid>/stat`, read in one command.
 async fn group_members(t: &dyn Transport, proc_root: &Path, pgid: u32) -> Result<Vec<u32>, TransportError> {
-    let mut out = Vec::new();
-    for name in t.list_dir(proc_root).await? {
-        let Ok(pid) = name.parse::<u32>() else { continue };
-        let Ok(bytes) = t.read_file(&proc_root.join(&name).join("stat")).await else { continue };
-        if parse_pid_stat(&String::from_utf8_lossy(&bytes)).is_ok_and(|s| s.pgrp == pgid) {
-            out.push(pid);
-        }
+    let cmd = CommandSpec {
+        args: vec![
+            "-c".into(),
+            r#"cat "$1"/[0-9]*/stat 2>/dev/null; true"#.into(),
+            "sh".into(),
+            proc_root.display().to_string(),
+        ],
+        ..CommandSpec::new("sh", &[])
+    };
+    let out = t.exec(&cmd).await?;
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            // A stat line starts with the pid.
+            let pid = l.split_whitespace().next()?.parse::<u32>().ok()?;
+            parse_pid_stat(l).ok().filter(|s| s.pgrp == pgid).map(|_| pid)
+        })
+        .collect())
+}
+
+/// The thread ids of each process, in one command.
+async fn thread_ids(t: &dyn Transport, proc_root: &Path, pids: &[u32]) -> Result<Vec<(u32, Vec<u32>)>, TransportError> {
+    if pids.is_empty() {
+        return Ok(Vec::new());
     }
-    Ok(out)
+    let mut cmd = CommandSpec::new(
+        "sh",
+        &[
+            "-c",
+            r#"root=$1; shift; for p; do printf '%s:' "$p"; ls -1 "$root/$p/task" 2>/dev/null | tr '\n' ' '; echo; done"#,
+            "sh",
+        ],
+    );
+    cmd.args.push(proc_root.display().to_string());
+    cmd.args.extend(pids.iter().map(|p| p.to_string()));
+    let out = t.exec(&cmd).await?;
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (pid, tids) = l.split_once(':')?;
+            Some((pid.trim().parse().ok()?, tids.split_whitespace().filter_map(|x| x.parse().ok()).collect()))
+        })
+        .collect())
 }
 
 #[cfg(test)]

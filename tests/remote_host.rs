@@ -1,0 +1,127 @@
+//! A `host` device on a lab host reached over SSH (a real sshd on 127.0.0.1): real
+//! measurements taken there, arguments that arrive literally, one upload per host,
+//! and a campaign that survives the server being killed and restarted.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::TempLab;
+use common::sshd::{self, Sshd};
+
+const NASTY: [&str; 6] = ["a b", "it's", "double \"q\"", "; touch /tmp/lab-pwned", "$(id) `id`", "line1\nline2"];
+
+/// A lab with one SSH host and a host device on it, and a runbook whose build is a
+/// script on this machine (uploaded to the host's cache).
+fn setup(s: &Sshd, duration: &str, repeats: u32) -> (TempLab, std::path::PathBuf) {
+    let lab = TempLab::from_text(&format!(
+        "[lab]\nname = \"remote\"\n\n[[host]]\nname = \"shelf-1\"\naddress = \"{}\"\nuser = \"{}\"\nidentity = \"{}\"\n\
+         known_hosts = \"{}\"\nconnect_timeout = \"3s\"\ncache_dir = \"{}\"\n\n\
+         [[device]]\nname = \"remote-1\"\nhost = \"shelf-1\"\nplatform = \"host\"\nmodel = \"lab box\"\n",
+        s.address(),
+        s.user,
+        s.client_key().display(),
+        s.known_hosts().display(),
+        s.dir.path().join("cache").display(),
+    ));
+    let dir = lab.dir.path();
+    let script = dir.join("app.sh");
+    // Spins a little (real CPU to measure), records its arguments, then idles.
+    std::fs::write(
+        &script,
+        "#!/bin/sh\nprintf '%s\\0' \"$@\" > \"$ARGS_OUT\"\ni=0\nwhile [ $i -lt 300000 ]; do i=$((i+1)); done\nexec sleep 1000\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let args: Vec<String> = NASTY.iter().map(|a| format!("{a:?}")).collect();
+    let runbook = dir.join("remote.toml");
+    std::fs::write(
+        &runbook,
+        format!(
+            "name = \"remote\"\nduration = \"{duration}\"\nrepeats = {repeats}\nseed = 1\ndevices = [\"remote-1\"]\n\n\
+             [builds.app]\nbaseline = true\n[builds.app.host]\ncwd = \".\"\ncommand = [\"./app.sh\", {}]\nenv = {{ ARGS_OUT = \"{}\" }}\n\n\
+             [preconditions]\nload_max = 100\n",
+            args.join(", "),
+            dir.join("args.out").display()
+        ),
+    )
+    .unwrap();
+    (lab, runbook)
+}
+
+fn cached(s: &Sshd) -> Vec<std::path::PathBuf> {
+    let root = s.dir.path().join("cache");
+    let mut out = Vec::new();
+    for sha in std::fs::read_dir(&root).into_iter().flatten() {
+        for f in std::fs::read_dir(sha.unwrap().path()).unwrap() {
+            out.push(f.unwrap().path());
+        }
+    }
+    out
+}
+
+#[test]
+fn a_campaign_on_a_remote_host_measures_there_and_uploads_once() {
+    let Some(s) = sshd::start() else { return };
+    let (lab, runbook) = setup(&s, "2s", 2);
+    lab.cmd(&["run", runbook.to_str().unwrap()]).assert().success();
+
+    let valid: Vec<i64> = lab.sql("SELECT COUNT(*) FROM attempts WHERE status = 'valid'");
+    assert_eq!(valid, [2]);
+    let cpu: Vec<f64> = lab.sql("SELECT value FROM measurements WHERE metric = 'cpu_pct'");
+    assert_eq!(cpu.len(), 2);
+    assert!(cpu.iter().all(|c| *c > 0.0), "the spin was measured on the host: {cpu:?}");
+    let got = std::fs::read_to_string(lab.dir.path().join("args.out")).unwrap();
+    let got: Vec<&str> = got.split('\0').filter(|a| !a.is_empty()).collect();
+    assert_eq!(got, NASTY, "arguments reach the remote program literally");
+    assert!(!Path::new("/tmp/lab-pwned").exists());
+
+    let files = cached(&s);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let first = std::fs::metadata(&files[0]).unwrap().modified().unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    lab.cmd(&["run", runbook.to_str().unwrap()]).assert().success();
+    assert_eq!(cached(&s), files);
+    assert_eq!(
+        std::fs::metadata(&files[0]).unwrap().modified().unwrap(),
+        first,
+        "the second campaign skipped the upload"
+    );
+}
+
+#[test]
+fn the_campaign_completes_when_sshd_is_killed_and_restarted() {
+    let Some(mut s) = sshd::start() else { return };
+    let (lab, runbook) = setup(&s, "4s", 3);
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("lab"))
+        .current_dir(common::root())
+        .args(["--lab", lab.lab.to_str().unwrap(), "run", runbook.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill the server (and every connection) while a soak is under way, bring it back.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if lab.store().exists()
+            && let Ok(p) = lab.try_sql::<String>("SELECT phase FROM device_status WHERE phase IS NOT NULL")
+            && p.iter().any(|p| p == "soak")
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no soak started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    s.stop();
+    std::thread::sleep(Duration::from_millis(1500));
+    s.restart();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "lab run ended with {status}");
+    let per_trial: Vec<i64> = lab.sql(
+        "SELECT COUNT(a.attempt) FROM trials t LEFT JOIN attempts a ON a.campaign = t.campaign AND a.trial_idx = t.idx \
+         AND a.status = 'valid' GROUP BY t.idx",
+    );
+    assert_eq!(per_trial, [1, 1, 1], "every planned trial valid exactly once");
+}
