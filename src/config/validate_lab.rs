@@ -7,23 +7,11 @@ use super::names::{NameSet, check_name};
 use super::problems::Problems;
 use super::table::Table;
 use super::validate_device::read_device;
-use super::validate_host::read_host_kind;
+use super::validate_host::{SSH_KEYS, read_host_kind};
 use super::{Host, HostKind, Lab};
 
 const ROOT_KEYS: &[&str] = &["lab", "host", "device"];
 const LAB_KEYS: &[&str] = &["name", "artifacts", "store"];
-const HOST_KEYS: &[&str] = &[
-    "name",
-    "address",
-    "user",
-    "identity",
-    "known_hosts",
-    "strict_host_key_checking",
-    "connect_timeout",
-    "keepalive",
-    "max_sessions",
-    "cache_dir",
-];
 
 /// The host every lab has: this machine.
 pub(crate) const LOCAL_HOST: &str = "local";
@@ -89,7 +77,8 @@ fn read_hosts(root: &Table, p: &mut Problems, base: &Path) -> Vec<Host> {
     let mut names = NameSet::new("host");
     let tables = root.get("host").and_then(|f| f.tables(p)).unwrap_or_default();
     for t in &tables {
-        t.check_keys(p, HOST_KEYS);
+        // `name`, and the keys of an SSH host.
+        t.check_keys(p, &[&["name"], SSH_KEYS].concat());
         let kind = read_host_kind(t, p, base);
         let Some(nf) = t.required(p, "name", "name = \"local\"") else {
             continue;
