@@ -98,15 +98,7 @@ fn new_campaign(id: &str, lab: &Lab, imported: &Imported) -> NewCampaign {
 
 /// A campaign id that is not taken: `import-<yyyymmdd-hhmmss>`, with a suffix if needed.
 fn fresh_id(store: &Store) -> Result<String, StoreError> {
-    let base = format!("import-{}", chrono::Utc::now().format("%Y%m%d-%H%M%S"));
-    let taken: Vec<String> = store.campaigns()?.into_iter().map(|c| c.id).collect();
-    let mut id = base.clone();
-    let mut n = 2;
-    while taken.contains(&id) {
-        id = format!("{base}-{n}");
-        n += 1;
-    }
-    Ok(id)
+    store.free_campaign_id("import")
 }
 
 /// Copies the raw files and writes `import.json` into `dir`.

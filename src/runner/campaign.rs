@@ -55,15 +55,7 @@ pub struct CampaignSummary {
 
 /// A new campaign id: `<runbook>-<UTC yyyymmdd-hhmmss>`, with a suffix if taken.
 pub fn new_id(runbook: &str, store: &Store) -> Result<String, RunError> {
-    let base = format!("{}-{}", runbook, chrono::Utc::now().format("%Y%m%d-%H%M%S"));
-    let taken: Vec<String> = store.campaigns()?.into_iter().map(|c| c.id).collect();
-    let mut id = base.clone();
-    let mut n = 2;
-    while taken.contains(&id) {
-        id = format!("{base}-{n}");
-        n += 1;
-    }
-    Ok(id)
+    Ok(store.free_campaign_id(runbook)?)
 }
 
 /// What a campaign was started from, for the store.

@@ -206,6 +206,20 @@ impl Store {
         Ok(rows.map(|r| r.map(|(c, _)| c)).collect::<Result<_, _>>()?)
     }
 
+    /// A campaign id not yet taken: `<prefix>-<UTC yyyymmdd-hhmmss>`, with `-2`, `-3`, …
+    /// appended while that is taken.
+    pub fn free_campaign_id(&self, prefix: &str) -> Result<String, StoreError> {
+        let base = format!("{prefix}-{}", chrono::Utc::now().format("%Y%m%d-%H%M%S"));
+        let taken: Vec<String> = self.campaigns()?.into_iter().map(|c| c.id).collect();
+        let mut id = base.clone();
+        let mut n = 2;
+        while taken.contains(&id) {
+            id = format!("{base}-{n}");
+            n += 1;
+        }
+        Ok(id)
+    }
+
     /// Marks a campaign as being worked on by process `pid` (a new run or a resume).
     pub fn set_running(&self, id: &str, pid: u32) -> Result<(), StoreError> {
         let n = self.lock().execute(
