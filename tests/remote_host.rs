@@ -27,10 +27,11 @@ fn setup(s: &Sshd, duration: &str, repeats: u32) -> (TempLab, std::path::PathBuf
     ));
     let dir = lab.dir.path();
     let script = dir.join("app.sh");
-    // Spins a little (real CPU to measure), records its arguments, then idles.
+    // Records its arguments, then works in short bursts for as long as it runs, so the
+    // soak window always holds real CPU to measure (a busy machine may start the window late).
     std::fs::write(
         &script,
-        "#!/bin/sh\nprintf '%s\\0' \"$@\" > \"$ARGS_OUT\"\ni=0\nwhile [ $i -lt 300000 ]; do i=$((i+1)); done\nexec sleep 1000\n",
+        "#!/bin/sh\nprintf '%s\\0' \"$@\" > \"$ARGS_OUT\"\nwhile :; do i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 0.1; done\n",
     )
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
