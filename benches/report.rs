@@ -98,6 +98,7 @@ fn campaign() -> CampaignData {
             campaign: "bench".into(),
             trial_idx: i,
             attempt: 0,
+            device: String::new(),
             status: AttemptStatus::Valid,
             reasons: Vec::new(),
             phases: vec![("soak".into(), 600.0)],

@@ -13,12 +13,13 @@ use common::sshd::{self, Sshd};
 const NASTY: [&str; 6] = ["a b", "it's", "double \"q\"", "; touch /tmp/lab-pwned", "$(id) `id`", "line1\nline2"];
 
 /// A lab with one SSH host and a host device on it, and a runbook whose build is a
-/// script on this machine (uploaded to the host's cache).
-fn setup(s: &Sshd, duration: &str, repeats: u32) -> (TempLab, std::path::PathBuf) {
+/// script on this machine (uploaded to the host's cache). Each test names its device
+/// differently: the tests share one login folder on the host (and its `lab-runs/<device>`).
+fn setup(s: &Sshd, device: &str, duration: &str, repeats: u32, extra: &str) -> (TempLab, std::path::PathBuf) {
     let lab = TempLab::from_text(&format!(
         "[lab]\nname = \"remote\"\n\n[[host]]\nname = \"shelf-1\"\naddress = \"{}\"\nuser = \"{}\"\nidentity = \"{}\"\n\
          known_hosts = \"{}\"\nconnect_timeout = \"3s\"\ncache_dir = \"{}\"\n\n\
-         [[device]]\nname = \"remote-1\"\nhost = \"shelf-1\"\nplatform = \"host\"\nmodel = \"lab box\"\n",
+         [[device]]\nname = \"{device}\"\nhost = \"shelf-1\"\nplatform = \"host\"\nmodel = \"lab box\"\n",
         s.address(),
         s.user,
         s.client_key().display(),
@@ -41,9 +42,9 @@ fn setup(s: &Sshd, duration: &str, repeats: u32) -> (TempLab, std::path::PathBuf
     std::fs::write(
         &runbook,
         format!(
-            "name = \"remote\"\nduration = \"{duration}\"\nrepeats = {repeats}\nseed = 1\ndevices = [\"remote-1\"]\n\n\
+            "name = \"remote\"\nduration = \"{duration}\"\nrepeats = {repeats}\nseed = 1\ndevices = [\"{device}\"]\n\n\
              [builds.app]\nbaseline = true\n[builds.app.host]\ncwd = \".\"\ncommand = [\"./app.sh\", {}]\nenv = {{ ARGS_OUT = \"{}\" }}\n\n\
-             [preconditions]\nload_max = 100\n",
+             [preconditions]\nload_max = 100\n{extra}",
             args.join(", "),
             dir.join("args.out").display()
         ),
@@ -66,7 +67,7 @@ fn cached(s: &Sshd) -> Vec<std::path::PathBuf> {
 #[test]
 fn a_campaign_on_a_remote_host_measures_there_and_uploads_once() {
     let Some(s) = sshd::start() else { return };
-    let (lab, runbook) = setup(&s, "2s", 2);
+    let (lab, runbook) = setup(&s, "remote-1", "2s", 2, "");
     lab.cmd(&["run", runbook.to_str().unwrap()]).assert().success();
 
     let valid: Vec<i64> = lab.sql("SELECT COUNT(*) FROM attempts WHERE status = 'valid'");
@@ -92,29 +93,94 @@ fn a_campaign_on_a_remote_host_measures_there_and_uploads_once() {
     );
 }
 
-#[test]
-fn the_campaign_completes_when_sshd_is_killed_and_restarted() {
-    let Some(mut s) = sshd::start() else { return };
-    let (lab, runbook) = setup(&s, "4s", 3);
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("lab"))
+/// `lab run` in the background, as a user would start it.
+fn spawn_run(lab: &TempLab, args: &[&str]) -> std::process::Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("lab"))
         .current_dir(common::root())
-        .args(["--lab", lab.lab.to_str().unwrap(), "run", runbook.to_str().unwrap()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .arg("--lab")
+        .arg(&lab.lab)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
         .spawn()
-        .unwrap();
-    // Kill the server (and every connection) while a soak is under way, bring it back.
+        .unwrap()
+}
+
+/// Waits until a trial of the campaign is in its soak.
+fn wait_for_soak(lab: &TempLab, child: &mut std::process::Child) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut out = String::new();
+            std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+            panic!("lab run ended ({status}) before a soak started: {out}");
+        }
         if lab.store().exists()
             && let Ok(p) = lab.try_sql::<String>("SELECT phase FROM device_status WHERE phase IS NOT NULL")
             && p.iter().any(|p| p == "soak")
         {
-            break;
+            return;
         }
         assert!(Instant::now() < deadline, "no soak started");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Processes on this machine (the SSH host) started for `device` by some lab.
+fn apps_of(device: &str) -> Vec<u32> {
+    let mark = format!("LAB_RUN_DIR=lab-runs/{device}/");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        if let Ok(env) = std::fs::read(e.path().join("environ"))
+            && env.split(|b| *b == 0).any(|v| v.starts_with(mark.as_bytes()))
+        {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_host_that_stays_down_takes_its_device_offline_and_the_campaign_resumes() {
+    let Some(mut s) = sshd::start() else { return };
+    let (lab, runbook) = setup(&s, "remote-3", "3s", 2, "\n[timeouts]\nreconnect = \"3s\"\n");
+    let mut child = spawn_run(&lab, &["run", runbook.to_str().unwrap()]);
+    wait_for_soak(&lab, &mut child);
+    s.stop();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "a device offline is exit 3: {stdout}");
+    let id = lab.campaigns().remove(0);
+    assert!(stdout.contains("DISCONNECTED during soak") && stdout.contains("[remote-3] OFFLINE"), "{stdout}");
+    assert!(stdout.contains(&format!("continue it with: lab run --resume {id}")), "{stdout}");
+    let note: Vec<String> = lab.sql("SELECT status || ' | ' || note FROM campaigns");
+    assert!(note[0].starts_with("interrupted | devices offline: remote-3: device lost during soak"), "{note:?}");
+    assert!(note[0].contains("is unreachable"), "{note:?}");
+    let st = lab.cmd(&["status"]).assert().success().get_output().stdout.clone();
+    let st = String::from_utf8(st).unwrap();
+    assert!(st.lines().any(|l| l.contains("remote-3") && l.contains("offline")), "{st}");
+    // The app lives on, detached, on the host the lab lost.
+    assert!(!apps_of("remote-3").is_empty(), "the detached app outlived the connection");
+
+    // The host comes back: the resume stops the leftover app and runs what is left.
+    s.restart();
+    lab.cmd(&["run", "--resume", &id]).assert().success();
+    let per_trial: Vec<i64> = lab.sql(
+        "SELECT COUNT(a.attempt) FROM trials t LEFT JOIN attempts a ON a.campaign = t.campaign AND a.trial_idx = t.idx \
+         AND a.status = 'valid' GROUP BY t.idx",
+    );
+    assert_eq!(per_trial, [1, 1], "every planned trial valid exactly once");
+    assert!(apps_of("remote-3").is_empty(), "no app of this device is left running: {:?}", apps_of("remote-3"));
+}
+
+#[test]
+fn the_campaign_completes_when_sshd_is_killed_and_restarted() {
+    let Some(mut s) = sshd::start() else { return };
+    let (lab, runbook) = setup(&s, "remote-2", "4s", 3, "");
+    let mut child = spawn_run(&lab, &["run", runbook.to_str().unwrap()]);
+    // Kill the server (and every connection) while a soak is under way, bring it back.
+    wait_for_soak(&lab, &mut child);
     s.stop();
     std::thread::sleep(Duration::from_millis(1500));
     s.restart();

@@ -89,57 +89,113 @@ async fn a_stop_during_the_soak_records_nothing_partial_and_resume_completes() {
     assert!(trials.iter().all(|t| t.outcome == TrialOutcome::Valid && t.attempts == 1));
 }
 
-/// A simulated phone whose log pull never returns (a wedged USB stack).
-struct WedgedCollect(SimDevice);
+/// A simulated phone with a fault of the real world.
+struct Faulty {
+    sim: SimDevice,
+    fault: Fault,
+    /// While lost: the virtual instant it answers again.
+    back_at: std::sync::Mutex<Option<tokio::time::Instant>>,
+    /// Drops left: one in prepare, one in collect (before anything is read).
+    drops: std::sync::Mutex<Vec<&'static str>>,
+}
+
+enum Fault {
+    /// Its log pull never returns (a wedged USB stack).
+    WedgedCollect,
+    /// Its host drops off for 90 s in `prepare` and again in `collect`, then answers.
+    DropsOff,
+}
+
+impl Faulty {
+    fn new(sim: SimDevice, fault: Fault) -> Self {
+        Faulty {
+            sim,
+            fault,
+            back_at: std::sync::Mutex::new(None),
+            drops: std::sync::Mutex::new(vec!["collect", "prepare"]),
+        }
+    }
+
+    /// `Disconnected` when lost, or when `step` is where the next drop happens.
+    fn check(&self, step: &str) -> Result<(), lab::device::DeviceError> {
+        let lost = || lab::device::DeviceError::Disconnected {
+            device: lab::device::Device::name(&self.sim).into(),
+            detail: "host unreachable".into(),
+        };
+        let mut back = self.back_at.lock().unwrap();
+        if back.is_some_and(|t| tokio::time::Instant::now() < t) {
+            return Err(lost());
+        }
+        let mut drops = self.drops.lock().unwrap();
+        if matches!(self.fault, Fault::DropsOff) && drops.last() == Some(&step) {
+            drops.pop();
+            *back = Some(tokio::time::Instant::now() + Duration::from_secs(90));
+            return Err(lost());
+        }
+        Ok(())
+    }
+}
 
 #[async_trait::async_trait]
-impl lab::device::Device for WedgedCollect {
+impl lab::device::Device for Faulty {
     fn spec(&self) -> &lab::config::DeviceSpec {
-        self.0.spec()
+        self.sim.spec()
     }
     fn clock(&self) -> Clock {
-        self.0.clock()
+        self.sim.clock()
     }
     async fn identify(&self) -> Result<lab::device::Identity, lab::device::DeviceError> {
-        self.0.identify().await
+        self.sim.identify().await
     }
     async fn prepare(
         &self,
         b: &lab::config::Build,
         c: &lab::config::VariantConfig,
     ) -> Result<lab::device::PrepareOutcome, lab::device::DeviceError> {
-        self.0.prepare(b, c).await
+        self.check("prepare")?;
+        self.sim.prepare(b, c).await
     }
     async fn state(&self) -> Result<lab::device::StateSnapshot, lab::device::DeviceError> {
-        self.0.state().await
+        self.sim.state().await
     }
     async fn set_state(&self, w: &lab::device::DesiredState) -> Result<(), lab::device::DeviceError> {
-        self.0.set_state(w).await
+        self.sim.set_state(w).await
     }
     async fn reset_counters(&self) -> Result<(), lab::device::DeviceError> {
-        self.0.reset_counters().await
+        self.sim.reset_counters().await
     }
     async fn launch(&self, s: &lab::device::LaunchSpec) -> Result<lab::device::AppHandle, lab::device::DeviceError> {
-        self.0.launch(s).await
+        self.sim.launch(s).await
     }
     async fn software_untether(&self) -> Result<(), lab::device::DeviceError> {
-        self.0.software_untether().await
+        self.sim.software_untether().await
     }
     async fn software_retether(&self) -> Result<(), lab::device::DeviceError> {
-        self.0.software_retether().await
+        self.sim.software_retether().await
     }
     async fn wait_connected(&self, t: Duration) -> Result<(), lab::device::DeviceError> {
-        self.0.wait_connected(t).await
+        let back = *self.back_at.lock().unwrap();
+        if let Some(at) = back {
+            tokio::time::sleep_until(at.min(tokio::time::Instant::now() + t)).await;
+            self.check("wait")?;
+        }
+        self.sim.wait_connected(t).await
     }
     async fn collect(
         &self,
-        _app: &lab::device::AppHandle,
-        _dir: &Path,
+        app: &lab::device::AppHandle,
+        dir: &Path,
     ) -> Result<lab::device::Collected, lab::device::DeviceError> {
-        std::future::pending().await
+        match self.fault {
+            Fault::WedgedCollect => std::future::pending().await,
+            Fault::DropsOff => {
+                self.check("collect")?;
+                self.sim.collect(app, dir).await
+            }
+        }
     }
     async fn stop(&self, app: &lab::device::AppHandle) -> Result<(), lab::device::DeviceError> {
-        self.0.stop(app).await
+        self.sim.stop(app).await
     }
 }
 
@@ -150,7 +206,7 @@ async fn a_wedged_phase_times_out_into_an_invalid_attempt() {
     let mut c = campaign(dir.path(), stop_rx, EventSink::discard(), "c1", true);
     for (dev, _) in c.devices.values_mut() {
         let spec = dev.spec().clone();
-        *dev = Arc::new(WedgedCollect(SimDevice::with_clock(spec, Clock::tokio())));
+        *dev = Arc::new(Faulty::new(SimDevice::with_clock(spec, Clock::tokio()), Fault::WedgedCollect));
     }
     let store = c.store.clone();
     let summary = c.run(false).await.unwrap();
@@ -159,4 +215,42 @@ async fn a_wedged_phase_times_out_into_an_invalid_attempt() {
     let attempts = store.attempts("c1").unwrap();
     assert_eq!(attempts.len(), 16 * 3);
     assert!(attempts.iter().all(|a| a.reasons == ["collect did not finish within 10m"]), "{:?}", attempts[0].reasons);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_device_that_drops_off_in_prepare_and_collect_is_waited_for_and_the_step_redone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_keep, stop_rx) = tokio::sync::watch::channel(false);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut c = campaign(dir.path(), stop_rx, EventSink::new(tx), "c1", true);
+    for (dev, _) in c.devices.values_mut() {
+        let spec = dev.spec().clone();
+        *dev = Arc::new(Faulty::new(SimDevice::with_clock(spec, Clock::tokio()), Fault::DropsOff));
+    }
+    let devices = c.devices.len();
+    let store = c.store.clone();
+    let summary = c.run(false).await.unwrap();
+    // Nothing was spoiled: each lost step waited for its device and ran again.
+    assert_eq!((summary.status, summary.valid, summary.failed), (CampaignStatus::Done, 16, 0));
+    let attempts = store.attempts("c1").unwrap();
+    assert_eq!(
+        attempts.len(),
+        16,
+        "no attempt was lost to a drop: {:?}",
+        attempts.iter().map(|a| &a.reasons).collect::<Vec<_>>()
+    );
+    let mut lost = Vec::new();
+    let mut back = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        match e {
+            Event::Disconnected { phase, .. } => lost.push(phase.as_str()),
+            Event::Reconnected { after_s, .. } => back.push(after_s),
+            _ => {}
+        }
+    }
+    lost.sort();
+    let mut want = vec!["collect"; devices];
+    want.extend(vec!["prepare"; devices]);
+    assert_eq!(lost, want, "each device dropped once in prepare and once in collect");
+    assert!(back.iter().all(|s| (*s - 90.0).abs() < 1.0), "each was back after its 90 s: {back:?}");
 }

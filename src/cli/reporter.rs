@@ -99,8 +99,8 @@ fn bars(
                 b.set_message(what.clone());
             }
         }
-        Event::AttemptRecorded { device, trial, valid, reasons, will_retry, .. } => {
-            if *valid || !*will_retry {
+        Event::AttemptRecorded { device, trial, valid, reasons, will_retry, device_offline, .. } => {
+            if *valid || !(*will_retry || *device_offline) {
                 if let Some(b) = devices.get(device) {
                     b.inc(1);
                 }
@@ -112,14 +112,31 @@ fn bars(
                 let _ = multi.println(format!(
                     "  invalid: {trial}: {}{}",
                     reasons.join("; "),
-                    if *will_retry { " (will retry)" } else { " (no retries left)" }
+                    after_invalid(*will_retry, *device_offline)
                 ));
             }
+        }
+        Event::Disconnected { device, timeout_s, .. } => {
+            let _ = multi.println(plain_line(e, false).unwrap_or_default());
+            if let Some(b) = devices.get(device) {
+                b.set_message(format!("disconnected; waiting up to {}", human_wall(Duration::from_secs(*timeout_s))));
+            }
+        }
+        Event::Reconnected { .. } => {
+            let _ = multi.println(plain_line(e, false).unwrap_or_default());
         }
         Event::DeviceOffline { device, reason } => {
             if let Some(b) = devices.get(device) {
                 b.abandon_with_message(format!("offline: {reason}"));
             }
+        }
+        Event::TrialsMoved { to, .. } => {
+            for d in to {
+                if let Some(b) = devices.get(&d.device) {
+                    b.inc_length(u64::from(d.planned));
+                }
+            }
+            let _ = multi.println(plain_line(e, false).unwrap_or_default());
         }
         Event::DeviceDone { device } => {
             if let Some(b) = devices.get(device) {
@@ -167,17 +184,32 @@ pub fn plain_line(e: &Event, verbose: bool) -> Option<String> {
         Event::Installed { device, build, skipped } => {
             (verbose && !skipped).then(|| format!("[{device}] installed {build}"))
         }
-        Event::AttemptRecorded { device, trial, attempt, valid, reasons, will_retry } => Some(if *valid {
-            format!("[{device}] {trial} attempt {}: valid", attempt + 1)
-        } else {
-            format!(
-                "[{device}] {trial} attempt {}: INVALID: {}{}",
-                attempt + 1,
-                reasons.join("; "),
-                if *will_retry { " (will retry)" } else { " (no retries left)" }
-            )
-        }),
+        Event::AttemptRecorded { device, trial, attempt, valid, reasons, will_retry, device_offline } => {
+            Some(if *valid {
+                format!("[{device}] {trial} attempt {}: valid", attempt + 1)
+            } else {
+                format!(
+                    "[{device}] {trial} attempt {}: INVALID: {}{}",
+                    attempt + 1,
+                    reasons.join("; "),
+                    after_invalid(*will_retry, *device_offline)
+                )
+            })
+        }
+        Event::Disconnected { device, trial, phase, detail, timeout_s } => Some(format!(
+            "[{device}] {trial}: DISCONNECTED during {}: {detail}; waiting up to {} for it to come back",
+            phase.as_str(),
+            human_wall(Duration::from_secs(*timeout_s))
+        )),
+        Event::Reconnected { device, trial, after_s } => {
+            Some(format!("[{device}] {trial}: back after {}", human_wall(Duration::from_secs_f64(*after_s))))
+        }
         Event::DeviceOffline { device, reason } => Some(format!("[{device}] OFFLINE: {reason}")),
+        Event::TrialsMoved { from, to } => Some(format!(
+            "[{from}] offline: {} pending trials moved to {}",
+            to.iter().map(|d| d.planned).sum::<u32>(),
+            to.iter().map(|d| format!("{} ({})", d.device, d.planned)).collect::<Vec<_>>().join(", ")
+        )),
         Event::DeviceDone { device } => Some(format!("[{device}] done")),
         Event::TrialsAdded { round, devices, reasons } => Some(format!(
             "adaptive repeats, round {round}: {} more trials on {} devices; {}",
@@ -191,6 +223,17 @@ pub fn plain_line(e: &Event, verbose: bool) -> Option<String> {
             human_wall(*wall),
             note.as_ref().map(|n| format!(" ({n})")).unwrap_or_default()
         )),
+    }
+}
+
+/// What becomes of the trial after an invalid attempt.
+fn after_invalid(will_retry: bool, device_offline: bool) -> &'static str {
+    if device_offline {
+        " (device offline: the trial is still to run)"
+    } else if will_retry {
+        " (will retry)"
+    } else {
+        " (no retries left)"
     }
 }
 

@@ -204,6 +204,7 @@ pub fn attach(
         campaign: id.clone(),
         trial_idx: idx,
         attempt: 0,
+        device: req.device.clone(),
         status: AttemptStatus::Valid,
         reasons: Vec::new(),
         phases: vec![("import".into(), 0.0)],

@@ -34,6 +34,8 @@ pub struct Runbook {
     pub cooldown: Duration,
     /// How often an invalid trial is re-run before it is given up.
     pub retries: u32,
+    /// What happens to the trials of a device that stays unreachable.
+    pub on_offline: OnOffline,
     /// Device selectors as written (`name-glob`, `tag:X`, `model:X`), already checked against the lab.
     pub devices: Vec<Selector>,
     /// Builds in file order; exactly one has `baseline = true`.
@@ -66,6 +68,18 @@ pub enum Order {
     Sequential,
     /// Fully shuffled per device.
     Random,
+}
+
+/// `on_offline`: what becomes of the pending trials of a device that is lost and not
+/// back within `timeouts.reconnect`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum OnOffline {
+    /// They wait for the device: the campaign ends interrupted, `lab run --resume` goes on.
+    #[default]
+    Wait,
+    /// They move to other devices of the same model in the campaign that are still up.
+    Move,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use super::validate_configs::read_configs;
 use super::validate_sections::{
     read_endpoint, read_metrics, read_preconditions, read_statistics, read_timeouts, read_workload,
 };
-use super::{AdaptiveRepeats, Lab, Order, Runbook, Selector};
+use super::{AdaptiveRepeats, Lab, OnOffline, Order, Runbook, Selector};
 
 const ROOT_KEYS: &[&str] = &[
     "name",
@@ -23,6 +23,7 @@ const ROOT_KEYS: &[&str] = &[
     "order",
     "cooldown",
     "retries",
+    "on_offline",
     "devices",
     "builds",
     "configs",
@@ -71,6 +72,10 @@ pub(crate) fn read_runbook(
     };
     let cooldown = root.get("cooldown").and_then(|f| f.duration(p)).unwrap_or(Duration::ZERO);
     let retries = root.get("retries").and_then(|f| f.u32_at_least(p, 0)).unwrap_or(DEFAULT_RETRIES);
+    let on_offline = match root.get("on_offline").and_then(|f| f.one_of(p, &["wait", "move"])) {
+        Some("move") => OnOffline::Move,
+        _ => OnOffline::Wait,
+    };
     let devices = root
         .required(p, "devices", "devices = [\"tag:phone\"]")
         .map(|f| read_selectors(&f, p, lab))
@@ -93,6 +98,7 @@ pub(crate) fn read_runbook(
         order,
         cooldown,
         retries,
+        on_offline,
         devices,
         builds,
         configs,

@@ -96,6 +96,7 @@ pub(crate) fn attempt(
         campaign: campaign.into(),
         trial_idx,
         attempt,
+        device: "fixture".into(),
         status: if reasons.is_empty() { AttemptStatus::Valid } else { AttemptStatus::Invalid },
         reasons: reasons.iter().map(|r| r.to_string()).collect(),
         phases: vec![("soak".into(), 3600.0)],

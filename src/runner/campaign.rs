@@ -14,11 +14,11 @@ use super::event::{DeviceProgress, Event, EventSink};
 use super::footprint::Footprint;
 use super::trial::{RunError, TrialContext, blocking, now_rfc3339};
 use super::worker::{WorkerEnd, run_device};
-use crate::config::{Lab, Runbook};
+use crate::config::{Lab, OnOffline, Runbook};
 use crate::device::Device;
 use crate::endpoint::Endpoint;
 use crate::plan::Plan;
-use crate::store::{CampaignStatus, NewCampaign, Store, TrialOutcome};
+use crate::store::{CampaignStatus, NewCampaign, Store, TrialMove, TrialOutcome};
 use crate::tether::{Operator, Tether};
 
 /// An opened device and the tether that cuts its power.
@@ -152,10 +152,27 @@ impl Campaign {
             std::mem::take(&mut self.devices).into_iter().map(|(name, (d, t))| (name, (d, Arc::from(t)))).collect();
         let mut plan = (*self.plan).clone();
         let mut round = 1;
-        let (offline, cancelled, fatal) = loop {
-            let end = self.run_round(&ctx, &devices, round == 1, resumed, &artifacts).await?;
-            if end.cancelled || end.fatal.is_some() || !end.offline.is_empty() {
-                break (end.offline, end.cancelled, end.fatal);
+        // Devices that went offline in this run, and why (kept across rounds).
+        let mut down: BTreeMap<String, String> = BTreeMap::new();
+        let mut moved_notes = Vec::new();
+        let (cancelled, fatal) = loop {
+            let end = self.run_round(&ctx, &devices, &down, round == 1, resumed, &artifacts).await?;
+            down.extend(end.offline);
+            if end.cancelled || end.fatal.is_some() {
+                break (end.cancelled, end.fatal);
+            }
+            if !down.is_empty() {
+                // `on_offline = "move"`: their pending trials go to devices of the same
+                // model that are still up, and another round runs them.
+                if self.runbook.on_offline == OnOffline::Move {
+                    let (moved, notes) = self.move_pending(&devices, &down).await?;
+                    moved_notes.extend(notes);
+                    if moved > 0 {
+                        round += 1;
+                        continue;
+                    }
+                }
+                break (false, None);
             }
             // Adaptive repeats: more trials for imprecise variants, then another round.
             match adaptive::extend(&self.store, &self.id, &mut plan).await? {
@@ -167,9 +184,10 @@ impl Campaign {
                         reasons: ext.reasons,
                     });
                 }
-                None => break (end.offline, end.cancelled, end.fatal),
+                None => break (false, None),
             }
         };
+        let offline: Vec<String> = down.iter().map(|(d, why)| format!("{d}: {why}")).collect();
 
         let store = self.store.clone();
         let id = self.id.clone();
@@ -185,6 +203,7 @@ impl Campaign {
         if !offline.is_empty() {
             notes.push(format!("devices offline: {}", offline.join("; ")));
         }
+        notes.extend(moved_notes);
         if let Some(e) = &fatal {
             notes.push(format!("error: {e}"));
         }
@@ -226,7 +245,8 @@ impl Campaign {
 
 /// How one round of workers ended.
 struct RoundEnd {
-    offline: Vec<String>,
+    /// Device → why it went offline.
+    offline: BTreeMap<String, String>,
     cancelled: bool,
     fatal: Option<RunError>,
 }
@@ -238,6 +258,7 @@ impl Campaign {
         &self,
         ctx: &Arc<TrialContext>,
         devices: &BTreeMap<String, SharedDevice>,
+        down: &BTreeMap<String, String>,
         first: bool,
         resumed: bool,
         artifacts: &std::path::Path,
@@ -276,6 +297,10 @@ impl Campaign {
         let mut set = JoinSet::new();
         let mut missing = Vec::new();
         for (name, queue) in queues {
+            if down.contains_key(&name) {
+                // Offline earlier in this run: not waited for again until a resume.
+                continue;
+            }
             match devices.get(&name) {
                 Some((device, tether)) => {
                     let ctx = ctx.clone();
@@ -286,20 +311,83 @@ impl Campaign {
             }
         }
         let mut end = RoundEnd {
-            offline: missing.iter().map(|d| format!("{d}: not available")).collect(),
+            offline: missing.into_iter().map(|d| (d, "not available".to_string())).collect(),
             cancelled: false,
             fatal: None,
         };
         while let Some(joined) = set.join_next().await {
             match joined {
                 Ok((_, Ok(WorkerEnd::Finished))) => {}
-                Ok((name, Ok(WorkerEnd::Offline(reason)))) => end.offline.push(format!("{name}: {reason}")),
+                Ok((name, Ok(WorkerEnd::Offline(reason)))) => {
+                    end.offline.insert(name, reason);
+                }
                 Ok((_, Ok(WorkerEnd::Cancelled))) => end.cancelled = true,
                 Ok((_, Err(e))) => end.fatal = end.fatal.or(Some(e)),
                 Err(e) => end.fatal = end.fatal.or(Some(RunError::Internal(format!("device worker panicked: {e}")))),
             }
         }
         Ok(end)
+    }
+}
+
+impl Campaign {
+    /// Gives the pending trials of offline devices to the other devices of their model
+    /// that are up, round-robin in the order they were queued, each after what its new
+    /// device already has. Returns how many moved, and a note per offline device.
+    async fn move_pending(
+        &self,
+        devices: &BTreeMap<String, SharedDevice>,
+        down: &BTreeMap<String, String>,
+    ) -> Result<(usize, Vec<String>), RunError> {
+        let store = self.store.clone();
+        let id = self.id.clone();
+        let trials = blocking(move || store.trials(&id)).await?;
+        let mut next_order: BTreeMap<String, u32> = BTreeMap::new();
+        for t in &trials {
+            let o = next_order.entry(t.row.device.clone()).or_default();
+            *o = (*o).max(t.row.device_order + 1);
+        }
+        let mut moves = Vec::new();
+        let mut notes = Vec::new();
+        for from in down.keys() {
+            let mut pending: Vec<_> =
+                trials.iter().filter(|t| &t.row.device == from && t.outcome == TrialOutcome::Pending).collect();
+            let Some(model) = pending.first().map(|t| t.row.device_model.clone()) else { continue };
+            pending.sort_by_key(|t| t.row.device_order);
+            let targets: Vec<&String> = devices
+                .keys()
+                .filter(|d| !down.contains_key(*d))
+                .filter(|d| self.plan.devices.iter().any(|p| &p.name == *d && p.model == model))
+                .collect();
+            if targets.is_empty() {
+                notes.push(format!("no other device of model {model} to take the trials of {from}"));
+                continue;
+            }
+            let mut per: BTreeMap<String, u32> = BTreeMap::new();
+            for (k, t) in pending.iter().enumerate() {
+                let to = targets[k % targets.len()].clone();
+                let order = next_order.entry(to.clone()).or_default();
+                moves.push(TrialMove { trial_idx: t.row.idx, to_device: to.clone(), device_order: *order });
+                *order += 1;
+                *per.entry(to).or_default() += 1;
+            }
+            notes.push(format!(
+                "{} trials of {from} moved to {}",
+                pending.len(),
+                per.iter().map(|(d, n)| format!("{d} ({n})")).collect::<Vec<_>>().join(", ")
+            ));
+            self.events.emit(Event::TrialsMoved {
+                from: from.clone(),
+                to: per.into_iter().map(|(device, planned)| DeviceProgress { device, planned, done: 0 }).collect(),
+            });
+        }
+        if moves.is_empty() {
+            return Ok((0, notes));
+        }
+        let store = self.store.clone();
+        let id = self.id.clone();
+        let moved = blocking(move || store.move_trials(&id, &moves)).await?;
+        Ok((moved, notes))
     }
 }
 

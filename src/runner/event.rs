@@ -72,10 +72,34 @@ pub enum Event {
         valid: bool,
         reasons: Vec<String>,
         will_retry: bool,
+        /// The device went offline with this attempt: the trial stays pending.
+        #[serde(default)]
+        device_offline: bool,
+    },
+    /// The device (or its host) stopped answering; the runner waits up to `timeout_s`.
+    Disconnected {
+        device: String,
+        trial: String,
+        phase: Phase,
+        detail: String,
+        timeout_s: u64,
+    },
+    /// It answers again after `after_s` seconds; the step is done again.
+    Reconnected {
+        device: String,
+        trial: String,
+        after_s: f64,
     },
     DeviceOffline {
         device: String,
         reason: String,
+    },
+    /// `on_offline = "move"`: pending trials of a device that went offline were given to
+    /// other devices of its model.
+    TrialsMoved {
+        from: String,
+        /// Trials moved per device (`planned`; `done` is 0).
+        to: Vec<DeviceProgress>,
     },
     DeviceDone {
         device: String,

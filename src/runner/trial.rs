@@ -63,6 +63,9 @@ pub enum AttemptOutcome {
     Cancelled,
 }
 
+/// How often one step of an attempt is done again after its device came back.
+const RECONNECTS: u32 = 3;
+
 /// A step that failed: a reason for the record, and whether the device is gone.
 struct Failure {
     reason: String,
@@ -125,9 +128,13 @@ impl Attempt<'_> {
     }
 
     async fn status(&self, phase: Phase, battery: Option<f64>) -> Result<(), RunError> {
+        self.status_as("busy", phase, battery).await
+    }
+
+    async fn status_as(&self, state: &str, phase: Phase, battery: Option<f64>) -> Result<(), RunError> {
         let row = DeviceStatusRow {
             device: self.device.name().into(),
-            state: "busy".into(),
+            state: state.into(),
             battery_pct: battery,
             campaign: Some(self.ctx.campaign.clone()),
             trial_key: Some(self.trial.key.clone()),
@@ -138,21 +145,67 @@ impl Attempt<'_> {
         blocking(move || store.set_device_status(&row)).await
     }
 
+    /// Waits up to `timeouts.reconnect` for a device that stopped answering (`lab status`
+    /// shows it `reconnecting`). Not back in time: a failure that takes the device offline.
+    async fn reconnect(&self, phase: Phase, e: &DeviceError) -> Result<(), Failure> {
+        let wait = self.ctx.runbook.timeouts.reconnect;
+        self.ctx.events.emit(Event::Disconnected {
+            device: self.device.name().into(),
+            trial: self.trial.key.clone(),
+            phase,
+            detail: e.to_string(),
+            timeout_s: wait.as_secs(),
+        });
+        let _ = self.status_as("reconnecting", phase, None).await;
+        let since = self.clock().now();
+        match self.device.wait_connected(wait).await {
+            Ok(()) => {
+                self.ctx.events.emit(Event::Reconnected {
+                    device: self.device.name().into(),
+                    trial: self.trial.key.clone(),
+                    after_s: (self.clock().now() - since).as_secs_f64(),
+                });
+                self.status_quiet(phase, None).await;
+                Ok(())
+            }
+            Err(e2) => Err(Failure {
+                reason: format!("device lost during {} and not back within {}: {e2}", phase.as_str(), human(wait)),
+                offline: true,
+            }),
+        }
+    }
+
     /// Turns a device error into a failure; a disconnect waits for the device first.
     async fn fail(&self, phase: Phase, e: DeviceError) -> Failure {
         if e.is_disconnect() {
-            let wait = self.ctx.runbook.timeouts.reconnect;
-            match self.device.wait_connected(wait).await {
+            match self.reconnect(phase, &e).await {
                 Ok(()) => {
                     Failure { reason: format!("device disconnected during {}: {e}", phase.as_str()), offline: false }
                 }
-                Err(e2) => Failure {
-                    reason: format!("device lost during {} and not back within {}: {e2}", phase.as_str(), human(wait)),
-                    offline: true,
-                },
+                Err(f) => f,
             }
         } else {
             Failure { reason: format!("{} failed: {e}", phase.as_str()), offline: false }
+        }
+    }
+
+    /// A device step that may simply be done again: when the device was lost, the step
+    /// waits for it and runs again (up to `RECONNECTS` times) instead of spoiling the
+    /// attempt. Every call is bounded by `limit`.
+    async fn retried<T, Fut>(&self, phase: Phase, limit: Duration, call: impl Fn() -> Fut) -> Result<T, Failure>
+    where
+        Fut: std::future::Future<Output = Result<T, DeviceError>>,
+    {
+        let mut lost = 0;
+        loop {
+            match self.timed(phase, limit, call()).await? {
+                Ok(v) => return Ok(v),
+                Err(e) if e.is_disconnect() && lost < RECONNECTS => {
+                    lost += 1;
+                    self.reconnect(phase, &e).await?;
+                }
+                Err(e) => return Err(self.fail(phase, e).await),
+            }
         }
     }
 
@@ -237,6 +290,7 @@ impl Attempt<'_> {
             campaign: self.ctx.campaign.clone(),
             trial_idx: self.trial.idx,
             attempt: self.attempt,
+            device: self.device.name().into(),
             status: if valid { AttemptStatus::Valid } else { AttemptStatus::Invalid },
             reasons: reasons.clone(),
             phases: p.phases.clone(),
@@ -262,6 +316,7 @@ impl Attempt<'_> {
             valid,
             reasons,
             will_retry,
+            device_offline: offline.is_some(),
         });
         Ok(match offline {
             Some(reason) => AttemptOutcome::DeviceOffline { reason },
@@ -285,10 +340,7 @@ impl Attempt<'_> {
         // prepare: install if the hash differs, apply config, set what can be set.
         self.enter(p, Phase::Prepare);
         self.status_quiet(Phase::Prepare, None).await;
-        let outcome = match self.timed(Phase::Prepare, rb.timeouts.prepare, self.device.prepare(build, config)).await? {
-            Ok(o) => o,
-            Err(e) => return Err(self.fail(Phase::Prepare, e).await),
-        };
+        let outcome = self.retried(Phase::Prepare, rb.timeouts.prepare, || self.device.prepare(build, config)).await?;
         self.ctx.events.emit(Event::Installed {
             device: self.device.name().into(),
             build: build.name.clone(),
@@ -310,10 +362,7 @@ impl Attempt<'_> {
         self.enter(p, Phase::Gate);
         let gate_start = self.clock().now();
         let before = loop {
-            let s = match self.device.state().await {
-                Ok(s) => s,
-                Err(e) => return Err(self.fail(Phase::Gate, e).await),
-            };
+            let s = self.retried(Phase::Gate, rb.timeouts.collect, || self.device.state()).await?;
             let low = match (pre.battery_min, s.battery_pct.value()) {
                 (Some(min), Some(b)) if b < min => Some(format!("charging: battery {b:.0} % < {min:.0} %")),
                 _ => None,
@@ -422,28 +471,23 @@ impl Attempt<'_> {
         if !completed {
             return Ok(Step::Cancelled);
         }
-        if let Err(e) = self.device.wait_connected(rb.timeouts.reconnect).await {
-            return Err(Failure {
-                reason: format!(
-                    "device lost during the soak and not back within {}: {e}",
-                    human(rb.timeouts.reconnect)
-                ),
-                offline: true,
-            });
-        }
 
-        // collect
+        // collect, once the device answers: one that dropped off during the soak is
+        // waited for (what it lost shows in its evidence).
         self.enter(p, Phase::Collect);
         let after = match self.device.state().await {
             Ok(s) => s,
+            Err(e) if e.is_disconnect() => {
+                self.reconnect(Phase::Soak, &e).await?;
+                self.retried(Phase::Collect, rb.timeouts.collect, || self.device.state()).await?
+            }
             Err(e) => return Err(self.fail(Phase::Collect, e).await),
         };
         p.after = Some(after.clone());
+        // A collect that lost the device before reading anything leaves the app running:
+        // it is read once the device is back (a late reading shows in the soak's length).
         let mut collected: Collected =
-            match self.timed(Phase::Collect, rb.timeouts.collect, self.device.collect(&app, dir)).await? {
-                Ok(c) => c,
-                Err(e) => return Err(self.fail(Phase::Collect, e).await),
-            };
+            self.retried(Phase::Collect, rb.timeouts.collect, || self.device.collect(&app, dir)).await?;
         if let Some(t) = traffic {
             // What the endpoint counted is the truth about the app's traffic.
             collected.evidence.requests_seen = Some(t.requests);

@@ -73,6 +73,15 @@ pub struct PlannedTrialRow {
     pub device_order: u32,
 }
 
+/// A pending trial given to another device of its model (`on_offline = "move"`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TrialMove {
+    pub trial_idx: u32,
+    pub to_device: String,
+    /// Its place in the new device's queue (after what that device already has).
+    pub device_order: u32,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CampaignRecord {
     pub id: CampaignId,
@@ -121,6 +130,8 @@ pub struct AttemptRecord {
     pub trial_idx: u32,
     /// 0 for the first attempt.
     pub attempt: u32,
+    /// The device it ran on (a trial may move when its planned device is lost).
+    pub device: String,
     pub status: AttemptStatus,
     /// Why the attempt is invalid; empty when valid.
     pub reasons: Vec<String>,

@@ -79,6 +79,15 @@ pub const MIGRATIONS: &[&str] = &[
         updated_at      TEXT NOT NULL
     );
     "#,
+    // 2: the device each attempt really ran on (trials can move to another device of
+    // their model when theirs is lost), and where a moved trial was first planned.
+    r#"
+    ALTER TABLE attempts ADD COLUMN device TEXT;
+    ALTER TABLE trials ADD COLUMN moved_from TEXT;
+    UPDATE attempts SET device = (
+        SELECT t.device FROM trials t WHERE t.campaign = attempts.campaign AND t.idx = attempts.trial_idx
+    );
+    "#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<u32> {

@@ -290,6 +290,37 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// Gives pending trials to other devices, in one transaction; the first device each
+    /// was planned on is kept in `moved_from`. A trial that already has a valid attempt
+    /// is left where it is.
+    pub fn move_trials(&self, id: &str, moves: &[TrialMove]) -> Result<usize, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        let mut moved = 0;
+        {
+            let mut st = tx.prepare(
+                "UPDATE trials SET moved_from = COALESCE(moved_from, device), device = ?3, device_order = ?4
+                 WHERE campaign = ?1 AND idx = ?2 AND NOT EXISTS (
+                     SELECT 1 FROM attempts a WHERE a.campaign = ?1 AND a.trial_idx = ?2 AND a.status = 'valid')",
+            )?;
+            for m in moves {
+                moved += st.execute(params![id, m.trial_idx, m.to_device, m.device_order])?;
+            }
+        }
+        tx.commit()?;
+        Ok(moved)
+    }
+
+    /// Trial index → the device it was first planned on, for trials that moved.
+    pub fn moved_trials(&self, id: &str) -> Result<Vec<(u32, String)>, StoreError> {
+        let conn = self.lock();
+        let mut st = conn.prepare(
+            "SELECT idx, moved_from FROM trials WHERE campaign = ?1 AND moved_from IS NOT NULL ORDER BY idx",
+        )?;
+        let rows = st.query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// Records one attempt and its measurements in a single transaction: after a
     /// crash it is either wholly there or not at all.
     pub fn record_attempt(&self, a: &AttemptRecord) -> Result<(), StoreError> {
@@ -297,8 +328,8 @@ impl Store {
         let tx = conn.transaction()?;
         let inserted = tx.execute(
             "INSERT OR IGNORE INTO attempts (campaign, trial_idx, attempt, status, reasons, phases, started_at, ended_at,
-                soak_start_s, artifact_dir, state_before, state_after)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                soak_start_s, artifact_dir, state_before, state_after, device)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
             params![
                 a.campaign,
                 a.trial_idx,
@@ -311,7 +342,8 @@ impl Store {
                 a.soak_start_s,
                 a.artifact_dir,
                 json_text(&a.state_before),
-                json_text(&a.state_after)
+                json_text(&a.state_after),
+                a.device
             ],
         )?;
         if inserted == 0 {
@@ -343,9 +375,10 @@ impl Store {
     pub fn attempts(&self, id: &str) -> Result<Vec<AttemptRecord>, StoreError> {
         let conn = self.lock();
         let mut st = conn.prepare(
-            "SELECT trial_idx, attempt, status, reasons, phases, started_at, ended_at, soak_start_s, artifact_dir,
-                    state_before, state_after
-             FROM attempts WHERE campaign = ?1 ORDER BY trial_idx, attempt",
+            "SELECT a.trial_idx, a.attempt, a.status, a.reasons, a.phases, a.started_at, a.ended_at, a.soak_start_s,
+                    a.artifact_dir, a.state_before, a.state_after, COALESCE(a.device, t.device)
+             FROM attempts a JOIN trials t ON t.campaign = a.campaign AND t.idx = a.trial_idx
+             WHERE a.campaign = ?1 ORDER BY a.trial_idx, a.attempt",
         )?;
         let mut out: Vec<AttemptRecord> = st
             .query_map([id], |r| {
@@ -358,6 +391,7 @@ impl Store {
                     campaign: id.to_string(),
                     trial_idx: r.get(0)?,
                     attempt: r.get(1)?,
+                    device: r.get(11)?,
                     status: if status == "valid" { AttemptStatus::Valid } else { AttemptStatus::Invalid },
                     reasons: serde_json::from_str(&reasons).unwrap_or_default(),
                     phases: serde_json::from_str(&phases).unwrap_or_default(),
@@ -430,6 +464,7 @@ impl Store {
 mod tests {
     use super::*;
     use crate::device::Measurement;
+    use crate::store::MIGRATIONS;
 
     fn trial(idx: u32) -> PlannedTrialRow {
         PlannedTrialRow {
@@ -469,6 +504,7 @@ mod tests {
             campaign: id.into(),
             trial_idx: idx,
             attempt: n,
+            device: "dev".into(),
             status: if valid { AttemptStatus::Valid } else { AttemptStatus::Invalid },
             reasons: if valid { vec![] } else { vec!["app died during the soak".into()] },
             phases: vec![("soak".into(), 3600.0)],
@@ -559,6 +595,50 @@ mod tests {
         assert_eq!(s.trials("c1").unwrap().len(), 4);
         assert_eq!(s.campaign("c1").unwrap().plan_json, plan);
         assert!(matches!(s.add_trials("nope", &[trial(9)], &plan), Err(StoreError::NoCampaign(_))));
+    }
+
+    #[test]
+    fn pending_trials_move_and_attempts_keep_their_device() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("lab.db")).unwrap();
+        s.create_campaign(&campaign("c1", 3), 3, 1).unwrap();
+        s.record_attempt(&attempt("c1", 0, 0, true)).unwrap();
+        s.record_attempt(&attempt("c1", 1, 0, false)).unwrap();
+        let moves: Vec<TrialMove> =
+            (0..3).map(|i| TrialMove { trial_idx: i, to_device: "dev-2".into(), device_order: 10 + i }).collect();
+        assert_eq!(s.move_trials("c1", &moves).unwrap(), 2, "the valid trial stays");
+        let rows: Vec<_> = s.trials("c1").unwrap().into_iter().map(|t| (t.row.device, t.row.device_order)).collect();
+        assert_eq!(rows, [("dev".into(), 0), ("dev-2".into(), 11), ("dev-2".into(), 12)]);
+        assert_eq!(s.moved_trials("c1").unwrap(), [(1, "dev".to_string()), (2, "dev".to_string())]);
+        // Moving again keeps the first planned device.
+        s.move_trials("c1", &[TrialMove { trial_idx: 2, to_device: "dev-3".into(), device_order: 0 }]).unwrap();
+        assert_eq!(s.moved_trials("c1").unwrap()[1], (2, "dev".to_string()));
+        let mut on_2 = attempt("c1", 1, 1, true);
+        on_2.device = "dev-2".into();
+        s.record_attempt(&on_2).unwrap();
+        let devices: Vec<_> = s.attempts("c1").unwrap().into_iter().map(|a| a.device).collect();
+        assert_eq!(devices, ["dev", "dev", "dev-2"], "each attempt says where it ran");
+    }
+
+    #[test]
+    fn a_version_1_store_is_migrated_with_each_attempts_device() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lab.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.pragma_update(None, "user_version", 1).unwrap();
+            conn.execute_batch(
+                "INSERT INTO campaigns VALUES ('old','rb','rb.toml','','','','','{}','0',1,'t',NULL,'done',NULL,NULL,'{}',NULL,3);
+                 INSERT INTO trials VALUES ('old',0,'0000-phone-a-r0','phone','M','a','a','default',0,0,0);
+                 INSERT INTO attempts VALUES ('old',0,0,'valid','[]','[]','s','e',0,'d','{}','{}');",
+            )
+            .unwrap();
+        }
+        let s = Store::open(&path).unwrap();
+        let a = s.attempts("old").unwrap();
+        assert_eq!(a[0].device, "phone");
+        assert!(s.moved_trials("old").unwrap().is_empty());
     }
 
     #[test]

@@ -186,6 +186,12 @@ pub trait Transport: Send + Sync {
     /// copied once per host, skipped when already there.
     async fn stage(&self, local: &Path) -> Result<Staged, TransportError>;
 
+    /// Whether the host answers now: one connection attempt (or one reuse of a kept
+    /// session), nothing run. This machine always answers.
+    async fn ping(&self) -> Result<(), TransportError> {
+        Ok(())
+    }
+
     /// Starts a long-running program (an app under test) and returns at once.
     async fn spawn(&self, _spec: &SpawnSpec) -> Result<Box<dyn RunningProcess>, TransportError> {
         Err(TransportError::Unsupported { host: self.host().into(), what: "running an app under test".into() })

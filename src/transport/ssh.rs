@@ -448,6 +448,10 @@ impl Transport for SshTransport {
     async fn spawn(&self, spec: &SpawnSpec) -> Result<Box<dyn RunningProcess>, TransportError> {
         Ok(Box::new(super::ssh_process::SshProcess::spawn(self, spec).await?))
     }
+
+    async fn ping(&self) -> Result<(), TransportError> {
+        self.check().await
+    }
 }
 
 #[cfg(test)]

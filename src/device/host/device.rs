@@ -13,7 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::sysfs::{self, EnergySample, HostPaths};
-use super::tree::{self, TreeRef, TreeSample};
+use super::tree::{self, SampleError, TreeRef, TreeSample};
 use super::usage::{SOURCE_RAPL, tree_usage};
 use crate::clock::Clock;
 use crate::collect::procfs::{cgroup2_mount, own_cgroup2};
@@ -32,6 +32,10 @@ const STDOUT_LOG: &str = "app.stdout.log";
 /// Numbers every cgroup this lab process makes (several devices may share a host).
 static CGROUP_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 const STDERR_LOG: &str = "app.stderr.log";
+/// On an SSH host: the app's session id, in its run folder.
+const PID_FILE: &str = "pid";
+/// On an SSH host: the app's run folder, in its environment.
+const RUN_DIR_ENV: &str = "LAB_RUN_DIR";
 
 pub struct HostDevice {
     spec: DeviceSpec,
@@ -116,6 +120,24 @@ impl HostDevice {
         DeviceError::Failed { device: self.spec.name.clone(), what: what.into(), detail: detail.into() }
     }
 
+    /// A transport error as the runner needs it: a host that cannot be reached is a
+    /// disconnected device (the runner waits for it); anything else is a failed step.
+    fn transport_err(&self, what: &str, e: TransportError) -> DeviceError {
+        match e {
+            TransportError::Unreachable { .. } => {
+                DeviceError::Disconnected { device: self.spec.name.clone(), detail: format!("{what}: {e}") }
+            }
+            e => self.failed(what, e.to_string()),
+        }
+    }
+
+    fn sample_err(&self, e: SampleError) -> DeviceError {
+        match e {
+            SampleError::Transport(e) => self.transport_err("reading the app's accounting", e),
+            SampleError::Parse(detail) => self.failed("reading the app's accounting", detail),
+        }
+    }
+
     fn io(&self, path: &Path, source: std::io::Error) -> DeviceError {
         DeviceError::Io { device: self.spec.name.clone(), path: path.into(), source }
     }
@@ -137,7 +159,7 @@ impl HostDevice {
         cmd.env = host.env.clone();
         cmd.cwd = host.cwd.clone();
         cmd.timeout = BUILD_TIMEOUT;
-        let out = self.transport.exec(&cmd).await.map_err(|e| self.failed("the build step", e.to_string()))?;
+        let out = self.transport.exec(&cmd).await.map_err(|e| self.transport_err("the build step", e))?;
         if !out.success() {
             let status = out.status.map_or("was killed".to_string(), |c| format!("exited with code {c}"));
             return Err(
@@ -157,11 +179,8 @@ impl HostDevice {
             // (skipped when already there); a bare name is looked up on the host.
             let local = host.cwd.clone().unwrap_or_default().join(program);
             if program.contains('/') && local.is_file() {
-                let staged = self
-                    .transport
-                    .stage(&local)
-                    .await
-                    .map_err(|e| self.failed("uploading the build", e.to_string()))?;
+                let staged =
+                    self.transport.stage(&local).await.map_err(|e| self.transport_err("uploading the build", e))?;
                 let bytes = std::fs::read(&local).map_err(|e| self.io(&local, e))?;
                 return Ok((staged.path, bytes));
             }
@@ -180,7 +199,7 @@ impl HostDevice {
                 Err(TransportError::Read { source, .. })
                     if source.kind() == std::io::ErrorKind::PermissionDenied
                         || source.raw_os_error() == Some(libc::EISDIR) => {}
-                Err(e) => return Err(self.failed("finding the program", e.to_string())),
+                Err(e) => return Err(self.transport_err("finding the program", e)),
             }
         }
         let place = if program.contains('/') {
@@ -225,8 +244,40 @@ impl HostDevice {
         env
     }
 
+    /// On an SSH host: apps a previous lab left running there when it lost the host (or
+    /// died) are stopped, and their run folders removed, before this device runs
+    /// anything — they would spoil every measurement. A pid counts only when its process
+    /// still carries that run folder in its environment.
+    async fn reap_leftovers(&self) -> Result<usize, DeviceError> {
+        let Some(runs) = &self.remote_runs else { return Ok(0) };
+        let dirs = match self.transport.list_dir(runs).await {
+            Ok(d) => d,
+            Err(e @ TransportError::Unreachable { .. }) => return Err(self.transport_err("identify", e)),
+            Err(_) => return Ok(0),
+        };
+        let mut stopped = 0;
+        for name in dirs {
+            let dir = runs.join(&name);
+            let pid = self.read_text(&dir.join(PID_FILE)).await.and_then(|p| p.parse::<u32>().ok());
+            if let Some(pid) = pid
+                && let Ok(env) = self.transport.read_file(&self.paths.proc.join(pid.to_string()).join("environ")).await
+            {
+                let mark = format!("{RUN_DIR_ENV}={}", dir.display());
+                if env.split(|b| *b == 0).any(|v| v == mark.as_bytes()) {
+                    let group = format!("-{pid}");
+                    let _ = self.transport.exec(&CommandSpec::new("kill", &["-KILL", "--", &group])).await;
+                    stopped += 1;
+                }
+            }
+            let mut rm = CommandSpec::new("rm", &["-rf", "--"]);
+            rm.args.push(dir.display().to_string());
+            let _ = self.transport.exec(&rm).await;
+        }
+        Ok(stopped)
+    }
+
     async fn stop_running(&self, r: &Running) -> Result<crate::transport::ExitInfo, DeviceError> {
-        r.process.stop(STOP_GRACE).await.map_err(|e| self.failed("stopping the app", e.to_string()))
+        r.process.stop(STOP_GRACE).await.map_err(|e| self.transport_err("stopping the app", e))
     }
 }
 
@@ -259,15 +310,14 @@ impl Device for HostDevice {
 
     async fn identify(&self) -> Result<Identity, DeviceError> {
         let p = &self.paths.proc;
-        let Some(release) = self.read_text(&p.join("sys/kernel/osrelease")).await else {
-            return Err(self.failed(
-                "identify",
-                format!(
-                    "cannot read {}: host devices need Linux (/proc and /sys)",
-                    p.join("sys/kernel/osrelease").display()
-                ),
-            ));
+        let release = match self.transport.read_file(&p.join("sys/kernel/osrelease")).await {
+            Ok(b) => String::from_utf8_lossy(&b).trim().to_string(),
+            Err(e @ TransportError::Unreachable { .. }) => return Err(self.transport_err("identify", e)),
+            Err(e) => {
+                return Err(self.failed("identify", format!("{e}: host devices need Linux (/proc and /sys)")));
+            }
         };
+        self.reap_leftovers().await?;
         let hostname = self.read_text(&p.join("sys/kernel/hostname")).await.unwrap_or_default();
         let cpuinfo = self.read_text(&p.join("cpuinfo")).await.unwrap_or_default();
         let cpu = cpuinfo
@@ -297,10 +347,7 @@ impl Device for HostDevice {
         let sha256 = crate::seed::sha256_hex(&bytes);
         for f in &config.files {
             let dest = self.data_dir.join(&f.dest);
-            self.transport
-                .upload(&f.src, &dest)
-                .await
-                .map_err(|e| self.failed("pushing a config file", e.to_string()))?;
+            self.transport.upload(&f.src, &dest).await.map_err(|e| self.transport_err("pushing a config file", e))?;
         }
         inner.prepared = Some(Prepared {
             build: build.name.clone(),
@@ -314,7 +361,9 @@ impl Device for HostDevice {
     }
 
     async fn state(&self) -> Result<StateSnapshot, DeviceError> {
-        Ok(sysfs::host_state(self.transport.as_ref(), &self.paths).await)
+        sysfs::host_state(self.transport.as_ref(), &self.paths)
+            .await
+            .map_err(|e| self.transport_err("reading the host's state", e))
     }
 
     /// Nothing to reset (the measurement is a difference); a leftover app is stopped.
@@ -338,15 +387,20 @@ impl Device for HostDevice {
         let mut cmd = CommandSpec::new(&argv[0], &[]);
         cmd.args = argv[1..].to_vec();
         cmd.env = self.app_env(&prepared, spec);
+        let run_dir = self.remote_runs.as_ref().map(|runs| runs.join(format!("{}-{:016x}", spec.trial_key, spec.seed)));
+        if let Some(d) = &run_dir {
+            // Marks the app's processes as this run's, so a later lab can tell its
+            // leftovers from an unrelated process that reused the pid.
+            cmd.env.insert(RUN_DIR_ENV.into(), d.display().to_string());
+        }
         cmd.cwd = if self.remote_runs.is_some() { None } else { prepared.host.cwd.clone() };
-        let logs = match &self.remote_runs {
-            Some(runs) => {
+        let logs = match &run_dir {
+            Some(d) => {
                 // The attempt's seed keeps two labs (or two attempts) on one host apart.
-                let d = runs.join(format!("{}-{:016x}", spec.trial_key, spec.seed));
                 let mut mk = CommandSpec::new("mkdir", &["-p", "--"]);
                 mk.args.push(d.display().to_string());
-                self.transport.exec(&mk).await.map_err(|e| self.failed("starting the app", e.to_string()))?;
-                d
+                self.transport.exec(&mk).await.map_err(|e| self.transport_err("starting the app", e))?;
+                d.clone()
             }
             None => spec.dir.clone(),
         };
@@ -357,22 +411,45 @@ impl Device for HostDevice {
             .map(|b| b.join(format!("lab-{}-{}-{seq}", std::process::id(), self.spec.name)));
         let launch =
             SpawnSpec { cmd, stdout: Some(logs.join(STDOUT_LOG)), stderr: Some(logs.join(STDERR_LOG)), cgroup };
-        let process =
-            self.transport.spawn(&launch).await.map_err(|e| self.failed("starting the app", e.to_string()))?;
+        let process = self.transport.spawn(&launch).await.map_err(|e| self.transport_err("starting the app", e))?;
+        if run_dir.is_some() {
+            // Where a lab that lost this host finds the app again (see `reap_leftovers`).
+            let mut note = CommandSpec::new("sh", &["-c", r#"printf '%s\n' "$1" > "$2""#, "sh"]);
+            note.args.push(process.pid().to_string());
+            note.args.push(logs.join(PID_FILE).display().to_string());
+            self.transport.exec(&note).await.map_err(|e| self.transport_err("starting the app", e))?;
+        }
         let tree = TreeRef { leader: process.pid(), cgroup: process.cgroup().map(Path::to_path_buf) };
         let launched_at = self.clock.now();
         // The soak starts now: the first of the two readings.
         let start = tree::sample(self.transport.as_ref(), &self.paths.proc, &tree, launched_at)
             .await
-            .map_err(|e| self.failed("reading the app's accounting", e))?;
+            .map_err(|e| self.sample_err(e))?;
         let energy = sysfs::rapl(self.transport.as_ref(), &self.paths).await;
         let id = format!("{}:{}", prepared.build, process.pid());
         inner.running.insert(id.clone(), Running { process, tree, start, energy, prepared, argv, logs });
         Ok(AppHandle { id, launched_at })
     }
 
-    async fn wait_connected(&self, _timeout: Duration) -> Result<(), DeviceError> {
-        Ok(())
+    /// Asks the host until it answers, with backoff (1 s doubling to a minute), for up
+    /// to `timeout`. This machine always answers. A host that answers with a changed
+    /// key or refuses the login is not waited for.
+    async fn wait_connected(&self, timeout: Duration) -> Result<(), DeviceError> {
+        let start = self.clock.now();
+        let mut delay = Duration::from_secs(1);
+        loop {
+            let e = match self.transport.ping().await {
+                Ok(()) => return Ok(()),
+                Err(e) if !e.is_transient() => return Err(self.failed("reconnecting", e.to_string())),
+                Err(e) => e,
+            };
+            let waited = self.clock.now().saturating_sub(start);
+            if waited >= timeout {
+                return Err(self.transport_err(&format!("not back after {}", humantime::format_duration(waited)), e));
+            }
+            self.clock.sleep(delay.min(timeout - waited)).await;
+            delay = (delay * 2).min(Duration::from_secs(60));
+        }
     }
 
     /// The second reading, then the tree is stopped and the difference recorded.
@@ -385,11 +462,19 @@ impl Device for HostDevice {
             .remove(&app.id)
             .ok_or_else(|| self.failed("collect", format!("app {} is not running on this device", app.id)))?;
         let now = self.clock.now();
-        let end = tree::sample(self.transport.as_ref(), &self.paths.proc, &running.tree, now).await;
+        let end = match tree::sample(self.transport.as_ref(), &self.paths.proc, &running.tree, now).await {
+            // Nothing was stopped or lost: the app keeps running on the host and the
+            // runner may collect again once the host is back.
+            Err(SampleError::Transport(e @ TransportError::Unreachable { .. })) => {
+                self.inner.lock().await.running.insert(app.id.clone(), running);
+                return Err(self.transport_err("reading the app's accounting", e));
+            }
+            end => end,
+        };
         let energy_end = sysfs::rapl(self.transport.as_ref(), &self.paths).await;
-        let died = running.process.exited().await.map_err(|e| self.failed("collect", e.to_string()))?;
+        let died = running.process.exited().await.map_err(|e| self.transport_err("collect", e))?;
         let exit = self.stop_running(&running).await?;
-        let end = end.map_err(|e| self.failed("reading the app's accounting", e))?;
+        let end = end.map_err(|e| self.sample_err(e))?;
 
         let usage = tree_usage(&running.start, &end, self.ticks_per_s);
         let mut measurements = usage.measurements();
@@ -405,7 +490,7 @@ impl Device for HostDevice {
                 // A log the app never wrote is not an error; a lost connection is.
                 match self.transport.download(&running.logs.join(name), &dir.join(name)).await {
                     Ok(()) => {}
-                    Err(e) if e.is_transient() => return Err(self.failed("pulling the app's logs", e.to_string())),
+                    Err(e) if e.is_transient() => return Err(self.transport_err("pulling the app's logs", e)),
                     Err(_) => {}
                 }
             }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use crate::collect::procfs::parse_loadavg;
 use crate::device::{Provenance, Reading, StateSnapshot};
-use crate::transport::Transport;
+use crate::transport::{Transport, TransportError};
 
 /// Where the kernel's files are (tests point these at a fake tree).
 #[derive(Debug, Clone, PartialEq)]
@@ -28,10 +28,16 @@ async fn number(t: &dyn Transport, path: &Path) -> Option<f64> {
     text(t, path).await?.parse().ok()
 }
 
-/// Load, power source, governor and temperature. What cannot be read stays `Unknown`.
-pub async fn host_state(t: &dyn Transport, paths: &HostPaths) -> StateSnapshot {
+/// Load, power source, governor and temperature. What cannot be read stays `Unknown`;
+/// a host that cannot be reached at all is an error (the runner waits for it).
+pub async fn host_state(t: &dyn Transport, paths: &HostPaths) -> Result<StateSnapshot, TransportError> {
     let mut s = StateSnapshot::default();
-    if let Some(load) = text(t, &paths.proc.join("loadavg")).await.and_then(|l| parse_loadavg(&l).ok()) {
+    let load = match t.read_file(&paths.proc.join("loadavg")).await {
+        Ok(b) => parse_loadavg(String::from_utf8_lossy(&b).trim()).ok(),
+        Err(e @ TransportError::Unreachable { .. }) => return Err(e),
+        Err(_) => None,
+    };
+    if let Some(load) = load {
         s.load_avg = Reading::read(load);
     }
 
@@ -86,7 +92,7 @@ pub async fn host_state(t: &dyn Transport, paths: &HostPaths) -> StateSnapshot {
     if let Some(h) = hottest {
         s.cpu_temp_c = Reading::read(h);
     }
-    s
+    Ok(s)
 }
 
 /// One reading of the RAPL package counters.
@@ -163,7 +169,7 @@ mod tests {
         write(r, "sys/class/powercap/intel-rapl:1/energy_uj", "9\n");
         let paths = HostPaths { proc: r.join("proc"), sys: r.join("sys") };
         let t = LocalTransport::new("local");
-        let s = host_state(&t, &paths).await;
+        let s = host_state(&t, &paths).await.unwrap();
         assert_eq!(s.load_avg.value(), Some(0.25));
         assert_eq!(s.external_power.value(), Some(true));
         assert_eq!(s.battery_pct.value(), Some(87.0));
@@ -189,7 +195,7 @@ mod tests {
         write(r, "proc/loadavg", "1.50 1.0 1.0 1/1 1\n");
         let paths = HostPaths { proc: r.join("proc"), sys: r.join("sys") };
         let t = LocalTransport::new("local");
-        let s = host_state(&t, &paths).await;
+        let s = host_state(&t, &paths).await.unwrap();
         assert_eq!(s.load_avg.value(), Some(1.5));
         assert!(s.external_power.is_unknown() && s.battery_pct.is_unknown() && s.cpu_governor.is_unknown());
         assert_eq!(rapl(&t, &paths).await, None, "no RAPL: no energy figure");

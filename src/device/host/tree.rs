@@ -122,16 +122,31 @@ impl Reader<'_> {
     }
 }
 
+/// Why a reading of the tree's accounting failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SampleError {
+    /// The host could not be asked (a lost connection is one of these).
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error("{0}")]
+    Parse(String),
+}
+
 /// Reads the tree's accounting now. `proc_root` is `/proc` (a test may point elsewhere).
-pub async fn sample(t: &dyn Transport, proc_root: &Path, tree: &TreeRef, at: Duration) -> Result<TreeSample, String> {
+pub async fn sample(
+    t: &dyn Transport,
+    proc_root: &Path,
+    tree: &TreeRef,
+    at: Duration,
+) -> Result<TreeSample, SampleError> {
     let mut r = Reader { t, raw: Vec::new() };
-    let fail = |e: TransportError| e.to_string();
+    let fail = SampleError::Transport;
     let mut out = TreeSample { at, ..TreeSample::default() };
 
     let pids: Vec<u32> = match &tree.cgroup {
         Some(cg) => {
             out.cgroup_cpu = match r.read(cg.join("cpu.stat")).await.map_err(fail)? {
-                Some(text) => Some(parse_cgroup_cpu_stat(&text).map_err(|e| e.to_string())?),
+                Some(text) => Some(parse_cgroup_cpu_stat(&text).map_err(|e| SampleError::Parse(e.to_string()))?),
                 None => None,
             };
             r.read(cg.join("cgroup.procs")).await.map_err(fail)?.map(|t| parse_pid_list(&t)).unwrap_or_default()

@@ -305,7 +305,8 @@ impl SimState {
         let header = DumpHeader {
             device: self.spec.name.clone(),
             model: self.spec.model.clone(),
-            os: self.spec.os.clone(),
+            // `os` is optional in lab.toml; the dump's header needs a value.
+            os: if self.spec.os.is_empty() { "unknown".into() } else { self.spec.os.clone() },
             emulates: self.params.emulates,
             app: run.app_id.clone(),
             trial: run.trial_key.clone(),
