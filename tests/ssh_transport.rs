@@ -8,19 +8,7 @@ use common::sshd::{self, Sshd};
 use lab::transport::{CommandSpec, SshConfig, SshTransport, Transport, TransportError};
 
 fn config(s: &Sshd, known_hosts: std::path::PathBuf) -> SshConfig {
-    SshConfig {
-        host: "shelf-1".into(),
-        address: s.address(),
-        user: s.user.clone(),
-        identity: Some(s.client_key()),
-        known_hosts,
-        strict_host_key_checking: true,
-        connect_timeout: Duration::from_secs(5),
-        keepalive: Duration::from_secs(30),
-        connect_attempts: 3,
-        cache_dir: s.dir.path().join("cache").display().to_string(),
-        max_sessions: 2,
-    }
+    s.ssh_config(known_hosts)
 }
 
 #[tokio::test]

@@ -36,7 +36,8 @@ pub enum Command {
     /// Compare two campaigns of one runbook (e.g. last week and this week): every
     /// variant × model × metric of B against A. Exits 5 when a gating metric is worse.
     Compare(CompareArgs),
-    /// Lab hosts: `lab hosts check` tests reachability, host keys, login and tools.
+    /// Lab hosts: `lab hosts check` tests reachability, host keys, login and tools;
+    /// `lab hosts forward` reaches a port or Unix socket on a host from this machine.
     Hosts(HostsArgs),
 }
 
@@ -44,7 +45,7 @@ pub enum Command {
 pub struct HostsArgs {
     #[command(subcommand)]
     pub command: HostsCommand,
-    /// Print the checks as JSON.
+    /// Print the checks (or the forward's address) as JSON.
     #[arg(long, global = true)]
     pub json: bool,
 }
@@ -53,6 +54,21 @@ pub struct HostsArgs {
 pub enum HostsCommand {
     /// Connect to every host: reachability, latency, host key, login, and the tools its devices need.
     Check,
+    /// Listen on 127.0.0.1 and lead every connection to a TCP port or Unix socket on a host
+    /// (e.g. usbmuxd's socket, an adb server), until Ctrl-C.
+    Forward(ForwardArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ForwardArgs {
+    /// A `[[host]]` name in lab.toml (`local`: this machine, in the default lab).
+    pub host: String,
+    /// Where connections go on the host: tcp:HOST:PORT (e.g. tcp:127.0.0.1:5037) or
+    /// unix:/PATH (e.g. unix:/var/run/usbmuxd).
+    pub target: String,
+    /// The port to listen on, on 127.0.0.1; 0 picks a free one.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub local_port: u16,
 }
 
 #[derive(Debug, clap::Args)]

@@ -1,11 +1,12 @@
-//! `lab hosts check`: reachability, latency, login, host key and tools of every host.
+//! `lab hosts check`: reachability, latency, login, host key and tools of every host
+//! (`lab hosts forward` is in forward_cmd.rs).
 
 use std::fmt::Write as _;
 
 use tabled::settings::Style;
 use tabled::{Table, Tabled};
 
-use super::args::HostsArgs;
+use super::args::{HostsArgs, HostsCommand};
 use super::context;
 use super::exit::{self, CliError};
 use crate::transport::{HostCheck, check_all};
@@ -27,6 +28,13 @@ fn yes_no(b: bool) -> &'static str {
 }
 
 pub async fn run(lab_arg: Option<&std::path::Path>, args: &HostsArgs) -> Result<(String, u8), CliError> {
+    match &args.command {
+        HostsCommand::Check => check(lab_arg, args).await,
+        HostsCommand::Forward(f) => super::forward_cmd::run(lab_arg, f, args.json).await,
+    }
+}
+
+async fn check(lab_arg: Option<&std::path::Path>, args: &HostsArgs) -> Result<(String, u8), CliError> {
     let lab = context::load_lab(lab_arg)?;
     let checks = check_all(&lab).await;
     let code = if checks.iter().all(HostCheck::ok) { exit::OK } else { exit::UNAVAILABLE };

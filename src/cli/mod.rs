@@ -5,6 +5,7 @@ pub mod args;
 mod compare_cmd;
 pub mod context;
 pub mod exit;
+mod forward_cmd;
 mod hosts_cmd;
 pub mod import_cmd;
 mod operator;

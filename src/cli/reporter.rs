@@ -244,3 +244,16 @@ fn human_wall(d: Duration) -> String {
         crate::plan::human_duration(d.as_secs_f64())
     }
 }
+
+/// One line on stdout, flushed at once: for a command that keeps running after it (`lab
+/// hosts forward`), whose first line a script reads while it runs.
+pub fn line(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}");
+    let _ = out.flush();
+}
+
+/// One line on stderr: what happened while such a command runs.
+pub fn note(text: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
+}

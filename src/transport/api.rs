@@ -10,6 +10,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::forward::Forward;
+use super::forward_target::ForwardTarget;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct CommandSpec {
     pub program: String,
@@ -142,6 +145,13 @@ pub enum TransportError {
     Process { host: String, what: String, source: std::io::Error },
     #[error("{host}: {what} is not supported on this kind of host yet")]
     Unsupported { host: String, what: String },
+    #[error(
+        "{host}: cannot listen on {addr} for a port forward: {source}; fix: choose another local port, \
+         or 0 for any free one"
+    )]
+    Listen { host: String, addr: String, source: std::io::Error },
+    #[error("{host}: forwarding to {target}: {detail}")]
+    Forward { host: String, target: String, detail: String },
 }
 
 impl TransportError {
@@ -195,6 +205,12 @@ pub trait Transport: Send + Sync {
     /// Starts a long-running program (an app under test) and returns at once.
     async fn spawn(&self, _spec: &SpawnSpec) -> Result<Box<dyn RunningProcess>, TransportError> {
         Err(TransportError::Unsupported { host: self.host().into(), what: "running an app under test".into() })
+    }
+
+    /// Listens on `127.0.0.1:local_port` (0: any free port) and leads every connection
+    /// accepted there to `target` on the host, until the returned handle is dropped.
+    async fn forward(&self, _local_port: u16, _target: &ForwardTarget) -> Result<Forward, TransportError> {
+        Err(TransportError::Unsupported { host: self.host().into(), what: "port forwarding".into() })
     }
 
     /// Reads a whole file on the host (kernel files under /proc and /sys included).

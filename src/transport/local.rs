@@ -6,6 +6,8 @@ use async_trait::async_trait;
 use tokio::process::Command;
 
 use super::api::{CommandOutput, CommandSpec, RunningProcess, SpawnSpec, Staged, Transport, TransportError};
+use super::forward::Forward;
+use super::forward_target::ForwardTarget;
 use super::local_process::LocalProcess;
 
 #[derive(Debug, Clone)]
@@ -62,6 +64,14 @@ impl Transport for LocalTransport {
 
     async fn spawn(&self, spec: &SpawnSpec) -> Result<Box<dyn RunningProcess>, TransportError> {
         Ok(Box::new(LocalProcess::spawn(&self.host, spec).await?))
+    }
+
+    /// A proxy on its own port for both kinds of target (see `local_forward`).
+    async fn forward(&self, local_port: u16, target: &ForwardTarget) -> Result<Forward, TransportError> {
+        let (runtime, host, t) = (tokio::runtime::Handle::current(), self.host.clone(), target.clone());
+        Forward::start(&self.host, target, local_port, move |conn| {
+            super::local_forward::serve(&runtime, &host, &t, conn)
+        })
     }
 
     async fn read_file(&self, path: &Path) -> Result<Vec<u8>, TransportError> {

@@ -3,14 +3,20 @@
 mod api;
 mod check;
 mod factory;
+mod forward;
+mod forward_target;
 mod local;
+mod local_forward;
 mod local_process;
 mod ssh;
+mod ssh_forward;
 mod ssh_process;
 
 pub use api::*;
 pub use check::{HostCheck, ToolCheck, check_all, check_host};
 pub use factory::for_host;
+pub use forward::Forward;
+pub use forward_target::{ForwardTarget, ForwardTargetError};
 pub use local::LocalTransport;
 pub use local_process::LocalProcess;
 pub use ssh::{SshConfig, SshTransport, command_line, connect};

@@ -19,6 +19,8 @@ use ssh2::{CheckResult, HashType, KnownHostFileKind, Session};
 use super::api::{
     CommandOutput, CommandSpec, RunningProcess, SpawnSpec, Staged, Transport, TransportError, shell_quote,
 };
+use super::forward::Forward;
+use super::forward_target::ForwardTarget;
 
 /// How to reach one lab host over SSH (from a `[[host]]` of `lab.toml`).
 #[derive(Debug, Clone, PartialEq)]
@@ -302,7 +304,7 @@ impl From<TransportError> for Fail {
     }
 }
 
-fn connect_with_backoff(cfg: &SshConfig) -> Result<Session, TransportError> {
+pub(super) fn connect_with_backoff(cfg: &SshConfig) -> Result<Session, TransportError> {
     let mut delay = Duration::from_millis(500);
     let mut last = None;
     for attempt in 0..cfg.connect_attempts.max(1) {
@@ -451,6 +453,22 @@ impl Transport for SshTransport {
 
     async fn ping(&self) -> Result<(), TransportError> {
         self.check().await
+    }
+
+    /// Each connection gets its own session and channel (see `ssh_forward`). One session
+    /// is opened first, so an unreachable host, an untrusted key or a refused login fails
+    /// here, before anything listens.
+    async fn forward(&self, local_port: u16, target: &ForwardTarget) -> Result<Forward, TransportError> {
+        let cfg = self.cfg.clone();
+        tokio::task::spawn_blocking(move || {
+            connect_with_backoff(&cfg).map(|s| {
+                let _ = s.disconnect(None, "checked before forwarding", None);
+            })
+        })
+        .await
+        .map_err(|e| unreachable(&self.cfg, format!("SSH worker failed: {e}")))??;
+        let (cfg, t) = (Arc::new(self.cfg.clone()), target.clone());
+        Forward::start(&self.cfg.host, target, local_port, move |conn| super::ssh_forward::serve(&cfg, &t, conn))
     }
 }
 

@@ -39,7 +39,8 @@ pub fn start() -> Option<Sshd> {
         format!(
             "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nAuthorizedKeysFile {d}/authorized_keys\n\
              PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\nStrictModes no\n\
-             PermitRootLogin prohibit-password\nUsePAM no\nPidFile {d}/sshd.pid\nLogLevel ERROR\nMaxStartups 50\nSubsystem sftp internal-sftp\n"
+             PermitRootLogin prohibit-password\nUsePAM no\nPidFile {d}/sshd.pid\nLogLevel ERROR\nMaxStartups 50\nSubsystem sftp internal-sftp\n\
+             AllowTcpForwarding yes\nAllowStreamLocalForwarding yes\n"
         ),
     )
     .unwrap();
@@ -72,6 +73,23 @@ impl Sshd {
 
     pub fn client_key(&self) -> PathBuf {
         self.dir.path().join("client_key")
+    }
+
+    /// How the lab reaches this server as host `shelf-1`, checking its key against `known_hosts`.
+    pub fn ssh_config(&self, known_hosts: PathBuf) -> lab::transport::SshConfig {
+        lab::transport::SshConfig {
+            host: "shelf-1".into(),
+            address: self.address(),
+            user: self.user.clone(),
+            identity: Some(self.client_key()),
+            known_hosts,
+            strict_host_key_checking: true,
+            connect_timeout: Duration::from_secs(5),
+            keepalive: Duration::from_secs(30),
+            connect_attempts: 3,
+            cache_dir: self.dir.path().join("cache").display().to_string(),
+            max_sessions: 2,
+        }
     }
 
     /// A known_hosts file that holds this server's real key.
