@@ -91,6 +91,19 @@ fn with_on_offline_move_the_trials_run_on_the_other_devices_of_the_model() {
     let lost: Vec<String> =
         lab.sql("SELECT device || ' ' || status FROM attempts WHERE device = 'gone-1' ORDER BY trial_idx");
     assert_eq!(lost, ["gone-1 invalid"]);
-    // Reports read the moved campaign like any other.
+    // Reports read the moved campaign like any other; results.csv says where each attempt ran.
     lab.cmd(&["report", "--format", "json"]).assert().success();
+    let id = lab.campaigns().remove(0);
+    let csv = std::fs::read_to_string(lab.artifacts().join(&id).join("results.csv")).unwrap();
+    let mut rdr = csv::Reader::from_reader(csv.as_bytes());
+    let mut seen = std::collections::BTreeSet::new();
+    for r in rdr.records() {
+        let r = r.unwrap();
+        if r[1].contains("-gone-1-") {
+            seen.insert(format!("{} {}", &r[2], &r[11]));
+        }
+    }
+    assert!(seen.contains("gone-1 invalid"), "{seen:?}");
+    assert!(seen.iter().filter(|s| s.ends_with(" valid")).all(|s| s.starts_with("steady-")), "{seen:?}");
+    assert!(seen.iter().any(|s| s.ends_with(" valid")), "{seen:?}");
 }

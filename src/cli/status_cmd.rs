@@ -94,9 +94,11 @@ pub fn collect(lab: &Lab, store: Option<&Store>) -> Result<StatusView, CliError>
             let state = match st {
                 None => "idle".to_string(),
                 Some(s) if s.state == "busy" && !running => "idle (last run stopped)".to_string(),
+                // The run that waited for it is gone: nobody knows if it is back.
+                Some(s) if s.state == "reconnecting" && !running => "unknown (was reconnecting)".to_string(),
                 Some(s) => s.state.clone(),
             };
-            let busy = running && st.is_some_and(|s| s.state == "busy");
+            let busy = running && st.is_some_and(|s| s.state == "busy" || s.state == "reconnecting");
             DeviceLine {
                 device: d.name.clone(),
                 platform: d.platform.to_string(),

@@ -22,7 +22,8 @@ pub const RESULTS_CSV_HEADER: [&str; 16] = [
 /// An attempt without measurements (it failed before collection) still gets one row,
 /// with empty metric, value, unit and source, so every attempt is visible. Pending
 /// trials (no attempt yet) have no row. An attempt whose trial is not in `data.trials`
-/// keeps its trial number and leaves the planned-trial columns empty.
+/// keeps its trial number and leaves the planned-trial columns empty. `device` is the
+/// device the attempt ran on.
 pub fn write_results_csv<W: io::Write>(data: &CampaignData, w: W) -> io::Result<()> {
     let order = metric_order(
         &data.plan.metrics,
@@ -39,7 +40,8 @@ pub fn write_results_csv<W: io::Write>(data: &CampaignData, w: W) -> io::Result<
         let planned: [String; 9] = match rows.get(&a.trial_idx) {
             Some(r) => [
                 r.key.clone(),
-                r.device.clone(),
+                // Where the attempt really ran (a trial can move off a lost device).
+                if a.device.is_empty() { r.device.clone() } else { a.device.clone() },
                 r.device_model.clone(),
                 r.variant.clone(),
                 r.build.clone(),

@@ -96,7 +96,8 @@ pub(crate) fn attempt(
         campaign: campaign.into(),
         trial_idx,
         attempt,
-        device: "fixture".into(),
+        // Empty: the planned device (as in stores from before attempts kept theirs).
+        device: String::new(),
         status: if reasons.is_empty() { AttemptStatus::Valid } else { AttemptStatus::Invalid },
         reasons: reasons.iter().map(|r| r.to_string()).collect(),
         phases: vec![("soak".into(), 3600.0)],

@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::HostDevice;
 use crate::config::{Build, DeviceSpec, HostCommand, Platform, TetherSpec, VariantConfig};
 use crate::device::{Collected, Device, LaunchSpec, PrepareOutcome};
-use crate::transport::LocalTransport;
+use crate::transport::{LocalTransport, TransportError};
 
 fn spec() -> DeviceSpec {
     DeviceSpec {
@@ -219,4 +219,66 @@ fn host_devices_open_on_local_and_ssh_hosts() {
     // Opening connects to nothing: the SSH host is reached at the first trial.
     assert!(crate::device::open(lab.device("far-host").unwrap(), &lab).is_ok());
     assert!(crate::device::open(lab.device("near-host").unwrap(), &lab).is_ok());
+}
+
+/// A host that answers only from its `answers_from`-th ping on; every other call is
+/// refused as if the network were down.
+struct DownHost {
+    pings: std::sync::atomic::AtomicU32,
+    answers_from: u32,
+}
+
+#[async_trait::async_trait]
+impl crate::transport::Transport for DownHost {
+    fn host(&self) -> &str {
+        "shelf-9"
+    }
+    async fn exec(&self, _: &crate::transport::CommandSpec) -> Result<crate::transport::CommandOutput, TransportError> {
+        Err(self.down())
+    }
+    async fn upload(&self, _: &Path, _: &Path) -> Result<(), TransportError> {
+        Err(self.down())
+    }
+    async fn download(&self, _: &Path, _: &Path) -> Result<(), TransportError> {
+        Err(self.down())
+    }
+    async fn stage(&self, _: &Path) -> Result<crate::transport::Staged, TransportError> {
+        Err(self.down())
+    }
+    async fn ping(&self) -> Result<(), TransportError> {
+        let n = self.pings.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        if n >= self.answers_from { Ok(()) } else { Err(self.down()) }
+    }
+}
+
+impl DownHost {
+    fn down(&self) -> TransportError {
+        TransportError::Unreachable { host: "shelf-9".into(), detail: "connection refused".into() }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unreachable_host_is_a_disconnected_device_waited_for_with_backoff() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = Arc::new(DownHost { pings: 0.into(), answers_from: 4 });
+    let dev = HostDevice::remote(spec(), host.clone());
+    // Every step that needs the host says "disconnected", so the runner waits.
+    assert!(dev.identify().await.unwrap_err().is_disconnect());
+    assert!(dev.state().await.unwrap_err().is_disconnect());
+    let b = build(&["/bin/true"], None, Some(dir.path()));
+    assert!(dev.prepare(&b, &VariantConfig::default_config()).await.unwrap_err().is_disconnect());
+
+    // Back at the 4th ping: after 1 + 2 + 4 s of backoff.
+    let t0 = tokio::time::Instant::now();
+    dev.wait_connected(Duration::from_secs(60)).await.unwrap();
+    assert_eq!(t0.elapsed(), Duration::from_secs(7));
+
+    // Not back within the timeout: still disconnected, and no longer than the timeout.
+    let host = Arc::new(DownHost { pings: 0.into(), answers_from: u32::MAX });
+    let dev = HostDevice::remote(spec(), host.clone());
+    let t0 = tokio::time::Instant::now();
+    let e = dev.wait_connected(Duration::from_secs(20)).await.unwrap_err();
+    assert!(e.is_disconnect() && e.to_string().contains("not back after 20s"), "{e}");
+    assert_eq!(t0.elapsed(), Duration::from_secs(20));
+    assert_eq!(host.pings.load(std::sync::atomic::Ordering::SeqCst), 6, "pings at 0, 1, 3, 7, 15 and 20 s");
 }
