@@ -14,8 +14,10 @@ const NASTY: [&str; 6] = ["a b", "it's", "double \"q\"", "; touch /tmp/lab-pwned
 
 /// A lab with one SSH host and a host device on it, and a runbook whose build is a
 /// script on this machine (uploaded to the host's cache). Each test names its device
-/// differently: the tests share one login folder on the host (and its `lab-runs/<device>`).
+/// differently: the tests share one login folder on the host (and its `lab-runs/<device>`,
+/// whose leftovers a lab stops), with each other and with test runs of other checkouts.
 fn setup(s: &Sshd, device: &str, duration: &str, repeats: u32, extra: &str) -> (TempLab, std::path::PathBuf) {
+    let device = unique(device);
     let lab = TempLab::from_text(&format!(
         "[lab]\nname = \"remote\"\n\n[[host]]\nname = \"shelf-1\"\naddress = \"{}\"\nuser = \"{}\"\nidentity = \"{}\"\n\
          known_hosts = \"{}\"\nconnect_timeout = \"3s\"\ncache_dir = \"{}\"\n\n\
@@ -93,6 +95,11 @@ fn a_campaign_on_a_remote_host_measures_there_and_uploads_once() {
     );
 }
 
+/// `name` made unique to this test process.
+fn unique(name: &str) -> String {
+    format!("{name}-{}", std::process::id())
+}
+
 /// `lab run` in the background, as a user would start it.
 fn spawn_run(lab: &TempLab, args: &[&str]) -> std::process::Child {
     std::process::Command::new(assert_cmd::cargo::cargo_bin("lab"))
@@ -152,16 +159,17 @@ fn a_host_that_stays_down_takes_its_device_offline_and_the_campaign_resumes() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(3), "a device offline is exit 3: {stdout}");
     let id = lab.campaigns().remove(0);
-    assert!(stdout.contains("DISCONNECTED during soak") && stdout.contains("[remote-3] OFFLINE"), "{stdout}");
+    let dev = unique("remote-3");
+    assert!(stdout.contains("DISCONNECTED during soak") && stdout.contains(&format!("[{dev}] OFFLINE")), "{stdout}");
     assert!(stdout.contains(&format!("continue it with: lab run --resume {id}")), "{stdout}");
     let note: Vec<String> = lab.sql("SELECT status || ' | ' || note FROM campaigns");
-    assert!(note[0].starts_with("interrupted | devices offline: remote-3: device lost during soak"), "{note:?}");
+    assert!(note[0].starts_with(&format!("interrupted | devices offline: {dev}: device lost during soak")), "{note:?}");
     assert!(note[0].contains("is unreachable"), "{note:?}");
     let st = lab.cmd(&["status"]).assert().success().get_output().stdout.clone();
     let st = String::from_utf8(st).unwrap();
-    assert!(st.lines().any(|l| l.contains("remote-3") && l.contains("offline")), "{st}");
+    assert!(st.lines().any(|l| l.contains(&dev) && l.contains("offline")), "{st}");
     // The app lives on, detached, on the host the lab lost.
-    assert!(!apps_of("remote-3").is_empty(), "the detached app outlived the connection");
+    assert!(!apps_of(&dev).is_empty(), "the detached app outlived the connection");
 
     // The host comes back: the resume stops the leftover app and runs what is left.
     s.restart();
@@ -171,7 +179,7 @@ fn a_host_that_stays_down_takes_its_device_offline_and_the_campaign_resumes() {
          AND a.status = 'valid' GROUP BY t.idx",
     );
     assert_eq!(per_trial, [1, 1], "every planned trial valid exactly once");
-    assert!(apps_of("remote-3").is_empty(), "no app of this device is left running: {:?}", apps_of("remote-3"));
+    assert!(apps_of(&dev).is_empty(), "no app of this device is left running: {:?}", apps_of(&dev));
 }
 
 #[test]
