@@ -200,3 +200,23 @@ fn the_campaign_completes_when_sshd_is_killed_and_restarted() {
     );
     assert_eq!(per_trial, [1, 1, 1], "every planned trial valid exactly once");
 }
+
+#[test]
+fn a_host_down_from_the_start_is_waited_for_then_reported_offline() {
+    let Some(mut s) = sshd::start() else { return };
+    let (lab, runbook) = setup(&s, "remote-4", "1s", 1, "\n[timeouts]\nreconnect = \"2s\"\n");
+    s.stop();
+    let out = lab.cmd(&["run", runbook.to_str().unwrap()]).assert().code(3).get_output().stdout.clone();
+    let out = String::from_utf8(out).unwrap();
+    let dev = unique("remote-4");
+    assert!(
+        out.contains(&format!("[{dev}] DISCONNECTED before its first trial: device {dev} is not connected")),
+        "{out}"
+    );
+    assert!(out.contains("waiting up to 2.0 s for it to come back"), "{out}");
+    assert!(out.contains(&format!("[{dev}] OFFLINE: cannot reach the device")), "{out}");
+    let attempts: Vec<i64> = lab.sql("SELECT COUNT(*) FROM attempts");
+    assert_eq!(attempts, [0], "nothing ran, nothing was recorded");
+    let status: Vec<String> = lab.sql("SELECT status FROM campaigns");
+    assert_eq!(status, ["interrupted"]);
+}

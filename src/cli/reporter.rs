@@ -197,13 +197,19 @@ pub fn plain_line(e: &Event, verbose: bool) -> Option<String> {
             })
         }
         Event::Disconnected { device, trial, phase, detail, timeout_s } => Some(format!(
-            "[{device}] {trial}: DISCONNECTED during {}: {detail}; waiting up to {} for it to come back",
-            phase.as_str(),
+            "[{device}] {}: {detail}; waiting up to {} for it to come back",
+            if trial.is_empty() {
+                "DISCONNECTED before its first trial".to_string()
+            } else {
+                format!("{trial}: DISCONNECTED during {}", phase.as_str())
+            },
             human_wall(Duration::from_secs(*timeout_s))
         )),
-        Event::Reconnected { device, trial, after_s } => {
-            Some(format!("[{device}] {trial}: back after {}", human_wall(Duration::from_secs_f64(*after_s))))
-        }
+        Event::Reconnected { device, trial, after_s } => Some(format!(
+            "[{device}] {}back after {}",
+            if trial.is_empty() { String::new() } else { format!("{trial}: ") },
+            human_wall(Duration::from_secs_f64(*after_s))
+        )),
         Event::DeviceOffline { device, reason } => Some(format!("[{device}] OFFLINE: {reason}")),
         Event::TrialsMoved { from, to } => Some(format!(
             "[{from}] offline: {} pending trials moved to {}",

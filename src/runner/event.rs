@@ -77,6 +77,7 @@ pub enum Event {
         device_offline: bool,
     },
     /// The device (or its host) stopped answering; the runner waits up to `timeout_s`.
+    /// `trial` is empty when it was lost before its first trial.
     Disconnected {
         device: String,
         trial: String,

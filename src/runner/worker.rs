@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::event::Event;
+use super::event::{Event, Phase};
 use super::trial::{Attempt, AttemptOutcome, RunError, TrialContext, blocking, now_rfc3339, sleep_or_cancel};
 use crate::device::Device;
 use crate::store::{DeviceStatusRow, PlannedTrialRow};
@@ -33,8 +33,26 @@ pub async fn run_device(
     let mut shutdown = ctx.shutdown.clone();
 
     if let Err(e) = device.identify().await {
-        let waited =
-            if e.is_disconnect() { device.wait_connected(ctx.runbook.timeouts.reconnect).await.is_ok() } else { false };
+        let wait = ctx.runbook.timeouts.reconnect;
+        let waited = if e.is_disconnect() {
+            ctx.events.emit(Event::Disconnected {
+                device: name.clone(),
+                trial: String::new(),
+                phase: Phase::Prepare,
+                detail: e.to_string(),
+                timeout_s: wait.as_secs(),
+            });
+            set_status(&ctx, &name, "reconnecting").await;
+            let since = device.clock().now();
+            let back = device.wait_connected(wait).await.is_ok();
+            if back {
+                let after_s = (device.clock().now() - since).as_secs_f64();
+                ctx.events.emit(Event::Reconnected { device: name.clone(), trial: String::new(), after_s });
+            }
+            back
+        } else {
+            false
+        };
         if !waited {
             let reason = format!("cannot reach the device: {e}");
             set_status(&ctx, &name, "offline").await;

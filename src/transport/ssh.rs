@@ -128,6 +128,9 @@ pub fn connect(cfg: &SshConfig) -> Result<Session, TransportError> {
         .ok_or_else(|| unreachable(cfg, "no address"))?;
     let tcp = TcpStream::connect_timeout(&addr, cfg.connect_timeout)
         .map_err(|e| unreachable(cfg, format!("cannot connect within {:?}: {e}", cfg.connect_timeout)))?;
+    // Every command is a few small request/reply packets: without TCP_NODELAY, Nagle's
+    // algorithm meets the peer's delayed ACK and each exchange waits ~40 ms.
+    let _ = tcp.set_nodelay(true);
     let mut session = Session::new().map_err(|e| unreachable(cfg, e))?;
     session.set_tcp_stream(tcp);
     session.set_timeout(cfg.connect_timeout.as_millis().min(u32::MAX as u128) as u32);
