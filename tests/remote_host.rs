@@ -55,6 +55,15 @@ fn setup(s: &Sshd, device: &str, duration: &str, repeats: u32, extra: &str) -> (
     (lab, runbook)
 }
 
+/// A query for `metric`'s values in valid attempts (a busy machine may stretch a soak
+/// beyond its tolerance, and the attempt that is retried has measurements too).
+fn valid_values(metric: &str) -> String {
+    format!(
+        "SELECT m.value FROM measurements m JOIN attempts a ON a.campaign = m.campaign AND a.trial_idx = m.trial_idx \
+         AND a.attempt = m.attempt WHERE a.status = 'valid' AND m.metric = '{metric}'"
+    )
+}
+
 fn cached(s: &Sshd) -> Vec<std::path::PathBuf> {
     let root = s.dir.path().join("cache");
     let mut out = Vec::new();
@@ -74,7 +83,7 @@ fn a_campaign_on_a_remote_host_measures_there_and_uploads_once() {
 
     let valid: Vec<i64> = lab.sql("SELECT COUNT(*) FROM attempts WHERE status = 'valid'");
     assert_eq!(valid, [2]);
-    let cpu: Vec<f64> = lab.sql("SELECT value FROM measurements WHERE metric = 'cpu_pct'");
+    let cpu: Vec<f64> = lab.sql(&valid_values("cpu_pct"));
     assert_eq!(cpu.len(), 2);
     assert!(cpu.iter().all(|c| *c > 0.0), "the spin was measured on the host: {cpu:?}");
     let got = std::fs::read_to_string(lab.dir.path().join("args.out")).unwrap();
@@ -180,6 +189,75 @@ fn a_host_that_stays_down_takes_its_device_offline_and_the_campaign_resumes() {
     );
     assert_eq!(per_trial, [1, 1], "every planned trial valid exactly once");
     assert!(apps_of(&dev).is_empty(), "no app of this device is left running: {:?}", apps_of(&dev));
+    // The leftover app's cgroup went with it (the lab that made it is gone).
+    if let Some(base) = sshd::cgroup_base() {
+        assert_eq!(cgroups_of(&base, &dev), Vec::<String>::new(), "no cgroup of this device is left");
+    }
+}
+
+/// Cgroups under `base` that some lab made for `device` (`lab-<pid>-<device>-<n>`).
+fn cgroups_of(base: &Path, device: &str) -> Vec<String> {
+    let infix = format!("-{device}-");
+    std::fs::read_dir(base)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("lab-") && n.contains(&infix))
+        .collect()
+}
+
+/// On an SSH host the app runs in its own cgroup v2: a busy child that leaves the
+/// process group (`setsid`) is measured with the app and stopped with it, and the
+/// cgroup is removed.
+#[test]
+fn an_app_on_a_remote_host_is_measured_and_stopped_as_its_cgroup() {
+    let Some(s) = sshd::start() else { return };
+    let Some(base) = sshd::cgroup_base() else { return };
+    let (lab, runbook) = setup(&s, "remote-cg", "2s", 1, "");
+    let dev = unique("remote-cg");
+    // The app only sleeps; its escaped child works in bursts (like `setup`'s app, so the
+    // test does not take a whole core from the tests running beside it) and notes its pid.
+    std::fs::write(
+        lab.dir.path().join("app.sh"),
+        "#!/bin/sh\nsetsid sh -c 'echo $$ >> \"$1\"; while :; do i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; \
+         sleep 0.1; done' sh \"$ARGS_OUT.child\" &\nwhile :; do sleep 1; done\n",
+    )
+    .unwrap();
+    lab.cmd(&["run", runbook.to_str().unwrap()]).assert().success();
+
+    let cpu: Vec<f64> = lab.sql(&valid_values("cpu_pct"));
+    let user: Vec<f64> = lab.sql(&valid_values("cpu_user_s"));
+    let source: Vec<String> = lab.sql("SELECT DISTINCT source FROM measurements WHERE metric = 'cpu_user_s'");
+    assert_eq!(source, ["cgroup v2 cpu.stat (µs)"]);
+    // The leader alone (`sleep 1` in a loop) costs well under 1 % of a core.
+    assert!(cpu.len() == 1 && cpu[0] > 5.0, "the escaped child's CPU is the app's: {cpu:?} % of a core");
+    eprintln!("measured on the SSH host: cpu_pct {:.1} %, cpu_user_s {:.3} s", cpu[0], user[0]);
+    let trial = find(&lab.artifacts(), "host-trial.json").expect("the trial's host-trial.json");
+    let t: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&trial).unwrap()).unwrap();
+    assert_eq!(t["tree"], "cgroup v2", "{t}");
+    assert!(t["cgroup_note"].is_null(), "{t}");
+    let cg = Path::new(t["cgroup"].as_str().unwrap());
+    assert!(cg.starts_with(&base) && cg.file_name().unwrap().to_string_lossy().contains(&format!("-{dev}-")), "{t}");
+    assert!(!cg.exists(), "the cgroup {} is removed after the trial", cg.display());
+    assert_eq!(cgroups_of(&base, &dev), Vec::<String>::new());
+    let child: u32 = std::fs::read_to_string(lab.dir.path().join("args.out.child")).unwrap().trim().parse().unwrap();
+    assert!(!sshd::alive(child), "the escaped child {child} was stopped with the cgroup");
+    assert!(apps_of(&dev).is_empty(), "{:?}", apps_of(&dev));
+}
+
+/// The first file named `name` under `dir`.
+fn find(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            if let Some(f) = find(&p, name) {
+                return Some(f);
+            }
+        } else if p.file_name().is_some_and(|n| n == name) {
+            return Some(p);
+        }
+    }
+    None
 }
 
 #[test]

@@ -5,7 +5,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::sshd::{self, Sshd};
-use lab::transport::{CommandSpec, SshConfig, SshTransport, Transport, TransportError};
+use lab::transport::{CommandSpec, SpawnSpec, SshConfig, SshTransport, Transport, TransportError};
 
 fn config(s: &Sshd, known_hosts: std::path::PathBuf) -> SshConfig {
     s.ssh_config(known_hosts)
@@ -91,4 +91,75 @@ async fn a_restarted_server_is_reconnected_and_a_stopped_one_is_unreachable() {
     assert!(matches!(e, TransportError::Unreachable { .. }), "{e}");
     // Two refused attempts with a 0.5 s backoff: well inside the configured timeouts.
     assert!(start.elapsed() < Duration::from_secs(10), "{:?}", start.elapsed());
+}
+
+/// Polls `f` every 20 ms for up to 10 s; whether it came true.
+async fn eventually(mut f: impl FnMut() -> bool) -> bool {
+    for _ in 0..500 {
+        if f() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+fn spawn_spec(script: &str, out: std::path::PathBuf, cgroup: Option<std::path::PathBuf>) -> SpawnSpec {
+    SpawnSpec { cmd: CommandSpec::new("sh", &["-c", script]), stdout: Some(out), stderr: None, cgroup }
+}
+
+/// An app on an SSH host runs in the cgroup asked for: a child that leaves the process
+/// group (`setsid`) is in it, its CPU is in the cgroup's `cpu.stat`, and stop kills it and
+/// removes the folder.
+#[tokio::test]
+async fn an_app_on_an_ssh_host_runs_in_its_cgroup_and_stop_removes_it() {
+    let Some(s) = sshd::start() else { return };
+    let Some(base) = sshd::cgroup_base() else { return };
+    let t = SshTransport::new(config(&s, s.known_hosts()));
+    let pidfile = s.dir.path().join("escaped.pid");
+    let script = format!("setsid sh -c 'echo $$ > {}; while :; do :; done' & sleep 30", pidfile.display());
+    let cg = base.join(format!("lab-{}-ssh-transport-0", std::process::id()));
+    let p = t.spawn(&spawn_spec(&script, s.dir.path().join("out.txt"), Some(cg.clone()))).await.unwrap();
+    assert_eq!((p.cgroup(), p.cgroup_note()), (Some(cg.as_path()), None));
+    assert!(eventually(|| std::fs::read_to_string(&pidfile).is_ok_and(|t| t.ends_with('\n'))).await);
+    let escaped: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    let members = std::fs::read_to_string(cg.join("cgroup.procs")).unwrap();
+    let members: Vec<u32> = members.lines().map(|l| l.parse().unwrap()).collect();
+    assert!(members.contains(&p.pid()) && members.contains(&escaped), "{members:?}");
+    let usec = |t: String| t.lines().find_map(|l| l.strip_prefix("usage_usec ")?.parse::<u64>().ok()).unwrap();
+    let before = usec(std::fs::read_to_string(cg.join("cpu.stat")).unwrap());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = usec(std::fs::read_to_string(cg.join("cpu.stat")).unwrap());
+    assert!(after - before > 100_000, "the escaped spinner's CPU is the cgroup's: {} µs in 0.5 s", after - before);
+
+    let info = p.stop(Duration::from_millis(300)).await.unwrap();
+    assert!(info.signal.is_some() || info.code.is_some(), "{info}");
+    assert!(eventually(|| !sshd::alive(escaped)).await, "the escaped child was stopped with the cgroup");
+    assert!(!sshd::alive(p.pid()));
+    assert!(!cg.exists(), "stop removed the cgroup {}", cg.display());
+}
+
+/// A cgroup that cannot be made (a missing parent) or joined (a plain folder, not in a
+/// cgroup v2 hierarchy) is not an error: the app runs in its process group, the note says why.
+#[tokio::test]
+async fn an_ssh_app_whose_cgroup_cannot_be_made_runs_in_its_process_group() {
+    let Some(s) = sshd::start() else { return };
+    let t = SshTransport::new(config(&s, s.known_hosts()));
+    let plain = s.dir.path().join("lab-not-a-cgroup");
+    let cases = [
+        (s.dir.path().join("no/such/lab-cgroup"), "cannot create cgroup", "No such file or directory"),
+        (plain.clone(), "cannot start in cgroup", "not a cgroup v2 folder (no cgroup.procs)"),
+    ];
+    for (i, (cg, what, why)) in cases.into_iter().enumerate() {
+        let out = s.dir.path().join(format!("out-{i}.txt"));
+        let p = t.spawn(&spawn_spec("echo ran; sleep 30", out.clone(), Some(cg.clone()))).await.unwrap();
+        assert_eq!(p.cgroup(), None);
+        let note = p.cgroup_note().unwrap();
+        assert_eq!(note, format!("{what} {}: {why}", cg.display()));
+        assert!(eventually(|| std::fs::read_to_string(&out).is_ok_and(|o| o == "ran\n")).await, "the app still ran");
+        assert!(sshd::alive(p.pid()));
+        p.stop(Duration::from_millis(300)).await.unwrap();
+        assert!(eventually(|| !sshd::alive(p.pid())).await, "the process group was stopped");
+    }
+    assert!(!plain.exists(), "the plain folder made for the cgroup was removed again");
 }

@@ -402,12 +402,7 @@ mod tests {
     /// A crashed lab's cgroup (its pid is gone) is emptied and removed; a live one is not.
     #[test]
     fn stale_cgroups_of_dead_labs_are_reaped() {
-        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-        let base = crate::collect::procfs::cgroup2_mount(&mounts)
-            .zip(crate::collect::procfs::own_cgroup2(&own))
-            .map(|(m, o)| m.join(o.trim_start_matches('/')));
-        let Some(base) = base.filter(|_| unsafe { libc::geteuid() } == 0) else {
+        let Some(base) = super::super::cgroup::writable_own_cgroup() else {
             return; // no writable cgroup v2 here: nothing to reap
         };
         // pid_max is at most 2^22: this pid cannot exist.

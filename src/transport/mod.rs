@@ -1,6 +1,7 @@
 //! Transports: how the lab runs commands and moves files on a host.
 
 mod api;
+mod cgroup;
 mod check;
 mod factory;
 mod forward;
@@ -13,6 +14,7 @@ mod ssh_forward;
 mod ssh_process;
 
 pub use api::*;
+pub use cgroup::end_cgroup;
 pub use check::{HostCheck, ToolCheck, check_all, check_host};
 pub use factory::for_host;
 pub use forward::Forward;

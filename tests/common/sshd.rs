@@ -146,3 +146,30 @@ impl Drop for Sshd {
         self.stop();
     }
 }
+
+/// Where the lab makes cgroups on this sshd's sessions: the cgroup v2 this test process is
+/// in (sshd runs as its child, without PAM, so its sessions stay there). `None` when there
+/// is no cgroup v2 or it is not writable (not root): the tests that need one say so and skip.
+pub fn cgroup_base() -> Option<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let base = lab::collect::procfs::cgroup2_mount(&mounts)
+        .zip(lab::collect::procfs::own_cgroup2(&own))
+        .map(|(m, o)| m.join(o.trim_start_matches('/')));
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    match base {
+        Some(b) if root => Some(b),
+        _ => {
+            eprintln!("skipping the cgroup part: no writable cgroup v2 here (run as root)");
+            None
+        }
+    }
+}
+
+/// Whether process `pid` is still running on this machine (a zombie is not).
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| s.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')))
+        .unwrap_or(false)
+}

@@ -34,6 +34,8 @@ static CGROUP_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::
 const STDERR_LOG: &str = "app.stderr.log";
 /// On an SSH host: the app's session id, in its run folder.
 const PID_FILE: &str = "pid";
+/// On an SSH host: the app's cgroup, when it has one, in its run folder.
+const CGROUP_FILE: &str = "cgroup";
 /// On an SSH host: the app's run folder, in its environment.
 const RUN_DIR_ENV: &str = "LAB_RUN_DIR";
 
@@ -247,7 +249,8 @@ impl HostDevice {
     /// On an SSH host: apps a previous lab left running there when it lost the host (or
     /// died) are stopped, and their run folders removed, before this device runs
     /// anything — they would spoil every measurement. A pid counts only when its process
-    /// still carries that run folder in its environment.
+    /// still carries that run folder in its environment; a cgroup the app ran in is
+    /// emptied and removed.
     async fn reap_leftovers(&self) -> Result<usize, DeviceError> {
         let Some(runs) = &self.remote_runs else { return Ok(0) };
         let dirs = match self.transport.list_dir(runs).await {
@@ -268,6 +271,12 @@ impl HostDevice {
                     let _ = self.transport.exec(&CommandSpec::new("kill", &["-KILL", "--", &group])).await;
                     stopped += 1;
                 }
+            }
+            // Its cgroup holds whatever left the group; only a lab's own (`lab-…`) is touched.
+            if let Some(cg) = self.read_text(&dir.join(CGROUP_FILE)).await.map(PathBuf::from)
+                && cg.file_name().is_some_and(|n| n.to_string_lossy().starts_with("lab-"))
+            {
+                let _ = crate::transport::end_cgroup(self.transport.as_ref(), &cg).await;
             }
             let mut rm = CommandSpec::new("rm", &["-rf", "--"]);
             rm.args.push(dir.display().to_string());
@@ -414,9 +423,12 @@ impl Device for HostDevice {
         let process = self.transport.spawn(&launch).await.map_err(|e| self.transport_err("starting the app", e))?;
         if run_dir.is_some() {
             // Where a lab that lost this host finds the app again (see `reap_leftovers`).
-            let mut note = CommandSpec::new("sh", &["-c", r#"printf '%s\n' "$1" > "$2""#, "sh"]);
+            let script = r#"printf '%s\n' "$1" > "$2" && if [ -n "$3" ]; then printf '%s\n' "$3" > "$4"; fi"#;
+            let mut note = CommandSpec::new("sh", &["-c", script, "sh"]);
             note.args.push(process.pid().to_string());
             note.args.push(logs.join(PID_FILE).display().to_string());
+            note.args.push(process.cgroup().map(|c| c.display().to_string()).unwrap_or_default());
+            note.args.push(logs.join(CGROUP_FILE).display().to_string());
             self.transport.exec(&note).await.map_err(|e| self.transport_err("starting the app", e))?;
         }
         let tree = TreeRef { leader: process.pid(), cgroup: process.cgroup().map(Path::to_path_buf) };
