@@ -94,9 +94,18 @@ impl SshProcess {
         Ok(SshProcess { transport: transport.clone(), pid, exit_file, cgroup, cgroup_note, stopped: Mutex::new(None) })
     }
 
+    /// Whether the leader still runs. A zombie does not: `kill -0` succeeds on one, and
+    /// the detached leader's new parent (init, or a container's first process) may take
+    /// its time to reap it, which made every stop wait out its whole grace.
     async fn alive(&self) -> Result<bool, TransportError> {
-        let pid = self.pid.to_string();
-        Ok(self.transport.exec(&CommandSpec::new("kill", &["-0", &pid])).await?.success())
+        let stat = format!("/proc/{}/stat", self.pid);
+        match self.transport.read_file(Path::new(&stat)).await {
+            Ok(text) => Ok(crate::collect::procfs::parse_pid_stat(&String::from_utf8_lossy(&text))
+                .map(|s| !matches!(s.state, 'Z' | 'X'))
+                .unwrap_or(true)),
+            Err(e) if e.is_not_found() => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     async fn exit_code(&self) -> Result<Option<i32>, TransportError> {
