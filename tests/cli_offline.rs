@@ -107,3 +107,24 @@ fn with_on_offline_move_the_trials_run_on_the_other_devices_of_the_model() {
     assert!(seen.iter().filter(|s| s.ends_with(" valid")).all(|s| s.starts_with("steady-")), "{seen:?}");
     assert!(seen.iter().any(|s| s.ends_with(" valid")), "{seen:?}");
 }
+
+#[test]
+fn adaptive_repeats_go_on_after_the_trials_of_a_lost_device_moved() {
+    let lab = lab();
+    let text = std::fs::read_to_string(common::root().join("tests/fixtures/lost-move.toml"))
+        .unwrap()
+        .replace("repeats = 6", "repeats = { min = 3, max = 9, target_ci = \"0.01%\" }");
+    let runbook = lab.dir.path().join("lost-adaptive.toml");
+    std::fs::write(&runbook, text).unwrap();
+    lab.cmd(&["run", runbook.to_str().unwrap()]).assert().code(0);
+    // The interval target is out of reach: rounds go on to `max` although a phone was lost.
+    let per_variant: Vec<i64> = lab.sql("SELECT COUNT(*) FROM trials GROUP BY variant ORDER BY variant");
+    assert_eq!(per_variant, [9, 9]);
+    let pending: Vec<i64> = lab.sql(
+        "SELECT COUNT(*) FROM trials t WHERE NOT EXISTS (SELECT 1 FROM attempts a WHERE a.campaign = t.campaign \
+         AND a.trial_idx = t.idx AND a.status = 'valid')",
+    );
+    assert_eq!(pending, [0], "every trial ran somewhere");
+    let on_gone: Vec<i64> = lab.sql("SELECT COUNT(*) FROM attempts WHERE device = 'gone-1' AND status = 'valid'");
+    assert_eq!(on_gone, [0]);
+}

@@ -162,17 +162,21 @@ impl Campaign {
                 break (end.cancelled, end.fatal);
             }
             if !down.is_empty() {
-                // `on_offline = "move"`: their pending trials go to devices of the same
-                // model that are still up, and another round runs them.
-                if self.runbook.on_offline == OnOffline::Move {
-                    let (moved, notes) = self.move_pending(&devices, &down).await?;
-                    moved_notes.extend(notes);
-                    if moved > 0 {
-                        round += 1;
-                        continue;
-                    }
+                if self.runbook.on_offline == OnOffline::Wait {
+                    break (false, None);
                 }
-                break (false, None);
+                // `on_offline = "move"`: their pending trials go to devices of the same
+                // model that are still up, and another round runs them. Once nothing is
+                // left on them, the campaign goes on as if they had never been there.
+                let moves = self.move_pending(&devices, &down).await?;
+                moved_notes.extend(moves.notes);
+                if moves.moved > 0 {
+                    round += 1;
+                    continue;
+                }
+                if moves.stranded > 0 {
+                    break (false, None);
+                }
             }
             // Adaptive repeats: more trials for imprecise variants, then another round.
             match adaptive::extend(&self.store, &self.id, &mut plan).await? {
@@ -241,6 +245,15 @@ impl Campaign {
         });
         Ok(summary)
     }
+}
+
+/// What `move_pending` did.
+struct Moves {
+    moved: usize,
+    /// Pending trials of offline devices that no device could take.
+    stranded: usize,
+    /// One per offline device whose trials moved or could not.
+    notes: Vec<String>,
 }
 
 /// How one round of workers ended.
@@ -333,12 +346,12 @@ impl Campaign {
 impl Campaign {
     /// Gives the pending trials of offline devices to the other devices of their model
     /// that are up, round-robin in the order they were queued, each after what its new
-    /// device already has. Returns how many moved, and a note per offline device.
+    /// device already has.
     async fn move_pending(
         &self,
         devices: &BTreeMap<String, SharedDevice>,
         down: &BTreeMap<String, String>,
-    ) -> Result<(usize, Vec<String>), RunError> {
+    ) -> Result<Moves, RunError> {
         let store = self.store.clone();
         let id = self.id.clone();
         let trials = blocking(move || store.trials(&id)).await?;
@@ -349,6 +362,7 @@ impl Campaign {
         }
         let mut moves = Vec::new();
         let mut notes = Vec::new();
+        let mut stranded = 0;
         for from in down.keys() {
             let mut pending: Vec<_> =
                 trials.iter().filter(|t| &t.row.device == from && t.outcome == TrialOutcome::Pending).collect();
@@ -361,6 +375,7 @@ impl Campaign {
                 .collect();
             if targets.is_empty() {
                 notes.push(format!("no other device of model {model} to take the trials of {from}"));
+                stranded += pending.len();
                 continue;
             }
             let mut per: BTreeMap<String, u32> = BTreeMap::new();
@@ -382,12 +397,12 @@ impl Campaign {
             });
         }
         if moves.is_empty() {
-            return Ok((0, notes));
+            return Ok(Moves { moved: 0, stranded, notes });
         }
         let store = self.store.clone();
         let id = self.id.clone();
         let moved = blocking(move || store.move_trials(&id, &moves)).await?;
-        Ok((moved, notes))
+        Ok(Moves { moved, stranded, notes })
     }
 }
 
