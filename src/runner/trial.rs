@@ -132,44 +132,23 @@ impl Attempt<'_> {
     }
 
     async fn status_as(&self, state: &str, phase: Phase, battery: Option<f64>) -> Result<(), RunError> {
-        let row = DeviceStatusRow {
-            device: self.device.name().into(),
-            state: state.into(),
-            battery_pct: battery,
-            campaign: Some(self.ctx.campaign.clone()),
-            trial_key: Some(self.trial.key.clone()),
-            phase: Some(phase.as_str().into()),
-            updated_at: now_rfc3339(),
-        };
-        let store = self.ctx.store.clone();
-        blocking(move || store.set_device_status(&row)).await
+        write_status(self.ctx, self.device.name(), state, Some((&self.trial.key, phase)), battery).await
     }
 
-    /// Waits up to `timeouts.reconnect` for a device that stopped answering (`lab status`
-    /// shows it `reconnecting`). Not back in time: a failure that takes the device offline.
+    /// Waits for a device that stopped answering (see [`wait_for_device`]). Not back in
+    /// time: a failure that takes the device offline.
     async fn reconnect(&self, phase: Phase, e: &DeviceError) -> Result<(), Failure> {
-        let wait = self.ctx.runbook.timeouts.reconnect;
-        self.ctx.events.emit(Event::Disconnected {
-            device: self.device.name().into(),
-            trial: self.trial.key.clone(),
-            phase,
-            detail: e.to_string(),
-            timeout_s: wait.as_secs(),
-        });
-        let _ = self.status_as("reconnecting", phase, None).await;
-        let since = self.clock().now();
-        match self.device.wait_connected(wait).await {
+        match wait_for_device(self.ctx, self.device, Some((&self.trial.key, phase)), e).await {
             Ok(()) => {
-                self.ctx.events.emit(Event::Reconnected {
-                    device: self.device.name().into(),
-                    trial: self.trial.key.clone(),
-                    after_s: (self.clock().now() - since).as_secs_f64(),
-                });
                 self.status_quiet(phase, None).await;
                 Ok(())
             }
             Err(e2) => Err(Failure {
-                reason: format!("device lost during {} and not back within {}: {e2}", phase.as_str(), human(wait)),
+                reason: format!(
+                    "device lost during {} and not back within {}: {e2}",
+                    phase.as_str(),
+                    human(self.ctx.runbook.timeouts.reconnect)
+                ),
                 offline: true,
             }),
         }
@@ -528,6 +507,55 @@ pub fn traffic_token(trial_key: &str, attempt: u32) -> String {
     let key: String =
         trial_key.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
     format!("{key}-a{attempt}")
+}
+
+/// Writes what `lab status` shows for `device`: its state, and the trial and phase it is
+/// in (`None` between trials).
+pub(super) async fn write_status(
+    ctx: &TrialContext,
+    device: &str,
+    state: &str,
+    at: Option<(&str, Phase)>,
+    battery: Option<f64>,
+) -> Result<(), RunError> {
+    let row = DeviceStatusRow {
+        device: device.into(),
+        state: state.into(),
+        battery_pct: battery,
+        campaign: Some(ctx.campaign.clone()),
+        trial_key: at.map(|(key, _)| key.to_string()),
+        phase: at.map(|(_, phase)| phase.as_str().to_string()),
+        updated_at: now_rfc3339(),
+    };
+    let store = ctx.store.clone();
+    blocking(move || store.set_device_status(&row)).await
+}
+
+/// Waits up to `timeouts.reconnect` for a device that stopped answering with `e`, in
+/// `at` (trial and phase; `None` before its first trial): announces it, shows the device
+/// `reconnecting` in `lab status`, and announces its return.
+pub(super) async fn wait_for_device(
+    ctx: &TrialContext,
+    device: &dyn Device,
+    at: Option<(&str, Phase)>,
+    e: &DeviceError,
+) -> Result<(), DeviceError> {
+    let wait = ctx.runbook.timeouts.reconnect;
+    let trial = at.map(|(key, _)| key.to_string()).unwrap_or_default();
+    ctx.events.emit(Event::Disconnected {
+        device: device.name().into(),
+        trial: trial.clone(),
+        phase: at.map_or(Phase::Prepare, |(_, phase)| phase),
+        detail: e.to_string(),
+        timeout_s: wait.as_secs(),
+    });
+    // Status is informational; a failure to write it must not end the campaign.
+    let _ = write_status(ctx, device.name(), "reconnecting", at, None).await;
+    let since = device.clock().now();
+    device.wait_connected(wait).await?;
+    let after_s = (device.clock().now() - since).as_secs_f64();
+    ctx.events.emit(Event::Reconnected { device: device.name().into(), trial, after_s });
+    Ok(())
 }
 
 pub fn now_rfc3339() -> String {

@@ -3,10 +3,10 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::event::{Event, Phase};
-use super::trial::{Attempt, AttemptOutcome, RunError, TrialContext, blocking, now_rfc3339, sleep_or_cancel};
+use super::event::Event;
+use super::trial::{Attempt, AttemptOutcome, RunError, TrialContext, sleep_or_cancel, wait_for_device, write_status};
 use crate::device::Device;
-use crate::store::{DeviceStatusRow, PlannedTrialRow};
+use crate::store::PlannedTrialRow;
 use crate::tether::Tether;
 
 /// How a worker ended.
@@ -33,26 +33,7 @@ pub async fn run_device(
     let mut shutdown = ctx.shutdown.clone();
 
     if let Err(e) = device.identify().await {
-        let wait = ctx.runbook.timeouts.reconnect;
-        let waited = if e.is_disconnect() {
-            ctx.events.emit(Event::Disconnected {
-                device: name.clone(),
-                trial: String::new(),
-                phase: Phase::Prepare,
-                detail: e.to_string(),
-                timeout_s: wait.as_secs(),
-            });
-            set_status(&ctx, &name, "reconnecting").await;
-            let since = device.clock().now();
-            let back = device.wait_connected(wait).await.is_ok();
-            if back {
-                let after_s = (device.clock().now() - since).as_secs_f64();
-                ctx.events.emit(Event::Reconnected { device: name.clone(), trial: String::new(), after_s });
-            }
-            back
-        } else {
-            false
-        };
+        let waited = e.is_disconnect() && wait_for_device(&ctx, device.as_ref(), None, &e).await.is_ok();
         if !waited {
             let reason = format!("cannot reach the device: {e}");
             set_status(&ctx, &name, "offline").await;
@@ -100,16 +81,6 @@ pub async fn run_device(
 }
 
 async fn set_status(ctx: &TrialContext, device: &str, state: &str) {
-    let row = DeviceStatusRow {
-        device: device.into(),
-        state: state.into(),
-        battery_pct: None,
-        campaign: Some(ctx.campaign.clone()),
-        trial_key: None,
-        phase: None,
-        updated_at: now_rfc3339(),
-    };
-    let store = ctx.store.clone();
     // Status is informational; a failure to write it must not end the campaign.
-    let _ = blocking(move || store.set_device_status(&row)).await;
+    let _ = write_status(ctx, device, state, None, None).await;
 }
