@@ -164,6 +164,10 @@ pub struct SimParams {
     pub trial_noise_sd: f64,
     /// Brightness the device boots with (percent).
     pub brightness_pct: f64,
+    /// Reachable only over USB, like a phone without Wi-Fi debugging: while its port is
+    /// off (a uhubctl or manual tether) nobody can reach it, and after power comes back it
+    /// takes a few seconds to show up again.
+    pub usb_only: bool,
     pub faults: SimFaults,
 }
 
@@ -177,6 +181,9 @@ pub struct SimFaults {
     pub brightness_reset: f64,
     /// USB power is not really cut: the device charges during the soak.
     pub charging_during_soak: f64,
+    /// A `usb_only` phone does not show up again when its port is switched back on, until
+    /// `reconnect_after` has passed.
+    pub stays_lost: f64,
 }
 
 impl SimParams {
@@ -210,6 +217,7 @@ impl SimParams {
             device_effect_sd: 0.02,
             trial_noise_sd: 0.02,
             brightness_pct: 50.0,
+            usb_only: false,
             faults: SimFaults { reconnect_after: Duration::from_secs(300), ..SimFaults::default() },
         }
     }

@@ -61,11 +61,13 @@ thermal_tau = "5m"
 device_effect_sd = "3%"
 trial_noise_sd = 0.01
 brightness_pct = 70
+usb_only = true
 [device.sim.faults]
 disconnect = 0.1
 reconnect_after = "1m30s"
 brightness_reset = "5%"
 charging_during_soak = 0
+stays_lost = 0.25
 "#;
 
 fn lab() -> Lab {
@@ -127,11 +129,13 @@ fn every_sim_key_overrides_the_default() {
         device_effect_sd: 0.03,
         trial_noise_sd: 0.01,
         brightness_pct: 70.0,
+        usb_only: true,
         faults: SimFaults {
             disconnect: 0.1,
             reconnect_after: Duration::from_secs(90),
             brightness_reset: 0.05,
             charging_during_soak: 0.0,
+            stays_lost: 0.25,
         },
     };
     assert_eq!(s, &expected);

@@ -117,12 +117,13 @@ async fn run_trial(
         clock.sleep(5 * MIN).await;
         waited += 5 * MIN;
     }
-    dev.prepare(b, &VariantConfig::default_config()).await?;
+    let prepared = dev.prepare(b, &VariantConfig::default_config()).await?;
     let want = DesiredState { brightness_pct: Some(p.brightness), bluetooth_on: Some(true), wifi_on: Some(true) };
     dev.set_state(&want).await?;
     dev.reset_counters().await?;
     let app = dev
         .launch(&LaunchSpec {
+            prepared,
             trial_key: key.into(),
             seed,
             duration: p.duration,
@@ -354,11 +355,11 @@ async fn prepare_installs_once_per_profile() {
     let dev = SimDevice::new(iphone("p", 1, |_| {}));
     let cfg = VariantConfig::default_config();
     let b = build("x", profile(10.0, 10.0, 10.0));
-    assert!(matches!(dev.prepare(&b, &cfg).await, Ok(PrepareOutcome::Installed { .. })));
-    assert!(matches!(dev.prepare(&b, &cfg).await, Ok(PrepareOutcome::AlreadyInstalled { .. })));
+    assert!(matches!(dev.prepare(&b, &cfg).await.map(|p| p.outcome), Ok(PrepareOutcome::Installed { .. })));
+    assert!(matches!(dev.prepare(&b, &cfg).await.map(|p| p.outcome), Ok(PrepareOutcome::AlreadyInstalled { .. })));
     let mut faster = VariantConfig::default_config();
     faster.sim.cpu_scale = 0.5;
-    assert!(matches!(dev.prepare(&b, &faster).await, Ok(PrepareOutcome::Installed { .. })));
+    assert!(matches!(dev.prepare(&b, &faster).await.map(|p| p.outcome), Ok(PrepareOutcome::Installed { .. })));
     let none = Build { sim: None, ..b };
     assert!(matches!(dev.prepare(&none, &cfg).await, Err(DeviceError::NoArtifact { .. })));
 }
@@ -383,8 +384,10 @@ async fn set_state_reads_back_as_set() {
 async fn reset_counters_stops_a_leftover_app_and_drops_its_log() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dev = SimDevice::new(iphone("r", 1, |_| {}));
-    dev.prepare(&build("x", profile(10.0, 10.0, 10.0)), &VariantConfig::default_config()).await.expect("prepare");
+    let prepared =
+        dev.prepare(&build("x", profile(10.0, 10.0, 10.0)), &VariantConfig::default_config()).await.expect("prepare");
     let spec = LaunchSpec {
+        prepared,
         trial_key: "t".into(),
         seed: 1,
         duration: HOUR,
@@ -472,8 +475,9 @@ async fn disconnect_fault_loses_the_device_and_says_so() {
         p.faults.reconnect_after = 2 * HOUR;
     }));
     let b = build("app", profile(12.0, 15.0, 6.0));
-    dev.prepare(&b, &VariantConfig::default_config()).await.expect("prepare");
+    let prepared = dev.prepare(&b, &VariantConfig::default_config()).await.expect("prepare");
     let spec = LaunchSpec {
+        prepared,
         trial_key: "t".into(),
         seed: 3,
         duration: HOUR,
