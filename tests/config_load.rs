@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use lab::config::{
-    Order, Platform, Selector, SimParams, TetherSpec, load_lab, load_runbook, parse_duration, parse_lab,
+    LabEndpoint, Order, Platform, Selector, SimParams, TetherSpec, load_lab, load_runbook, parse_duration, parse_lab,
 };
 
 fn repo_lab() -> lab::config::Lab {
@@ -24,24 +24,26 @@ fn repository_lab_loads() {
     assert_eq!(names, ["sim-iphone-1", "sim-iphone-2", "sim-pixel-1", "sim-pixel-2", "this-host"]);
     assert!(lab.text.starts_with("# The default lab"));
     let host = lab.device("this-host").unwrap();
-    assert_eq!((host.platform, host.tether.clone(), host.sim.is_none()), (Platform::Host, TetherSpec::None, true));
+    assert_eq!((host.platform(), host.tether.clone(), host.sim().is_none()), (Platform::Host, TetherSpec::None, true));
     assert_eq!(host.tags, ["host"]);
 
     let iphone = lab.device("sim-iphone-1").unwrap();
-    assert_eq!(iphone.platform, Platform::Sim);
+    assert_eq!(iphone.platform(), Platform::Sim);
     assert_eq!(iphone.model, "iPhone 6s");
     assert_eq!(iphone.os, "iOS 12.2");
     assert_eq!(iphone.tags, ["ios", "phone"]);
     assert_eq!(iphone.tether, TetherSpec::Software);
-    let sim = iphone.sim.as_ref().unwrap();
+    let sim = iphone.sim().unwrap();
     // Only `emulates` and `seed` are given: everything else is the iOS default.
     assert_eq!(sim, &SimParams { seed: 101, ..SimParams::defaults(Platform::Ios) });
 
-    let pixel = lab.device("sim-pixel-2").unwrap().sim.as_ref().unwrap();
+    let pixel = lab.device("sim-pixel-2").unwrap().sim().unwrap();
     assert_eq!(pixel.emulates, Platform::Android);
     assert_eq!(pixel.seed, 202);
     assert_eq!(pixel.battery_mah, 4080.0);
     assert_eq!(pixel.voltage_v, 3.87);
+    // The default lab has no phones, so it needs no endpoint address.
+    assert_eq!(lab.endpoint, LabEndpoint::default());
 }
 
 #[test]

@@ -11,7 +11,7 @@ use crate::transport::Hosts;
 /// The backend for `spec`, on its host's shared transport from `hosts`. Platforms whose
 /// backend is not built yet say so plainly.
 pub fn open(spec: &DeviceSpec, lab: &Lab, hosts: &Hosts) -> Result<Arc<dyn Device>, DeviceError> {
-    match spec.platform {
+    match spec.platform() {
         Platform::Sim => Ok(Arc::new(SimDevice::new(spec.clone())) as Arc<dyn Device>),
         Platform::Host => {
             let host = lab.host(&spec.host).ok_or_else(|| DeviceError::Failed {

@@ -450,7 +450,8 @@ impl Campaign {
         if !needed {
             return Ok(None);
         }
-        Ok(Some(Arc::new(Endpoint::start(&self.runbook.endpoint)?)))
+        // The lab knows where devices reach this machine; the runbook how to answer.
+        Ok(Some(Arc::new(Endpoint::start(&self.lab.endpoint.apply(&self.runbook.endpoint))?)))
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::HostDevice;
-use crate::config::{Build, DeviceSpec, HostCommand, Platform, TetherSpec, VariantConfig};
+use crate::config::{Build, DeviceKind, DeviceSpec, HostCommand, TetherSpec, VariantConfig};
 use crate::device::{Collected, Device, LaunchSpec, PrepareOutcome};
 use crate::transport::{LocalTransport, TransportError};
 
@@ -15,13 +15,11 @@ fn spec() -> DeviceSpec {
     DeviceSpec {
         name: "this-host".into(),
         host: "local".into(),
-        platform: Platform::Host,
         model: "local machine".into(),
         os: "Linux".into(),
         tags: vec!["host".into()],
         tether: TetherSpec::None,
-        ids: BTreeMap::new(),
-        sim: None,
+        kind: DeviceKind::Host,
     }
 }
 

@@ -106,7 +106,7 @@ impl SimState {
     /// A phone at time zero: battery at `battery_start_pct`, at ambient temperature, on
     /// USB unless its tether is `none`, with Bluetooth and Wi-Fi on.
     pub fn new(spec: DeviceSpec) -> Self {
-        let params = spec.sim.clone().unwrap_or_else(|| SimParams::defaults(Platform::Ios));
+        let params = spec.sim().cloned().unwrap_or_else(|| SimParams::defaults(Platform::Ios));
         SimState {
             device_factor: trial::device_effect(&params),
             at: Duration::ZERO,
@@ -181,10 +181,7 @@ impl SimState {
     }
 
     pub fn identify(&self) -> Identity {
-        let serial = ["udid", "serial"]
-            .iter()
-            .find_map(|k| self.spec.ids.get(*k).cloned())
-            .unwrap_or_else(|| format!("sim-{:016x}", self.params.seed));
+        let serial = format!("sim-{:016x}", self.params.seed);
         Identity { name: self.spec.name.clone(), model: self.spec.model.clone(), os: self.spec.os.clone(), serial }
     }
 

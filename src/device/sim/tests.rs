@@ -10,7 +10,7 @@ use rand::seq::SliceRandom;
 use super::model::{self, IDLE_MW};
 use super::{DUMP_FILE, SimDevice};
 use crate::collect::sim_dump;
-use crate::config::{Build, DeviceSpec, Platform, SimParams, SimProfile, TetherSpec, VariantConfig};
+use crate::config::{Build, DeviceKind, DeviceSpec, Platform, SimParams, SimProfile, TetherSpec, VariantConfig};
 use crate::device::{
     Collected, DesiredState, Device, DeviceError, LaunchSpec, PrepareOutcome, Provenance, Reading, StateSnapshot,
 };
@@ -26,13 +26,11 @@ fn iphone(name: &str, seed: u64, tweak: impl FnOnce(&mut SimParams)) -> DeviceSp
     DeviceSpec {
         name: name.into(),
         host: "local".into(),
-        platform: Platform::Sim,
         model: "iPhone 6s".into(),
         os: "iOS 12.2".into(),
         tags: vec!["ios".into()],
         tether: TetherSpec::Software,
-        ids: BTreeMap::new(),
-        sim: Some(sim),
+        kind: DeviceKind::Sim(sim),
     }
 }
 
@@ -332,7 +330,7 @@ async fn clean_trial_matches_the_closed_form() {
         p.device_effect_sd = 0.0;
         p.trial_noise_sd = 0.0;
     });
-    let p = spec.sim.clone().expect("sim");
+    let p = spec.sim().cloned().expect("sim");
     let prof = profile(12.0, 15.0, 6.0);
     let out = one_trial(spec, prof.clone(), 11, tmp.path()).await;
     let load = super::trial::app_load(&prof, Some(Duration::from_millis(200)));
@@ -405,7 +403,7 @@ async fn reset_counters_stops_a_leftover_app_and_drops_its_log() {
 #[tokio::test]
 async fn charge_gate_battery_rises_on_usb_over_virtual_time() {
     let dev = SimDevice::new(iphone("g", 1, |p| p.battery_start_pct = 50.0));
-    let p = dev.spec().sim.clone().expect("sim");
+    let p = dev.spec().sim().cloned().expect("sim");
     let start = dev.state().await.expect("state");
     assert_eq!(value(&start.battery_pct), 50.0);
     assert!(value(&start.charging) && value(&start.external_power));
@@ -437,7 +435,7 @@ async fn cool_down_temperature_falls_towards_ambient() {
         p.thermal_c_per_w = 10.0;
         p.charge_ma = 500.0;
     }));
-    let p = dev.spec().sim.clone().expect("sim");
+    let p = dev.spec().sim().cloned().expect("sim");
     let mut proto = Protocol::hour_at_5_per_s();
     proto.cooldown = Duration::ZERO;
     let out =
