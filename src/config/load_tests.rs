@@ -743,3 +743,66 @@ args = ["-EnvoyTrace", "YES"]
     assert_eq!(c.ios.env.get("ENVOY_DNS_REFRESH_S").map(String::as_str), Some("60"));
     assert_eq!(c.ios.args, ["-EnvoyTrace", "YES"]);
 }
+
+/// A lab with one Android phone and `lab_keys` under `[lab]`.
+fn phone_lab(lab_keys: &str) -> Result<Lab, ConfigError> {
+    let text = format!(
+        "[lab]\nname = \"x\"\n{lab_keys}\n[[device]]\nname = \"p\"\nplatform = \"android\"\nmodel = \"m\"\n[device.android]\nserial = \"S\"\n"
+    );
+    parse_lab(&text, Path::new("lab.toml"))
+}
+
+#[test]
+fn where_a_phone_is_sent_decides_whether_the_lab_loads() {
+    let refused = |keys: &str| messages(&phone_lab(keys).unwrap_err());
+    let loopback = "device[0].platform: android device `p` would be given a loopback URL for the traffic endpoint";
+    for keys in ["", "endpoint_bind = \"127.0.0.1:8765\"", "endpoint_bind = \"[::]:8765\""] {
+        let m = refused(keys);
+        assert!(m.len() == 1 && m[0].starts_with(loopback), "{keys}: {m:?}");
+    }
+    assert!(
+        refused("endpoint_bind = \"0.0.0.0:8765\"")[0].contains("without `endpoint_url` devices are given 127.0.0.1")
+    );
+    for url in ["http://127.0.0.2:8765", "http://[::1]:8765", "http://LOCALHOST"] {
+        let m = refused(&format!("endpoint_bind = \"0.0.0.0:8765\"\nendpoint_url = \"{url}\""));
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert!(m[0].contains(&format!("at {url} (`endpoint_url`), a loopback address")), "{m:?}");
+    }
+    // A LAN address to listen on is what devices are given, even with a free port.
+    for keys in
+        ["endpoint_bind = \"192.0.2.10:0\"", "endpoint_bind = \"0.0.0.0:80\"\nendpoint_url = \"http://lab-1.local\""]
+    {
+        phone_lab(keys).unwrap_or_else(|e| panic!("{keys}: {e}"));
+    }
+    assert_eq!(
+        phone_lab("endpoint_bind = \"0.0.0.0:80\"\nendpoint_url = \"http://lab-1.local\"")
+            .unwrap()
+            .endpoint
+            .url
+            .as_deref(),
+        Some("http://lab-1.local")
+    );
+
+    // Malformed URLs and a URL without a bind are refused for every lab, phones or not.
+    let url_problem = |url: &str| refused(&format!("endpoint_bind = \"0.0.0.0:8765\"\nendpoint_url = \"{url}\""));
+    assert_eq!(
+        url_problem("http://192.0.2.10:8765/lab"),
+        ["lab.endpoint_url: \"http://192.0.2.10:8765/lab\" has a path; trial URLs are <url>/t/<token>"]
+    );
+    assert_eq!(
+        url_problem("http://0.0.0.0:8765"),
+        ["lab.endpoint_url: \"http://0.0.0.0:8765\": 0.0.0.0 is not an address a device can connect to"]
+    );
+    assert_eq!(url_problem("192.0.2.10:8765"), ["lab.endpoint_url: \"192.0.2.10:8765\" is not an http:// URL"]);
+    assert_eq!(
+        url_problem("http://192.0.2.10:0"),
+        ["lab.endpoint_url: \"http://192.0.2.10:0\" is not a valid URL: port `0` is not 1 to 65535"]
+    );
+    let no_bind = parse_lab("[lab]\nname = \"x\"\nendpoint_url = \"http://192.0.2.10:8765\"\n", Path::new("lab.toml"));
+    assert_eq!(
+        messages(&no_bind.unwrap_err()),
+        [
+            "lab.endpoint_url: `endpoint_url` needs `endpoint_bind`: without it the endpoint listens where the runbook says (a free port on 127.0.0.1 by default), not where the URL points"
+        ]
+    );
+}

@@ -300,6 +300,13 @@ async fn one_trial(spec: DeviceSpec, prof: SimProfile, seed: u64, dir: &Path) ->
 }
 
 #[tokio::test]
+async fn a_simulated_phone_is_named_by_its_seed() {
+    let id = SimDevice::new(iphone("sim-iphone-1", 101, |_| {})).identify().await.expect("identify");
+    assert_eq!((id.name.as_str(), id.model.as_str(), id.os.as_str()), ("sim-iphone-1", "iPhone 6s", "iOS 12.2"));
+    assert_eq!(id.serial, "sim-0000000000000065");
+}
+
+#[tokio::test]
 async fn same_seeds_give_the_same_measurements_and_dump_bytes() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let prof = SimProfile { cache_hit_ratio: 0.3, ..profile(40.0, 200.0, 30.0) };
