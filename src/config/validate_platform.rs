@@ -117,23 +117,69 @@ fn replaced_ids(f: &Field, p: &mut Problems, platform: Option<Platform>) {
     f.key_problem(p, message, fix);
 }
 
-fn read_android(t: &Table, p: &mut Problems) -> Option<AndroidDevice> {
-    t.check_keys_except(p, ANDROID_KEYS, &["udid"]);
-    let udid = t.get("udid");
-    if let Some(f) = &udid {
+/// What names a phone of one platform: the key, what it is, where it is seen.
+struct Identifier {
+    key: &'static str,
+    phone: &'static str,
+    noun: &'static str,
+    a_noun: &'static str,
+    listed_by: &'static str,
+    example: &'static str,
+    valid: fn(&str) -> bool,
+    rule: &'static str,
+}
+
+const SERIAL: Identifier = Identifier {
+    key: "serial",
+    phone: "an Android phone",
+    noun: "adb serial",
+    a_noun: "an adb serial",
+    listed_by: "`adb devices`",
+    example: SERIAL_EXAMPLE,
+    valid: is_serial,
+    rule: "one word of visible ASCII, no quotes",
+};
+const UDID: Identifier = Identifier {
+    key: "udid",
+    phone: "an iPhone",
+    noun: "UDID",
+    a_noun: "a UDID",
+    listed_by: "`idevice_id -l`",
+    example: UDID_EXAMPLE,
+    valid: is_udid,
+    rule: "letters, digits and `-` only",
+};
+
+/// The section's identifier `own`; the other platform's key `other` is refused, pointing
+/// at `own`, and then a missing `own` is the same problem, not a second one.
+fn read_identifier(t: &Table, p: &mut Problems, own: &Identifier, other: &Identifier) -> Option<String> {
+    let misplaced = t.get(other.key);
+    if let Some(f) = &misplaced {
         f.key_problem(
             p,
-            "`udid` names an iPhone; an Android phone is named by its adb serial",
-            format!("write `{SERIAL_EXAMPLE}` (the serial `adb devices` lists) instead"),
+            format!("`{}` names {}; {} is named by its {}", other.key, other.phone, own.phone, own.noun),
+            format!("write `{}` (the {} {} lists) instead", own.example, own.noun, own.listed_by),
         );
     }
-    // With a udid in its place, the missing serial is the same problem.
-    let serial = match (t.get("serial"), udid) {
-        (None, Some(_)) => None,
-        _ => t
-            .required(p, "serial", SERIAL_EXAMPLE)
-            .and_then(|f| identifier(&f, p, is_serial, "an adb serial (one word of visible ASCII, no quotes)")),
-    };
+    if misplaced.is_some() && t.get(own.key).is_none() {
+        return None;
+    }
+    let f = t.required(p, own.key, own.example)?;
+    let text = f.text(p)?;
+    if (own.valid)(&text) {
+        return Some(text);
+    }
+    f.problem(
+        p,
+        format!("\"{text}\" is not {} ({})", own.a_noun, own.rule),
+        format!("write it as {} lists it, e.g. `{}`", own.listed_by, own.example),
+    );
+    None
+}
+
+fn read_android(t: &Table, p: &mut Problems) -> Option<AndroidDevice> {
+    t.check_keys_except(p, ANDROID_KEYS, &[UDID.key]);
+    let serial = read_identifier(t, p, &SERIAL, &UDID);
     let adb_server = match t.get("adb_server") {
         None => Some(None),
         Some(f) => {
@@ -155,21 +201,8 @@ fn read_android(t: &Table, p: &mut Problems) -> Option<AndroidDevice> {
 }
 
 fn read_ios(t: &Table, p: &mut Problems) -> Option<IosDevice> {
-    t.check_keys_except(p, IOS_KEYS, &["serial"]);
-    let serial = t.get("serial");
-    if let Some(f) = &serial {
-        f.key_problem(
-            p,
-            "`serial` names an Android phone; an iPhone is named by its UDID",
-            format!("write `{UDID_EXAMPLE}` (the UDID `idevice_id -l` lists) instead"),
-        );
-    }
-    let udid = match (t.get("udid"), serial) {
-        (None, Some(_)) => None,
-        _ => t
-            .required(p, "udid", UDID_EXAMPLE)
-            .and_then(|f| identifier(&f, p, is_udid, "a UDID (letters, digits and `-` only)")),
-    };
+    t.check_keys_except(p, IOS_KEYS, &[SERIAL.key]);
+    let udid = read_identifier(t, p, &UDID, &SERIAL);
     let usbmuxd = match t.get("usbmuxd") {
         None => Some(None),
         Some(f) => read_usbmuxd(&f, p).map(Some),
@@ -206,14 +239,4 @@ fn is_serial(s: &str) -> bool {
 /// UDIDs are hex digits, with a `-` in newer ones (`00008020-001A2B3C4D5E6F7A`).
 fn is_udid(s: &str) -> bool {
     s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-}
-
-fn identifier(f: &Field, p: &mut Problems, valid: fn(&str) -> bool, what: &str) -> Option<String> {
-    let text = f.text(p)?;
-    if valid(&text) {
-        return Some(text);
-    }
-    let example = if f.leaf == "udid" { UDID_EXAMPLE } else { SERIAL_EXAMPLE };
-    f.problem(p, format!("\"{text}\" is not {what}"), format!("write it as the tools list it, e.g. `{example}`"));
-    None
 }
