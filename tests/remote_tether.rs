@@ -111,7 +111,14 @@ fn two_devices_on_one_ssh_host_share_one_connection_pool() {
     .unwrap();
     let before = s.accepted_logins();
     let out = lab.cmd(&["run", runbook.to_str().unwrap()]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Validity is not the point here (one shared session makes a 1 s soak's two readings
+    // queue behind the other device's commands on a loaded machine): trials ran, 0 or 4.
+    assert!(
+        matches!(out.status.code(), Some(0 | 4)),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     let per_device: Vec<i64> = lab.sql("SELECT COUNT(DISTINCT device) FROM attempts");
     assert_eq!(per_device, [2], "both devices ran trials");
     // One transport for the host: its single session (max_sessions = 1) served both
