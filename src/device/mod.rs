@@ -1,5 +1,6 @@
 //! Devices: the `Device` trait and its backends.
 
+pub mod android;
 mod api;
 mod factory;
 pub mod host;
