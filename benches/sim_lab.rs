@@ -56,13 +56,14 @@ fn main() {
         .create_campaign(&runner::new_record(&id, &lab, &runbook, &plan), plan.max_attempts, std::process::id())
         .expect("campaign");
     let operator: Arc<dyn lab::tether::Operator> = Arc::new(lab::tether::AbsentOperator { why: "benchmark".into() });
+    let hosts = lab::transport::Hosts::for_lab(&lab);
     let devices = plan
         .devices
         .iter()
         .map(|d| {
             let spec = lab.device(&d.name).expect("device");
-            let dev = lab::device::open(spec, &lab).expect("open");
-            let tether = runner::tether_for(&lab, &d.name, operator.clone()).expect("tether");
+            let dev = lab::device::open(spec, &lab, &hosts).expect("open");
+            let tether = runner::tether_for(&lab, &hosts, &d.name, operator.clone()).expect("tether");
             (d.name.clone(), (dev, tether))
         })
         .collect();

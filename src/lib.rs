@@ -16,5 +16,7 @@ pub mod runner;
 pub mod seed;
 pub mod stats;
 pub mod store;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod tether;
 pub mod transport;

@@ -169,7 +169,7 @@ pub fn build(runbook: &Runbook, lab: &Lab) -> Result<Plan, PlanError> {
     // Group by (model, platform), keeping lab order.
     let mut groups: Vec<((String, Platform), Vec<&crate::config::DeviceSpec>)> = Vec::new();
     for d in &selected {
-        let key = (d.model.clone(), d.platform);
+        let key = (d.model.clone(), d.platform());
         match groups.iter_mut().find(|(k, _)| *k == key) {
             Some((_, v)) => v.push(d),
             None => groups.push((key, vec![d])),

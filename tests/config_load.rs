@@ -4,7 +4,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use lab::config::{
-    Order, Platform, Selector, SimParams, TetherSpec, load_lab, load_runbook, parse_duration, parse_lab,
+    IntentExtra, LabEndpoint, Order, Platform, Selector, SimAdjust, SimParams, TetherSpec, UsbmuxdAddress, load_lab,
+    load_runbook, parse_duration, parse_lab,
 };
 
 fn repo_lab() -> lab::config::Lab {
@@ -24,24 +25,60 @@ fn repository_lab_loads() {
     assert_eq!(names, ["sim-iphone-1", "sim-iphone-2", "sim-pixel-1", "sim-pixel-2", "this-host"]);
     assert!(lab.text.starts_with("# The default lab"));
     let host = lab.device("this-host").unwrap();
-    assert_eq!((host.platform, host.tether.clone(), host.sim.is_none()), (Platform::Host, TetherSpec::None, true));
+    assert_eq!((host.platform(), host.tether.clone(), host.sim().is_none()), (Platform::Host, TetherSpec::None, true));
     assert_eq!(host.tags, ["host"]);
 
     let iphone = lab.device("sim-iphone-1").unwrap();
-    assert_eq!(iphone.platform, Platform::Sim);
+    assert_eq!(iphone.platform(), Platform::Sim);
     assert_eq!(iphone.model, "iPhone 6s");
     assert_eq!(iphone.os, "iOS 12.2");
     assert_eq!(iphone.tags, ["ios", "phone"]);
     assert_eq!(iphone.tether, TetherSpec::Software);
-    let sim = iphone.sim.as_ref().unwrap();
+    let sim = iphone.sim().unwrap();
     // Only `emulates` and `seed` are given: everything else is the iOS default.
     assert_eq!(sim, &SimParams { seed: 101, ..SimParams::defaults(Platform::Ios) });
 
-    let pixel = lab.device("sim-pixel-2").unwrap().sim.as_ref().unwrap();
+    let pixel = lab.device("sim-pixel-2").unwrap().sim().unwrap();
     assert_eq!(pixel.emulates, Platform::Android);
     assert_eq!(pixel.seed, 202);
     assert_eq!(pixel.battery_mah, 4080.0);
     assert_eq!(pixel.voltage_v, 3.87);
+    // The default lab has no phones, so it needs no endpoint address.
+    assert_eq!(lab.endpoint, LabEndpoint::default());
+}
+
+/// lab.toml with its commented-out keys and tables (`# key = …`, `# [table]`) written in.
+fn uncommented(text: &str) -> String {
+    let is_toml = |rest: &str| {
+        rest.starts_with('[')
+            || rest
+                .split_once(" = ")
+                .is_some_and(|(k, _)| !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+    };
+    text.lines()
+        .map(|l| match l.strip_prefix("# ") {
+            Some(rest) if is_toml(rest) => rest,
+            _ => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn the_commented_out_phones_of_lab_toml_are_valid() {
+    let text = uncommented(&std::fs::read_to_string("lab.toml").unwrap());
+    let lab = parse_lab(&text, Path::new("lab.toml")).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(lab.endpoint.url.as_deref(), Some("http://192.0.2.10:8765"));
+    let pixel = lab.device("pixel-1").unwrap().android().unwrap();
+    assert_eq!((pixel.serial.as_str(), pixel.adb_server.as_ref().map(|a| a.port)), ("0A1B2C3D", Some(5037)));
+    let iphone = lab.device("iphone-1").unwrap().ios().unwrap();
+    assert_eq!(iphone.usbmuxd, Some(UsbmuxdAddress::Socket("/var/run/usbmuxd".into())));
+    // The repository's runbooks still select only what they can run.
+    for rb in ["quickstart", "envoy-battery-audit", "envoy-config-variants", "aa-identical"] {
+        let rb = load_runbook(Path::new(&format!("runbooks/{rb}.toml")), &lab).unwrap();
+        let phones = lab.devices.iter().filter(|d| d.tags.contains(&"real".to_string()));
+        assert!(phones.clone().all(|d| !rb.devices.iter().any(|s| s.matches(d))), "{} selects a real phone", rb.name);
+    }
 }
 
 #[test]
@@ -105,6 +142,56 @@ fn envoy_audit_loads() {
     assert_eq!(rb.statistics.alpha, 0.05);
     assert_eq!(rb.statistics.practical_threshold, 0.05);
     assert_eq!(rb.statistics.confidence, 0.95);
+}
+
+#[test]
+fn envoy_config_variants_load_as_runbook_entries() {
+    let lab = repo_lab();
+    let rb = load_runbook(Path::new("runbooks/envoy-config-variants.toml"), &lab).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        (rb.name.as_str(), rb.duration, rb.repeats, rb.seed),
+        ("envoy-config-variants", Duration::from_secs(3600), 6, 2019)
+    );
+    assert_eq!(rb.devices, [Selector::Model("iPhone 6s".into())]);
+    let builds: Vec<&str> = rb.builds.iter().map(|b| b.name.as_str()).collect();
+    assert_eq!(builds, ["control", "envoy"]);
+    assert!(rb.builds.iter().all(|b| b.runs_on(Platform::Sim)));
+    let names: Vec<&str> = rb.configs.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["default", "watchdog-1m", "dns-refresh-1m", "stats-flush-1m", "tuned", "tuned-trace"]);
+    let config = |n: &str| rb.configs.iter().find(|c| c.name == n).unwrap();
+
+    let default = config("default");
+    assert!(default.env.is_empty() && default.android.extras.is_empty() && default.ios.env.is_empty());
+    assert_eq!(default.sim, SimAdjust::default());
+
+    // One setting, given the way each platform takes it.
+    let watchdog = config("watchdog-1m");
+    assert_eq!(watchdog.env.get("ENVOY_WATCHDOG_MISS_TIMEOUT").map(String::as_str), Some("60s"));
+    assert_eq!(watchdog.env, watchdog.ios.env, "a host program and an iOS app get the same environment");
+    assert_eq!(watchdog.android.extras.get("watchdog_miss_timeout_s"), Some(&IntentExtra::Int(60)));
+    assert_eq!(
+        watchdog.android.extras["watchdog_megamiss_timeout_s"].am_args("watchdog_megamiss_timeout_s"),
+        ["--ei", "watchdog_megamiss_timeout_s", "60"]
+    );
+    assert_eq!(watchdog.sim.wakeups_scale, 0.994);
+    assert_eq!(config("dns-refresh-1m").android.extras.get("dns_refresh_rate_s"), Some(&IntentExtra::Int(60)));
+    assert_eq!(config("stats-flush-1m").ios.env.get("ENVOY_STATS_FLUSH_INTERVAL").map(String::as_str), Some("60s"));
+
+    // `tuned` is the three together; `tuned-trace` adds trace logging on every platform.
+    let tuned = config("tuned");
+    for single in ["watchdog-1m", "dns-refresh-1m", "stats-flush-1m"] {
+        let c = config(single);
+        assert!(c.env.iter().all(|(k, v)| tuned.env.get(k) == Some(v)), "{single}");
+        assert!(c.android.extras.iter().all(|(k, v)| tuned.android.extras.get(k) == Some(v)), "{single}");
+    }
+    assert_eq!(tuned.android.extras.len(), 4);
+    let trace = config("tuned-trace");
+    assert_eq!(trace.env.get("ENVOY_LOG_LEVEL").map(String::as_str), Some("trace"));
+    assert_eq!(trace.args, ["--log-level", "trace"]);
+    assert_eq!(trace.android.extras.get("log_level"), Some(&IntentExtra::Str("trace".into())));
+    assert_eq!(trace.ios.args, ["-EnvoyLogLevel", "trace"]);
+    assert_eq!((trace.sim.cpu_scale, trace.sim.memory_mb_add), (1.01, 0.0));
+    assert_eq!(rb.workload.expected_requests(rb.duration), Some(18_000));
 }
 
 #[test]

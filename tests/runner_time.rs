@@ -30,13 +30,14 @@ fn campaign(
         store.create_campaign(&runner::new_record(id, &lab, &runbook, &plan), plan.max_attempts, 1).unwrap();
     }
     let operator: Arc<dyn lab::tether::Operator> = Arc::new(lab::tether::AbsentOperator { why: "test".into() });
+    let hosts = lab::transport::Hosts::for_lab(&lab);
     let devices: BTreeMap<_, _> = plan
         .devices
         .iter()
         .map(|d| {
             let spec = lab.device(&d.name).unwrap().clone();
             let dev: Arc<dyn lab::device::Device> = Arc::new(SimDevice::with_clock(spec, Clock::tokio()));
-            (d.name.clone(), (dev, runner::tether_for(&lab, &d.name, operator.clone()).unwrap()))
+            (d.name.clone(), (dev, runner::tether_for(&lab, &hosts, &d.name, operator.clone()).unwrap()))
         })
         .collect();
     Campaign { id: id.into(), lab, runbook: Arc::new(runbook), plan: Arc::new(plan), store, devices, events, shutdown }
@@ -151,7 +152,7 @@ impl lab::device::Device for Faulty {
         &self,
         b: &lab::config::Build,
         c: &lab::config::VariantConfig,
-    ) -> Result<lab::device::PrepareOutcome, lab::device::DeviceError> {
+    ) -> Result<lab::device::Prepared, lab::device::DeviceError> {
         self.check("prepare")?;
         self.sim.prepare(b, c).await
     }

@@ -122,8 +122,13 @@ fn bars(
                 b.set_message(format!("disconnected; waiting up to {}", human_wall(Duration::from_secs(*timeout_s))));
             }
         }
-        Event::Reconnected { .. } => {
+        Event::Reconnected { .. } | Event::PowerNotRestored { .. } => {
             let _ = multi.println(plain_line(e, false).unwrap_or_default());
+        }
+        Event::OffUsb { device, .. } => {
+            if let Some(b) = devices.get(device) {
+                b.set_message("soak, off USB (unreachable until re-tether)");
+            }
         }
         Event::DeviceOffline { device, reason } => {
             if let Some(b) = devices.get(device) {
@@ -211,6 +216,13 @@ pub fn plain_line(e: &Event, verbose: bool) -> Option<String> {
             human_wall(Duration::from_secs_f64(*after_s))
         )),
         Event::DeviceOffline { device, reason } => Some(format!("[{device}] OFFLINE: {reason}")),
+        Event::OffUsb { device, trial } => verbose.then(|| {
+            format!("[{device}] {trial}: off USB for the soak (unreachable until re-tether, as a power cut makes it)")
+        }),
+        Event::PowerNotRestored { device, trial, detail } => Some(format!(
+            "[{device}] {trial}: USB POWER NOT RESTORED: {detail}; fix: switch the port on by hand (or plug the cable \
+             back in) before the next campaign"
+        )),
         Event::TrialsMoved { from, to } => Some(format!(
             "[{from}] offline: {} pending trials moved to {}",
             to.iter().map(|d| d.planned).sum::<u32>(),

@@ -55,7 +55,9 @@ pub async fn run(lab_arg: Option<&Path>, args: &RunArgs) -> Result<RunOutcome, C
         }
         (None, None) => return Err(CliError::bad_input(NO_RUNBOOK)),
     };
-    let devices = open_devices(&lab, &plan)?;
+    // One transport per host, shared by its devices and their tethers.
+    let hosts = crate::transport::Hosts::for_lab(&lab);
+    let devices = open_devices(&lab, &plan, &hosts)?;
     let (store, id, resumed) = match resume {
         Some((store, id)) => {
             store.set_running(&id, std::process::id())?;
@@ -69,12 +71,12 @@ pub async fn run(lab_arg: Option<&Path>, args: &RunArgs) -> Result<RunOutcome, C
             (store, id, false)
         }
     };
-    execute(lab, runbook, plan, store, id, devices, resumed, args).await
+    execute(lab, hosts, runbook, plan, store, id, devices, resumed, args).await
 }
 
 type Devices = BTreeMap<String, Arc<dyn crate::device::Device>>;
 
-fn open_devices(lab: &Lab, plan: &Plan) -> Result<Devices, CliError> {
+fn open_devices(lab: &Lab, plan: &Plan, hosts: &crate::transport::Hosts) -> Result<Devices, CliError> {
     let mut out = BTreeMap::new();
     for d in &plan.devices {
         let spec = lab.device(&d.name).ok_or_else(|| {
@@ -84,7 +86,7 @@ fn open_devices(lab: &Lab, plan: &Plan) -> Result<Devices, CliError> {
                 d.name
             ))
         })?;
-        let dev = crate::device::open(spec, lab).map_err(|e| CliError::new(exit::UNAVAILABLE, e))?;
+        let dev = crate::device::open(spec, lab, hosts).map_err(|e| CliError::new(exit::UNAVAILABLE, e))?;
         out.insert(d.name.clone(), dev);
     }
     Ok(out)
@@ -93,6 +95,7 @@ fn open_devices(lab: &Lab, plan: &Plan) -> Result<Devices, CliError> {
 #[allow(clippy::too_many_arguments)]
 async fn execute(
     lab: Arc<Lab>,
+    hosts: crate::transport::Hosts,
     runbook: Runbook,
     plan: Plan,
     store: Store,
@@ -116,7 +119,7 @@ async fn execute(
     let operator: Arc<dyn crate::tether::Operator> = Arc::new(TerminalOperator::new());
     let mut opened = BTreeMap::new();
     for (name, dev) in devices {
-        let tether = runner::tether_for(&lab, &name, operator.clone())
+        let tether = runner::tether_for(&lab, &hosts, &name, operator.clone())
             .ok_or_else(|| CliError::internal(format!("device {name} has no tether")))?;
         opened.insert(name, (dev, tether));
     }

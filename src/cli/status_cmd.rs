@@ -101,7 +101,7 @@ pub fn collect(lab: &Lab, store: Option<&Store>) -> Result<StatusView, CliError>
             let busy = running && st.is_some_and(|s| s.state == "busy" || s.state == "reconnecting");
             DeviceLine {
                 device: d.name.clone(),
-                platform: d.platform.to_string(),
+                platform: d.platform().to_string(),
                 model: d.model.clone(),
                 host: d.host.clone(),
                 tether: d.tether.label(),

@@ -1,6 +1,7 @@
 //! Files a config refers to: resolved against the config file's folder, checked and hashed.
 
 use std::io::Read;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -43,32 +44,45 @@ fn where_relative(base: &Path) -> String {
 /// sha256. `what` names it in messages ("build file", "config file").
 pub(crate) fn existing_file(f: &Field, p: &mut Problems, base: &Path, what: &str) -> Option<(PathBuf, String)> {
     let written = f.text(p)?;
-    let resolved = base.join(&written);
+    existing_file_at(p, f.span(), &f.path, &written, base, what)
+}
+
+/// `existing_file` for a path written at `span` under `key` (an element of a list).
+pub(crate) fn existing_file_at(
+    p: &mut Problems,
+    span: Option<Range<usize>>,
+    key: &str,
+    written: &str,
+    base: &Path,
+    what: &str,
+) -> Option<(PathBuf, String)> {
+    let problem = |p: &mut Problems, message: String, fix: &str| p.push(span.clone(), key, message, fix);
+    let resolved = base.join(written);
     let shown = resolved.display().to_string();
     let rel = where_relative(base);
     match std::fs::metadata(&resolved) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            f.problem(
+            problem(
                 p,
                 format!("missing {what} {shown}"),
-                format!(
+                &format!(
                     "build or copy the file there, or correct the path (relative paths are resolved against {rel})"
                 ),
             );
             None
         }
         Err(e) => {
-            f.problem(p, format!("cannot read {what} {shown}: {e}"), "check the file's permissions");
+            problem(p, format!("cannot read {what} {shown}: {e}"), "check the file's permissions");
             None
         }
         Ok(m) if !m.is_file() => {
-            f.problem(p, format!("{what} {shown} is not a file"), "point to a file, not a folder");
+            problem(p, format!("{what} {shown} is not a file"), "point to a file, not a folder");
             None
         }
         Ok(_) => match sha256_file(&resolved) {
             Ok(sha) => Some((absolute(&resolved), sha)),
             Err(e) => {
-                f.problem(p, format!("cannot read {what} {shown}: {e}"), "check the file's permissions");
+                problem(p, format!("cannot read {what} {shown}: {e}"), "check the file's permissions");
                 None
             }
         },

@@ -1,10 +1,13 @@
-//! The validated lab inventory (`lab.toml`): hosts and the devices attached to them.
+//! The validated lab inventory (`lab.toml`): hosts, the devices attached to them, and
+//! where the traffic endpoint is reached.
 
-use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+use super::runbook::EndpointSettings;
 
 /// A validated lab. Paths are absolute (resolved against the lab file's folder).
 #[derive(Debug, Clone, Serialize)]
@@ -19,6 +22,8 @@ pub struct Lab {
     pub store_path: PathBuf,
     pub hosts: Vec<Host>,
     pub devices: Vec<DeviceSpec>,
+    /// Where the traffic endpoint listens and the address devices are given.
+    pub endpoint: LabEndpoint,
 }
 
 impl Lab {
@@ -27,6 +32,29 @@ impl Lab {
     }
     pub fn host(&self, name: &str) -> Option<&Host> {
         self.hosts.iter().find(|h| h.name == name)
+    }
+}
+
+/// `[lab] endpoint_bind` and `endpoint_url`: the traffic endpoint as the lab's network
+/// sees it (a phone on Wi-Fi cannot reach this machine's loopback address).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, Default)]
+pub struct LabEndpoint {
+    /// Address to listen on; overrides the runbook's `[endpoint] bind` when set.
+    pub bind: Option<SocketAddr>,
+    /// Base URL devices are given (`http://192.0.2.10:8765`, no trailing `/`); trial URLs
+    /// are `<url>/t/<token>`. `None`: built from the address the endpoint listens on.
+    pub url: Option<String>,
+}
+
+impl LabEndpoint {
+    /// The runbook's endpoint settings with the lab's address applied: the lab's bind
+    /// wins, and its URL is what devices are given.
+    pub fn apply(&self, settings: &EndpointSettings) -> EndpointSettings {
+        EndpointSettings {
+            bind: self.bind.unwrap_or(settings.bind),
+            public_url: self.url.clone().or_else(|| settings.public_url.clone()),
+            ..settings.clone()
+        }
     }
 }
 
@@ -119,15 +147,113 @@ impl TetherSpec {
 pub struct DeviceSpec {
     pub name: String,
     pub host: String,
-    pub platform: Platform,
     pub model: String,
     pub os: String,
     pub tags: Vec<String>,
     pub tether: TetherSpec,
-    /// Platform identifiers: `udid` (iOS), `serial` (Android), ...
-    pub ids: BTreeMap<String, String>,
-    /// Simulator parameters; present exactly when `platform = "sim"`.
-    pub sim: Option<SimParams>,
+    /// The platform, with what only that platform has (`[device.sim]`, `[device.android]`,
+    /// `[device.ios]`).
+    pub kind: DeviceKind,
+}
+
+impl DeviceSpec {
+    pub fn platform(&self) -> Platform {
+        self.kind.platform()
+    }
+    pub fn sim(&self) -> Option<&SimParams> {
+        match &self.kind {
+            DeviceKind::Sim(s) => Some(s),
+            _ => None,
+        }
+    }
+    pub fn android(&self) -> Option<&AndroidDevice> {
+        match &self.kind {
+            DeviceKind::Android(a) => Some(a),
+            _ => None,
+        }
+    }
+    pub fn ios(&self) -> Option<&IosDevice> {
+        match &self.kind {
+            DeviceKind::Ios(i) => Some(i),
+            _ => None,
+        }
+    }
+}
+
+/// What a device is, with the data of its platform's section.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "lowercase", tag = "platform")]
+pub enum DeviceKind {
+    /// A simulated phone: `[device.sim]`.
+    Sim(SimParams),
+    /// A Linux machine measuring itself.
+    Host,
+    /// An Android phone: `[device.android]`.
+    Android(AndroidDevice),
+    /// An iPhone: `[device.ios]`.
+    Ios(IosDevice),
+}
+
+impl DeviceKind {
+    pub fn platform(&self) -> Platform {
+        match self {
+            DeviceKind::Sim(_) => Platform::Sim,
+            DeviceKind::Host => Platform::Host,
+            DeviceKind::Android(_) => Platform::Android,
+            DeviceKind::Ios(_) => Platform::Ios,
+        }
+    }
+}
+
+/// `[device.android]`.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct AndroidDevice {
+    /// The adb serial (`adb devices`; `192.168.1.7:5555` for adb over Wi-Fi).
+    pub serial: String,
+    pub adb_server: Option<AdbServer>,
+}
+
+/// The adb server to use, on the device's host: `adb -H host -P port`. None: adb's default (127.0.0.1:5037).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct AdbServer {
+    pub host: String,
+    pub port: u16,
+}
+
+impl AdbServer {
+    /// adb's options that select this server.
+    pub fn adb_args(&self) -> [String; 4] {
+        ["-H".into(), self.host.clone(), "-P".into(), self.port.to_string()]
+    }
+}
+
+/// `[device.ios]`.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct IosDevice {
+    /// The device's UDID (`idevice_id -l`).
+    pub udid: String,
+    /// Where usbmuxd answers on the device's host; `None`: the system's socket
+    /// (`/var/run/usbmuxd`).
+    pub usbmuxd: Option<UsbmuxdAddress>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum UsbmuxdAddress {
+    /// A Unix socket on the device's host.
+    Socket(PathBuf),
+    /// A TCP address as the device's host sees it (a forward to another machine's usbmuxd).
+    Tcp { host: String, port: u16 },
+}
+
+impl std::fmt::Display for UsbmuxdAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UsbmuxdAddress::Socket(p) => write!(f, "{}", p.display()),
+            UsbmuxdAddress::Tcp { host, port } if host.contains(':') => write!(f, "[{host}]:{port}"),
+            UsbmuxdAddress::Tcp { host, port } => write!(f, "{host}:{port}"),
+        }
+    }
 }
 
 /// Parameters of a simulated phone (see docs/sim.md for the physical model).
@@ -164,6 +290,10 @@ pub struct SimParams {
     pub trial_noise_sd: f64,
     /// Brightness the device boots with (percent).
     pub brightness_pct: f64,
+    /// Reachable only over USB, like a phone without Wi-Fi debugging: while its port is
+    /// off (a uhubctl or manual tether) nobody can reach it, and after power comes back it
+    /// takes a few seconds to show up again.
+    pub usb_only: bool,
     pub faults: SimFaults,
 }
 
@@ -177,6 +307,9 @@ pub struct SimFaults {
     pub brightness_reset: f64,
     /// USB power is not really cut: the device charges during the soak.
     pub charging_during_soak: f64,
+    /// A `usb_only` phone does not show up again when its port is switched back on, until
+    /// `reconnect_after` has passed.
+    pub stays_lost: f64,
 }
 
 impl SimParams {
@@ -210,6 +343,7 @@ impl SimParams {
             device_effect_sd: 0.02,
             trial_noise_sd: 0.02,
             brightness_pct: 50.0,
+            usb_only: false,
             faults: SimFaults { reconnect_after: Duration::from_secs(300), ..SimFaults::default() },
         }
     }

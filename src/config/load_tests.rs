@@ -11,6 +11,8 @@ const LAB: &str = r#"
 name = "bench"
 artifacts = "out"
 store = "db/lab.db"
+endpoint_bind = "0.0.0.0:8765"
+endpoint_url = "http://192.0.2.10:8765/"
 
 [[host]]
 name = "local"
@@ -22,13 +24,32 @@ model = "Pixel 5"
 os = "Android 13"
 tags = ["android", "phone", "android"]
 tether = { uhubctl = { location = "1-1.4", port = 2 } }
-ids = { serial = "0A1B2C" }
+[device.android]
+serial = "0A1B2C"
+adb_server = "10.0.0.7:5038"
+
+[[device]]
+name = "pixel-2"
+platform = "android"
+model = "Pixel 5"
+[device.android]
+serial = "192.168.1.7:5555"
 
 [[device]]
 name = "iphone-1"
 platform = "ios"
 model = "iPhone 6s"
-ids = { udid = "00008020-001A" }
+[device.ios]
+udid = "00008020-001A"
+usbmuxd = "/var/run/usbmuxd-shelf"
+
+[[device]]
+name = "iphone-2"
+platform = "ios"
+model = "iPhone 6s"
+[device.ios]
+udid = "0123456789abcdef0123456789abcdef01234567"
+usbmuxd = "[::1]:27015"
 
 [[device]]
 name = "laptop"
@@ -61,11 +82,13 @@ thermal_tau = "5m"
 device_effect_sd = "3%"
 trial_noise_sd = 0.01
 brightness_pct = 70
+usb_only = true
 [device.sim.faults]
 disconnect = 0.1
 reconnect_after = "1m30s"
 brightness_reset = "5%"
 charging_during_soak = 0
+stays_lost = 0.25
 "#;
 
 fn lab() -> Lab {
@@ -86,13 +109,12 @@ fn lab_keys_and_defaults() {
     assert_eq!(lab.hosts.len(), 1);
 
     let pixel = lab.device("pixel-1").unwrap();
-    assert_eq!(pixel.platform, Platform::Android);
+    assert_eq!(pixel.platform(), Platform::Android);
     assert_eq!(pixel.host, "local");
     assert_eq!(pixel.os, "Android 13");
     assert_eq!(pixel.tags, ["android", "phone"], "duplicate tags are dropped");
     assert_eq!(pixel.tether, TetherSpec::Uhubctl { location: "1-1.4".into(), port: 2 });
-    assert_eq!(pixel.ids.get("serial").map(String::as_str), Some("0A1B2C"));
-    assert!(pixel.sim.is_none());
+    assert!(pixel.sim().is_none() && pixel.ios().is_none());
 
     // Default tethers by platform; default os is empty.
     let iphone = lab.device("iphone-1").unwrap();
@@ -102,11 +124,51 @@ fn lab_keys_and_defaults() {
 }
 
 #[test]
+fn phone_sections_and_the_endpoint_address() {
+    let lab = lab();
+    let adb = AdbServer { host: "10.0.0.7".into(), port: 5038 };
+    assert_eq!(adb.adb_args(), ["-H", "10.0.0.7", "-P", "5038"]);
+    let pixel = AndroidDevice { serial: "0A1B2C".into(), adb_server: Some(adb) };
+    assert_eq!(lab.device("pixel-1").unwrap().kind, DeviceKind::Android(pixel));
+    // adb over Wi-Fi names the phone by its address; the default adb server.
+    let wifi = AndroidDevice { serial: "192.168.1.7:5555".into(), adb_server: None };
+    assert_eq!(lab.device("pixel-2").unwrap().android(), Some(&wifi));
+
+    let socket = lab.device("iphone-1").unwrap();
+    assert_eq!(socket.platform(), Platform::Ios);
+    let ios = socket.ios().unwrap();
+    assert_eq!(ios.udid, "00008020-001A");
+    assert_eq!(ios.usbmuxd, Some(UsbmuxdAddress::Socket("/var/run/usbmuxd-shelf".into())));
+    let tcp = lab.device("iphone-2").unwrap().ios().unwrap();
+    assert_eq!(tcp.usbmuxd, Some(UsbmuxdAddress::Tcp { host: "::1".into(), port: 27015 }));
+    assert_eq!(tcp.usbmuxd.as_ref().unwrap().to_string(), "[::1]:27015");
+
+    // The trailing `/` is dropped: trial URLs are `<url>/t/<token>`.
+    let endpoint =
+        LabEndpoint { bind: Some("0.0.0.0:8765".parse().unwrap()), url: Some("http://192.0.2.10:8765".into()) };
+    assert_eq!(lab.endpoint, endpoint);
+    let runbook = EndpointSettings { bind: "127.0.0.1:0".parse().unwrap(), status: 204, ..EndpointSettings::default() };
+    let applied = lab.endpoint.apply(&runbook);
+    assert_eq!(applied.bind, endpoint.bind.unwrap());
+    assert_eq!(applied.public_url, endpoint.url);
+    assert_eq!(applied.status, 204, "the runbook still says how to answer");
+    // A lab without endpoint keys leaves the runbook's settings as they are.
+    assert_eq!(LabEndpoint::default().apply(&runbook), runbook);
+}
+
+#[test]
+fn a_phone_on_a_named_lan_address_needs_no_url() {
+    let text = "[lab]\nname = \"x\"\nendpoint_bind = \"192.0.2.10:0\"\n[[device]]\nname = \"p\"\nplatform = \"android\"\nmodel = \"m\"\n[device.android]\nserial = \"S\"\n";
+    let lab = parse_lab(text, Path::new("lab.toml")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(lab.endpoint, LabEndpoint { bind: Some("192.0.2.10:0".parse().unwrap()), url: None });
+}
+
+#[test]
 fn every_sim_key_overrides_the_default() {
     let lab = lab();
     let d = lab.device("sim-a").unwrap();
     assert_eq!(d.tether, TetherSpec::Manual);
-    let s = d.sim.as_ref().unwrap();
+    let s = d.sim().unwrap();
     let expected = SimParams {
         emulates: Platform::Android,
         seed: 9,
@@ -127,11 +189,13 @@ fn every_sim_key_overrides_the_default() {
         device_effect_sd: 0.03,
         trial_noise_sd: 0.01,
         brightness_pct: 70.0,
+        usb_only: true,
         faults: SimFaults {
             disconnect: 0.1,
             reconnect_after: Duration::from_secs(90),
             brightness_reset: 0.05,
             charging_during_soak: 0.0,
+            stays_lost: 0.25,
         },
     };
     assert_eq!(s, &expected);
@@ -316,9 +380,10 @@ fn every_runbook_key_is_read() {
     assert_eq!(ios.bundle_id, "io.example.control");
     assert_eq!(ios.sha256, crate::seed::sha256_hex(b"ipa bytes"));
     let android = control.android.as_ref().unwrap();
-    assert_eq!(android.apk, fx.dir.path().join("builds/app.apk"));
+    let apk = ApkFile { path: fx.dir.path().join("builds/app.apk"), sha256: crate::seed::sha256_hex(b"apk bytes") };
+    assert_eq!(android.apks, [apk]);
     assert_eq!(android.activity.as_deref(), Some(".MainActivity"));
-    assert_eq!(android.sha256, crate::seed::sha256_hex(b"apk bytes"));
+    assert_eq!(android.sha256, crate::seed::sha256_hex(b"apk bytes"), "one APK: the file's own hash");
     let host = control.host.as_ref().unwrap();
     assert_eq!(host.command, ["./server", "--port", "0"]);
     assert_eq!(host.build.as_deref(), Some(&["make".to_string(), "server".to_string()][..]));
@@ -342,6 +407,7 @@ fn every_runbook_key_is_read() {
     let names: Vec<&str> = rb.configs.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["quiet", "chatty"]);
     assert_eq!(rb.configs[0].sim, SimAdjust::default());
+    assert_eq!((&rb.configs[0].android, &rb.configs[0].ios), (&AndroidLaunch::default(), &IosLaunch::default()));
     let chatty = &rb.configs[1];
     assert_eq!(chatty.env.get("TRACE").map(String::as_str), Some("1"));
     assert_eq!(chatty.args, ["--stats-flush", "1s"]);
@@ -382,6 +448,7 @@ fn every_runbook_key_is_read() {
             status: 204,
             body_bytes: 512,
             cache_control: Some("max-age=60".into()),
+            public_url: None,
         }
     );
     assert_eq!(rb.metrics, ["requests", "cpu_pct"]);
@@ -554,10 +621,14 @@ fn uhubctl_tether_as_a_sub_table() {
     let text = r#"
 [lab]
 name = "hub"
+endpoint_bind = "0.0.0.0:8765"
+endpoint_url = "http://lab-1.example:8765"
 [[device]]
 name = "pixel-1"
 platform = "android"
 model = "Pixel 5"
+[device.android]
+serial = "0A1B2C"
 [device.tether.uhubctl]
 location = "2-1.4"
 port = 3
@@ -597,4 +668,141 @@ fn adaptive_repeats_and_gating_problems() {
     }
     let e = fx.load(&(MINIMAL.to_string() + "[statistics]\ngating = []\n")).unwrap_err().to_string();
     assert!(e.contains("statistics.gating: the gating family is empty"), "{e}");
+}
+
+#[test]
+fn split_apks_are_hashed_in_order() {
+    let fx = Fixture::new();
+    std::fs::write(fx.dir.path().join("builds/base.apk"), b"base").unwrap();
+    std::fs::write(fx.dir.path().join("builds/split_config.arm64_v8a.apk"), b"arm64").unwrap();
+    let text = MINIMAL.to_string()
+        + "[builds.only.android]\napks = [\"builds/base.apk\", \"builds/split_config.arm64_v8a.apk\"]\npackage = \"io.example\"\n";
+    let rb = fx.load(&text).unwrap_or_else(|e| panic!("{e}"));
+    let a = rb.builds[0].android.as_ref().unwrap();
+    let (base, split) = (crate::seed::sha256_hex(b"base"), crate::seed::sha256_hex(b"arm64"));
+    let paths: Vec<_> = a.apks.iter().map(|f| (f.path.clone(), f.sha256.clone())).collect();
+    assert_eq!(
+        paths,
+        [
+            (fx.dir.path().join("builds/base.apk"), base.clone()),
+            (fx.dir.path().join("builds/split_config.arm64_v8a.apk"), split.clone())
+        ]
+    );
+    assert_eq!(a.sha256, crate::seed::sha256_hex(format!("{base}\n{split}\n").as_bytes()));
+    // The order is part of the hash: a reordered list installs as another build.
+    let swapped = text.replace(
+        "[\"builds/base.apk\", \"builds/split_config.arm64_v8a.apk\"]",
+        "[\"builds/split_config.arm64_v8a.apk\", \"builds/base.apk\"]",
+    );
+    let other = fx.load(&swapped).unwrap();
+    assert_ne!(other.builds[0].android.as_ref().unwrap().sha256, a.sha256);
+
+    let twice = text.replace("\"builds/split_config.arm64_v8a.apk\"]", "\"builds/base.apk\"]");
+    assert_eq!(
+        messages(&fx.load(&twice).unwrap_err()),
+        ["builds.only.android.apks[1]: builds/base.apk is listed twice"]
+    );
+}
+
+#[test]
+fn platform_launch_values_are_typed() {
+    let fx = Fixture::new();
+    let text = MINIMAL.to_string()
+        + r#"
+[configs.tuned]
+env = { ENVOY_DNS_REFRESH_S = "60" }
+[configs.tuned.android]
+extras = { dns_refresh_s = 60, trace = true, mode = "fast", "io.envoy.ratio" = 0.5 }
+[configs.tuned.ios]
+env = { ENVOY_DNS_REFRESH_S = "60" }
+args = ["-EnvoyTrace", "YES"]
+"#;
+    let rb = fx.load(&text).unwrap_or_else(|e| panic!("{e}"));
+    let c = &rb.configs[0];
+    assert_eq!(c.env.get("ENVOY_DNS_REFRESH_S").map(String::as_str), Some("60"));
+    let extras: Vec<(&str, &IntentExtra)> = c.android.extras.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    assert_eq!(
+        extras,
+        [
+            ("dns_refresh_s", &IntentExtra::Int(60)),
+            ("io.envoy.ratio", &IntentExtra::Float(0.5)),
+            ("mode", &IntentExtra::Str("fast".into())),
+            ("trace", &IntentExtra::Bool(true)),
+        ]
+    );
+    let am: Vec<[String; 3]> = c.android.extras.iter().map(|(k, v)| v.am_args(k)).collect();
+    assert_eq!(
+        am,
+        [
+            ["--ei", "dns_refresh_s", "60"],
+            ["--ef", "io.envoy.ratio", "0.5"],
+            ["--es", "mode", "fast"],
+            ["--ez", "trace", "true"],
+        ]
+    );
+    assert_eq!(c.ios.env.get("ENVOY_DNS_REFRESH_S").map(String::as_str), Some("60"));
+    assert_eq!(c.ios.args, ["-EnvoyTrace", "YES"]);
+}
+
+/// A lab with one Android phone and `lab_keys` under `[lab]`.
+fn phone_lab(lab_keys: &str) -> Result<Lab, ConfigError> {
+    let text = format!(
+        "[lab]\nname = \"x\"\n{lab_keys}\n[[device]]\nname = \"p\"\nplatform = \"android\"\nmodel = \"m\"\n[device.android]\nserial = \"S\"\n"
+    );
+    parse_lab(&text, Path::new("lab.toml"))
+}
+
+#[test]
+fn where_a_phone_is_sent_decides_whether_the_lab_loads() {
+    let refused = |keys: &str| messages(&phone_lab(keys).unwrap_err());
+    let loopback = "device[0].platform: android device `p` would be given a loopback URL for the traffic endpoint";
+    for keys in ["", "endpoint_bind = \"127.0.0.1:8765\"", "endpoint_bind = \"[::]:8765\""] {
+        let m = refused(keys);
+        assert!(m.len() == 1 && m[0].starts_with(loopback), "{keys}: {m:?}");
+    }
+    assert!(
+        refused("endpoint_bind = \"0.0.0.0:8765\"")[0].contains("without `endpoint_url` devices are given 127.0.0.1")
+    );
+    for url in ["http://127.0.0.2:8765", "http://[::1]:8765", "http://LOCALHOST"] {
+        let m = refused(&format!("endpoint_bind = \"0.0.0.0:8765\"\nendpoint_url = \"{url}\""));
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert!(m[0].contains(&format!("at {url} (`endpoint_url`), a loopback address")), "{m:?}");
+    }
+    // A LAN address to listen on is what devices are given, even with a free port.
+    for keys in
+        ["endpoint_bind = \"192.0.2.10:0\"", "endpoint_bind = \"0.0.0.0:80\"\nendpoint_url = \"http://lab-1.local\""]
+    {
+        phone_lab(keys).unwrap_or_else(|e| panic!("{keys}: {e}"));
+    }
+    assert_eq!(
+        phone_lab("endpoint_bind = \"0.0.0.0:80\"\nendpoint_url = \"http://lab-1.local\"")
+            .unwrap()
+            .endpoint
+            .url
+            .as_deref(),
+        Some("http://lab-1.local")
+    );
+
+    // Malformed URLs and a URL without a bind are refused for every lab, phones or not.
+    let url_problem = |url: &str| refused(&format!("endpoint_bind = \"0.0.0.0:8765\"\nendpoint_url = \"{url}\""));
+    assert_eq!(
+        url_problem("http://192.0.2.10:8765/lab"),
+        ["lab.endpoint_url: \"http://192.0.2.10:8765/lab\" has a path; trial URLs are <url>/t/<token>"]
+    );
+    assert_eq!(
+        url_problem("http://0.0.0.0:8765"),
+        ["lab.endpoint_url: \"http://0.0.0.0:8765\": 0.0.0.0 is not an address a device can connect to"]
+    );
+    assert_eq!(url_problem("192.0.2.10:8765"), ["lab.endpoint_url: \"192.0.2.10:8765\" is not an http:// URL"]);
+    assert_eq!(
+        url_problem("http://192.0.2.10:0"),
+        ["lab.endpoint_url: \"http://192.0.2.10:0\" is not a valid URL: port `0` is not 1 to 65535"]
+    );
+    let no_bind = parse_lab("[lab]\nname = \"x\"\nendpoint_url = \"http://192.0.2.10:8765\"\n", Path::new("lab.toml"));
+    assert_eq!(
+        messages(&no_bind.unwrap_err()),
+        [
+            "lab.endpoint_url: `endpoint_url` needs `endpoint_bind`: without it the endpoint listens where the runbook says (a free port on 127.0.0.1 by default), not where the URL points"
+        ]
+    );
 }

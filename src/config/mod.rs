@@ -2,6 +2,7 @@
 //! key by key into the validated types of `lab.rs` and `runbook.rs`, collecting every
 //! problem as a [`Diagnostic`]. The format is documented in docs/config.md.
 
+mod address;
 mod diagnostics;
 mod duration;
 mod files;
@@ -20,8 +21,11 @@ mod table;
 mod validate_builds;
 mod validate_configs;
 mod validate_device;
+mod validate_endpoint_address;
 mod validate_host;
 mod validate_lab;
+mod validate_launch;
+mod validate_platform;
 mod validate_runbook;
 mod validate_sections;
 mod validate_sim;

@@ -122,10 +122,19 @@ pub struct IosArtifact {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct AndroidArtifact {
-    pub apk: PathBuf,
+    /// One APK, or split APKs with the base first (installed together, `adb install-multiple`).
+    pub apks: Vec<ApkFile>,
     pub package: String,
     /// Activity to start (`.MainActivity`); defaults to the package's launcher activity.
     pub activity: Option<String>,
+    /// Of all files, in order: the file's sha256 for one APK; for split APKs the sha256 of
+    /// their sha256s (hex, one per line).
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ApkFile {
+    pub path: PathBuf,
     pub sha256: String,
 }
 
@@ -156,10 +165,16 @@ pub struct SimProfile {
 #[derive(Debug, Clone, Serialize)]
 pub struct VariantConfig {
     pub name: String,
+    /// Environment of the program on a `host` device (added to the build's `env`).
     pub env: BTreeMap<String, String>,
+    /// Arguments appended to a `host` build's command.
     pub args: Vec<String>,
     pub files: Vec<PushFile>,
     pub sim: SimAdjust,
+    /// What an Android app is started with.
+    pub android: AndroidLaunch,
+    /// What an iOS app is started with.
+    pub ios: IosLaunch,
 }
 
 impl VariantConfig {
@@ -170,8 +185,48 @@ impl VariantConfig {
             args: Vec::new(),
             files: Vec::new(),
             sim: SimAdjust::default(),
+            android: AndroidLaunch::default(),
+            ios: IosLaunch::default(),
         }
     }
+}
+
+/// `[configs.NAME.android]`: intent extras of the activity start.
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct AndroidLaunch {
+    pub extras: BTreeMap<String, IntentExtra>,
+}
+
+/// One intent extra, typed as TOML wrote it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum IntentExtra {
+    Str(String),
+    /// A whole number within 32 bits: an `int` extra (`getIntExtra`).
+    Int(i64),
+    Bool(bool),
+    /// A `float` extra (`getFloatExtra`).
+    Float(f64),
+}
+
+impl IntentExtra {
+    /// The `am start` options that pass this extra: `["--ez", "trace", "true"]`.
+    pub fn am_args(&self, key: &str) -> [String; 3] {
+        let (option, value) = match self {
+            IntentExtra::Str(s) => ("--es", s.clone()),
+            IntentExtra::Int(i) => ("--ei", i.to_string()),
+            IntentExtra::Bool(b) => ("--ez", b.to_string()),
+            IntentExtra::Float(f) => ("--ef", f.to_string()),
+        };
+        [option.to_string(), key.to_string(), value]
+    }
+}
+
+/// `[configs.NAME.ios]`: the app's environment and launch arguments.
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct IosLaunch {
+    pub env: BTreeMap<String, String>,
+    pub args: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -263,6 +318,10 @@ pub struct EndpointSettings {
     pub body_bytes: u64,
     /// `Cache-Control` header of every answer; `None` sends none.
     pub cache_control: Option<String>,
+    /// Base URL devices are given (`http://192.0.2.10:8765`); trial URLs are
+    /// `<public_url>/t/<token>`. Only the lab sets it (`LabEndpoint::apply`); `None`: built
+    /// from the address the endpoint listens on.
+    pub public_url: Option<String>,
 }
 
 impl Default for EndpointSettings {
@@ -272,6 +331,7 @@ impl Default for EndpointSettings {
             status: 200,
             body_bytes: 0,
             cache_control: None,
+            public_url: None,
         }
     }
 }

@@ -56,19 +56,17 @@ impl fmt::Display for Selector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Platform, TetherSpec};
+    use crate::config::{DeviceKind, Platform, SimParams, TetherSpec};
 
     fn dev(name: &str, model: &str, tags: &[&str]) -> DeviceSpec {
         DeviceSpec {
             name: name.into(),
             host: "local".into(),
-            platform: Platform::Sim,
             model: model.into(),
             os: String::new(),
             tags: tags.iter().map(|t| t.to_string()).collect(),
             tether: TetherSpec::Software,
-            ids: Default::default(),
-            sim: None,
+            kind: DeviceKind::Sim(SimParams::defaults(Platform::Ios)),
         }
     }
 

@@ -52,8 +52,15 @@ impl<'a> Table<'a> {
 
     /// Reports every key that is not in `known`, with a suggestion.
     pub fn check_keys(&self, p: &mut Problems, known: &[&str]) {
+        self.check_keys_except(p, known, &[]);
+    }
+
+    /// Like `check_keys`, but leaves the keys in `reported` to the caller, which has a
+    /// better message for them (a removed key, another platform's key); they are never
+    /// suggested for a typo.
+    pub fn check_keys_except(&self, p: &mut Problems, known: &[&str], reported: &[&str]) {
         for f in self.fields() {
-            if !known.contains(&f.leaf.as_str()) {
+            if !known.contains(&f.leaf.as_str()) && !reported.contains(&f.leaf.as_str()) {
                 p.push(
                     f.key_span.clone().or_else(|| f.span()),
                     &f.path,
@@ -103,6 +110,11 @@ impl<'a> Field<'a> {
     /// Reports a problem with this value.
     pub fn problem(&self, p: &mut Problems, message: impl Into<String>, fix: impl Into<String>) {
         p.push(self.span(), &self.path, message, fix);
+    }
+
+    /// Reports a problem with the key itself (a key that must not be there).
+    pub fn key_problem(&self, p: &mut Problems, message: impl Into<String>, fix: impl Into<String>) {
+        p.push(self.key_span.clone().or_else(|| self.span()), &self.path, message, fix);
     }
 
     /// "string \"five\"", "integer 5", "table" ...: what was found, for type errors.

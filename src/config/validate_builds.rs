@@ -3,15 +3,15 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::files::{existing_dir, existing_file};
+use super::files::{existing_dir, existing_file, existing_file_at};
 use super::names::{NameSet, check_name};
 use super::problems::Problems;
-use super::table::{Field, Table};
-use super::{AndroidArtifact, Build, HostCommand, IosArtifact, SimProfile};
+use super::table::{Field, Table, join};
+use super::{AndroidArtifact, ApkFile, Build, HostCommand, IosArtifact, SimProfile};
 
 const BUILD_KEYS: &[&str] = &["baseline", "ios", "android", "host", "sim"];
 const IOS_KEYS: &[&str] = &["ipa", "bundle_id"];
-const ANDROID_KEYS: &[&str] = &["apk", "package", "activity"];
+const ANDROID_KEYS: &[&str] = &["apk", "apks", "package", "activity"];
 const HOST_KEYS: &[&str] = &["command", "build", "env", "cwd"];
 const SIM_KEYS: &[&str] = &["cpu_pct", "wakeups_per_s", "memory_mb", "cache_hit_ratio", "crash_probability"];
 
@@ -113,14 +113,76 @@ fn read_ios(t: &Table, p: &mut Problems, base: &Path) -> Option<IosArtifact> {
 
 fn read_android(t: &Table, p: &mut Problems, base: &Path) -> Option<AndroidArtifact> {
     t.check_keys(p, ANDROID_KEYS);
-    let apk = t.required(p, "apk", "apk = \"builds/app.apk\"").and_then(|f| existing_file(&f, p, base, "build file"));
+    let apks = read_apks(t, p, base);
     let package = t.required(p, "package", "package = \"com.example.app\"").and_then(|f| f.text(p));
     let activity = match t.get("activity") {
         None => Some(None),
         Some(f) => f.text(p).map(Some),
     };
-    let (apk, sha256) = apk?;
-    Some(AndroidArtifact { apk, package: package?, activity: activity?, sha256 })
+    let apks = apks?;
+    let sha256 = match apks.as_slice() {
+        [one] => one.sha256.clone(),
+        split => {
+            let lines: String = split.iter().map(|a| format!("{}\n", a.sha256)).collect();
+            crate::seed::sha256_hex(lines.as_bytes())
+        }
+    };
+    Some(AndroidArtifact { apks, package: package?, activity: activity?, sha256 })
+}
+
+/// `apk = "app.apk"`, or split APKs `apks = ["base.apk", "split_config.arm64_v8a.apk"]`.
+fn read_apks(t: &Table, p: &mut Problems, base: &Path) -> Option<Vec<ApkFile>> {
+    match (t.get("apk"), t.get("apks")) {
+        (Some(_), Some(list)) => {
+            list.key_problem(
+                p,
+                "`apk` and `apks` are both given",
+                "keep `apk = \"app.apk\"` for one APK, or `apks = [\"base.apk\", ...]` for split APKs (base first)",
+            );
+            None
+        }
+        (Some(one), None) => {
+            let (path, sha256) = existing_file(&one, p, base, "build file")?;
+            Some(vec![ApkFile { path, sha256 }])
+        }
+        (None, Some(list)) => read_split_apks(&list, p, base),
+        (None, None) => {
+            p.push(
+                t.span(),
+                &join(t.path(), "apk"),
+                "missing required key `apk`",
+                format!(
+                    "add `apk = \"builds/app.apk\"` (or `apks = [\"base.apk\", ...]` for split APKs) under [{}]",
+                    t.path()
+                ),
+            );
+            None
+        }
+    }
+}
+
+fn read_split_apks(list: &Field, p: &mut Problems, base: &Path) -> Option<Vec<ApkFile>> {
+    let before = p.len();
+    let items = list.strings(p)?;
+    if items.is_empty() && p.len() == before {
+        list.problem(
+            p,
+            "no APKs listed",
+            "list the base APK first, then its splits: `apks = [\"base.apk\", \"split_config.arm64_v8a.apk\"]`",
+        );
+    }
+    let mut out: Vec<ApkFile> = Vec::new();
+    for (i, (written, span)) in items.into_iter().enumerate() {
+        let key = format!("{}[{i}]", list.path);
+        let Some((path, sha256)) = existing_file_at(p, span.clone(), &key, &written, base, "build file") else {
+            continue;
+        };
+        if out.iter().any(|o| o.path == path) {
+            p.push(span, &key, format!("{written} is listed twice"), "list every APK once");
+        }
+        out.push(ApkFile { path, sha256 });
+    }
+    (p.len() == before).then_some(out)
 }
 
 fn read_host(t: &Table, p: &mut Problems, base: &Path) -> Option<HostCommand> {
@@ -160,19 +222,26 @@ fn read_argv(f: &Field, p: &mut Problems, example: &str) -> Option<Vec<String>> 
 
 /// `env = { KEY = "value" }`: names must be usable as environment variable names.
 pub(crate) fn read_env(f: &Field, p: &mut Problems) -> Option<BTreeMap<String, String>> {
+    let usable = |k: &str| !k.is_empty() && !k.contains('=') && !k.contains('\0');
+    read_env_where(f, p, usable, "use a name without `=`, e.g. LOG_LEVEL")
+}
+
+/// `read_env` with a rule for names: `valid`, and `fix` for a name that breaks it.
+pub(crate) fn read_env_where(
+    f: &Field,
+    p: &mut Problems,
+    valid: impl Fn(&str) -> bool,
+    fix: &str,
+) -> Option<BTreeMap<String, String>> {
     let t = f.table(p)?;
     let before = p.len();
     let mut env = BTreeMap::new();
     for kf in t.fields() {
         let Some(v) = kf.str(p) else { continue };
-        if kf.leaf.is_empty() || kf.leaf.contains('=') || kf.leaf.contains('\0') {
-            kf.problem(
-                p,
-                format!("\"{}\" is not a valid environment variable name", kf.leaf),
-                "use a name without `=`, e.g. LOG_LEVEL",
-            );
-        } else {
+        if valid(&kf.leaf) {
             env.insert(kf.leaf.clone(), v.to_string());
+        } else {
+            kf.key_problem(p, format!("\"{}\" is not a valid environment variable name", kf.leaf), fix);
         }
     }
     (p.len() == before).then_some(env)

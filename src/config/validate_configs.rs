@@ -7,9 +7,10 @@ use super::names::{NameSet, check_name};
 use super::problems::Problems;
 use super::table::{Field, Table};
 use super::validate_builds::read_env;
-use super::{PushFile, SimAdjust, VariantConfig};
+use super::validate_launch::{read_android_launch, read_args, read_ios_launch};
+use super::{AndroidLaunch, IosLaunch, PushFile, SimAdjust, VariantConfig};
 
-const CONFIG_KEYS: &[&str] = &["env", "args", "files", "sim"];
+const CONFIG_KEYS: &[&str] = &["env", "args", "files", "sim", "android", "ios"];
 const FILE_KEYS: &[&str] = &["src", "dest"];
 const SIM_KEYS: &[&str] = &["cpu_scale", "wakeups_scale", "memory_mb_add", "cache_hit_ratio", "crash_probability"];
 
@@ -39,14 +40,22 @@ pub(crate) fn read_configs(f: Option<Field>, p: &mut Problems, base: &Path) -> V
 fn read_config(t: &Table, name: &str, p: &mut Problems, base: &Path) -> Option<VariantConfig> {
     t.check_keys(p, CONFIG_KEYS);
     let env = t.get("env").map_or(Some(Default::default()), |f| read_env(&f, p));
-    let args = t.get("args").map_or(Some(Vec::new()), |f| {
-        let before = p.len();
-        let list: Vec<String> = f.strings(p)?.into_iter().map(|(s, _)| s).collect();
-        (p.len() == before).then_some(list)
-    });
+    let args = t.get("args").map_or(Some(Vec::new()), |f| read_args(&f, p));
     let files = t.get("files").map_or(Some(Vec::new()), |f| read_files(&f, p, base));
     let sim = t.get("sim").map_or(Some(SimAdjust::default()), |f| f.table(p).and_then(|st| read_adjust(&st, p)));
-    Some(VariantConfig { name: name.to_string(), env: env?, args: args?, files: files?, sim: sim? })
+    let android = t
+        .get("android")
+        .map_or(Some(AndroidLaunch::default()), |f| f.table(p).and_then(|at| read_android_launch(&at, p)));
+    let ios = t.get("ios").map_or(Some(IosLaunch::default()), |f| f.table(p).and_then(|it| read_ios_launch(&it, p)));
+    Some(VariantConfig {
+        name: name.to_string(),
+        env: env?,
+        args: args?,
+        files: files?,
+        sim: sim?,
+        android: android?,
+        ios: ios?,
+    })
 }
 
 /// `files = [{ src = "...", dest = "..." }]`: pushed into the app's data folder.

@@ -1,18 +1,16 @@
-//! One `[[device]]` of a lab file: identity, platform, tether, ids and `[device.sim]`.
-
-use std::collections::BTreeMap;
+//! One `[[device]]` of a lab file: identity, platform, tether, and its platform's section
+//! (validate_platform.rs).
 
 use super::names::{NameSet, check_name};
 use super::problems::Problems;
 use super::table::{Field, Table};
 use super::validate_lab::LOCAL_HOST;
-use super::validate_sim::read_sim;
+use super::validate_platform::{REMOVED_KEYS, SECTION_KEYS, read_kind};
 use super::{DeviceSpec, Host, Platform, TetherSpec};
 
-const DEVICE_KEYS: &[&str] = &["name", "host", "platform", "model", "os", "tags", "tether", "ids", "sim"];
+const DEVICE_KEYS: &[&str] = &["name", "host", "platform", "model", "os", "tags", "tether"];
 const PLATFORMS: &[&str] = &["sim", "host", "android", "ios"];
 const TETHER_KINDS: &[&str] = &["none", "manual", "software"];
-const ID_KEYS: &[&str] = &["udid", "serial"];
 
 pub(crate) fn platform_from(s: &str) -> Option<Platform> {
     match s {
@@ -27,7 +25,7 @@ pub(crate) fn platform_from(s: &str) -> Option<Platform> {
 /// Reads one device; `None` when something essential (name, platform, ...) is wrong,
 /// after reporting every problem found in it.
 pub(crate) fn read_device(t: &Table, p: &mut Problems, hosts: &[Host], names: &mut NameSet) -> Option<DeviceSpec> {
-    t.check_keys(p, DEVICE_KEYS);
+    t.check_keys_except(p, &[DEVICE_KEYS, SECTION_KEYS].concat(), REMOVED_KEYS);
 
     let name = t.required(p, "name", "name = \"phone-1\"").and_then(|f| {
         let n = f.text(p)?;
@@ -60,43 +58,11 @@ pub(crate) fn read_device(t: &Table, p: &mut Problems, hosts: &[Host], names: &m
     let os = t.get("os").map_or(Some(String::new()), |f| f.str(p).map(str::to_string));
     let tags = t.get("tags").map_or(Some(Vec::new()), |f| read_tags(&f, p));
     let tether = t.get("tether").map_or(Some(None), |f| read_tether(&f, p, platform).map(Some));
-    let ids = t.get("ids").map_or(Some(BTreeMap::new()), |f| read_ids(&f, p));
+    let kind = read_kind(t, p, platform);
 
-    let sim = match (t.get("sim"), platform) {
-        (Some(f), Some(Platform::Sim)) => f.table(p).and_then(|st| read_sim(&st, p)).map(Some),
-        (Some(f), Some(other)) => {
-            f.problem(
-                p,
-                format!("a [device.sim] table is only allowed on sim devices; this device is platform \"{other}\""),
-                "remove the [device.sim] table, or set platform = \"sim\"",
-            );
-            None
-        }
-        (None, Some(Platform::Sim)) => {
-            p.push(
-                t.span(),
-                &format!("{}.sim", t.path()),
-                "a sim device needs a [device.sim] table",
-                "add `[device.sim]` with `emulates = \"ios\"` (or \"android\") after this device's keys",
-            );
-            None
-        }
-        (_, None) => None,
-        (None, Some(_)) => Some(None),
-    };
-
-    let platform = platform?;
-    Some(DeviceSpec {
-        name: name?,
-        host: host?,
-        platform,
-        model: model?,
-        os: os?,
-        tags: tags?,
-        tether: tether?.unwrap_or_else(|| default_tether(platform)),
-        ids: ids?,
-        sim: sim?,
-    })
+    let kind = kind?;
+    let tether = tether?.unwrap_or_else(|| default_tether(kind.platform()));
+    Some(DeviceSpec { name: name?, host: host?, model: model?, os: os?, tags: tags?, tether, kind })
 }
 
 /// Without a `tether` key: simulators cut their own power, a host is never tethered,
@@ -182,22 +148,4 @@ fn read_tether(f: &Field, p: &mut Problems, platform: Option<Platform>) -> Optio
         }
     }
     Some(spec)
-}
-
-fn read_ids(f: &Field, p: &mut Problems) -> Option<BTreeMap<String, String>> {
-    let t = f.table(p)?;
-    t.check_keys(p, ID_KEYS);
-    let mut ids = BTreeMap::new();
-    let mut ok = true;
-    for k in ID_KEYS {
-        if let Some(v) = t.get(k) {
-            match v.text(p) {
-                Some(s) => {
-                    ids.insert(k.to_string(), s);
-                }
-                None => ok = false,
-            }
-        }
-    }
-    ok.then_some(ids)
 }

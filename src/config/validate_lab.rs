@@ -7,8 +7,9 @@ use super::names::{NameSet, check_name};
 use super::problems::Problems;
 use super::table::Table;
 use super::validate_device::read_device;
+use super::validate_endpoint_address::{ENDPOINT_KEYS, check_phone_reaches, read_lab_endpoint};
 use super::validate_host::{SSH_KEYS, read_host_kind};
-use super::{Host, HostKind, Lab};
+use super::{Host, HostKind, Lab, LabEndpoint};
 
 const ROOT_KEYS: &[&str] = &["lab", "host", "device"];
 const LAB_KEYS: &[&str] = &["name", "artifacts", "store"];
@@ -23,6 +24,8 @@ pub(crate) fn read_lab(root: &Table, p: &mut Problems, source: &Path, text: &str
     let mut name = String::new();
     let mut artifacts = PathBuf::from("artifacts");
     let mut store = PathBuf::from("artifacts/lab.db");
+    // `None` when the endpoint keys are wrong: phones are then not checked against them.
+    let mut endpoint = Some(LabEndpoint::default());
     match root.get("lab") {
         None => p.push(
             None,
@@ -32,7 +35,7 @@ pub(crate) fn read_lab(root: &Table, p: &mut Problems, source: &Path, text: &str
         ),
         Some(f) => {
             if let Some(t) = f.table(p) {
-                t.check_keys(p, LAB_KEYS);
+                t.check_keys(p, &[LAB_KEYS, ENDPOINT_KEYS].concat());
                 if let Some(nf) = t.required(p, "name", "name = \"my-lab\"") {
                     if let Some(n) = nf.text(p) {
                         if check_name(p, nf.span(), &nf.path, "lab", &n) {
@@ -46,6 +49,7 @@ pub(crate) fn read_lab(root: &Table, p: &mut Problems, source: &Path, text: &str
                 if let Some(v) = t.get("store").and_then(|f| f.text(p)) {
                     store = PathBuf::from(v);
                 }
+                endpoint = read_lab_endpoint(&t, p);
             }
         }
     }
@@ -56,6 +60,9 @@ pub(crate) fn read_lab(root: &Table, p: &mut Problems, source: &Path, text: &str
     let mut names = NameSet::new("device");
     for t in &device_tables {
         if let Some(d) = read_device(t, p, &hosts, &mut names) {
+            if let Some(e) = &endpoint {
+                check_phone_reaches(e, &d, t, p);
+            }
             devices.push(d);
         }
     }
@@ -68,6 +75,7 @@ pub(crate) fn read_lab(root: &Table, p: &mut Problems, source: &Path, text: &str
         store_path: absolute(&base.join(store)),
         hosts,
         devices,
+        endpoint: endpoint.unwrap_or_default(),
     }
 }
 

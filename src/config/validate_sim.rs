@@ -27,9 +27,11 @@ const SIM_KEYS: &[&str] = &[
     "device_effect_sd",
     "trial_noise_sd",
     "brightness_pct",
+    "usb_only",
     "faults",
 ];
-const FAULT_KEYS: &[&str] = &["disconnect", "reconnect_after", "brightness_reset", "charging_during_soak"];
+const FAULT_KEYS: &[&str] =
+    &["disconnect", "reconnect_after", "brightness_reset", "charging_during_soak", "stays_lost"];
 
 fn non_negative(v: f64) -> bool {
     v >= 0.0
@@ -104,6 +106,9 @@ pub(crate) fn read_sim(t: &Table, p: &mut Problems) -> Option<SimParams> {
     fraction(t, p, "device_effect_sd", &mut s.device_effect_sd);
     fraction(t, p, "trial_noise_sd", &mut s.trial_noise_sd);
     number(t, p, "brightness_pct", &mut s.brightness_pct, percent, "between 0 and 100");
+    if let Some(v) = t.get("usb_only").and_then(|f| f.bool(p)) {
+        s.usb_only = v;
+    }
 
     if let Some(ft) = t.get("faults").and_then(|f| f.table(p)) {
         ft.check_keys(p, FAULT_KEYS);
@@ -111,6 +116,7 @@ pub(crate) fn read_sim(t: &Table, p: &mut Problems) -> Option<SimParams> {
         duration(&ft, p, "reconnect_after", &mut s.faults.reconnect_after, false);
         fraction(&ft, p, "brightness_reset", &mut s.faults.brightness_reset);
         fraction(&ft, p, "charging_during_soak", &mut s.faults.charging_during_soak);
+        fraction(&ft, p, "stays_lost", &mut s.faults.stays_lost);
     }
 
     (emulates.is_some() && p.len() == before).then_some(s)

@@ -57,9 +57,42 @@ pub enum PrepareOutcome {
     AlreadyInstalled { sha256: String },
 }
 
+impl PrepareOutcome {
+    pub fn sha256(&self) -> &str {
+        match self {
+            PrepareOutcome::Installed { sha256 } | PrepareOutcome::AlreadyInstalled { sha256 } => sha256,
+        }
+    }
+}
+
+/// What `prepare` made ready on the device, handed back to `launch`: the device keeps no
+/// hidden "last prepared" state, so a launch always runs what this says.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub build: Build,
+    pub config: VariantConfig,
+    pub outcome: PrepareOutcome,
+    /// Where the backend put the build, when it matters to the launch: the program's path
+    /// on a host, the package's APK path on Android.
+    pub location: Option<String>,
+}
+
+impl Prepared {
+    pub fn new(build: &Build, config: &VariantConfig, outcome: PrepareOutcome) -> Self {
+        Prepared { build: build.clone(), config: config.clone(), outcome, location: None }
+    }
+
+    /// The install was skipped: the same build was there.
+    pub fn skipped(&self) -> bool {
+        matches!(self.outcome, PrepareOutcome::AlreadyInstalled { .. })
+    }
+}
+
 /// Everything a launch needs; the endpoint URL comes from the runner.
 #[derive(Debug, Clone)]
 pub struct LaunchSpec {
+    /// The build and config `prepare` made ready.
+    pub prepared: Prepared,
     pub trial_key: String,
     /// Seeds whatever randomness the backend has for this trial attempt.
     pub seed: u64,
@@ -76,7 +109,11 @@ pub struct LaunchSpec {
 /// A running app on a device.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct AppHandle {
+    /// The backend's handle of this run (a pid, a launch id): what `collect` and `stop` look up.
     pub id: String,
+    /// The app's identity as the device names it (package, bundle id, program): what a
+    /// foreground reading is compared with.
+    pub app_id: String,
     /// Device clock time at launch.
     pub launched_at: Duration,
 }
@@ -140,7 +177,8 @@ pub trait Device: Send + Sync {
     async fn identify(&self) -> Result<Identity, DeviceError>;
 
     /// Installs `build` if the installed build's hash differs, then applies `config`.
-    async fn prepare(&self, build: &Build, config: &VariantConfig) -> Result<PrepareOutcome, DeviceError>;
+    /// What it returns is what `launch` gets back in its `LaunchSpec`.
+    async fn prepare(&self, build: &Build, config: &VariantConfig) -> Result<Prepared, DeviceError>;
 
     async fn state(&self) -> Result<StateSnapshot, DeviceError>;
 
@@ -153,6 +191,13 @@ pub trait Device: Send + Sync {
     async fn reset_counters(&self) -> Result<(), DeviceError>;
 
     async fn launch(&self, spec: &LaunchSpec) -> Result<AppHandle, DeviceError>;
+
+    /// The lab switched this device's USB power (a hub port, an operator's cable). Real
+    /// devices notice by themselves; a simulated phone models what a real one would do
+    /// (stop charging, drop off USB while the port is off).
+    async fn usb_power_changed(&self, _on: bool) -> Result<(), DeviceError> {
+        Ok(())
+    }
 
     /// Cuts USB power in software (tether = "software").
     async fn software_untether(&self) -> Result<(), DeviceError> {

@@ -22,7 +22,7 @@ use crate::config::EndpointSettings;
 #[derive(Debug, thiserror::Error)]
 pub enum EndpointError {
     #[error(
-        "traffic endpoint: cannot listen on {addr}: {source}; fix: set another `bind` under [endpoint] in the runbook (port 0 picks a free port)"
+        "traffic endpoint: cannot listen on {addr}: {source}; fix: set another `bind` under [endpoint] in the runbook, or `endpoint_bind` under [lab] when the lab sets it (port 0 picks a free port)"
     )]
     Bind { addr: SocketAddr, source: std::io::Error },
     #[error("traffic endpoint: {what}: {source}")]
@@ -52,6 +52,7 @@ impl Answer {
 /// A running endpoint. Stops when dropped.
 pub struct Endpoint {
     addr: SocketAddr,
+    public_url: Option<String>,
     counts: Arc<TokenCounts>,
     tid: i32,
     stop: Option<oneshot::Sender<()>>,
@@ -118,16 +119,21 @@ impl Endpoint {
             .map_err(|_| std::io::Error::other("its thread ended before it was ready"))
             .and_then(|r| r)
             .map_err(start_err("starting its runtime"))?;
-        Ok(Endpoint { addr, counts, tid, stop: Some(stop_tx), thread: Some(thread) })
+        let public_url = settings.public_url.as_ref().map(|u| u.trim_end_matches('/').to_string());
+        Ok(Endpoint { addr, public_url, counts, tid, stop: Some(stop_tx), thread: Some(thread) })
     }
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
 
-    /// The URL a trial's app sends its requests to. An endpoint listening on every
-    /// interface is reached on loopback from this machine.
+    /// The URL a trial's app sends its requests to: under the lab's `endpoint_url` when
+    /// it has one, else at the address listened on (an endpoint listening on every
+    /// interface is reached on loopback from this machine).
     pub fn url(&self, token: &str) -> String {
+        if let Some(base) = &self.public_url {
+            return format!("{base}/t/{token}");
+        }
         let ip = match self.addr.ip() {
             IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
             IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
@@ -269,5 +275,17 @@ mod tests {
         let text = e.to_string();
         assert!(text.starts_with(&format!("traffic endpoint: cannot listen on {}", first.addr())), "{text}");
         assert!(text.contains("fix: set another `bind` under [endpoint]"), "{text}");
+    }
+
+    #[test]
+    fn the_labs_url_is_what_devices_are_given() {
+        let settings =
+            EndpointSettings { public_url: Some("http://192.0.2.10:8765/".into()), ..EndpointSettings::default() };
+        let ep = Endpoint::start(&settings).unwrap();
+        assert_eq!(ep.url("tok-2"), "http://192.0.2.10:8765/t/tok-2");
+        // It still listens where it was told and counts what reaches it there.
+        let req = "GET /t/tok-2 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
+        raw_request(ep.addr(), req);
+        assert_eq!(ep.count("tok-2").requests, 1);
     }
 }

@@ -20,6 +20,7 @@ use crate::endpoint::Endpoint;
 use crate::plan::Plan;
 use crate::store::{CampaignStatus, NewCampaign, Store, TrialMove, TrialOutcome};
 use crate::tether::{Operator, Tether};
+use crate::transport::Hosts;
 
 /// An opened device and the tether that cuts its power.
 pub type OpenedDevice = (Arc<dyn Device>, Box<dyn Tether>);
@@ -136,6 +137,18 @@ impl Campaign {
             }
         };
         let footprint = Arc::new(Footprint::new(endpoint.as_ref().map(|e| e.thread_id())));
+        // The workers' stop signal: the user's Ctrl-C, or a worker's fatal error (its
+        // siblings then wind down as on Ctrl-C: nothing partial is recorded).
+        let (stop_tx, stop_rx) = watch::channel(*self.shutdown.borrow());
+        let stop_tx = Arc::new(stop_tx);
+        let forward = {
+            let (tx, mut user) = (stop_tx.clone(), self.shutdown.clone());
+            tokio::spawn(async move {
+                if user.wait_for(|stop| *stop).await.is_ok() {
+                    let _ = tx.send(true);
+                }
+            })
+        };
         let ctx = Arc::new(TrialContext {
             campaign: self.id.clone(),
             runbook: self.runbook.clone(),
@@ -143,7 +156,7 @@ impl Campaign {
             events: self.events.clone(),
             artifacts: artifacts.clone(),
             max_attempts: self.plan.max_attempts,
-            shutdown: self.shutdown.clone(),
+            shutdown: stop_rx,
             endpoint: endpoint.clone(),
             footprint: footprint.clone(),
         });
@@ -156,10 +169,13 @@ impl Campaign {
         let mut down: BTreeMap<String, String> = BTreeMap::new();
         let mut moved_notes = Vec::new();
         let (cancelled, fatal) = loop {
-            let end = self.run_round(&ctx, &devices, &down, round == 1, resumed, &artifacts).await?;
+            let end = self.run_round(&ctx, &devices, &down, round == 1, resumed, &artifacts, &stop_tx).await?;
             down.extend(end.offline);
-            if end.cancelled || end.fatal.is_some() {
-                break (end.cancelled, end.fatal);
+            if end.fatal.is_some() {
+                break (false, end.fatal);
+            }
+            if end.cancelled {
+                break (true, None);
             }
             if !down.is_empty() {
                 if self.runbook.on_offline == OnOffline::Wait {
@@ -191,6 +207,7 @@ impl Campaign {
                 None => break (false, None),
             }
         };
+        forward.abort();
         let offline: Vec<String> = down.iter().map(|(d, why)| format!("{d}: {why}")).collect();
 
         let store = self.store.clone();
@@ -266,7 +283,9 @@ struct RoundEnd {
 
 impl Campaign {
     /// Runs every pending trial in the store, one worker per device, until all have an
-    /// outcome (or the round is cut short). The first round announces the campaign.
+    /// outcome (or the round is cut short). The first round announces the campaign. A
+    /// worker's fatal error stops the others through `stop`.
+    #[allow(clippy::too_many_arguments)]
     async fn run_round(
         &self,
         ctx: &Arc<TrialContext>,
@@ -275,6 +294,7 @@ impl Campaign {
         first: bool,
         resumed: bool,
         artifacts: &std::path::Path,
+        stop: &watch::Sender<bool>,
     ) -> Result<RoundEnd, RunError> {
         let store = self.store.clone();
         let id = self.id.clone();
@@ -335,8 +355,14 @@ impl Campaign {
                     end.offline.insert(name, reason);
                 }
                 Ok((_, Ok(WorkerEnd::Cancelled))) => end.cancelled = true,
-                Ok((_, Err(e))) => end.fatal = end.fatal.or(Some(e)),
-                Err(e) => end.fatal = end.fatal.or(Some(RunError::Internal(format!("device worker panicked: {e}")))),
+                Ok((_, Err(e))) => {
+                    let _ = stop.send(true);
+                    end.fatal = end.fatal.or(Some(e));
+                }
+                Err(e) => {
+                    let _ = stop.send(true);
+                    end.fatal = end.fatal.or(Some(RunError::Internal(format!("device worker panicked: {e}"))));
+                }
             }
         }
         Ok(end)
@@ -424,13 +450,16 @@ impl Campaign {
         if !needed {
             return Ok(None);
         }
-        Ok(Some(Arc::new(Endpoint::start(&self.runbook.endpoint)?)))
+        // The lab knows where devices reach this machine; the runbook how to answer.
+        Ok(Some(Arc::new(Endpoint::start(&self.lab.endpoint.apply(&self.runbook.endpoint))?)))
     }
 }
 
-/// Opens the tether of every device; `operator` answers manual steps.
-pub fn tether_for(lab: &Lab, device: &str, operator: Arc<dyn Operator>) -> Option<Box<dyn Tether>> {
+/// Opens the tether of `device`: it runs on the device's own host (a hub's `uhubctl` on
+/// the shelf the phone is plugged into), through that host's shared transport;
+/// `operator` answers manual steps.
+pub fn tether_for(lab: &Lab, hosts: &Hosts, device: &str, operator: Arc<dyn Operator>) -> Option<Box<dyn Tether>> {
     let spec = lab.device(device)?;
-    let transport: Arc<dyn crate::transport::Transport> = Arc::new(crate::transport::LocalTransport::new(&spec.host));
+    let transport = hosts.get(&spec.host)?;
     Some(crate::tether::for_spec(&spec.tether, transport, operator))
 }

@@ -95,6 +95,18 @@ pub enum Event {
         device: String,
         reason: String,
     },
+    /// After a power-cut untether the device cannot be reached, as expected (its port is
+    /// off); the soak goes on and the device's own record is read after re-tether.
+    OffUsb {
+        device: String,
+        trial: String,
+    },
+    /// USB power could not be given back after a trial: the phone may be left draining.
+    PowerNotRestored {
+        device: String,
+        trial: String,
+        detail: String,
+    },
     /// `on_offline = "move"`: pending trials of a device that went offline were given to
     /// other devices of its model.
     TrialsMoved {

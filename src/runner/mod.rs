@@ -5,6 +5,8 @@ mod campaign;
 mod event;
 mod footprint;
 mod trial;
+#[cfg(test)]
+mod trial_tests;
 mod validate;
 mod worker;
 

@@ -66,10 +66,37 @@ pub enum AttemptOutcome {
 /// How often one step of an attempt is done again after its device came back.
 const RECONNECTS: u32 = 3;
 
-/// A step that failed: a reason for the record, and whether the device is gone.
+/// Beyond `timeouts.reconnect`, how long the wait for a lost device may overrun before the
+/// runner stops waiting by itself.
+const RECONNECT_SLACK: Duration = Duration::from_secs(60);
+
+/// A step that failed: a reason for the record, whether the device is gone, and whether
+/// it was Ctrl-C (then nothing is recorded).
 struct Failure {
     reason: String,
     offline: bool,
+    cancelled: bool,
+}
+
+impl Failure {
+    fn new(reason: impl Into<String>) -> Self {
+        Failure { reason: reason.into(), offline: false, cancelled: false }
+    }
+
+    fn offline(reason: impl Into<String>) -> Self {
+        Failure { reason: reason.into(), offline: true, cancelled: false }
+    }
+
+    fn cancelled() -> Self {
+        Failure { reason: "stopped by the user".into(), offline: false, cancelled: true }
+    }
+}
+
+/// Resolves when the campaign is stopped; never, once nobody can stop it any more.
+async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    if shutdown.wait_for(|stop| *stop).await.is_err() {
+        std::future::pending::<()>().await;
+    }
 }
 
 /// Sleeps on the device clock unless the campaign is stopped first.
@@ -78,15 +105,9 @@ pub async fn sleep_or_cancel(clock: &Clock, d: Duration, shutdown: &mut watch::R
     if *shutdown.borrow() {
         return false;
     }
-    let stopped = async {
-        // A dropped sender means nobody can stop us any more: sleep on.
-        if shutdown.wait_for(|stop| *stop).await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
     let slept = tokio::select! {
         _ = clock.sleep(d) => true,
-        _ = stopped => false,
+        _ = stopped(shutdown) => false,
     };
     slept && !*shutdown.borrow()
 }
@@ -106,6 +127,9 @@ struct Progress {
     before: Option<StateSnapshot>,
     after: Option<StateSnapshot>,
     app: Option<AppHandle>,
+    /// USB power is (or may be) off: whatever happens next, the attempt gives it back
+    /// before it returns.
+    untethered: bool,
 }
 
 impl Attempt<'_> {
@@ -138,19 +162,30 @@ impl Attempt<'_> {
     /// Waits for a device that stopped answering (see [`wait_for_device`]). Not back in
     /// time: a failure that takes the device offline.
     async fn reconnect(&self, phase: Phase, e: &DeviceError) -> Result<(), Failure> {
-        match wait_for_device(self.ctx, self.device, Some((&self.trial.key, phase)), e).await {
-            Ok(()) => {
+        let wait = self.ctx.runbook.timeouts.reconnect;
+        let mut shutdown = self.ctx.shutdown.clone();
+        // The device's own wait is bounded by `wait`; the outer bound (real time) also
+        // holds for a backend that does not keep its word. Ctrl-C ends the wait.
+        let waited = tokio::select! {
+            r = tokio::time::timeout(wait + RECONNECT_SLACK,
+                wait_for_device(self.ctx, self.device, Some((&self.trial.key, phase)), e)) => r,
+            _ = stopped(&mut shutdown) => return Err(Failure::cancelled()),
+        };
+        match waited {
+            Ok(Ok(())) => {
                 self.status_quiet(phase, None).await;
                 Ok(())
             }
-            Err(e2) => Err(Failure {
-                reason: format!(
-                    "device lost during {} and not back within {}: {e2}",
-                    phase.as_str(),
-                    human(self.ctx.runbook.timeouts.reconnect)
-                ),
-                offline: true,
-            }),
+            Ok(Err(e2)) => Err(Failure::offline(format!(
+                "device lost during {} and not back within {}: {e2}",
+                phase.as_str(),
+                human(wait)
+            ))),
+            Err(_) => Err(Failure::offline(format!(
+                "device lost during {} and not back within {}",
+                phase.as_str(),
+                human(wait)
+            ))),
         }
     }
 
@@ -158,13 +193,11 @@ impl Attempt<'_> {
     async fn fail(&self, phase: Phase, e: DeviceError) -> Failure {
         if e.is_disconnect() {
             match self.reconnect(phase, &e).await {
-                Ok(()) => {
-                    Failure { reason: format!("device disconnected during {}: {e}", phase.as_str()), offline: false }
-                }
+                Ok(()) => Failure::new(format!("device disconnected during {}: {e}", phase.as_str())),
                 Err(f) => f,
             }
         } else {
-            Failure { reason: format!("{} failed: {e}", phase.as_str()), offline: false }
+            Failure::new(format!("{} failed: {e}", phase.as_str()))
         }
     }
 
@@ -189,23 +222,60 @@ impl Attempt<'_> {
     }
 
     /// Bounds one device call by its phase's timeout (real time: a hung tool or a
-    /// device that stopped answering must not stall the campaign).
+    /// device that stopped answering must not stall the campaign), and ends it on
+    /// Ctrl-C: the call's future is dropped, which stops what it was doing.
     async fn timed<T, E>(
         &self,
         phase: Phase,
         limit: Duration,
         call: impl std::future::Future<Output = Result<T, E>>,
     ) -> Result<Result<T, E>, Failure> {
-        tokio::time::timeout(limit, call).await.map_err(|_| Failure {
-            reason: format!("{} did not finish within {}", phase.as_str(), human(limit)),
-            offline: false,
-        })
+        let mut shutdown = self.ctx.shutdown.clone();
+        tokio::select! {
+            r = tokio::time::timeout(limit, call) => r.map_err(|_| {
+                Failure::new(format!("{} did not finish within {}", phase.as_str(), human(limit)))
+            }),
+            _ = stopped(&mut shutdown) => Err(Failure::cancelled()),
+        }
+    }
+
+    /// A device call of a phase, bounded and cancellable; a disconnect waits for the device.
+    async fn call<T>(
+        &self,
+        phase: Phase,
+        limit: Duration,
+        call: impl std::future::Future<Output = Result<T, DeviceError>>,
+    ) -> Result<T, Failure> {
+        match self.timed(phase, limit, call).await? {
+            Ok(v) => Ok(v),
+            Err(e) => Err(self.fail(phase, e).await),
+        }
+    }
+
+    /// Gives USB power back after the attempt, whatever ended it: bounded, and not
+    /// stopped by Ctrl-C (no phone is left with its port off). Tried twice.
+    async fn restore_power(&self) -> Option<String> {
+        let limit = self.ctx.runbook.timeouts.tether;
+        let mut last = String::new();
+        for _ in 0..2 {
+            match tokio::time::timeout(limit, self.tether.retether(self.device)).await {
+                Ok(Ok(())) => return None,
+                Ok(Err(e)) => last = e.to_string(),
+                Err(_) => last = format!("re-tether did not finish within {}", human(limit)),
+            }
+        }
+        self.ctx.events.emit(Event::PowerNotRestored {
+            device: self.device.name().into(),
+            trial: self.trial.key.clone(),
+            detail: last.clone(),
+        });
+        Some(format!("USB power not restored ({}): {last}", self.tether.label()))
     }
 
     async fn tether_fail(&self, phase: Phase, e: TetherError) -> Failure {
         match e {
             TetherError::Device(d) => self.fail(phase, d).await,
-            other => Failure { reason: format!("{} failed: {other}", phase.as_str()), offline: false },
+            other => Failure::new(format!("{} failed: {other}", phase.as_str())),
         }
     }
 
@@ -218,6 +288,7 @@ impl Attempt<'_> {
             before: None,
             after: None,
             app: None,
+            untethered: false,
         };
         let partial = self.ctx.artifacts.join(".partial").join(format!("{}-a{}", self.trial.key, self.attempt));
         if partial.exists() {
@@ -227,9 +298,12 @@ impl Attempt<'_> {
         std::fs::create_dir_all(&partial).map_err(|source| RunError::Artifacts { path: partial.clone(), source })?;
 
         let result = self.steps(&mut p, &partial).await;
-        // Whatever happened, the app must not keep running on the device.
+        // Whatever ended the steps (a failure, Ctrl-C, a device gone), the phone gets its
+        // USB power back first, then the app is stopped (bounded: a wedged device must not
+        // hold the campaign).
+        let power = if p.untethered { self.restore_power().await } else { None };
         if let Some(app) = &p.app {
-            let _ = self.device.stop(app).await;
+            let _ = tokio::time::timeout(self.ctx.runbook.timeouts.launch, self.device.stop(app)).await;
         }
         let (collected, mut reasons, offline) = match result {
             Ok(Step::Done(c, reasons)) => (Some(c), reasons, None),
@@ -237,8 +311,13 @@ impl Attempt<'_> {
                 let _ = std::fs::remove_dir_all(&partial);
                 return Ok(AttemptOutcome::Cancelled);
             }
+            Err(f) if f.cancelled => {
+                let _ = std::fs::remove_dir_all(&partial);
+                return Ok(AttemptOutcome::Cancelled);
+            }
             Err(f) => (None, vec![f.reason.clone()], f.offline.then_some(f.reason)),
         };
+        reasons.extend(power);
         self.enter(&mut p, Phase::Record);
         if collected.is_none() && reasons.is_empty() {
             reasons.push("attempt did not complete".into());
@@ -309,23 +388,25 @@ impl Attempt<'_> {
         let rb = &self.ctx.runbook;
         let pre = &rb.preconditions;
         let mut shutdown = self.ctx.shutdown.clone();
-        let build = rb.builds.iter().find(|b| b.name == self.trial.build).ok_or_else(|| Failure {
-            reason: format!("build {} is not in the runbook", self.trial.build),
-            offline: false,
-        })?;
-        let config = rb.configs.iter().find(|c| c.name == self.trial.config).ok_or_else(|| Failure {
-            reason: format!("config {} is not in the runbook", self.trial.config),
-            offline: false,
-        })?;
+        let build = rb
+            .builds
+            .iter()
+            .find(|b| b.name == self.trial.build)
+            .ok_or_else(|| Failure::new(format!("build {} is not in the runbook", self.trial.build)))?;
+        let config = rb
+            .configs
+            .iter()
+            .find(|c| c.name == self.trial.config)
+            .ok_or_else(|| Failure::new(format!("config {} is not in the runbook", self.trial.config)))?;
 
         // prepare: install if the hash differs, apply config, set what can be set.
         self.enter(p, Phase::Prepare);
         self.status_quiet(Phase::Prepare, None).await;
-        let outcome = self.retried(Phase::Prepare, rb.timeouts.prepare, || self.device.prepare(build, config)).await?;
+        let prepared = self.retried(Phase::Prepare, rb.timeouts.prepare, || self.device.prepare(build, config)).await?;
         self.ctx.events.emit(Event::Installed {
             device: self.device.name().into(),
             build: build.name.clone(),
-            skipped: matches!(outcome, crate::device::PrepareOutcome::AlreadyInstalled { .. }),
+            skipped: prepared.skipped(),
         });
         let want = DesiredState {
             brightness_pct: pre.brightness.map(|(lo, hi)| (lo + hi) / 2.0),
@@ -333,7 +414,7 @@ impl Attempt<'_> {
             wifi_on: pre.wifi,
         };
         if !want.is_empty() {
-            match self.device.set_state(&want).await {
+            match self.timed(Phase::Prepare, rb.timeouts.prepare, self.device.set_state(&want)).await? {
                 Ok(()) | Err(DeviceError::Unsupported { .. }) => {}
                 Err(e) => return Err(self.fail(Phase::Prepare, e).await),
             }
@@ -364,10 +445,7 @@ impl Attempt<'_> {
             };
             let Some(what) = low.or(hot).or(busy) else { break s };
             if self.clock().now() - gate_start > rb.timeouts.gate {
-                return Err(Failure {
-                    reason: format!("gate: still {what} after {}", human(rb.timeouts.gate)),
-                    offline: false,
-                });
+                return Err(Failure::new(format!("gate: still {what} after {}", human(rb.timeouts.gate))));
             }
             self.ctx.events.emit(Event::Waiting {
                 device: self.device.name().into(),
@@ -382,18 +460,17 @@ impl Attempt<'_> {
         let mut reasons = validate::precondition_violations(pre, &before, "before");
         p.before = Some(before.clone());
         if !reasons.is_empty() {
-            return Err(Failure { reason: reasons.join("; "), offline: false });
+            return Err(Failure::new(reasons.join("; ")));
         }
 
         // launch
         self.enter(p, Phase::Launch);
-        if let Err(e) = self.device.reset_counters().await {
-            return Err(self.fail(Phase::Launch, e).await);
-        }
+        self.call(Phase::Launch, rb.timeouts.launch, self.device.reset_counters()).await?;
         // The attempt's own URL on the endpoint, for devices whose app really uses it.
         let endpoint = self.ctx.endpoint.as_deref().filter(|_| self.device.talks_to_endpoint());
         let token = traffic_token(&self.trial.key, self.attempt);
         let spec = LaunchSpec {
+            prepared,
             trial_key: self.trial.key.clone(),
             seed: crate::seed::derive(rb.seed, &["trial", &self.trial.key, &self.attempt.to_string()]),
             duration: rb.duration,
@@ -401,31 +478,34 @@ impl Attempt<'_> {
             endpoint_url: endpoint.map(|e| e.url(&token)),
             dir: dir.to_path_buf(),
         };
-        let app = match self.timed(Phase::Launch, rb.timeouts.launch, self.device.launch(&spec)).await? {
-            Ok(a) => a,
-            Err(e) => return Err(self.fail(Phase::Launch, e).await),
-        };
+        let app = self.call(Phase::Launch, rb.timeouts.launch, self.device.launch(&spec)).await?;
         p.app = Some(app.clone());
 
         // untether, and check the device really stopped charging.
         let untether = pre.untethered && self.tether.mode() != UntetherMode::None;
         if untether {
             self.enter(p, Phase::Untether);
+            // From here on the port may be off: `run` gives the power back whatever happens.
+            p.untethered = true;
             if let Err(e) = self.timed(Phase::Untether, rb.timeouts.tether, self.tether.untether(self.device)).await? {
                 return Err(self.tether_fail(Phase::Untether, e).await);
             }
-            match self.device.state().await {
+            match self.timed(Phase::Untether, rb.timeouts.tether, self.device.state()).await? {
                 Ok(s) if s.charging.value() == Some(true) => {
-                    let _ = self.tether.retether(self.device).await;
-                    return Err(Failure {
-                        reason: format!(
-                            "still charging after untether ({}); check the hub port or cable",
-                            self.tether.label()
-                        ),
-                        offline: false,
-                    });
+                    return Err(Failure::new(format!(
+                        "still charging after untether ({}); check the hub port or cable",
+                        self.tether.label()
+                    )));
                 }
                 Ok(_) => {}
+                // A USB-attached phone whose port was cut is expected to drop off: that is
+                // evidence the power really went. Whether it charged is read from its own
+                // record after re-tether (`SoakEvidence::charging_s`).
+                Err(e) if e.is_disconnect() && self.tether.mode() == UntetherMode::PowerCut => {
+                    self.ctx
+                        .events
+                        .emit(Event::OffUsb { device: self.device.name().into(), trial: self.trial.key.clone() });
+                }
                 Err(e) => return Err(self.fail(Phase::Untether, e).await),
             }
         }
@@ -443,23 +523,25 @@ impl Attempt<'_> {
             self.ctx.footprint.end(w);
         }
 
+        if !completed {
+            // `run` re-tethers.
+            return Ok(Step::Cancelled);
+        }
         if untether {
             self.enter(p, Phase::Retether);
             if let Err(e) = self.timed(Phase::Retether, rb.timeouts.tether, self.tether.retether(self.device)).await? {
                 return Err(self.tether_fail(Phase::Retether, e).await);
             }
-        }
-        if !completed {
-            return Ok(Step::Cancelled);
+            p.untethered = false;
         }
 
-        // collect, once the device answers: one that dropped off during the soak is
-        // waited for (what it lost shows in its evidence).
+        // collect, once the device answers: one that dropped off during the soak (or
+        // with its port) is waited for (what it lost shows in its evidence).
         self.enter(p, Phase::Collect);
-        let after = match self.device.state().await {
+        let after = match self.timed(Phase::Collect, rb.timeouts.collect, self.device.state()).await? {
             Ok(s) => s,
             Err(e) if e.is_disconnect() => {
-                self.reconnect(Phase::Soak, &e).await?;
+                self.reconnect(if untether { Phase::Retether } else { Phase::Soak }, &e).await?;
                 self.retried(Phase::Collect, rb.timeouts.collect, || self.device.state()).await?
             }
             Err(e) => return Err(self.fail(Phase::Collect, e).await),
@@ -484,7 +566,7 @@ impl Attempt<'_> {
         if pre.app_foreground
             && !collected.evidence.app_died
             && let Some(fg) = after.foreground_app.text()
-            && fg != app.id
+            && fg != app.app_id
         {
             reasons.push(format!("app not in the foreground after the soak (foreground: {fg})"));
         }

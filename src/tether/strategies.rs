@@ -60,15 +60,17 @@ impl Tether for ManualTether {
         UntetherMode::PowerCut
     }
     async fn untether(&self, device: &dyn Device) -> Result<(), TetherError> {
-        self.operator.confirm(device.name(), "unplug the USB cable").await
+        self.operator.confirm(device.name(), "unplug the USB cable").await?;
+        Ok(device.usb_power_changed(false).await?)
     }
     async fn retether(&self, device: &dyn Device) -> Result<(), TetherError> {
-        self.operator.confirm(device.name(), "plug the USB cable back in").await
+        self.operator.confirm(device.name(), "plug the USB cable back in").await?;
+        Ok(device.usb_power_changed(true).await?)
     }
 }
 
 /// A hub with per-port power switching: `uhubctl -l LOCATION -p PORT -a off|on`,
-/// run on the device's host through its transport.
+/// run on the device's host through its transport (the hub is plugged into that host).
 pub struct UhubctlTether {
     pub transport: Arc<dyn Transport>,
     pub location: String,
@@ -93,7 +95,7 @@ impl UhubctlTether {
                 detail: format!("exit {:?}: {}", out.status, out.stderr_text().trim()),
             });
         }
-        Ok(())
+        Ok(device.usb_power_changed(action == "on").await?)
     }
 }
 

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::api::{CommandSpec, Transport, TransportError};
 use super::factory::for_host;
 use super::ssh::{SshConfig, SshTransport};
-use crate::config::{Host, HostKind, Lab, Platform, TetherSpec};
+use crate::config::{Host, HostKind, Lab, Platform, TetherSpec, UsbmuxdAddress};
 use std::sync::Arc;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -47,13 +47,19 @@ fn needs(lab: &Lab, host: &str) -> Vec<(String, String, CommandSpec)> {
     };
     let mut out = Vec::new();
     for d in lab.devices.iter().filter(|d| d.host == host) {
-        match d.platform {
+        match d.platform() {
             Platform::Android => out.push(("adb".into(), d.name.clone(), which("adb"))),
-            Platform::Ios => out.push((
-                "usbmuxd socket".into(),
-                d.name.clone(),
-                CommandSpec::new("test", &["-S", "/var/run/usbmuxd"]),
-            )),
+            // A TCP address for usbmuxd is a forward: no socket to look for on the host.
+            Platform::Ios => {
+                let socket = match d.ios().and_then(|i| i.usbmuxd.as_ref()) {
+                    None => Some("/var/run/usbmuxd".to_string()),
+                    Some(UsbmuxdAddress::Socket(path)) => Some(path.to_string_lossy().into_owned()),
+                    Some(UsbmuxdAddress::Tcp { .. }) => None,
+                };
+                if let Some(socket) = socket {
+                    out.push(("usbmuxd socket".into(), d.name.clone(), CommandSpec::new("test", &["-S", &socket])));
+                }
+            }
             Platform::Host | Platform::Sim => {}
         }
         if let TetherSpec::Uhubctl { .. } = d.tether {

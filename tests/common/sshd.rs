@@ -19,6 +19,11 @@ pub struct Sshd {
 
 /// `None` (with a message) when there is no sshd here and CI did not ask for one.
 pub fn start() -> Option<Sshd> {
+    start_with("")
+}
+
+/// Like `start`, with more `sshd_config` lines (e.g. `SetEnv PATH=…` for the sessions).
+pub fn start_with(extra_config: &str) -> Option<Sshd> {
     if !Path::new(SSHD).exists() {
         assert!(
             std::env::var("LAB_REQUIRE_SSHD").is_err(),
@@ -39,8 +44,8 @@ pub fn start() -> Option<Sshd> {
         format!(
             "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nAuthorizedKeysFile {d}/authorized_keys\n\
              PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\nStrictModes no\n\
-             PermitRootLogin prohibit-password\nUsePAM no\nPidFile {d}/sshd.pid\nLogLevel ERROR\nMaxStartups 50\nSubsystem sftp internal-sftp\n\
-             AllowTcpForwarding yes\nAllowStreamLocalForwarding yes\n"
+             PermitRootLogin prohibit-password\nUsePAM no\nPidFile {d}/sshd.pid\nLogLevel INFO\nMaxStartups 50\nSubsystem sftp internal-sftp\n\
+             AllowTcpForwarding yes\nAllowStreamLocalForwarding yes\n{extra_config}\n"
         ),
     )
     .unwrap();
@@ -69,6 +74,12 @@ fn free_port() -> u16 {
 impl Sshd {
     pub fn address(&self) -> String {
         format!("127.0.0.1:{}", self.port)
+    }
+
+    /// How many SSH connections the server has accepted (logins, counted on the server side).
+    pub fn accepted_logins(&self) -> usize {
+        let log = std::fs::read_to_string(self.dir.path().join("sshd.log")).unwrap_or_default();
+        log.lines().filter(|l| l.contains("Accepted publickey")).count()
     }
 
     pub fn client_key(&self) -> PathBuf {
@@ -125,8 +136,12 @@ impl Sshd {
 
     pub fn restart(&mut self) {
         self.stop();
+        // The log (appended across restarts) tells how many logins the server accepted.
         let child = Command::new(SSHD)
-            .args(["-D", "-e", "-f"])
+            .arg("-D")
+            .arg("-E")
+            .arg(self.dir.path().join("sshd.log"))
+            .arg("-f")
             .arg(self.dir.path().join("sshd_config"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())

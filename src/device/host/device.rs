@@ -20,7 +20,7 @@ use crate::collect::procfs::{cgroup2_mount, own_cgroup2};
 use crate::config::{Build, DeviceSpec, HostCommand, Platform, VariantConfig};
 use crate::device::{
     AppHandle, ArtifactFile, Collected, Device, DeviceError, Identity, LaunchSpec, Measurement, PrepareOutcome,
-    SoakEvidence, StateSnapshot,
+    Prepared, SoakEvidence, StateSnapshot,
 };
 use crate::transport::{CommandSpec, RunningProcess, SpawnSpec, Transport, TransportError};
 
@@ -60,14 +60,14 @@ struct Inner {
     built: BTreeSet<String>,
     /// Build name → sha256 of its program when last prepared.
     installed: BTreeMap<String, String>,
-    prepared: Option<Prepared>,
     running: BTreeMap<String, Running>,
     /// Where new cgroups go (`None`: cgroup v2 is not mounted); looked up once.
     cgroup_base: Option<Option<PathBuf>>,
 }
 
+/// What a launch runs, from the `Prepared` its prepare returned.
 #[derive(Clone)]
-struct Prepared {
+struct Launchable {
     build: String,
     host: HostCommand,
     config: VariantConfig,
@@ -75,12 +75,24 @@ struct Prepared {
     sha256: String,
 }
 
+impl Launchable {
+    fn from_prepared(p: &Prepared) -> Option<Launchable> {
+        Some(Launchable {
+            build: p.build.name.clone(),
+            host: p.build.host.clone()?,
+            config: p.config.clone(),
+            program: PathBuf::from(p.location.as_ref()?),
+            sha256: p.outcome.sha256().to_string(),
+        })
+    }
+}
+
 struct Running {
     process: Box<dyn RunningProcess>,
     tree: TreeRef,
     start: TreeSample,
     energy: Option<EnergySample>,
-    prepared: Prepared,
+    prepared: Launchable,
     argv: Vec<String>,
     /// Where the app's stdout and stderr files are, on the host.
     logs: PathBuf,
@@ -230,7 +242,7 @@ impl HostDevice {
     }
 
     /// The environment the app gets: the build's, the config's, then what the lab tells it.
-    fn app_env(&self, p: &Prepared, spec: &LaunchSpec) -> BTreeMap<String, String> {
+    fn app_env(&self, p: &Launchable, spec: &LaunchSpec) -> BTreeMap<String, String> {
         let mut env = p.host.env.clone();
         env.extend(p.config.env.clone());
         env.insert("LAB_TRIAL".into(), spec.trial_key.clone());
@@ -344,7 +356,7 @@ impl Device for HostDevice {
         })
     }
 
-    async fn prepare(&self, build: &Build, config: &VariantConfig) -> Result<PrepareOutcome, DeviceError> {
+    async fn prepare(&self, build: &Build, config: &VariantConfig) -> Result<Prepared, DeviceError> {
         let host = build.host.as_ref().ok_or_else(|| DeviceError::NoArtifact {
             build: build.name.clone(),
             device: self.spec.name.clone(),
@@ -358,15 +370,12 @@ impl Device for HostDevice {
             let dest = self.data_dir.join(&f.dest);
             self.transport.upload(&f.src, &dest).await.map_err(|e| self.transport_err("pushing a config file", e))?;
         }
-        inner.prepared = Some(Prepared {
-            build: build.name.clone(),
-            host: host.clone(),
-            config: config.clone(),
-            program,
-            sha256: sha256.clone(),
-        });
         let same = inner.installed.insert(build.name.clone(), sha256.clone()).as_deref() == Some(sha256.as_str());
-        Ok(if same { PrepareOutcome::AlreadyInstalled { sha256 } } else { PrepareOutcome::Installed { sha256 } })
+        let outcome =
+            if same { PrepareOutcome::AlreadyInstalled { sha256 } } else { PrepareOutcome::Installed { sha256 } };
+        let mut prepared = Prepared::new(build, config, outcome);
+        prepared.location = Some(program.display().to_string());
+        Ok(prepared)
     }
 
     async fn state(&self) -> Result<StateSnapshot, DeviceError> {
@@ -386,7 +395,8 @@ impl Device for HostDevice {
 
     async fn launch(&self, spec: &LaunchSpec) -> Result<AppHandle, DeviceError> {
         let mut inner = self.inner.lock().await;
-        let prepared = inner.prepared.clone().ok_or_else(|| self.failed("launch", "no build was prepared"))?;
+        let prepared = Launchable::from_prepared(&spec.prepared)
+            .ok_or_else(|| self.failed("launch", "the build was not prepared for a host (no program)"))?;
         let mut argv = prepared.host.command.clone();
         argv.extend(prepared.config.args.iter().cloned());
         if self.remote_runs.is_some() {
@@ -439,8 +449,10 @@ impl Device for HostDevice {
             .map_err(|e| self.sample_err(e))?;
         let energy = sysfs::rapl(self.transport.as_ref(), &self.paths).await;
         let id = format!("{}:{}", prepared.build, process.pid());
+        // What a foreground check would name: the program (hosts have no foreground app).
+        let app_id = prepared.host.command[0].clone();
         inner.running.insert(id.clone(), Running { process, tree, start, energy, prepared, argv, logs });
-        Ok(AppHandle { id, launched_at })
+        Ok(AppHandle { id, app_id, launched_at })
     }
 
     /// Asks the host until it answers, with backoff (1 s doubling to a minute), for up

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::HostDevice;
-use crate::config::{Build, DeviceSpec, HostCommand, Platform, TetherSpec, VariantConfig};
+use crate::config::{Build, DeviceKind, DeviceSpec, HostCommand, TetherSpec, VariantConfig};
 use crate::device::{Collected, Device, LaunchSpec, PrepareOutcome};
 use crate::transport::{LocalTransport, TransportError};
 
@@ -15,13 +15,11 @@ fn spec() -> DeviceSpec {
     DeviceSpec {
         name: "this-host".into(),
         host: "local".into(),
-        platform: Platform::Host,
         model: "local machine".into(),
         os: "Linux".into(),
         tags: vec!["host".into()],
         tether: TetherSpec::None,
-        ids: BTreeMap::new(),
-        sim: None,
+        kind: DeviceKind::Host,
     }
 }
 
@@ -47,9 +45,10 @@ fn device(dir: &Path) -> HostDevice {
 
 /// prepare, launch, wait `soak`, collect: what a trial does.
 async fn trial(dev: &HostDevice, b: &Build, dir: &Path, soak: Duration) -> Collected {
-    dev.prepare(b, &VariantConfig::default_config()).await.unwrap();
+    let prepared = dev.prepare(b, &VariantConfig::default_config()).await.unwrap();
     let app = dev
         .launch(&LaunchSpec {
+            prepared,
             trial_key: "0001-this-host-app-r0".into(),
             seed: 7,
             duration: soak,
@@ -154,12 +153,12 @@ async fn the_build_step_runs_once_and_a_rebuilt_program_is_reinstalled() {
     let b = build(&["./app.sh"], Some(&["sh", "-c", "echo built >> steps.txt"]), Some(tmp.path()));
     let first = dev.prepare(&b, &VariantConfig::default_config()).await.unwrap();
     let again = dev.prepare(&b, &VariantConfig::default_config()).await.unwrap();
-    assert!(matches!(first, PrepareOutcome::Installed { .. }));
-    assert!(matches!(again, PrepareOutcome::AlreadyInstalled { .. }));
+    assert!(matches!(first.outcome, PrepareOutcome::Installed { .. }));
+    assert!(matches!(again.outcome, PrepareOutcome::AlreadyInstalled { .. }));
     assert_eq!(std::fs::read_to_string(tmp.path().join("steps.txt")).unwrap(), "built\n");
     std::fs::write(tmp.path().join("app.sh"), "sleep 31\n").unwrap();
     let changed = dev.prepare(&b, &VariantConfig::default_config()).await.unwrap();
-    assert!(matches!(changed, PrepareOutcome::Installed { .. }), "a changed program is a new install");
+    assert!(matches!(changed.outcome, PrepareOutcome::Installed { .. }), "a changed program is a new install");
 }
 
 #[tokio::test]
@@ -217,8 +216,12 @@ fn host_devices_open_on_local_and_ssh_hosts() {
                 [[device]]\nname = \"near-host\"\nplatform = \"host\"\nmodel = \"box\"\n";
     let lab = crate::config::parse_lab(text, Path::new("/labs/lab.toml")).unwrap_or_else(|e| panic!("{e}"));
     // Opening connects to nothing: the SSH host is reached at the first trial.
-    assert!(crate::device::open(lab.device("far-host").unwrap(), &lab).is_ok());
-    assert!(crate::device::open(lab.device("near-host").unwrap(), &lab).is_ok());
+    assert!(
+        crate::device::open(lab.device("far-host").unwrap(), &lab, &crate::transport::Hosts::for_lab(&lab)).is_ok()
+    );
+    assert!(
+        crate::device::open(lab.device("near-host").unwrap(), &lab, &crate::transport::Hosts::for_lab(&lab)).is_ok()
+    );
 }
 
 /// A host that answers only from its `answers_from`-th ping on; every other call is

@@ -12,7 +12,7 @@ use crate::clock::Clock;
 use crate::collect::sim_dump;
 use crate::config::{Build, DeviceSpec, VariantConfig};
 use crate::device::{
-    AppHandle, ArtifactFile, Collected, DesiredState, Device, DeviceError, Identity, LaunchSpec, PrepareOutcome,
+    AppHandle, ArtifactFile, Collected, DesiredState, Device, DeviceError, Identity, LaunchSpec, Prepared,
     SoakEvidence, StateSnapshot,
 };
 use crate::seed;
@@ -78,8 +78,9 @@ impl Device for SimDevice {
         self.with_state(|st| Ok(st.identify()))
     }
 
-    async fn prepare(&self, build: &Build, config: &VariantConfig) -> Result<PrepareOutcome, DeviceError> {
-        self.with_state(|st| st.prepare(build, config))
+    async fn prepare(&self, build: &Build, config: &VariantConfig) -> Result<Prepared, DeviceError> {
+        let outcome = self.with_state(|st| st.prepare(build, config))?;
+        Ok(Prepared::new(build, config, outcome))
     }
 
     async fn state(&self) -> Result<StateSnapshot, DeviceError> {
@@ -101,6 +102,14 @@ impl Device for SimDevice {
 
     async fn launch(&self, spec: &LaunchSpec) -> Result<AppHandle, DeviceError> {
         self.with_state(|st| st.launch(spec))
+    }
+
+    /// The port's power reaches the phone whether or not it answers.
+    async fn usb_power_changed(&self, on: bool) -> Result<(), DeviceError> {
+        let mut st = self.lock();
+        st.advance(self.clock.now());
+        st.usb_power(on);
+        Ok(())
     }
 
     async fn software_untether(&self) -> Result<(), DeviceError> {

@@ -20,6 +20,9 @@ use crate::seed;
 /// What the foreground app reads as when no trial app is running.
 pub const HOME_SCREEN: &str = "home screen";
 
+/// How long a `usb_only` phone takes to show up again after its port is switched on.
+pub const REENUMERATE: Duration = Duration::from_secs(3);
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Setting<T> {
     value: T,
@@ -95,13 +98,15 @@ pub struct SimState {
     run: Option<Run>,
     /// Device-clock interval `[from, until)` in which the phone does not answer.
     lost: Option<(Duration, Duration)>,
+    /// A `usb_only` phone off USB: unreachable until then (`Duration::MAX` while the port is off).
+    off_usb: Option<Duration>,
 }
 
 impl SimState {
     /// A phone at time zero: battery at `battery_start_pct`, at ambient temperature, on
     /// USB unless its tether is `none`, with Bluetooth and Wi-Fi on.
     pub fn new(spec: DeviceSpec) -> Self {
-        let params = spec.sim.clone().unwrap_or_else(|| SimParams::defaults(Platform::Ios));
+        let params = spec.sim().cloned().unwrap_or_else(|| SimParams::defaults(Platform::Ios));
         SimState {
             device_factor: trial::device_effect(&params),
             at: Duration::ZERO,
@@ -113,6 +118,7 @@ impl SimState {
             installed: None,
             run: None,
             lost: None,
+            off_usb: None,
             params,
             spec,
         }
@@ -144,10 +150,24 @@ impl SimState {
 
     /// When the phone answers again, if it does not answer now.
     pub fn lost_until(&self) -> Option<Duration> {
-        self.lost.filter(|(from, until)| *from <= self.at && self.at < *until).map(|(_, until)| until)
+        let fault = self.lost.filter(|(from, until)| *from <= self.at && self.at < *until).map(|(_, until)| until);
+        fault.max(self.off_usb.filter(|until| self.at < *until))
     }
 
     pub fn ensure_connected(&self) -> Result<(), DeviceError> {
+        if let Some(until) = self.off_usb.filter(|until| self.at < *until) {
+            return Err(DeviceError::Disconnected {
+                device: self.spec.name.clone(),
+                detail: if until == Duration::MAX {
+                    "the simulated phone is reachable over USB only and its port is off".into()
+                } else {
+                    format!(
+                        "the simulated phone is back on USB and shows up in {:.0} s of device time",
+                        (until - self.at).as_secs_f64()
+                    )
+                },
+            });
+        }
         match self.lost_until() {
             None => Ok(()),
             Some(until) => Err(DeviceError::Disconnected {
@@ -161,10 +181,7 @@ impl SimState {
     }
 
     pub fn identify(&self) -> Identity {
-        let serial = ["udid", "serial"]
-            .iter()
-            .find_map(|k| self.spec.ids.get(*k).cloned())
-            .unwrap_or_else(|| format!("sim-{:016x}", self.params.seed));
+        let serial = format!("sim-{:016x}", self.params.seed);
         Identity { name: self.spec.name.clone(), model: self.spec.model.clone(), os: self.spec.os.clone(), serial }
     }
 
@@ -243,6 +260,16 @@ impl SimState {
             .installed
             .clone()
             .ok_or_else(|| self.failed("launching the app", "nothing is installed; call prepare first".into()))?;
+        // The launch runs what its prepare made: the phone must still have that install.
+        if installed.sha256 != spec.prepared.outcome.sha256() {
+            return Err(self.failed(
+                "launching the app",
+                format!(
+                    "build {} is not what is installed (build {}); prepare it first",
+                    spec.prepared.build.name, installed.build
+                ),
+            ));
+        }
         self.stop_run();
         let plan = TrialPlan::draw(spec.seed, &self.params, &installed.profile, spec.duration);
         let launched_at = self.at;
@@ -278,7 +305,7 @@ impl SimState {
         });
         // Logs the launch record (and any fault due at once).
         self.apply_due();
-        Ok(AppHandle { id: app_id, launched_at })
+        Ok(AppHandle { id: app_id.clone(), app_id, launched_at })
     }
 
     pub fn untether(&mut self) {
@@ -290,6 +317,25 @@ impl SimState {
     pub fn retether(&mut self) {
         self.close_window();
         self.tethered = true;
+    }
+
+    /// The lab switched the phone's USB port (hub or cable). Off: it stops charging and, if
+    /// `usb_only`, cannot be reached. On: the window ends; a `usb_only` phone shows up after
+    /// `REENUMERATE`, or (stays_lost) only after `faults.reconnect_after`.
+    pub fn usb_power(&mut self, on: bool) {
+        if on {
+            let stays_lost = self.run.as_ref().is_some_and(|r| r.plan.stays_lost);
+            self.retether();
+            if self.params.usb_only {
+                let back = if stays_lost { self.params.faults.reconnect_after } else { REENUMERATE };
+                self.off_usb = Some(self.at + back);
+            }
+        } else {
+            self.untether();
+            if self.params.usb_only {
+                self.off_usb = Some(Duration::MAX);
+            }
+        }
     }
 
     /// Closes the window of `app_id`'s trial and returns what the dump needs.

@@ -10,7 +10,7 @@ use rand::seq::SliceRandom;
 use super::model::{self, IDLE_MW};
 use super::{DUMP_FILE, SimDevice};
 use crate::collect::sim_dump;
-use crate::config::{Build, DeviceSpec, Platform, SimParams, SimProfile, TetherSpec, VariantConfig};
+use crate::config::{Build, DeviceKind, DeviceSpec, Platform, SimParams, SimProfile, TetherSpec, VariantConfig};
 use crate::device::{
     Collected, DesiredState, Device, DeviceError, LaunchSpec, PrepareOutcome, Provenance, Reading, StateSnapshot,
 };
@@ -26,13 +26,11 @@ fn iphone(name: &str, seed: u64, tweak: impl FnOnce(&mut SimParams)) -> DeviceSp
     DeviceSpec {
         name: name.into(),
         host: "local".into(),
-        platform: Platform::Sim,
         model: "iPhone 6s".into(),
         os: "iOS 12.2".into(),
         tags: vec!["ios".into()],
         tether: TetherSpec::Software,
-        ids: BTreeMap::new(),
-        sim: Some(sim),
+        kind: DeviceKind::Sim(sim),
     }
 }
 
@@ -117,12 +115,13 @@ async fn run_trial(
         clock.sleep(5 * MIN).await;
         waited += 5 * MIN;
     }
-    dev.prepare(b, &VariantConfig::default_config()).await?;
+    let prepared = dev.prepare(b, &VariantConfig::default_config()).await?;
     let want = DesiredState { brightness_pct: Some(p.brightness), bluetooth_on: Some(true), wifi_on: Some(true) };
     dev.set_state(&want).await?;
     dev.reset_counters().await?;
     let app = dev
         .launch(&LaunchSpec {
+            prepared,
             trial_key: key.into(),
             seed,
             duration: p.duration,
@@ -301,6 +300,13 @@ async fn one_trial(spec: DeviceSpec, prof: SimProfile, seed: u64, dir: &Path) ->
 }
 
 #[tokio::test]
+async fn a_simulated_phone_is_named_by_its_seed() {
+    let id = SimDevice::new(iphone("sim-iphone-1", 101, |_| {})).identify().await.expect("identify");
+    assert_eq!((id.name.as_str(), id.model.as_str(), id.os.as_str()), ("sim-iphone-1", "iPhone 6s", "iOS 12.2"));
+    assert_eq!(id.serial, "sim-0000000000000065");
+}
+
+#[tokio::test]
 async fn same_seeds_give_the_same_measurements_and_dump_bytes() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let prof = SimProfile { cache_hit_ratio: 0.3, ..profile(40.0, 200.0, 30.0) };
@@ -331,7 +337,7 @@ async fn clean_trial_matches_the_closed_form() {
         p.device_effect_sd = 0.0;
         p.trial_noise_sd = 0.0;
     });
-    let p = spec.sim.clone().expect("sim");
+    let p = spec.sim().cloned().expect("sim");
     let prof = profile(12.0, 15.0, 6.0);
     let out = one_trial(spec, prof.clone(), 11, tmp.path()).await;
     let load = super::trial::app_load(&prof, Some(Duration::from_millis(200)));
@@ -354,11 +360,11 @@ async fn prepare_installs_once_per_profile() {
     let dev = SimDevice::new(iphone("p", 1, |_| {}));
     let cfg = VariantConfig::default_config();
     let b = build("x", profile(10.0, 10.0, 10.0));
-    assert!(matches!(dev.prepare(&b, &cfg).await, Ok(PrepareOutcome::Installed { .. })));
-    assert!(matches!(dev.prepare(&b, &cfg).await, Ok(PrepareOutcome::AlreadyInstalled { .. })));
+    assert!(matches!(dev.prepare(&b, &cfg).await.map(|p| p.outcome), Ok(PrepareOutcome::Installed { .. })));
+    assert!(matches!(dev.prepare(&b, &cfg).await.map(|p| p.outcome), Ok(PrepareOutcome::AlreadyInstalled { .. })));
     let mut faster = VariantConfig::default_config();
     faster.sim.cpu_scale = 0.5;
-    assert!(matches!(dev.prepare(&b, &faster).await, Ok(PrepareOutcome::Installed { .. })));
+    assert!(matches!(dev.prepare(&b, &faster).await.map(|p| p.outcome), Ok(PrepareOutcome::Installed { .. })));
     let none = Build { sim: None, ..b };
     assert!(matches!(dev.prepare(&none, &cfg).await, Err(DeviceError::NoArtifact { .. })));
 }
@@ -383,8 +389,10 @@ async fn set_state_reads_back_as_set() {
 async fn reset_counters_stops_a_leftover_app_and_drops_its_log() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dev = SimDevice::new(iphone("r", 1, |_| {}));
-    dev.prepare(&build("x", profile(10.0, 10.0, 10.0)), &VariantConfig::default_config()).await.expect("prepare");
+    let prepared =
+        dev.prepare(&build("x", profile(10.0, 10.0, 10.0)), &VariantConfig::default_config()).await.expect("prepare");
     let spec = LaunchSpec {
+        prepared,
         trial_key: "t".into(),
         seed: 1,
         duration: HOUR,
@@ -402,7 +410,7 @@ async fn reset_counters_stops_a_leftover_app_and_drops_its_log() {
 #[tokio::test]
 async fn charge_gate_battery_rises_on_usb_over_virtual_time() {
     let dev = SimDevice::new(iphone("g", 1, |p| p.battery_start_pct = 50.0));
-    let p = dev.spec().sim.clone().expect("sim");
+    let p = dev.spec().sim().cloned().expect("sim");
     let start = dev.state().await.expect("state");
     assert_eq!(value(&start.battery_pct), 50.0);
     assert!(value(&start.charging) && value(&start.external_power));
@@ -434,7 +442,7 @@ async fn cool_down_temperature_falls_towards_ambient() {
         p.thermal_c_per_w = 10.0;
         p.charge_ma = 500.0;
     }));
-    let p = dev.spec().sim.clone().expect("sim");
+    let p = dev.spec().sim().cloned().expect("sim");
     let mut proto = Protocol::hour_at_5_per_s();
     proto.cooldown = Duration::ZERO;
     let out =
@@ -472,8 +480,9 @@ async fn disconnect_fault_loses_the_device_and_says_so() {
         p.faults.reconnect_after = 2 * HOUR;
     }));
     let b = build("app", profile(12.0, 15.0, 6.0));
-    dev.prepare(&b, &VariantConfig::default_config()).await.expect("prepare");
+    let prepared = dev.prepare(&b, &VariantConfig::default_config()).await.expect("prepare");
     let spec = LaunchSpec {
+        prepared,
         trial_key: "t".into(),
         seed: 3,
         duration: HOUR,

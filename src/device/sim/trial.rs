@@ -86,6 +86,8 @@ pub struct TrialPlan {
     pub brightness_reset_at: Option<Duration>,
     /// USB power comes back by another path (charging_during_soak).
     pub external_power_at: Option<Duration>,
+    /// A `usb_only` phone does not show up again when its port comes back on (stays_lost).
+    pub stays_lost: bool,
 }
 
 impl TrialPlan {
@@ -103,7 +105,9 @@ impl TrialPlan {
         let disconnect_at = fault(params.faults.disconnect);
         let brightness_reset_at = fault(params.faults.brightness_reset);
         let external_power_at = fault(params.faults.charging_during_soak);
-        TrialPlan { seed, trial_factor, crash_at, disconnect_at, brightness_reset_at, external_power_at }
+        // Drawn last, so that the draws above are what they were before it existed.
+        let stays_lost = fault(params.faults.stays_lost).is_some();
+        TrialPlan { seed, trial_factor, crash_at, disconnect_at, brightness_reset_at, external_power_at, stays_lost }
     }
 
     /// One sample per minute of the window while the app is alive, with measurement

@@ -1,0 +1,351 @@
+//! Every branch of the attempt state machine on the scripted fakes, in paused time: a
+//! scripted phone behind a real `UhubctlTether` whose `uhubctl` runs on a scripted host.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+
+use super::event::{Event, EventSink};
+use super::footprint::Footprint;
+use super::trial::{Attempt, AttemptOutcome, TrialContext};
+use crate::device::Device;
+use crate::store::{AttemptStatus, PlannedTrialRow, Store};
+use crate::testing::{Behaviour, Call, Reply, ScriptedDevice, ScriptedTransport};
+use crate::tether::UhubctlTether;
+
+const LAB: &str = r#"
+[lab]
+name = "t"
+[[host]]
+name = "local"
+[[device]]
+name = "phone-1"
+platform = "sim"
+model = "Pixel 8"
+tether = { uhubctl = { location = "1-1", port = 2 } }
+[device.sim]
+emulates = "android"
+[[device]]
+name = "phone-2"
+platform = "sim"
+model = "Pixel 7"
+tether = { uhubctl = { location = "1-1", port = 3 } }
+[device.sim]
+emulates = "android"
+"#;
+
+const RUNBOOK: &str = r#"
+name = "branches"
+duration = "10m"
+repeats = 1
+devices = ["phone-1"]
+[builds.app]
+baseline = true
+[builds.app.sim]
+cpu_pct = 5
+wakeups_per_s = 5
+memory_mb = 20
+[preconditions]
+untethered = true
+app_foreground = true
+"#;
+
+struct Bench {
+    _dir: tempfile::TempDir,
+    ctx: TrialContext,
+    trial: PlannedTrialRow,
+    /// The phone's host: `uhubctl` runs here.
+    host: Arc<ScriptedTransport>,
+    tether: UhubctlTether,
+    events: mpsc::UnboundedReceiver<Event>,
+    stop: watch::Sender<bool>,
+}
+
+impl Bench {
+    /// A one-trial campaign of `RUNBOOK` plus `extra` (more preconditions, then more
+    /// sections); the hub answers every `uhubctl`.
+    fn new(extra: &str) -> Bench {
+        Self::with(extra, |_| {})
+    }
+
+    /// Like `new`, with `hub` adding rules for the host that come before the default.
+    fn with(extra: &str, hub: impl FnOnce(&ScriptedTransport)) -> Bench {
+        let dir = tempfile::tempdir().unwrap();
+        let lab = crate::config::parse_lab(LAB, &dir.path().join("lab.toml")).unwrap();
+        let rb = crate::config::parse_runbook(&format!("{RUNBOOK}{extra}"), &dir.path().join("rb.toml"), &lab).unwrap();
+        let plan = crate::plan::build(&rb, &lab).unwrap();
+        let store = Store::open(&dir.path().join("lab.db")).unwrap();
+        store.create_campaign(&super::new_record("c1", &lab, &rb, &plan), plan.max_attempts, 1).unwrap();
+        let trial = store.trials("c1").unwrap().remove(0).row;
+        let (tx, events) = mpsc::unbounded_channel();
+        let (stop, shutdown) = watch::channel(false);
+        let host = Arc::new(ScriptedTransport::new("local"));
+        hub(&host);
+        host.on(&["uhubctl"], vec![Reply::ok("")]);
+        let tether = UhubctlTether { transport: host.clone(), location: "1-1".into(), port: 2 };
+        let ctx = TrialContext {
+            campaign: "c1".into(),
+            runbook: Arc::new(rb),
+            store,
+            events: EventSink::new(tx),
+            artifacts: dir.path().join("artifacts/c1"),
+            max_attempts: plan.max_attempts,
+            shutdown,
+            endpoint: None,
+            footprint: Arc::new(Footprint::new(None)),
+        };
+        Bench { _dir: dir, ctx, trial, host, tether, events, stop }
+    }
+
+    fn phone(&self) -> ScriptedDevice {
+        phone("phone-1")
+    }
+
+    async fn run(&self, device: &dyn Device) -> AttemptOutcome {
+        Attempt { ctx: &self.ctx, device, tether: &self.tether, trial: &self.trial, attempt: 0 }.run().await.unwrap()
+    }
+
+    /// The hub port's switching, in order (`off`, `on`, …).
+    fn port(&self) -> Vec<String> {
+        self.host.calls_of("uhubctl").iter().map(|a| a.rsplit(' ').next().unwrap_or_default().to_string()).collect()
+    }
+
+    fn reasons(&self) -> Vec<String> {
+        let attempts = self.ctx.store.attempts("c1").unwrap();
+        assert_eq!(attempts.len(), 1, "one attempt recorded");
+        assert_eq!(attempts[0].status, AttemptStatus::Invalid);
+        attempts[0].reasons.clone()
+    }
+
+    fn drain(&mut self) -> Vec<Event> {
+        std::iter::from_fn(|| self.events.try_recv().ok()).collect()
+    }
+}
+
+fn phone(name: &str) -> ScriptedDevice {
+    let lab = crate::config::parse_lab(LAB, Path::new("lab.toml")).unwrap();
+    ScriptedDevice::new(lab.device(name).unwrap().clone())
+}
+
+fn has(reasons: &[String], part: &str) -> bool {
+    reasons.iter().any(|r| r.contains(part))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_healthy_phone_gives_a_valid_trial_with_the_port_off_for_the_soak_only() {
+    let b = Bench::new("");
+    let phone = b.phone();
+    assert_eq!(b.run(&phone).await, AttemptOutcome::Recorded { valid: true });
+    assert_eq!(b.port(), ["off", "on"]);
+    let calls = phone.calls();
+    let pos = |c: &str| calls.iter().position(|x| x == c).unwrap_or_else(|| panic!("no {c} in {calls:?}"));
+    assert!(pos("launch") < pos("usb_power:off") && pos("usb_power:off") < pos("usb_power:on"));
+    assert!(pos("usb_power:on") < pos("collect") && pos("collect") < pos("stop"));
+    assert!(phone.usb_powered());
+}
+
+#[tokio::test(start_paused = true)]
+async fn still_charging_after_untether_is_invalid_and_the_port_goes_back_on() {
+    let b = Bench::new("");
+    let phone = b.phone().charges_when_cut();
+    assert_eq!(b.run(&phone).await, AttemptOutcome::Recorded { valid: false });
+    assert!(has(&b.reasons(), "still charging after untether (uhubctl 1-1:2)"), "{:?}", b.reasons());
+    assert_eq!(b.port(), ["off", "on"], "re-tethered before the attempt returned");
+    assert!(!phone.calls().contains(&"collect".to_string()), "no soak, no collect");
+    assert!(phone.calls().contains(&"stop".to_string()), "the app was stopped");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_phone_gone_after_a_power_cut_soaks_and_gives_a_valid_trial() {
+    let mut b = Bench::new("");
+    let phone = b.phone().unreachable_when_cut();
+    let start = tokio::time::Instant::now();
+    assert_eq!(b.run(&phone).await, AttemptOutcome::Recorded { valid: true });
+    assert!(start.elapsed() >= Duration::from_secs(600), "the whole soak ran");
+    assert_eq!(b.port(), ["off", "on"]);
+    let events = b.drain();
+    assert!(events.iter().any(|e| matches!(e, Event::OffUsb { .. })), "announced as expected");
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::Disconnected { .. })),
+        "losing it with its port is not a disconnect"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_phone_that_never_comes_back_after_re_tether_goes_offline() {
+    let b = Bench::new("[timeouts]\nreconnect = \"5m\"\n");
+    let phone = b.phone().unreachable_when_cut().stays_lost();
+    let out = b.run(&phone).await;
+    assert!(matches!(out, AttemptOutcome::DeviceOffline { .. }), "{out:?}");
+    assert!(has(&b.reasons(), "not back within 5m"), "{:?}", b.reasons());
+    assert_eq!(b.port(), ["off", "on"], "its port is on again, for whoever comes to look");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_gate_gives_up_on_a_phone_that_does_not_charge() {
+    let b = Bench::new("battery_min = 50\n[timeouts]\ngate = \"20m\"\n");
+    let phone = b.phone().with_state(|s| s.battery_pct = crate::device::Reading::read(10.0));
+    assert_eq!(b.run(&phone).await, AttemptOutcome::Recorded { valid: false });
+    assert!(has(&b.reasons(), "gate: still charging: battery 10 % < 50 % after 20m"), "{:?}", b.reasons());
+    assert!(b.port().is_empty(), "never untethered");
+    assert!(!phone.calls().contains(&"launch".to_string()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn another_app_in_the_foreground_after_the_soak_is_invalid() {
+    let b = Bench::new("");
+    let phone = b.phone().foreground("com.android.launcher");
+    assert_eq!(b.run(&phone).await, AttemptOutcome::Recorded { valid: false });
+    assert!(
+        has(&b.reasons(), "app not in the foreground after the soak (foreground: com.android.launcher)"),
+        "{:?}",
+        b.reasons()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn set_state_failing_fails_prepare_before_anything_runs() {
+    let b = Bench::new("brightness = [40, 60]\n");
+    let phone = b.phone().script(Call::SetState, [Behaviour::Fail("settings: permission denied".into())]);
+    assert_eq!(b.run(&phone).await, AttemptOutcome::Recorded { valid: false });
+    assert!(
+        has(&b.reasons(), "prepare failed: phone-1: set_state failed: settings: permission denied"),
+        "{:?}",
+        b.reasons()
+    );
+    assert!(!phone.calls().contains(&"launch".to_string()));
+    assert!(b.port().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failure_after_untether_re_tethers_before_the_attempt_returns() {
+    let b = Bench::new("");
+    // The gate's read works; the one after the port is cut fails.
+    let phone = b.phone().script(Call::State, [Behaviour::Normal, Behaviour::Fail("dumpsys: broken pipe".into())]);
+    assert_eq!(b.run(&phone).await, AttemptOutcome::Recorded { valid: false });
+    assert!(has(&b.reasons(), "untether failed: phone-1: state failed: dumpsys: broken pipe"), "{:?}", b.reasons());
+    assert_eq!(b.port(), ["off", "on"]);
+    assert!(phone.usb_powered());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_re_tether_is_tried_again_so_the_port_is_not_left_off() {
+    let b = Bench::with("", |hub| {
+        hub.on(&["uhubctl", "-l", "1-1", "-p", "2", "-a", "on"], vec![Reply::fail(1, "hub busy"), Reply::ok("")]);
+    });
+    let phone = b.phone();
+    assert_eq!(b.run(&phone).await, AttemptOutcome::Recorded { valid: false });
+    assert!(has(&b.reasons(), "retether failed"), "{:?}", b.reasons());
+    assert_eq!(b.port(), ["off", "on", "on"]);
+    assert!(phone.usb_powered());
+}
+
+#[tokio::test(start_paused = true)]
+async fn ctrl_c_during_prepare_stops_it_within_seconds_and_records_nothing() {
+    let b = Bench::new("");
+    let phone = b.phone().script(Call::Prepare, [Behaviour::Hang]);
+    let stop = b.stop.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        stop.send(true).unwrap();
+    });
+    let start = tokio::time::Instant::now();
+    assert_eq!(b.run(&phone).await, AttemptOutcome::Cancelled);
+    assert!(start.elapsed() < Duration::from_secs(6), "{:?}", start.elapsed());
+    assert!(b.ctx.store.attempts("c1").unwrap().is_empty());
+    assert!(b.port().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn ctrl_c_during_collect_re_tethers_stops_the_app_and_records_nothing() {
+    let b = Bench::new("");
+    let phone = b.phone().script(Call::Collect, [Behaviour::Hang]);
+    let stop = b.stop.clone();
+    // The soak is 10 minutes; collect (which never returns) starts right after it.
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(620)).await;
+        stop.send(true).unwrap();
+    });
+    let start = tokio::time::Instant::now();
+    assert_eq!(b.run(&phone).await, AttemptOutcome::Cancelled);
+    assert!(start.elapsed() < Duration::from_secs(625), "{:?}", start.elapsed());
+    assert!(b.ctx.store.attempts("c1").unwrap().is_empty());
+    assert_eq!(b.port(), ["off", "on"]);
+    assert!(phone.calls().contains(&"stop".to_string()));
+    assert!(!b.ctx.artifacts.join(".partial").read_dir().map(|mut d| d.next().is_some()).unwrap_or(false));
+}
+
+#[tokio::test(start_paused = true)]
+async fn calls_that_had_no_limit_are_bounded() {
+    // reset_counters never returns: the launch phase's limit ends it.
+    let b = Bench::new("[timeouts]\nlaunch = \"2m\"\n");
+    let phone = b.phone().script(Call::ResetCounters, [Behaviour::Hang]);
+    assert_eq!(b.run(&phone).await, AttemptOutcome::Recorded { valid: false });
+    assert_eq!(b.reasons(), ["launch did not finish within 2m"]);
+
+    // set_state never returns: the prepare limit ends it.
+    let b = Bench::new("brightness = [40, 60]\n[timeouts]\nprepare = \"3m\"\n");
+    let phone = b.phone().script(Call::SetState, [Behaviour::Hang]);
+    assert_eq!(b.run(&phone).await, AttemptOutcome::Recorded { valid: false });
+    assert_eq!(b.reasons(), ["prepare did not finish within 3m"]);
+
+    // stop never returns: the trial is still recorded, after at most the launch limit.
+    let b = Bench::new("[timeouts]\nlaunch = \"2m\"\n");
+    let phone = b.phone().script(Call::Stop, [Behaviour::Hang]);
+    let start = tokio::time::Instant::now();
+    assert_eq!(b.run(&phone).await, AttemptOutcome::Recorded { valid: true });
+    assert!(start.elapsed() <= Duration::from_secs(600 + 120 + 5), "{:?}", start.elapsed());
+
+    // The state read after untether never returns: the tether limit ends it, port back on.
+    let b = Bench::new("[timeouts]\ntether = \"1m\"\n");
+    let phone = b.phone().script(Call::State, [Behaviour::Normal, Behaviour::Hang]);
+    assert_eq!(b.run(&phone).await, AttemptOutcome::Recorded { valid: false });
+    assert_eq!(b.reasons(), ["untether did not finish within 1m"]);
+    assert_eq!(b.port(), ["off", "on"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_worker_that_fails_stops_its_siblings() {
+    let dir = tempfile::tempdir().unwrap();
+    let lab = Arc::new(crate::config::parse_lab(LAB, &dir.path().join("lab.toml")).unwrap());
+    let text = RUNBOOK.replace(r#"devices = ["phone-1"]"#, r#"devices = ["phone-*"]"#);
+    let rb = crate::config::parse_runbook(&text, &dir.path().join("rb.toml"), &lab).unwrap();
+    let plan = crate::plan::build(&rb, &lab).unwrap();
+    let store = Store::open(&lab.store_path).unwrap();
+    store.create_campaign(&super::new_record("c1", &lab, &rb, &plan), plan.max_attempts, 1).unwrap();
+    let host = Arc::new(ScriptedTransport::new("local"));
+    host.on(&["uhubctl"], vec![Reply::ok("")]);
+    let tether = |port| -> Box<dyn crate::tether::Tether> {
+        Box::new(UhubctlTether { transport: host.clone(), location: "1-1".into(), port })
+    };
+    // phone-1's backend panics in prepare (after phone-2 is well into its soak).
+    let broken: Arc<dyn Device> = Arc::new(
+        phone("phone-1")
+            .script(Call::Identify, [Behaviour::Delay(Duration::from_secs(60))])
+            .script(Call::Prepare, [Behaviour::Panic]),
+    );
+    let healthy = Arc::new(phone("phone-2"));
+    let mut devices = std::collections::BTreeMap::new();
+    devices.insert("phone-1".to_string(), (broken, tether(2)));
+    devices.insert("phone-2".to_string(), (healthy.clone() as Arc<dyn Device>, tether(3)));
+    let (_user, shutdown) = watch::channel(false);
+    let c = super::Campaign {
+        id: "c1".into(),
+        lab: lab.clone(),
+        runbook: Arc::new(rb),
+        plan: Arc::new(plan),
+        store: store.clone(),
+        devices,
+        events: EventSink::discard(),
+        shutdown,
+    };
+    let start = tokio::time::Instant::now();
+    let err = c.run(false).await.expect_err("a panicking worker is fatal");
+    assert!(err.to_string().contains("panicked"), "{err}");
+    assert!(start.elapsed() < Duration::from_secs(600), "phone-2 did not soak on: {:?}", start.elapsed());
+    assert!(store.attempts("c1").unwrap().is_empty(), "nothing partial recorded");
+    assert!(healthy.usb_powered(), "phone-2 was given its power back");
+    assert_eq!(host.calls_of("uhubctl"), ["-l 1-1 -p 3 -a off", "-l 1-1 -p 3 -a on"]);
+}

@@ -1,0 +1,10 @@
+//! Fakes shipped in the library for tests, the way probe-rs ships `FakeProbe`: a
+//! scripted transport (argv → reply, every call recorded) and a scripted device (each
+//! call's behaviour queued). Built for the crate's own tests and, with the `testing`
+//! feature, for integration tests and other crates.
+
+mod scripted_device;
+mod scripted_transport;
+
+pub use scripted_device::{Behaviour, Call, ScriptedDevice};
+pub use scripted_transport::{Reply, ScriptedTransport};
