@@ -6,6 +6,11 @@
 //! file (`report.md`, `report.html`, `results.csv`, `summary.csv`, `report.json`) plus
 //! the terminal tables. Prints the times; asserts nothing about them (figures are for
 //! people and the issue notes). Target: under 2 s.
+//!
+//! Each attempt carries a 61-point `battery_pct` series (an hour at one point a minute),
+//! as the store keeps it, so the HTML report draws its curves without opening a file. For
+//! the before/after figure the bench also times what the report did before series were
+//! stored: one `sim-energy.log` per attempt opened, read and scanned for its battery lines.
 
 use std::time::Instant;
 
@@ -13,7 +18,7 @@ use rand::RngExt;
 use rand_distr::{Distribution, Normal};
 
 use lab::config::{Order, Platform, StatsSettings};
-use lab::device::Measurement;
+use lab::measure::{BATTERY_PCT, Measurement, Series};
 use lab::plan::{Plan, PlannedDevice, Variant};
 use lab::report::{self, CampaignData};
 use lab::store::{
@@ -37,6 +42,15 @@ fn main() {
     let files = report::write_all(&rep, &data, dir.path()).expect("write");
     let total = start.elapsed();
 
+    let start = Instant::now();
+    let curves = report::battery_curves(&data);
+    let from_store = start.elapsed();
+    let dumps = tempfile::tempdir().expect("tempdir");
+    let paths = write_dumps(&data, dumps.path());
+    let start = Instant::now();
+    let from_files = paths.iter().filter_map(|p| battery_lines(&std::fs::read_to_string(p).ok()?)).count();
+    let before = start.elapsed();
+
     let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     println!("report: {rows} trial × metric rows, {} comparisons", comparisons(&rep));
     println!("report: build (statistics, comparisons, verdicts) {:.3} s", built.as_secs_f64());
@@ -49,6 +63,55 @@ fn main() {
         size(&files.summary_csv) / 1024,
         size(&files.json) / 1024
     );
+    println!(
+        "report: battery curves from the stored series {:.3} s ({} curves, 0 files opened); \
+         before, from the raw dumps {:.3} s ({from_files} curves, {} files opened)",
+        from_store.as_secs_f64(),
+        curves.len(),
+        before.as_secs_f64(),
+        paths.len()
+    );
+}
+
+/// One sim dump per attempt, its battery lines from the attempt's series, laid out as
+/// the artifact folder was (`<trial key>/attempt-<n>/sim-energy.log`).
+fn write_dumps(data: &CampaignData, dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let keys: std::collections::HashMap<u32, &str> =
+        data.trials.iter().map(|t| (t.row.idx, t.row.key.as_str())).collect();
+    data.attempts
+        .iter()
+        .map(|a| {
+            let mut text = String::from("lab-sim-energy-log 1\ndevice dev\nbattery_mah 1715\nvoltage_v 3.82\n");
+            for (t, pct) in &a.series[0].points {
+                text.push_str(&format!(
+                    "battery t={t:.3} level={pct:.0} charge_mah={:.3} current_ma=-222.0 ext=0 charging=0 temp_c=25.00\n",
+                    pct / 100.0 * 1715.0
+                ));
+            }
+            let folder = dir.join(keys[&a.trial_idx]).join(format!("attempt-{}", a.attempt));
+            std::fs::create_dir_all(&folder).expect("folder");
+            let path = folder.join("sim-energy.log");
+            std::fs::write(&path, text).expect("dump");
+            path
+        })
+        .collect()
+}
+
+/// The battery lines of a dump as (minutes, %), as the report read them before series were
+/// stored (the reader it had, kept here for the comparison).
+fn battery_lines(text: &str) -> Option<Vec<(f64, f64)>> {
+    let capacity: f64 = text.lines().find_map(|l| l.strip_prefix("battery_mah "))?.trim().parse().ok()?;
+    let points: Vec<(f64, f64)> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("battery "))
+        .filter_map(|rest| {
+            let field = |key: &str| {
+                rest.split_whitespace().find_map(|kv| kv.strip_prefix(key)?.strip_prefix('=')?.parse::<f64>().ok())
+            };
+            Some((field("t")? / 60.0, field("charge_mah")? / capacity * 100.0))
+        })
+        .collect();
+    (!points.is_empty()).then_some(points)
 }
 
 fn comparisons(r: &report::Report) -> usize {
@@ -107,6 +170,12 @@ fn campaign() -> CampaignData {
             soak_start_s: f64::from(i) * 700.0,
             artifact_dir: String::new(),
             measurements,
+            series: vec![Series::new(
+                BATTERY_PCT,
+                "%",
+                "bench",
+                (0..=60).map(|k| (f64::from(k) * 60.0, 100.0 - f64::from(k) * (0.05 + 0.01 * v as f64))).collect(),
+            )],
             state_before: serde_json::Value::Null,
             state_after: serde_json::Value::Null,
         });

@@ -9,6 +9,7 @@ pub mod collect;
 pub mod config;
 pub mod device;
 pub mod endpoint;
+pub mod measure;
 pub mod plan;
 pub mod report;
 pub mod runner;

@@ -65,9 +65,54 @@ fn envoy_report_table_snapshot() {
     let html = lab.cmd(&["report", &id, "--format", "html"]).assert().success().get_output().stdout.clone();
     let html = String::from_utf8(html).unwrap();
     assert!(html.starts_with("<!DOCTYPE html>") && html.contains("<svg"));
-    // The battery curves come from the attempts' raw dumps.
     assert!(html.contains("<h3>Battery level</h3>"), "battery curves");
     assert_eq!(html, std::fs::read_to_string(lab.artifacts().join(&id).join("report.html")).unwrap());
+}
+
+/// Every file under `dir` whose name is `name`.
+fn files_named(dir: &std::path::Path, name: &str) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_named(&p, name));
+        } else if p.file_name().is_some_and(|n| n == name) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// The battery curves are drawn from the series the store kept at collect time: with
+/// every raw dump gone the page is the same; a campaign whose attempts have no series
+/// (recorded before the store kept them) just has no curves.
+#[test]
+fn battery_curves_come_from_the_store_not_the_artifacts() {
+    let lab = TempLab::new();
+    lab.cmd(&["run", "runbooks/envoy-battery-audit.toml"]).assert().success();
+    let id = lab.campaigns()[0].clone();
+    let html = |lab: &TempLab| {
+        let out = lab.cmd(&["report", &id, "--format", "html"]).assert().success().get_output().stdout.clone();
+        String::from_utf8(out).unwrap()
+    };
+    let before = html(&lab);
+    assert!(before.contains("<h3>Battery level</h3>"), "battery curves");
+    let attempts: Vec<i64> = lab.sql("SELECT COUNT(*) FROM attempts");
+    let series: Vec<i64> = lab.sql("SELECT COUNT(*) FROM series WHERE name = 'battery_pct' AND length(points) > 0");
+    assert_eq!(series, attempts, "one battery series per attempt");
+
+    let dumps = files_named(&lab.artifacts().join(&id), "sim-energy.log");
+    assert_eq!(dumps.len() as i64, attempts[0]);
+    for d in &dumps {
+        std::fs::remove_file(d).unwrap();
+    }
+    assert_eq!(html(&lab), before, "the page does not need the raw dumps");
+
+    let conn = rusqlite::Connection::open(lab.store()).unwrap();
+    conn.execute("DELETE FROM series", []).unwrap();
+    drop(conn);
+    let without = html(&lab);
+    assert!(!without.contains("<h3>Battery level</h3>") && without.contains("<svg"), "no curves, other plots stay");
 }
 
 #[test]

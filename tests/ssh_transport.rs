@@ -163,3 +163,103 @@ async fn an_ssh_app_whose_cgroup_cannot_be_made_runs_in_its_process_group() {
     }
     assert!(!plain.exists(), "the plain folder made for the cgroup was removed again");
 }
+
+/// A command that fills stderr before it writes any stdout (adb and build tools do) completes
+/// well inside its timeout: both streams are read as they come. 1 MiB fits libssh2's 2 MiB
+/// receive window; 4 MiB overflows it, which stalled the old stdout-then-stderr reading until
+/// the timeout.
+#[tokio::test]
+async fn a_command_writing_mebibytes_of_stderr_before_stdout_completes() {
+    let Some(s) = sshd::start() else { return };
+    let t = SshTransport::new(config(&s, s.known_hosts()));
+    for mib in [1, 4] {
+        let script = format!("head -c {} /dev/zero | tr '\\0' x >&2; echo done", mib << 20);
+        let mut cmd = CommandSpec::new("sh", &["-c", &script]);
+        cmd.timeout = Duration::from_secs(20);
+        let start = Instant::now();
+        let out = t.exec(&cmd).await.unwrap();
+        let took = start.elapsed();
+        assert_eq!((out.status, out.stdout_text().as_str()), (Some(0), "done\n"), "{mib} MiB");
+        assert_eq!(out.stderr.len(), mib << 20);
+        assert!(out.stderr.iter().all(|&b| b == b'x'), "{mib} MiB of stderr arrived intact");
+        assert!(took < Duration::from_secs(5), "{mib} MiB took {took:?} of a {:?} timeout", cmd.timeout);
+    }
+    // The session went back to the pool in blocking mode: an upload and a plain command still work.
+    let local = s.dir.path().join("after.txt");
+    std::fs::write(&local, b"after").unwrap();
+    t.upload(&local, &s.dir.path().join("after-up.txt")).await.unwrap();
+    assert_eq!(std::fs::read(s.dir.path().join("after-up.txt")).unwrap(), b"after");
+    assert_eq!(t.exec(&CommandSpec::new("echo", &["ok"])).await.unwrap().stdout_text(), "ok\n");
+}
+
+/// A command that outlives its timeout fails with `Timeout` soon after it, output or not.
+#[tokio::test]
+async fn a_command_past_its_timeout_is_a_timeout() {
+    let Some(s) = sshd::start() else { return };
+    let t = SshTransport::new(config(&s, s.known_hosts()));
+    let mut cmd = CommandSpec::new("sh", &["-c", "echo partial; echo err >&2; sleep 10"]);
+    cmd.timeout = Duration::from_secs(1);
+    let start = Instant::now();
+    let e = t.exec(&cmd).await.unwrap_err();
+    let took = start.elapsed();
+    assert!(matches!(e, TransportError::Timeout { timeout, .. } if timeout == cmd.timeout), "{e}");
+    assert!(took >= cmd.timeout && took < Duration::from_secs(4), "{took:?}");
+    assert!(t.exec(&CommandSpec::new("true", &[])).await.unwrap().success(), "the next command gets a session");
+}
+
+/// The processes under `pid` (children, grandchildren…), from /proc.
+fn descendants(pid: u32) -> Vec<u32> {
+    let parent = |p: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+        stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+    };
+    let all: Vec<u32> =
+        std::fs::read_dir("/proc").unwrap().filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let p = found[i];
+        found.extend(all.iter().copied().filter(|&c| parent(c) == Some(p)));
+        i += 1;
+    }
+    found.split_off(1)
+}
+
+fn signal_all(pids: &[u32], sig: &str) {
+    for p in pids {
+        let _ = std::process::Command::new("kill").args(["-s", sig, &p.to_string()]).status();
+    }
+}
+
+/// A host that stops answering in the middle of a command (frozen, or the network gone) is
+/// `Unreachable`, the lost-host path, not a slow command's `Timeout`.
+#[tokio::test]
+async fn a_host_gone_silent_during_a_command_is_unreachable() {
+    let Some(s) = sshd::start() else { return };
+    let t = SshTransport::new(config(&s, s.known_hosts()));
+    let server: u32 = std::fs::read_to_string(s.dir.path().join("sshd.pid")).unwrap().trim().parse().unwrap();
+    let started = s.dir.path().join("started");
+    let mut cmd = CommandSpec::new("sh", &["-c", "touch \"$1\"; sleep 3", "sh", started.to_str().unwrap()]);
+    cmd.timeout = Duration::from_secs(2);
+    // Once the command runs, its session's server side (the listener's children) is frozen:
+    // silent the way a lost host is.
+    let freezer = std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !started.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let frozen = descendants(server);
+        signal_all(&frozen, "STOP");
+        frozen
+    });
+    let start = Instant::now();
+    let e = t.exec(&cmd).await.unwrap_err();
+    let took = start.elapsed();
+    let frozen = freezer.join().unwrap();
+    signal_all(&frozen, "CONT");
+    assert!(!frozen.is_empty(), "the session had a server process");
+    assert!(matches!(e, TransportError::Unreachable { .. }), "{e}");
+    assert!(e.to_string().contains("no answer from the host within 2s"), "{e}");
+    // The timeout, then at most the connect timeout (5 s) to learn that no channel opens.
+    assert!(took < Duration::from_secs(9), "{took:?}");
+}

@@ -24,10 +24,7 @@ pub fn run(lab_arg: Option<&Path>, args: &ReportArgs) -> Result<String, CliError
     Ok(match args.format {
         ReportFormat::Table => report::render_table(&rep),
         ReportFormat::Md => report::render_markdown(&rep),
-        ReportFormat::Html => {
-            let curves = report::load_curves(&data, &lab.artifacts_dir.join(&id));
-            report::render_html(&rep, &data, &curves)
-        }
+        ReportFormat::Html => report::render_html(&rep, &data, &report::battery_curves(&data)),
         ReportFormat::Json => report::render_json(&rep),
         ReportFormat::Csv => {
             let mut buf = Vec::new();

@@ -217,6 +217,8 @@ pub fn attach(
             .display()
             .to_string(),
         measurements: imported.metrics.clone(),
+        // The imported reports carry no timeline the lab keeps.
+        series: Vec::new(),
         state_before: serde_json::json!({ "imported": { "kind": imported.kind.name(), "files": listed } }),
         state_after: serde_json::Value::Null,
     };

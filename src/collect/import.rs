@@ -14,7 +14,7 @@ use super::{
     android_battery, batterystats_checkin, bluetooth, cpuinfo, dumpsys_wifi, history_text, ios_battery, meminfo,
     metrics_map, proc_stat, thermal, wifi_status,
 };
-use crate::device::Measurement;
+use crate::measure::Measurement;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]

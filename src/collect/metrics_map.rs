@@ -16,7 +16,7 @@ use super::meminfo::MemInfo;
 use super::proc_stat::ProcStat;
 use super::thermal::ThermalService;
 use super::wifi_status::WifiStatus;
-use crate::device::Measurement;
+use crate::measure::Measurement;
 
 pub const SRC_PWI: &str = "batterystats pwi estimate";
 pub const SRC_PWS: &str = "batterystats pws estimate";

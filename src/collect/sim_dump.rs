@@ -3,7 +3,7 @@
 //! A pure function of the text: every problem is an error naming the line, never a
 //! panic, so a truncated or foreign file is reported rather than half-read.
 
-use crate::device::Measurement;
+use crate::measure::{BATTERY_PCT, Measurement, Series};
 
 /// First line of every dump; the number is the format version.
 pub const MAGIC: &str = "lab-sim-energy-log 1";
@@ -59,6 +59,9 @@ pub struct SimDumpSummary {
     pub brightness_changed: bool,
     pub battery_records: usize,
     pub samples: usize,
+    /// The battery lines as (seconds since launch, level in % of capacity), the level from
+    /// the charge counter and `battery_mah` (finer than the whole-percent `level=` field).
+    pub battery_pct: Vec<(f64, f64)>,
 }
 
 impl SimDumpSummary {
@@ -80,6 +83,11 @@ impl SimDumpSummary {
         }
         m.push(Measurement::new("requests", self.requests_sent as f64, "count", SOURCE_REQUESTS));
         m
+    }
+
+    /// The series kept with the attempt: the battery level over the window.
+    pub fn series(&self) -> Vec<Series> {
+        vec![Series::new(BATTERY_PCT, "%", SOURCE_BATTERY, self.battery_pct.clone())]
     }
 }
 
@@ -339,5 +347,6 @@ pub fn parse(text: &str) -> Result<SimDumpSummary, ParseError> {
         brightness_changed,
         battery_records: battery.len(),
         samples,
+        battery_pct: battery.iter().map(|b| (b.t, b.charge_mah / battery_mah * 100.0)).collect(),
     })
 }

@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 use super::state::{DesiredState, StateSnapshot};
 use crate::clock::Clock;
 use crate::config::{Build, DeviceSpec, VariantConfig};
+// What devices measure lives below them (`measure`); named here too for device users.
+pub use crate::measure::{Measurement, Series};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
@@ -116,22 +118,6 @@ pub struct AppHandle {
     pub launched_at: Duration,
 }
 
-/// One number with its unit and where it came from.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Measurement {
-    pub metric: String,
-    pub value: f64,
-    pub unit: String,
-    /// "sim model", "batterystats pwi estimate", "/proc/<pid>/stat", ...
-    pub source: String,
-}
-
-impl Measurement {
-    pub fn new(metric: &str, value: f64, unit: &str, source: &str) -> Self {
-        Measurement { metric: metric.into(), value, unit: unit.into(), source: source.into() }
-    }
-}
-
 /// A raw file a trial produced, relative to the trial's artifact folder.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ArtifactFile {
@@ -162,6 +148,9 @@ pub struct SoakEvidence {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct Collected {
     pub measurements: Vec<Measurement>,
+    /// Values over the attempt's time (the sim's `battery_pct`); none where the backend keeps none.
+    #[serde(default)]
+    pub series: Vec<Series>,
     pub artifacts: Vec<ArtifactFile>,
     pub evidence: SoakEvidence,
 }

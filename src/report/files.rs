@@ -5,7 +5,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use super::csv_out::write_results_csv;
-use super::curves::load_curves;
+use super::curves::battery_curves;
 use super::html::render_html;
 use super::input::CampaignData;
 use super::json::render_json;
@@ -31,8 +31,8 @@ impl ReportFiles {
 }
 
 /// Writes `report.md`, `report.html`, `results.csv`, `summary.csv` and `report.json`
-/// into `dir` (created if missing). `dir` is the campaign's artifact folder: the HTML
-/// report's battery curves are read from the attempts' raw files in it.
+/// into `dir` (created if missing), the campaign's artifact folder. Everything comes
+/// from `data` (the battery curves from the stored series): no raw file is read.
 ///
 /// Each file is written to a temporary file in `dir`, flushed to disk and renamed over
 /// the final name, so a reader never sees half a file and an interrupted write leaves
@@ -51,7 +51,7 @@ pub fn write_all(report: &Report, data: &CampaignData, dir: &Path) -> io::Result
         json: dir.join("report.json"),
     };
     write_atomic(&files.markdown, render_markdown(report).as_bytes())?;
-    write_atomic(&files.html, render_html(report, data, &load_curves(data, dir)).as_bytes())?;
+    write_atomic(&files.html, render_html(report, data, &battery_curves(data)).as_bytes())?;
     write_atomic(&files.csv, &csv)?;
     write_atomic(&files.summary_csv, &summary)?;
     write_atomic(&files.json, render_json(report).as_bytes())?;

@@ -24,8 +24,8 @@ span.badge{padding:0 .4em;border-radius:3px;font-weight:bold}\
 figure{margin:0 0 1.5em}code{font-size:.9em}dt{font-weight:bold;float:left;clear:left;width:9em}dd{margin-left:10em}\
 .swatch{display:inline-block;width:.9em;height:.9em;margin-right:.3em;vertical-align:middle}";
 
-/// Renders the page. `curves` are the battery timelines found in the artifacts (may be
-/// empty); `data` gives the attempts for the timeline.
+/// Renders the page. `curves` are the attempts' stored battery series (may be empty);
+/// `data` gives the attempts for the timeline.
 pub fn render_html(report: &Report, data: &CampaignData, curves: &[BatteryCurve]) -> String {
     let c = &report.campaign;
     let colors: HashMap<&str, usize> = report.variants.iter().enumerate().map(|(i, v)| (v.name.as_str(), i)).collect();

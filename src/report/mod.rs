@@ -25,7 +25,7 @@ pub use build::build_report;
 pub use compare::{COMPARE_SCHEMA_VERSION, CampaignRef, CompareModel, CompareReport, CompareRow, compare_reports};
 pub use compare_render::{render_compare_json, render_compare_markdown, render_compare_table};
 pub use csv_out::{RESULTS_CSV_HEADER, write_results_csv};
-pub use curves::{BatteryCurve, load_curves, parse_battery_timeline};
+pub use curves::{BatteryCurve, battery_curves};
 pub use files::{ReportFiles, write_all};
 pub use html::render_html;
 pub use input::{CampaignData, ReportError};

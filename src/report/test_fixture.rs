@@ -106,6 +106,7 @@ pub(crate) fn attempt(
         soak_start_s: 0.0,
         artifact_dir: format!("artifacts/{campaign}/{trial_idx:04}"),
         measurements: values.iter().map(|(m, v, u)| Measurement::new(m, *v, u, "sim model")).collect(),
+        series: Vec::new(),
         state_before: json!({}),
         state_after: json!({}),
     }

@@ -7,6 +7,7 @@
 //! difference between variants, so stopping cannot bias a comparison towards
 //! significance.
 
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -14,8 +15,9 @@ use async_trait::async_trait;
 use super::trial::{RunError, blocking};
 use crate::device::Device;
 use crate::plan::Plan;
-use crate::report::{CampaignData, Report, build_report};
-use crate::store::{PlannedTrialRow, Store};
+use crate::report::metric_order;
+use crate::stats::summarize;
+use crate::store::{AttemptRecord, AttemptStatus, PlannedTrialRow, Store, TrialRecord};
 use crate::tether::{Tether, TetherError, UntetherMode};
 
 /// A variant × model whose gating metrics are not precise enough yet.
@@ -36,52 +38,78 @@ pub struct Extension {
     pub reasons: Vec<String>,
 }
 
-/// Which variant × model pairs need more trials, judged from `report` (valid attempts
-/// only). Pure. A gating metric the device does not measure (n = 0) cannot improve and
-/// is ignored; one with fewer than two values has no interval and needs more; a mean of
-/// 0 counts as precise only when the interval has zero width.
-pub fn imprecise(report: &Report, plan: &Plan) -> Vec<Imprecise> {
+/// Which variant × model pairs need more trials, judged from the finite values of valid
+/// attempts with `stats::summarize` (the interval the report shows, without building
+/// one). Pure. Pairs come in the report's order: models as the plan lists its devices,
+/// variants as the plan lists them (others alphabetically after), metrics in display
+/// order. A gating metric the device does not measure (n = 0) cannot improve and is
+/// ignored; one with fewer than two values has no interval and needs more; a mean of 0
+/// counts as precise only when the interval has zero width.
+pub fn imprecise(trials: &[TrialRecord], attempts: &[AttemptRecord], plan: &Plan) -> Vec<Imprecise> {
     let Some(rule) = plan.adaptive else { return Vec::new() };
+    let gating = &plan.statistics.gating;
+    let rows: HashMap<u32, &PlannedTrialRow> = trials.iter().map(|t| (t.row.idx, &t.row)).collect();
+    // In trial and attempt order, as the report sums them: the same intervals to the bit.
+    let mut valid: Vec<&AttemptRecord> = attempts.iter().filter(|a| a.status == AttemptStatus::Valid).collect();
+    valid.sort_by_key(|a| (a.trial_idx, a.attempt));
+    let mut values: HashMap<(&str, &str, &str), Vec<f64>> = HashMap::new();
+    for a in valid {
+        let Some(row) = rows.get(&a.trial_idx) else { continue };
+        for m in a.measurements.iter().filter(|m| m.value.is_finite() && gating.contains(&m.metric)) {
+            values.entry((&row.device_model, &row.variant, &m.metric)).or_default().push(m.value);
+        }
+    }
     let mut out = Vec::new();
-    for model in &report.models {
-        let mut variants: Vec<&str> = model.rows.iter().map(|r| r.variant.as_str()).collect();
-        variants.dedup();
-        for variant in variants {
-            let planned = plan.planned(&model.model, variant);
-            if planned >= rule.max {
-                continue;
-            }
-            let gating = model
-                .rows
-                .iter()
-                .filter(|r| r.variant == variant && r.n > 0 && plan.statistics.gating.contains(&r.metric));
-            let mut reasons = Vec::new();
-            for r in gating {
-                let half = r.stats.as_ref().and_then(|s| s.ci_half_width().map(|h| (h, s.mean)));
-                let relative = match half {
-                    None => {
-                        reasons.push(format!("{} has {} value(s), no interval yet", r.metric, r.n));
-                        continue;
-                    }
-                    Some((0.0, _)) => 0.0,
-                    Some((_, 0.0)) => f64::INFINITY,
-                    Some((h, m)) => h / m.abs(),
-                };
-                if relative > rule.target_ci {
-                    reasons.push(format!("{} ±{} > ±{}", r.metric, pct(relative), pct(rule.target_ci)));
+    for (model, variant) in pairs(trials, plan) {
+        let planned = plan.planned(model, variant);
+        if planned >= rule.max {
+            continue;
+        }
+        let measured = gating.iter().filter(|g| values.contains_key(&(model, variant, g.as_str())));
+        let mut reasons = Vec::new();
+        for metric in metric_order(&plan.metrics, measured.map(String::as_str)) {
+            let Some(xs) = values.get(&(model, variant, metric.as_str())) else { continue };
+            let half = summarize(xs, plan.statistics.confidence).and_then(|s| s.ci_half_width().map(|h| (h, s.mean)));
+            let relative = match half {
+                None => {
+                    reasons.push(format!("{metric} has {} value(s), no interval yet", xs.len()));
+                    continue;
                 }
+                Some((0.0, _)) => 0.0,
+                Some((_, 0.0)) => f64::INFINITY,
+                Some((h, m)) => h / m.abs(),
+            };
+            if relative > rule.target_ci {
+                reasons.push(format!("{metric} ±{} > ±{}", pct(relative), pct(rule.target_ci)));
             }
-            if !reasons.is_empty() {
-                out.push(Imprecise {
-                    model: model.model.clone(),
-                    variant: variant.to_string(),
-                    room: rule.max - planned,
-                    reasons,
-                });
-            }
+        }
+        if !reasons.is_empty() {
+            out.push(Imprecise { model: model.into(), variant: variant.into(), room: rule.max - planned, reasons });
         }
     }
     out
+}
+
+/// The model × variant pairs that have trials: models in the order the plan lists its
+/// devices, then models only the trials name; variants in plan order, then the others;
+/// both extras alphabetically.
+fn pairs<'a>(trials: &'a [TrialRecord], plan: &'a Plan) -> Vec<(&'a str, &'a str)> {
+    let present: BTreeSet<(&str, &str)> =
+        trials.iter().map(|t| (t.row.device_model.as_str(), t.row.variant.as_str())).collect();
+    let in_order = |planned: Vec<&'a str>, all: BTreeSet<&'a str>| {
+        let mut out: Vec<&str> = Vec::new();
+        for x in planned.into_iter().chain(all) {
+            if !out.contains(&x) {
+                out.push(x);
+            }
+        }
+        out
+    };
+    let models =
+        in_order(plan.devices.iter().map(|d| d.model.as_str()).collect(), present.iter().map(|p| p.0).collect());
+    let variants =
+        in_order(plan.variants.iter().map(|v| v.name.as_str()).collect(), present.iter().map(|p| p.1).collect());
+    models.iter().flat_map(|&m| variants.iter().map(move |&v| (m, v))).filter(|p| present.contains(p)).collect()
 }
 
 fn pct(x: f64) -> String {
@@ -96,13 +124,9 @@ pub async fn extend(store: &Store, id: &str, plan: &mut Plan) -> Result<Option<E
         return Ok(None);
     }
     let (s, i) = (store.clone(), id.to_string());
-    let data = blocking(move || {
-        let campaign = s.campaign(&i)?;
-        Ok::<_, crate::store::StoreError>((campaign, s.trials(&i)?, s.attempts(&i)?))
-    })
-    .await?;
-    let data = CampaignData::new(data.0, data.1, data.2).map_err(|e| RunError::Internal(e.to_string()))?;
-    let needs = imprecise(&build_report(&data), plan);
+    let (trials, attempts) =
+        blocking(move || Ok::<_, crate::store::StoreError>((s.trials(&i)?, s.attempts(&i)?))).await?;
+    let needs = imprecise(&trials, &attempts, plan);
     if needs.is_empty() {
         return Ok(None);
     }
@@ -147,29 +171,32 @@ impl Tether for SharedTether {
 mod tests {
     use super::*;
     use crate::config::AdaptiveRepeats;
-    use crate::report::test_fixture;
+    use crate::report::{CampaignData, build_report, test_fixture};
+
+    fn needs(data: &CampaignData) -> Vec<Imprecise> {
+        imprecise(&data.trials, &data.attempts, &data.plan)
+    }
 
     #[test]
     fn flags_imprecise_variants_below_max_only() {
         let mut data = test_fixture::campaign("c1");
         data.plan.statistics.gating = vec!["cpu_pct".into(), "battery_drop_pct".into(), "memory_mb".into()];
         data.plan.adaptive = Some(AdaptiveRepeats { min: 4, max: 6, target_ci: 0.05 });
-        let report = build_report(&data);
         // control: cpu 12.00 ± 1.24 (10.4 %), battery 3.2 ± 0.248 (7.8 %); envoy-poll:
         // cpu 185 ± 12.4 (6.7 %), battery 10.1 ± 0.75 (7.4 %). memory_mb is not measured.
-        let needs = imprecise(&report, &data.plan);
+        let needs_now = needs(&data);
         let got: Vec<(&str, u32, usize)> =
-            needs.iter().map(|n| (n.variant.as_str(), n.room, n.reasons.len())).collect();
+            needs_now.iter().map(|n| (n.variant.as_str(), n.room, n.reasons.len())).collect();
         assert_eq!(got, [("control", 2, 2), ("envoy-poll", 2, 2)]);
-        assert!(needs[0].reasons[0].starts_with("battery_drop_pct ±7.8 % > ±5.0 %"), "{:?}", needs[0].reasons);
+        assert!(needs_now[0].reasons[0].starts_with("battery_drop_pct ±7.8 % > ±5.0 %"), "{:?}", needs_now[0].reasons);
 
         // A looser target is met; at max nothing more is asked.
         data.plan.adaptive = Some(AdaptiveRepeats { min: 4, max: 6, target_ci: 0.2 });
-        assert!(imprecise(&report, &data.plan).is_empty());
+        assert!(needs(&data).is_empty());
         data.plan.adaptive = Some(AdaptiveRepeats { min: 4, max: 4, target_ci: 0.01 });
-        assert!(imprecise(&report, &data.plan).is_empty());
+        assert!(needs(&data).is_empty());
         data.plan.adaptive = None;
-        assert!(imprecise(&report, &data.plan).is_empty());
+        assert!(needs(&data).is_empty());
     }
 
     #[test]
@@ -182,11 +209,98 @@ mod tests {
                 m.value = 5.0;
             }
         }
-        assert!(imprecise(&build_report(&data), &data.plan).is_empty());
+        assert!(needs(&data).is_empty());
         // Keep one valid control attempt: n = 1 has no interval.
         data.attempts.retain(|a| a.trial_idx != 3 && a.trial_idx != 6);
-        let needs = imprecise(&build_report(&data), &data.plan);
-        assert_eq!(needs.len(), 1);
-        assert_eq!(needs[0].reasons, ["requests has 1 value(s), no interval yet"]);
+        let needs_now = needs(&data);
+        assert_eq!(needs_now.len(), 1);
+        assert_eq!(needs_now[0].reasons, ["requests has 1 value(s), no interval yet"]);
+    }
+
+    /// The rule as it was, read off a built report: the oracle for the direct one.
+    fn from_report(data: &CampaignData) -> Vec<Imprecise> {
+        let (report, plan) = (build_report(data), &data.plan);
+        let Some(rule) = plan.adaptive else { return Vec::new() };
+        let mut out = Vec::new();
+        for model in &report.models {
+            let mut variants: Vec<&str> = model.rows.iter().map(|r| r.variant.as_str()).collect();
+            variants.dedup();
+            for variant in variants {
+                let planned = plan.planned(&model.model, variant);
+                if planned >= rule.max {
+                    continue;
+                }
+                let mut reasons = Vec::new();
+                for r in model
+                    .rows
+                    .iter()
+                    .filter(|r| r.variant == variant && r.n > 0 && plan.statistics.gating.contains(&r.metric))
+                {
+                    let relative = match r.stats.as_ref().and_then(|s| s.ci_half_width().map(|h| (h, s.mean))) {
+                        None => {
+                            reasons.push(format!("{} has {} value(s), no interval yet", r.metric, r.n));
+                            continue;
+                        }
+                        Some((0.0, _)) => 0.0,
+                        Some((_, 0.0)) => f64::INFINITY,
+                        Some((h, m)) => h / m.abs(),
+                    };
+                    if relative > rule.target_ci {
+                        reasons.push(format!("{} ±{} > ±{}", r.metric, pct(relative), pct(rule.target_ci)));
+                    }
+                }
+                if !reasons.is_empty() {
+                    out.push(Imprecise {
+                        model: model.model.clone(),
+                        variant: variant.into(),
+                        room: rule.max - planned,
+                        reasons,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn decides_as_the_report_did_on_many_campaigns() {
+        let mut rng = crate::seed::rng(7, &["adaptive", "oracle"]);
+        let gatings: [&[&str]; 4] = [
+            &["cpu_pct", "battery_drop_pct", "memory_mb"],
+            &["requests", "cpu_pct"],
+            &["battery_drop_pct"],
+            &["memory_mb"],
+        ];
+        let mut flagged = 0;
+        for round in 0..200 {
+            let mut data = test_fixture::campaign("c1");
+            data.plan.statistics.gating = gatings[round % gatings.len()].iter().map(|g| g.to_string()).collect();
+            // Listing metrics changes the reasons' order; so does a metric the report orders by name.
+            if round % 3 == 0 {
+                data.plan.metrics = vec!["requests".into(), "battery_drop_pct".into(), "cpu_pct".into()];
+            }
+            let target = [0.0, 0.001, 0.01, 0.05, 0.075, 0.1, 0.2, 1.0][round % 8];
+            data.plan.adaptive = Some(AdaptiveRepeats { min: 2, max: 4 + (round % 5) as u32, target_ci: target });
+            for a in &mut data.attempts {
+                for m in &mut a.measurements {
+                    match rand::RngExt::random_range(&mut rng, 0..10) {
+                        0 => m.value = f64::NAN,
+                        1 => m.value = 0.0,
+                        2..=5 => m.value *= 1.0 + rand::RngExt::random_range(&mut rng, -0.2..0.2),
+                        _ => {}
+                    }
+                }
+                if rand::RngExt::random_range(&mut rng, 0..8) == 0 {
+                    a.status = AttemptStatus::Invalid;
+                }
+            }
+            if round % 4 == 1 {
+                data.attempts.retain(|a| a.trial_idx % 3 != 0);
+            }
+            let (direct, oracle) = (needs(&data), from_report(&data));
+            assert_eq!(direct, oracle, "round {round}");
+            flagged += direct.len();
+        }
+        assert!(flagged > 50, "the campaigns exercise the rule: {flagged} pairs flagged");
     }
 }

@@ -324,6 +324,7 @@ impl Attempt<'_> {
         }
         let valid = reasons.is_empty() && collected.is_some();
         let wanted = &self.ctx.runbook.metrics;
+        let series = collected.as_ref().map_or_else(Vec::new, |c| c.series.clone());
         let measurements = collected
             .map(|c| c.measurements.into_iter().filter(|m| wanted.is_empty() || wanted.contains(&m.metric)).collect())
             .unwrap_or_default();
@@ -361,6 +362,7 @@ impl Attempt<'_> {
                 .display()
                 .to_string(),
             measurements,
+            series,
             state_before: serde_json::to_value(&p.before).unwrap_or_default(),
             state_after: serde_json::to_value(&p.after).unwrap_or_default(),
         };

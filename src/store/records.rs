@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::measure::{Measurement, Series};
+
 pub type CampaignId = String;
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -143,7 +145,10 @@ pub struct AttemptRecord {
     /// Device-clock start of the soak, seconds since the device clock's epoch.
     pub soak_start_s: f64,
     pub artifact_dir: String,
-    pub measurements: Vec<crate::device::Measurement>,
+    pub measurements: Vec<Measurement>,
+    /// Values over the attempt's time (the battery level); stored in the same transaction.
+    #[serde(default)]
+    pub series: Vec<Series>,
     /// State snapshots before and after the soak, as JSON.
     pub state_before: serde_json::Value,
     pub state_after: serde_json::Value,
@@ -164,6 +169,14 @@ pub enum TrialOutcome {
     Pending,
     Valid,
     Failed,
+}
+
+/// One series of one attempt, as `Store::series` reads them.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AttemptSeries {
+    pub trial_idx: u32,
+    pub attempt: u32,
+    pub series: Series,
 }
 
 /// One measurement of one attempt, flattened for reports and `results.csv`.

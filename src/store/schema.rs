@@ -88,6 +88,24 @@ pub const MIGRATIONS: &[&str] = &[
         SELECT t.device FROM trials t WHERE t.campaign = attempts.campaign AND t.idx = attempts.trial_idx
     );
     "#,
+    // 3: values over an attempt's time (the battery level), kept at collect time so that
+    // reports read no raw files. `points`: (seconds since launch, value) pairs of
+    // little-endian f64, 16 bytes a point (`measure::Series::points_blob`). Attempts
+    // recorded before have none.
+    r#"
+    CREATE TABLE series (
+        campaign        TEXT NOT NULL,
+        trial_idx       INTEGER NOT NULL,
+        attempt         INTEGER NOT NULL,
+        seq             INTEGER NOT NULL,
+        name            TEXT NOT NULL,
+        unit            TEXT NOT NULL,
+        source          TEXT NOT NULL,
+        points          BLOB NOT NULL,
+        PRIMARY KEY (campaign, trial_idx, attempt, seq),
+        FOREIGN KEY (campaign, trial_idx, attempt) REFERENCES attempts(campaign, trial_idx, attempt)
+    );
+    "#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<u32> {

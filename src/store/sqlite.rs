@@ -12,6 +12,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::records::*;
 use super::schema;
+use crate::measure::{Measurement, Series};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -66,6 +67,42 @@ fn insert_trials(tx: &rusqlite::Transaction<'_>, id: &str, trials: &[PlannedTria
         ])?;
     }
     Ok(())
+}
+
+/// Hands rows keyed by (trial, attempt) to their attempts. Both are ordered by that key:
+/// one pass.
+fn merge<T>(
+    attempts: &mut [AttemptRecord],
+    rows: impl IntoIterator<Item = ((u32, u32), T)>,
+    put: impl Fn(&mut AttemptRecord, T),
+) {
+    let mut i = 0;
+    for (key, row) in rows {
+        while i < attempts.len() && (attempts[i].trial_idx, attempts[i].attempt) < key {
+            i += 1;
+        }
+        if i < attempts.len() && (attempts[i].trial_idx, attempts[i].attempt) == key {
+            put(&mut attempts[i], row);
+        }
+    }
+}
+
+fn series_rows(conn: &Connection, id: &str) -> Result<Vec<AttemptSeries>, StoreError> {
+    let mut st = conn.prepare(
+        "SELECT trial_idx, attempt, name, unit, source, points FROM series
+         WHERE campaign = ?1 ORDER BY trial_idx, attempt, seq",
+    )?;
+    let rows = st.query_map([id], |r| {
+        let blob: Vec<u8> = r.get(5)?;
+        let points = Series::points_from_blob(&blob)
+            .map_err(|e| rusqlite::Error::FromSqlConversionFailure(5, rusqlite::types::Type::Blob, Box::new(e)))?;
+        Ok(AttemptSeries {
+            trial_idx: r.get(0)?,
+            attempt: r.get(1)?,
+            series: Series { name: r.get(2)?, unit: r.get(3)?, source: r.get(4)?, points },
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
 }
 
 impl Store {
@@ -321,8 +358,8 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Records one attempt and its measurements in a single transaction: after a
-    /// crash it is either wholly there or not at all.
+    /// Records one attempt, its measurements and its series in a single transaction: after
+    /// a crash it is either wholly there or not at all.
     pub fn record_attempt(&self, a: &AttemptRecord) -> Result<(), StoreError> {
         let mut conn = self.lock();
         let tx = conn.transaction()?;
@@ -366,12 +403,34 @@ impl Store {
                     m.source
                 ])?;
             }
+            let mut st = tx.prepare(
+                "INSERT INTO series (campaign, trial_idx, attempt, seq, name, unit, source, points)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )?;
+            for (seq, s) in a.series.iter().enumerate() {
+                st.execute(params![
+                    a.campaign,
+                    a.trial_idx,
+                    a.attempt,
+                    seq as u32,
+                    s.name,
+                    s.unit,
+                    s.source,
+                    s.points_blob()
+                ])?;
+            }
         }
         tx.commit()?;
         Ok(())
     }
 
-    /// Every attempt of a campaign with its measurements, ordered by trial and attempt.
+    /// Every series of a campaign's attempts, ordered by trial, attempt and as recorded.
+    /// Attempts recorded before the store kept series (schema 3) have none.
+    pub fn series(&self, id: &str) -> Result<Vec<AttemptSeries>, StoreError> {
+        series_rows(&self.lock(), id)
+    }
+
+    /// Every attempt of a campaign with its measurements and series, ordered by trial and attempt.
     pub fn attempts(&self, id: &str) -> Result<Vec<AttemptRecord>, StoreError> {
         let conn = self.lock();
         let mut st = conn.prepare(
@@ -400,6 +459,7 @@ impl Store {
                     soak_start_s: r.get(7)?,
                     artifact_dir: r.get(8)?,
                     measurements: Vec::new(),
+                    series: Vec::new(),
                     state_before: serde_json::from_str(&before).unwrap_or_default(),
                     state_after: serde_json::from_str(&after).unwrap_or_default(),
                 })
@@ -409,23 +469,15 @@ impl Store {
             "SELECT trial_idx, attempt, metric, value, unit, source FROM measurements
              WHERE campaign = ?1 ORDER BY trial_idx, attempt, seq",
         )?;
-        let mut rows = st.query([id])?;
-        // Both queries are ordered the same way: merge in one pass.
-        let mut i = 0;
-        while let Some(r) = rows.next()? {
-            let (t, a): (u32, u32) = (r.get(0)?, r.get(1)?);
-            while i < out.len() && (out[i].trial_idx, out[i].attempt) < (t, a) {
-                i += 1;
-            }
-            if i < out.len() && (out[i].trial_idx, out[i].attempt) == (t, a) {
-                out[i].measurements.push(crate::device::Measurement {
-                    metric: r.get(2)?,
-                    value: r.get(3)?,
-                    unit: r.get(4)?,
-                    source: r.get(5)?,
-                });
-            }
-        }
+        let measurements = st
+            .query_map([id], |r| {
+                let m = Measurement { metric: r.get(2)?, value: r.get(3)?, unit: r.get(4)?, source: r.get(5)? };
+                Ok(((r.get(0)?, r.get(1)?), m))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        merge(&mut out, measurements, |a, m| a.measurements.push(m));
+        let series = series_rows(&conn, id)?.into_iter().map(|s| ((s.trial_idx, s.attempt), s.series));
+        merge(&mut out, series, |a, s| a.series.push(s));
         Ok(out)
     }
 
@@ -463,7 +515,6 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::Measurement;
     use crate::store::MIGRATIONS;
 
     fn trial(idx: u32) -> PlannedTrialRow {
@@ -515,6 +566,10 @@ mod tests {
             measurements: vec![
                 Measurement::new("cpu_pct", 12.5, "%", "sim"),
                 Measurement::new("memory_mb", 6.0, "MB", "sim"),
+            ],
+            series: vec![
+                Series::new("battery_pct", "%", "sim", vec![(0.0, 100.0), (60.0, 1711.0 / 1715.0 * 100.0)]),
+                Series::new("temp_c", "°C", "sim", vec![(0.0, 25.0 + idx as f64)]),
             ],
             state_before: serde_json::json!({"b": 1}),
             state_after: serde_json::Value::Null,
@@ -639,6 +694,72 @@ mod tests {
         let a = s.attempts("old").unwrap();
         assert_eq!(a[0].device, "phone");
         assert!(s.moved_trials("old").unwrap().is_empty());
+    }
+
+    #[test]
+    fn series_are_stored_with_their_attempt_and_read_per_campaign() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("lab.db")).unwrap();
+        s.create_campaign(&campaign("c1", 2), 3, 1).unwrap();
+        s.create_campaign(&campaign("c2", 1), 3, 1).unwrap();
+        s.record_attempt(&attempt("c1", 1, 0, false)).unwrap();
+        s.record_attempt(&AttemptRecord { series: Vec::new(), ..attempt("c1", 0, 0, true) }).unwrap();
+        s.record_attempt(&attempt("c2", 0, 0, true)).unwrap();
+        let got: Vec<(u32, u32, String, f64)> = s
+            .series("c1")
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.trial_idx, r.attempt, r.series.name, r.series.points[0].1))
+            .collect();
+        assert_eq!(got, [(1, 0, "battery_pct".into(), 100.0), (1, 0, "temp_c".into(), 26.0)]);
+        let attempts = s.attempts("c1").unwrap();
+        assert!(attempts[0].series.is_empty(), "an attempt without series has none");
+        assert_eq!(attempts[1].series, attempt("c1", 1, 0, false).series, "points come back bit for bit");
+
+        // A duplicate attempt adds no series either: the transaction is rolled back.
+        assert!(s.record_attempt(&attempt("c1", 1, 0, false)).is_err());
+        assert_eq!(s.series("c1").unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_damaged_series_is_an_error_not_a_silent_gap() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("lab.db")).unwrap();
+        s.create_campaign(&campaign("c1", 1), 3, 1).unwrap();
+        s.record_attempt(&attempt("c1", 0, 0, true)).unwrap();
+        s.lock().execute("UPDATE series SET points = x'0102' WHERE seq = 1", []).unwrap();
+        let e = s.series("c1").unwrap_err();
+        assert!(e.to_string().contains("2 bytes is not a whole number of 16-byte"), "{e}");
+        assert!(s.attempts("c1").is_err());
+    }
+
+    #[test]
+    fn a_version_2_store_gains_series_and_its_attempts_have_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lab.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.execute_batch(MIGRATIONS[1]).unwrap();
+            conn.pragma_update(None, "user_version", 2).unwrap();
+            conn.execute_batch(
+                "INSERT INTO campaigns VALUES ('old','rb','rb.toml','','','','','{}','0',1,'t',NULL,'done',NULL,NULL,'{}',NULL,3);
+                 INSERT INTO trials VALUES ('old',0,'0000-phone-a-r0','phone','M','a','a','default',0,0,0,NULL);
+                 INSERT INTO attempts VALUES ('old',0,0,'valid','[]','[]','s','e',0,'d','{}','{}','phone');
+                 INSERT INTO measurements VALUES ('old',0,0,0,'cpu_pct',1.5,'%','sim');",
+            )
+            .unwrap();
+        }
+        let s = Store::open(&path).unwrap();
+        let version: u32 = s.lock().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(version, MIGRATIONS.len() as u32);
+        let a = s.attempts("old").unwrap();
+        assert_eq!((a.len(), a[0].measurements.len(), a[0].series.len()), (1, 1, 0));
+        assert!(s.series("old").unwrap().is_empty());
+        // The migrated store keeps series of attempts recorded from now on.
+        s.create_campaign(&campaign("new", 1), 3, 1).unwrap();
+        s.record_attempt(&attempt("new", 0, 0, true)).unwrap();
+        assert_eq!(s.attempts("new").unwrap()[0], attempt("new", 0, 0, true));
     }
 
     #[test]

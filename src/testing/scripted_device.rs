@@ -300,6 +300,7 @@ impl Device for ScriptedDevice {
         let window = self.clock.now().saturating_sub(*since);
         Ok(Collected {
             measurements: vec![Measurement::new("cpu_pct", 10.0, "%", "scripted")],
+            series: Vec::new(),
             artifacts: Vec::new(),
             evidence: SoakEvidence {
                 charging_s: if inner.charges_when_cut { window.as_secs_f64() } else { 0.0 },

@@ -12,6 +12,7 @@ mod local_forward;
 mod local_process;
 mod ssh;
 mod ssh_forward;
+mod ssh_output;
 mod ssh_process;
 
 pub use api::*;

@@ -8,9 +8,10 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use base64::Engine;
@@ -21,6 +22,7 @@ use super::api::{
 };
 use super::forward::Forward;
 use super::forward_target::ForwardTarget;
+use super::ssh_output::{NonBlocking, OutputError, read_both};
 
 /// How to reach one lab host over SSH (from a `[[host]]` of `lab.toml`).
 #[derive(Debug, Clone, PartialEq)]
@@ -289,6 +291,21 @@ impl SshTransport {
     }
 }
 
+/// Whether the host still answers on `s`: it opens a channel within a few seconds.
+fn answers(s: &Session, cfg: &SshConfig) -> bool {
+    s.set_timeout(cfg.connect_timeout.min(Duration::from_secs(5)).as_millis().max(1) as u32);
+    s.channel_session().is_ok()
+}
+
+/// Shuts the socket of a session that is done for (its error is transient, so it is dropped,
+/// not pooled): freeing a channel waits for the host's close, which sshd sends only once the
+/// command exits, so a timed-out command would hold the worker for another timeout or two.
+fn abandon(s: &Session) {
+    // SAFETY: the descriptor is the session's open socket; shutdown(2) leaves it open (the
+    // session still owns and closes it), so nothing else is affected.
+    unsafe { libc::shutdown(s.as_raw_fd(), libc::SHUT_RDWR) };
+}
+
 fn io_err(cfg: &SshConfig, what: &str, e: impl std::fmt::Display) -> TransportError {
     unreachable(cfg, format!("{what}: {e}"))
 }
@@ -349,19 +366,36 @@ impl Transport for SshTransport {
         self.with_session(move |s, cfg| -> Result<CommandOutput, Fail> {
             let line = command_line(&cmd);
             s.set_timeout(cmd.timeout.as_millis().min(u32::MAX as u128) as u32);
+            let timed_out =
+                || TransportError::Timeout { host: cfg.host.clone(), command: cmd.display(), timeout: cmd.timeout };
             let timeout = |e: ssh2::Error| {
-                if e.code() == ssh2::ErrorCode::Session(-9) {
-                    TransportError::Timeout { host: cfg.host.clone(), command: cmd.display(), timeout: cmd.timeout }
-                } else {
-                    io_err(cfg, "running a command", e)
-                }
+                if e.code() == ssh2::ErrorCode::Session(-9) { timed_out() } else { io_err(cfg, "running a command", e) }
             };
+            let deadline = Instant::now() + cmd.timeout;
             let mut ch = s.channel_session().map_err(|e| Fail::Retry(timeout(e)))?;
             ch.exec(&line).map_err(timeout)?;
-            let mut stdout = Vec::new();
-            let mut stderr = Vec::new();
-            ch.read_to_end(&mut stdout).map_err(|e| io_err(cfg, "reading stdout", e))?;
-            ch.stderr().read_to_end(&mut stderr).map_err(|e| io_err(cfg, "reading stderr", e))?;
+            let read = {
+                let _nb = NonBlocking::new(s);
+                read_both(s, &mut ch, deadline)
+            };
+            let read = read.map_err(|e| match e {
+                // A slow command, or a host gone silent (the lost-host path): a new channel tells.
+                OutputError::Timeout if answers(s, cfg) => timed_out(),
+                OutputError::Timeout => io_err(
+                    cfg,
+                    "running a command",
+                    format!("no answer from the host within {:?} (`{}`)", cmd.timeout, cmd.display()),
+                ),
+                OutputError::Broken(what) => io_err(cfg, "running a command", what),
+            });
+            if read.is_err() {
+                abandon(s);
+            }
+            let (stdout, stderr) = read?;
+            // The command ended its output in time; its exit status and the close follow at once
+            // (a second at least, so an end of file just before the deadline is not a timeout).
+            let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(1));
+            s.set_timeout(left.as_millis().min(u32::MAX as u128) as u32);
             ch.wait_close().map_err(timeout)?;
             let status = ch.exit_status().map_err(timeout)?;
             let signal = ch.exit_signal().ok().and_then(|s| s.exit_signal);

@@ -141,12 +141,12 @@ impl Chunk {
     }
 }
 
-fn would_block(e: &io::Error) -> bool {
+pub(super) fn would_block(e: &io::Error) -> bool {
     matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted)
 }
 
 /// Whether libssh2 holds a packet it could not send whole (it set "blocked outbound").
-fn half_sent(session: &Session) -> bool {
+pub(super) fn half_sent(session: &Session) -> bool {
     matches!(session.block_directions(), BlockDirections::Outbound | BlockDirections::Both)
 }
 

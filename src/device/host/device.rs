@@ -560,6 +560,8 @@ impl Device for HostDevice {
         });
         Ok(Collected {
             measurements,
+            // /proc and cgroup readings are totals over the window, not timelines.
+            series: Vec::new(),
             artifacts,
             evidence: SoakEvidence {
                 charging_s: 0.0,

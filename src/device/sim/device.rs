@@ -150,7 +150,8 @@ impl Device for SimDevice {
     }
 
     /// Closes the measurement window, writes `sim-energy.log` into `dir` and reads the
-    /// measurements and the soak evidence back from it with `collect::sim_dump::parse`.
+    /// measurements, the battery series and the soak evidence back from it with
+    /// `collect::sim_dump::parse`.
     async fn collect(&self, app: &AppHandle, dir: &Path) -> Result<Collected, DeviceError> {
         let (header, log) = self.with_state(|st| st.collect(&app.id))?;
         let text = dump::render(&header, &log);
@@ -164,6 +165,7 @@ impl Device for SimDevice {
         })?;
         Ok(Collected {
             measurements: summary.measurements(),
+            series: summary.series(),
             artifacts: vec![ArtifactFile {
                 name: DUMP_FILE.into(),
                 bytes: text.len() as u64,

@@ -591,6 +591,25 @@ async fn collect_reports_the_dump_as_an_artifact() {
         names,
         ["battery_drop_pct", "charge_used_mah", "avg_power_mw", "energy_level", "cpu_pct", "memory_mb", "requests"]
     );
+
+    // The battery lines come back as the `battery_pct` series: (s, charge_mah / battery_mah · 100).
+    let text = String::from_utf8(out.dump.clone()).unwrap();
+    let field = |l: &str, key: &str| -> f64 {
+        l.split_whitespace().find_map(|kv| kv.strip_prefix(key)?.strip_prefix('=')?.parse().ok()).unwrap()
+    };
+    let capacity: f64 = text.lines().find_map(|l| l.strip_prefix("battery_mah ")).unwrap().parse().unwrap();
+    let lines: Vec<(f64, f64)> = text
+        .lines()
+        .filter(|l| l.starts_with("battery "))
+        .map(|l| (field(l, "t"), field(l, "charge_mah") / capacity * 100.0))
+        .collect();
+    assert!(lines.len() > 2, "{} battery lines", lines.len());
+    let [series] = out.collected.series.as_slice() else { panic!("{:?}", out.collected.series) };
+    assert_eq!((series.name.as_str(), series.unit.as_str()), ("battery_pct", "%"));
+    assert_eq!(series.source, sim_dump::SOURCE_BATTERY);
+    assert_eq!(series.points, lines);
+    let (first, last) = (series.points[0].1, series.points[series.points.len() - 1].1);
+    assert!((first - last - out.metric("battery_drop_pct")).abs() < 1e-9, "the series agrees with the drop");
 }
 
 /// A short trial's dump, for the parser tests and the format snapshot.
@@ -668,6 +687,7 @@ fn parser_errors_name_the_line() {
     assert_eq!(s.charge_used_mah, 3.0);
     assert!((s.avg_power_mw - 3.0 * 3.82 * 60.0).abs() < 1e-9);
     assert_eq!(s.energy_level, Some(1.0));
+    assert_eq!(s.battery_pct, [(0.0, 100.0), (60.0, 1712.0 / 1715.0 * 100.0)], "level from the charge counter");
 
     let cases = [
         ("", "empty"),

@@ -1,0 +1,9 @@
+//! What a trial measured: single numbers and series over time. The lowest layer of the
+//! data path: `collect` makes these, `device` hands them over, `store` keeps them, `stats`
+//! and `report` read them; it depends on nothing of the lab.
+
+mod measurement;
+mod series;
+
+pub use measurement::Measurement;
+pub use series::{BATTERY_PCT, Series, SeriesDecodeError};
