@@ -80,6 +80,18 @@ pub struct StateSnapshot {
     /// Hosts: the hottest thermal zone, °C.
     #[serde(default, skip_serializing_if = "Reading::is_unknown")]
     pub cpu_temp_c: Reading<f64>,
+    /// Phones: battery saver (Android `low_power`).
+    #[serde(default, skip_serializing_if = "Reading::is_unknown")]
+    pub low_power: Reading<bool>,
+    /// Phones: airplane mode.
+    #[serde(default, skip_serializing_if = "Reading::is_unknown")]
+    pub airplane_mode: Reading<bool>,
+    /// Phones: the screen is on (awake).
+    #[serde(default, skip_serializing_if = "Reading::is_unknown")]
+    pub screen_on: Reading<bool>,
+    /// Phones: the screen stays on while plugged in (Android `stay_on_while_plugged_in` ≠ 0).
+    #[serde(default, skip_serializing_if = "Reading::is_unknown")]
+    pub stay_awake: Reading<bool>,
 }
 
 /// State the lab would like the device in; `None` leaves a field alone.

@@ -52,7 +52,8 @@ pub struct Adb {
 
 impl Adb {
     pub fn new(transport: Arc<dyn Transport>, device: &str, serial: &str, server: Option<&AdbServer>) -> Adb {
-        let server = server.map(|s| vec!["-H".into(), s.host.clone(), "-P".into(), s.port.to_string()]).unwrap_or_default();
+        let server =
+            server.map(|s| vec!["-H".into(), s.host.clone(), "-P".into(), s.port.to_string()]).unwrap_or_default();
         Adb { transport, device: device.into(), serial: serial.into(), server }
     }
 
@@ -102,7 +103,8 @@ impl Adb {
         if s.contains("unauthorized") {
             return Err(self.failed("connecting", unauthorized_fix(&self.serial)));
         }
-        let gone = ["not found", "offline", "no devices", "device still connecting", "closed", "cannot connect to daemon"];
+        let gone =
+            ["not found", "offline", "no devices", "device still connecting", "closed", "cannot connect to daemon"];
         if s.starts_with("error:") && gone.iter().any(|g| s.contains(g)) || s.contains("cannot connect to daemon") {
             return Err(self.lost(format!("adb: {}", first_line(s))));
         }
@@ -154,7 +156,11 @@ impl Adb {
             None => Err(self.lost(format!(
                 "the connection dropped during `adb shell {}` (no exit status came back){}",
                 first_line(script),
-                if out.stderr.is_empty() { String::new() } else { format!(": {}", first_line(out.stderr_text().trim())) }
+                if out.stderr.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", first_line(out.stderr_text().trim()))
+                }
             ))),
         }
     }
@@ -220,11 +226,14 @@ mod tests {
     async fn a_missing_sentinel_is_a_lost_phone_and_adbs_words_are_read() {
         let t = Arc::new(ScriptedTransport::new("local"));
         // adb exits 0 after the connection dropped: only part of the output came.
-        t.on(&["adb", "-H", "127.0.0.1", "-P", "15037", "-s", "0A1B", "shell"], vec![
-            Reply::ok("level: 8"),
-            Reply::fail(1, "error: device '0A1B' not found\n"),
-            Reply::fail(1, "error: device unauthorized.\nThis adb server's $ADB_VENDOR_KEYS is not set\n"),
-        ]);
+        t.on(
+            &["adb", "-H", "127.0.0.1", "-P", "15037", "-s", "0A1B", "shell"],
+            vec![
+                Reply::ok("level: 8"),
+                Reply::fail(1, "error: device '0A1B' not found\n"),
+                Reply::fail(1, "error: device unauthorized.\nThis adb server's $ADB_VENDOR_KEYS is not set\n"),
+            ],
+        );
         let a = adb(&t);
         let e = a.shell(&["dumpsys", "battery"], Duration::from_secs(5)).await.unwrap_err();
         assert!(e.is_disconnect() && e.to_string().contains("no exit status came back"), "{e}");
@@ -237,12 +246,15 @@ mod tests {
     #[tokio::test]
     async fn get_state_tells_a_device_from_an_unauthorized_or_missing_one() {
         let t = Arc::new(ScriptedTransport::new("local"));
-        t.on(&["adb"], vec![
-            Reply::ok("device\n"),
-            Reply::fail(1, "error: device unauthorized.\n"),
-            Reply::fail(1, "error: device offline\n"),
-            Reply::fail(1, "error: device '0A1B' not found\n"),
-        ]);
+        t.on(
+            &["adb"],
+            vec![
+                Reply::ok("device\n"),
+                Reply::fail(1, "error: device unauthorized.\n"),
+                Reply::fail(1, "error: device offline\n"),
+                Reply::fail(1, "error: device '0A1B' not found\n"),
+            ],
+        );
         let a = adb(&t);
         let d = Duration::from_secs(5);
         assert_eq!(a.connection(d).await.unwrap(), Connection::Device);

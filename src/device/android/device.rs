@@ -1,0 +1,583 @@
+//! `AndroidDevice`: a phone driven through the real `adb` (docs/platforms/android.md).
+//!
+//! Everything goes through [`Adb`] on the device's host transport. The phone is read in
+//! one batched shell call per state snapshot; the trial's cost comes from what the
+//! phone keeps itself (batterystats since the reset at launch, the fuel gauge's charge
+//! counter, the app's /proc accounting), read once after re-tether: nothing polls it
+//! during the soak.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::adb::{Adb, Connection, quote_argv, unauthorized_fix};
+use crate::clock::Clock;
+use crate::collect::{
+    android_battery, batterystats_checkin, meminfo, metrics_map, proc_stat, settings, thermal, wifi_status,
+};
+use crate::config::{AndroidArtifact, Build, DeviceSpec, Platform, VariantConfig};
+use crate::device::{
+    AppHandle, ArtifactFile, Collected, DesiredState, Device, DeviceError, Identity, LaunchSpec, Measurement,
+    PrepareOutcome, Prepared, Provenance, Reading, SoakEvidence, StateSnapshot,
+};
+use crate::transport::Transport;
+
+/// One adb call's limit inside a phase (the runner's phase limits bound the phase).
+const CALL: Duration = Duration::from_secs(60);
+/// Installing a large APK over USB 2.
+const INSTALL: Duration = Duration::from_secs(600);
+/// Separates the parts of a batched read.
+const MARK: &str = "@@lab-part@@";
+/// Clock ticks per second of Android's /proc (USER_HZ is 100 on every Android kernel).
+const USER_HZ: u64 = 100;
+
+pub struct AndroidDevice {
+    spec: DeviceSpec,
+    adb: Adb,
+    transport: Arc<dyn Transport>,
+    clock: Clock,
+    inner: tokio::sync::Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// `adb features`, read once.
+    features: Option<Vec<String>>,
+    running: BTreeMap<String, Running>,
+}
+
+struct Running {
+    package: String,
+    pid: Option<u32>,
+    cpu_start: Option<proc_stat::ProcStat>,
+    battery_start: Option<android_battery::BatteryService>,
+    launched_at: Duration,
+}
+
+impl AndroidDevice {
+    pub fn new(spec: DeviceSpec, transport: Arc<dyn Transport>) -> Result<AndroidDevice, DeviceError> {
+        let a = spec.android().ok_or_else(|| DeviceError::Failed {
+            device: spec.name.clone(),
+            what: "opening".into(),
+            detail: "not an Android device".into(),
+        })?;
+        let adb = Adb::new(transport.clone(), &spec.name, &a.serial, a.adb_server.as_ref());
+        Ok(AndroidDevice {
+            spec,
+            adb,
+            transport,
+            clock: Clock::tokio(),
+            inner: tokio::sync::Mutex::new(Inner::default()),
+        })
+    }
+
+    fn failed(&self, what: &str, detail: impl Into<String>) -> DeviceError {
+        DeviceError::Failed { device: self.spec.name.clone(), what: what.into(), detail: detail.into() }
+    }
+
+    fn artifact<'a>(&self, build: &'a Build) -> Result<&'a AndroidArtifact, DeviceError> {
+        build.android.as_ref().ok_or_else(|| DeviceError::NoArtifact {
+            build: build.name.clone(),
+            device: self.spec.name.clone(),
+            platform: Platform::Android.to_string(),
+        })
+    }
+
+    /// Fails with the fix when the phone is there but not usable (unauthorized, offline).
+    pub async fn check_connection(&self) -> Result<(), DeviceError> {
+        match self.adb.connection(CALL).await? {
+            Connection::Device => Ok(()),
+            Connection::Unauthorized => Err(self.failed("connecting", unauthorized_fix(self.adb.serial()))),
+            Connection::Offline => Err(self.failed(
+                "connecting",
+                format!(
+                    "phone {} is offline to adb; fix: unplug and replug it, or `adb reconnect offline` on its host",
+                    self.adb.serial()
+                ),
+            )),
+            Connection::Missing(why) => Err(DeviceError::Disconnected {
+                device: self.spec.name.clone(),
+                detail: format!("adb does not see phone {}: {why}", self.adb.serial()),
+            }),
+        }
+    }
+
+    async fn features(&self) -> Result<Vec<String>, DeviceError> {
+        let mut inner = self.inner.lock().await;
+        if let Some(f) = &inner.features {
+            return Ok(f.clone());
+        }
+        let f = self.adb.features(CALL).await?;
+        inner.features = Some(f.clone());
+        Ok(f)
+    }
+
+    /// Runs several commands in one shell call; their outputs in order.
+    async fn batch(&self, commands: &[String]) -> Result<Vec<String>, DeviceError> {
+        let script = commands.iter().map(|c| format!("{c}; echo {MARK}")).collect::<Vec<_>>().join("; ");
+        let out = self.adb.script(&script, CALL).await?;
+        let mut parts: Vec<String> = out.stdout.split(MARK).map(|p| p.trim_matches('\n').to_string()).collect();
+        parts.truncate(commands.len());
+        if parts.len() < commands.len() {
+            return Err(DeviceError::Disconnected {
+                device: self.spec.name.clone(),
+                detail: "the phone's answer was cut short".into(),
+            });
+        }
+        Ok(parts)
+    }
+
+    async fn shell_ok(&self, what: &str, argv: &[&str], limit: Duration) -> Result<String, DeviceError> {
+        let out = self.adb.shell(argv, limit).await?;
+        if !out.ok() {
+            return Err(self.failed(
+                what,
+                format!("`{}` exited {}: {}", quote_argv(argv), out.status, first_line(&out.stderr, &out.stdout)),
+            ));
+        }
+        Ok(out.stdout)
+    }
+
+    /// A build file as the host's adb sees it: staged there for an SSH host.
+    async fn on_host(&self, local: &Path) -> Result<PathBuf, DeviceError> {
+        let staged = self.transport.stage(local).await.map_err(|e| match e {
+            crate::transport::TransportError::Unreachable { .. } => {
+                DeviceError::Disconnected { device: self.spec.name.clone(), detail: e.to_string() }
+            }
+            e => self.failed("staging the APK on the host", e.to_string()),
+        })?;
+        Ok(staged.path)
+    }
+
+    /// The sha256 of every APK installed for `package` (none when it is not installed).
+    async fn installed_hashes(&self, package: &str) -> Result<Vec<String>, DeviceError> {
+        let out = self.adb.shell(&["pm", "path", package], CALL).await?;
+        let paths: Vec<&str> = out.stdout.lines().filter_map(|l| l.trim().strip_prefix("package:")).collect();
+        let mut hashes = Vec::new();
+        for p in paths {
+            let sum = self.shell_ok("hashing the installed APK", &["sha256sum", p], CALL).await?;
+            if let Some(h) = sum.split_whitespace().next() {
+                hashes.push(h.to_ascii_lowercase());
+            }
+        }
+        hashes.sort();
+        Ok(hashes)
+    }
+
+    async fn install(&self, apk: &AndroidArtifact) -> Result<(), DeviceError> {
+        let mut files = Vec::new();
+        for f in &apk.apks {
+            files.push(self.on_host(&f.path).await?.display().to_string());
+        }
+        let verb = if files.len() > 1 { "install-multiple" } else { "install" };
+        let mut args = vec![verb, "-r", "-g"];
+        args.extend(files.iter().map(String::as_str));
+        let out = self.adb.run(&args, INSTALL).await?;
+        let text = format!("{}{}", out.stdout_text(), out.stderr_text());
+        if !out.success() || !text.contains("Success") {
+            return Err(self.failed("installing", format!("adb {verb}: {}", text.trim().lines().last().unwrap_or(""))));
+        }
+        Ok(())
+    }
+
+    async fn pid_of(&self, package: &str) -> Result<Option<u32>, DeviceError> {
+        let out = self.adb.shell(&["pidof", package], CALL).await?;
+        Ok(out.stdout.split_whitespace().next().and_then(|p| p.parse().ok()))
+    }
+
+    async fn proc_stat(&self, pid: u32) -> Result<Option<proc_stat::ProcStat>, DeviceError> {
+        let out = self.adb.shell(&["cat", &format!("/proc/{pid}/stat")], CALL).await?;
+        Ok(if out.ok() { proc_stat::parse(&out.stdout).ok() } else { None })
+    }
+
+    async fn battery(&self) -> Result<android_battery::BatteryService, DeviceError> {
+        let text = self.shell_ok("reading the battery", &["dumpsys", "battery"], CALL).await?;
+        android_battery::parse(&text).map_err(|e| self.failed("reading dumpsys battery", e.to_string()))
+    }
+
+    fn write(&self, dir: &Path, name: &str, text: &str) -> Result<ArtifactFile, DeviceError> {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|source| DeviceError::Io {
+            device: self.spec.name.clone(),
+            path,
+            source,
+        })?;
+        Ok(ArtifactFile {
+            name: name.into(),
+            bytes: text.len() as u64,
+            sha256: crate::seed::sha256_hex(text.as_bytes()),
+        })
+    }
+}
+
+fn first_line<'a>(a: &'a str, b: &'a str) -> &'a str {
+    a.lines().chain(b.lines()).map(str::trim).find(|l| !l.is_empty()).unwrap_or("(no output)")
+}
+
+/// A `settings get` answer as a number (`null` and text are unknown).
+fn setting(text: &str) -> Option<f64> {
+    settings::parse(text).ok().and_then(|v| v.as_f64())
+}
+
+fn flag(text: &str) -> Reading<bool> {
+    setting(text).map_or(Reading::Unknown, |v| Reading::read(v != 0.0))
+}
+
+/// `screen_brightness` is 0–255 on most devices; some report a float 0–1
+/// (`screen_brightness_float`): both as percent.
+pub fn brightness_pct(raw: f64) -> f64 {
+    if raw <= 1.0 && raw.fract() != 0.0 { raw * 100.0 } else { raw / 255.0 * 100.0 }
+}
+
+/// The package of `mResumedActivity` / `topResumedActivity` in `dumpsys activity activities`.
+pub fn resumed_package(text: &str) -> Option<String> {
+    text.lines()
+        .find(|l| l.contains("mResumedActivity") || l.contains("topResumedActivity"))
+        .and_then(|l| l.split_whitespace().find(|w| w.contains('/')))
+        .and_then(|w| w.split('/').next())
+        .map(|p| p.trim_start_matches('{').to_string())
+}
+
+/// The `Status:` line of `am start -W` and the error lines, if it did not start.
+fn am_start_error(text: &str) -> Option<String> {
+    if text.lines().any(|l| l.trim() == "Status: ok") {
+        return None;
+    }
+    let errors: Vec<&str> =
+        text.lines().map(str::trim).filter(|l| l.starts_with("Error") || l.starts_with("Status:")).collect();
+    Some(if errors.is_empty() { text.trim().to_string() } else { errors.join("; ") })
+}
+
+#[async_trait]
+impl Device for AndroidDevice {
+    fn spec(&self) -> &DeviceSpec {
+        &self.spec
+    }
+
+    fn clock(&self) -> Clock {
+        self.clock.clone()
+    }
+
+    fn talks_to_endpoint(&self) -> bool {
+        true
+    }
+
+    async fn identify(&self) -> Result<Identity, DeviceError> {
+        self.check_connection().await?;
+        self.features().await?;
+        let props: Vec<String> = [
+            "ro.product.model",
+            "ro.build.version.release",
+            "ro.build.version.sdk",
+            "ro.build.fingerprint",
+            "ro.serialno",
+        ]
+        .iter()
+        .map(|p| quote_argv(&["getprop", p]))
+        .collect();
+        let v = self.batch(&props).await?;
+        Ok(Identity {
+            name: self.spec.name.clone(),
+            model: v[0].trim().to_string(),
+            os: format!("Android {} (SDK {}; {})", v[1].trim(), v[2].trim(), v[3].trim()),
+            serial: if v[4].trim().is_empty() { self.adb.serial().to_string() } else { v[4].trim().to_string() },
+        })
+    }
+
+    /// Installs unless the phone already has exactly these APKs (by sha256 of what is on
+    /// the phone), then pushes the config's files into the app's external files folder.
+    async fn prepare(&self, build: &Build, config: &VariantConfig) -> Result<Prepared, DeviceError> {
+        let apk = self.artifact(build)?;
+        let mut want: Vec<String> = apk.apks.iter().map(|f| f.sha256.to_ascii_lowercase()).collect();
+        want.sort();
+        let same = self.installed_hashes(&apk.package).await? == want;
+        if !same {
+            self.install(apk).await?;
+            if self.installed_hashes(&apk.package).await? != want {
+                return Err(self.failed(
+                    "installing",
+                    format!("{} is not what was installed (hash differs after install)", apk.package),
+                ));
+            }
+        }
+        for f in &config.files {
+            let local = self.on_host(&f.src).await?;
+            let dest = format!("/sdcard/Android/data/{}/files/{}", apk.package, f.dest);
+            let out = self.adb.run(&["push", &local.display().to_string(), &dest], INSTALL).await?;
+            if !out.success() {
+                return Err(self.failed("pushing a config file", out.stderr_text().trim().to_string()));
+            }
+        }
+        let sha256 = apk.sha256.clone();
+        let outcome =
+            if same { PrepareOutcome::AlreadyInstalled { sha256 } } else { PrepareOutcome::Installed { sha256 } };
+        let mut prepared = Prepared::new(build, config, outcome);
+        prepared.location = Some(apk.package.clone());
+        Ok(prepared)
+    }
+
+    async fn state(&self) -> Result<StateSnapshot, DeviceError> {
+        let features = self.features().await?;
+        let wifi_cmd = if features.iter().any(|f| f == "cmd") {
+            quote_argv(&["cmd", "wifi", "status"])
+        } else {
+            quote_argv(&["settings", "get", "global", "wifi_on"])
+        };
+        let cmds = vec![
+            quote_argv(&["settings", "get", "system", "screen_brightness"]),
+            quote_argv(&["settings", "get", "global", "bluetooth_on"]),
+            wifi_cmd,
+            quote_argv(&["dumpsys", "battery"]),
+            quote_argv(&["dumpsys", "thermalservice"]),
+            quote_argv(&["settings", "get", "global", "low_power"]),
+            quote_argv(&["settings", "get", "global", "airplane_mode_on"]),
+            quote_argv(&["settings", "get", "global", "stay_on_while_plugged_in"]),
+            quote_argv(&["dumpsys", "activity", "activities"]),
+        ];
+        let v = self.batch(&cmds).await?;
+        let mut s = StateSnapshot {
+            brightness_pct: setting(&v[0]).map_or(Reading::Unknown, |b| Reading::read(brightness_pct(b))),
+            bluetooth_on: flag(&v[1]),
+            low_power: flag(&v[5]),
+            airplane_mode: flag(&v[6]),
+            stay_awake: flag(&v[7]),
+            ..StateSnapshot::default()
+        };
+        s.wifi_on = match wifi_status::parse(&v[2]) {
+            Ok(w) => w.enabled.map_or(Reading::Unknown, Reading::read),
+            Err(_) => flag(&v[2]),
+        };
+        if let Ok(b) = android_battery::parse(&v[3]) {
+            s.battery_pct = Reading::read(b.level_pct);
+            let powered = !b.powered_by.is_empty();
+            s.external_power = Reading::read(powered);
+            s.charging = match b.status {
+                Some(android_battery::ChargeStatus::Charging) => Reading::read(true),
+                Some(_) => Reading::read(false),
+                None => Reading::read(powered),
+            };
+            if let Some(t) = b.temperature_c {
+                s.battery_temp_c = Reading::read(t);
+            }
+        }
+        if let Ok(t) = thermal::parse(&v[4]) {
+            s.thermal_status = Reading::read(t.status.max(0) as u32);
+        }
+        if let Some(p) = resumed_package(&v[8]) {
+            s.foreground_app = Reading::Known { value: p, from: Provenance::Read };
+        }
+        Ok(s)
+    }
+
+    /// Manual brightness at its value, Bluetooth and Wi-Fi, and the screen kept on while
+    /// plugged in; each read back by the next `state()`.
+    async fn set_state(&self, want: &DesiredState) -> Result<(), DeviceError> {
+        if let Some(pct) = want.brightness_pct {
+            let raw = ((pct.clamp(0.0, 100.0) / 100.0) * 255.0).round().to_string();
+            self.shell_ok("setting brightness", &["settings", "put", "system", "screen_brightness_mode", "0"], CALL)
+                .await?;
+            self.shell_ok("setting brightness", &["settings", "put", "system", "screen_brightness", &raw], CALL)
+                .await?;
+        }
+        if let Some(on) = want.bluetooth_on {
+            let verb = if on { "enable" } else { "disable" };
+            self.shell_ok("switching Bluetooth", &["svc", "bluetooth", verb], CALL).await?;
+        }
+        if let Some(on) = want.wifi_on {
+            let verb = if on { "enable" } else { "disable" };
+            self.shell_ok("switching Wi-Fi", &["svc", "wifi", verb], CALL).await?;
+        }
+        // Stays awake on USB (AC|USB|wireless = 7), so the screen does not time out tethered.
+        self.shell_ok("keeping the screen on", &["settings", "put", "global", "stay_on_while_plugged_in", "7"], CALL)
+            .await?;
+        Ok(())
+    }
+
+    /// Clears batterystats, so the checkin after the soak covers this trial only.
+    async fn reset_counters(&self) -> Result<(), DeviceError> {
+        self.shell_ok("resetting batterystats", &["dumpsys", "batterystats", "--reset"], CALL).await?;
+        Ok(())
+    }
+
+    async fn launch(&self, spec: &LaunchSpec) -> Result<AppHandle, DeviceError> {
+        let apk = self.artifact(&spec.prepared.build)?;
+        let activity = apk.activity.clone().unwrap_or_else(|| ".MainActivity".into());
+        let component = format!("{}/{activity}", apk.package);
+        let mut argv: Vec<String> =
+            ["am", "start", "-W", "-S", "-n", &component].iter().map(|s| s.to_string()).collect();
+        let mut extra = |flag: &str, k: &str, v: String| argv.extend([flag.to_string(), k.to_string(), v]);
+        extra("--es", "lab_trial", spec.trial_key.clone());
+        extra("--es", "lab_seed", spec.seed.to_string());
+        extra("--el", "lab_duration_ms", spec.duration.as_millis().to_string());
+        if let Some(iv) = spec.request_interval {
+            extra("--el", "lab_request_interval_ms", iv.as_millis().to_string());
+        }
+        if let Some(url) = &spec.endpoint_url {
+            extra("--es", "lab_endpoint_url", url.clone());
+        }
+        for (k, v) in &spec.prepared.config.android.extras {
+            argv.extend(v.am_args(k));
+        }
+        let refs: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let battery_start = self.battery().await.ok();
+        let out = self.adb.shell(&refs, CALL).await?;
+        if let Some(why) = am_start_error(&format!("{}{}", out.stdout, out.stderr)) {
+            return Err(self.failed("launching the app", format!("am start {component}: {why}")));
+        }
+        std::fs::create_dir_all(&spec.dir).map_err(|source| DeviceError::Io {
+            device: self.spec.name.clone(),
+            path: spec.dir.clone(),
+            source,
+        })?;
+        self.write(&spec.dir, "am-start.txt", &out.stdout)?;
+        let pid = self.pid_of(&apk.package).await?;
+        let cpu_start = match pid {
+            Some(p) => self.proc_stat(p).await?,
+            None => None,
+        };
+        let launched_at = self.clock.now();
+        let id = format!("{}:{}", apk.package, pid.map_or("?".to_string(), |p| p.to_string()));
+        self.inner
+            .lock()
+            .await
+            .running
+            .insert(id.clone(), Running { package: apk.package.clone(), pid, cpu_start, battery_start, launched_at });
+        Ok(AppHandle { id, app_id: apk.package.clone(), launched_at })
+    }
+
+    /// `dumpsys battery unplug`: the phone only *says* it is unplugged (it still charges),
+    /// so such trials are labelled soft-untethered.
+    async fn software_untether(&self) -> Result<(), DeviceError> {
+        self.shell_ok("unplugging in software", &["dumpsys", "battery", "unplug"], CALL).await?;
+        Ok(())
+    }
+
+    async fn software_retether(&self) -> Result<(), DeviceError> {
+        self.shell_ok("plugging back in software", &["dumpsys", "battery", "reset"], CALL).await?;
+        Ok(())
+    }
+
+    async fn wait_connected(&self, timeout: Duration) -> Result<(), DeviceError> {
+        self.adb.wait_for_device(timeout).await?;
+        self.check_connection().await
+    }
+
+    async fn collect(&self, app: &AppHandle, dir: &Path) -> Result<Collected, DeviceError> {
+        let (package, pid, cpu_start, battery_start, launched_at) = {
+            let inner = self.inner.lock().await;
+            let r = inner
+                .running
+                .get(&app.id)
+                .ok_or_else(|| self.failed("collect", format!("app {} is not running here", app.id)))?;
+            (r.package.clone(), r.pid, r.cpu_start.clone(), r.battery_start.clone(), r.launched_at)
+        };
+        std::fs::create_dir_all(dir).map_err(|source| DeviceError::Io {
+            device: self.spec.name.clone(),
+            path: dir.into(),
+            source,
+        })?;
+        let window = self.clock.now().saturating_sub(launched_at);
+        let now_pid = self.pid_of(&package).await?;
+        let died = pid.is_some() && now_pid != pid || pid.is_none() && now_pid.is_none();
+        let mut measurements = Vec::new();
+        let mut artifacts = Vec::new();
+
+        if let (Some(p), Some(start)) = (pid.filter(|_| !died), &cpu_start)
+            && let Some(end) = self.proc_stat(p).await?
+        {
+            let cpu_ms = end.cpu_ms(USER_HZ) - start.cpu_ms(USER_HZ);
+            if window.as_secs_f64() > 0.0 {
+                measurements.push(Measurement::new(
+                    "cpu_pct",
+                    cpu_ms / 10.0 / window.as_secs_f64(),
+                    "%",
+                    metrics_map::SRC_PROC_STAT,
+                ));
+            }
+        }
+        let mem = self.shell_ok("reading memory", &["dumpsys", "meminfo", &package], CALL).await?;
+        artifacts.push(self.write(dir, "meminfo.txt", &mem)?);
+        if let Ok(m) = meminfo::parse(&mem)
+            && m.total_pss_kb() > 0
+        {
+            measurements.push(Measurement::new(
+                "memory_mb",
+                m.total_pss_kb() as f64 / 1024.0,
+                "MB",
+                metrics_map::SRC_MEMINFO,
+            ));
+        }
+        let battery_text = self.shell_ok("reading the battery", &["dumpsys", "battery"], CALL).await?;
+        artifacts.push(self.write(dir, "battery.txt", &battery_text)?);
+        if let (Some(before), Ok(after)) = (&battery_start, android_battery::parse(&battery_text)) {
+            measurements.extend(metrics_map::android_battery_delta(before, &after));
+        }
+        let checkin = self.shell_ok("reading batterystats", &["dumpsys", "batterystats", "--checkin"], CALL).await?;
+        artifacts.push(self.write(dir, "batterystats-checkin.txt", &checkin)?);
+        let parsed = batterystats_checkin::parse(&checkin).map_err(|e| {
+            self.failed("reading batterystats", format!("{}: {e}", dir.join("batterystats-checkin.txt").display()))
+        })?;
+        let usage = parsed.app(&package);
+        for m in metrics_map::checkin(&parsed, usage.as_ref()) {
+            // The charge counter's difference is the measured charge; the checkin's is kept only when it has none.
+            if !measurements.iter().any(|x: &Measurement| x.metric == m.metric) {
+                measurements.push(m);
+            }
+        }
+        Ok(Collected {
+            measurements,
+            artifacts,
+            evidence: SoakEvidence {
+                charging_s: 0.0,
+                app_died: died,
+                measured_duration: Some(window),
+                ..SoakEvidence::default()
+            },
+            ..Collected::default()
+        })
+    }
+
+    async fn stop(&self, app: &AppHandle) -> Result<(), DeviceError> {
+        let package = self.inner.lock().await.running.remove(&app.id).map(|r| r.package);
+        if let Some(p) = package {
+            self.shell_ok("stopping the app", &["am", "force-stop", &p], CALL).await?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn brightness_reads_as_percent_whichever_scale_the_device_uses() {
+        assert_eq!(brightness_pct(255.0), 100.0);
+        assert!((brightness_pct(128.0) - 50.2).abs() < 0.1);
+        assert_eq!(brightness_pct(0.5), 50.0);
+        assert_eq!(brightness_pct(1.0), 255.0f64.recip() * 100.0);
+    }
+
+    #[test]
+    fn the_resumed_activity_names_the_foreground_package() {
+        let text = "  mResumedActivity: ActivityRecord{4f3c u0 com.example.envoy/.MainActivity t12}\n";
+        assert_eq!(resumed_package(text).as_deref(), Some("com.example.envoy"));
+        let t14 = "    topResumedActivity=ActivityRecord{1 u0 com.android.launcher3/.Launcher t2}";
+        assert_eq!(resumed_package(t14).as_deref(), Some("com.android.launcher3"));
+        assert_eq!(resumed_package("nothing"), None);
+    }
+
+    #[test]
+    fn am_start_is_checked_for_status_ok() {
+        let ok = "Starting: Intent { cmp=com.x/.Main }\nStatus: ok\nLaunchState: COLD\nComplete\n";
+        assert_eq!(am_start_error(ok), None);
+        let bad = "Starting: Intent { cmp=com.x/.Nope }\nError type 3\nError: Activity class {com.x/com.x.Nope} does not exist.\n";
+        assert_eq!(
+            am_start_error(bad).unwrap(),
+            "Error type 3; Error: Activity class {com.x/com.x.Nope} does not exist."
+        );
+    }
+}
