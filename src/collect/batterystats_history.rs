@@ -70,6 +70,31 @@ pub struct CheckinHistory {
     /// Open wake locks: (pool index, index into `wakelocks`).
     #[serde(skip)]
     open: Vec<(u32, usize)>,
+    /// Intervals with battery status charging (`Bs=c`): (start, end; `None` while open), ms.
+    #[serde(skip)]
+    pub charging: Vec<(i64, Option<i64>)>,
+    /// Likewise for a plugged power source (`Bp=` other than `n`).
+    #[serde(skip)]
+    pub plugged: Vec<(i64, Option<i64>)>,
+}
+
+/// Opens or closes the last interval of a state that starts and ends at history records.
+fn toggle(on: bool, now: i64, intervals: &mut Vec<(i64, Option<i64>)>) {
+    let open = intervals.last().is_some_and(|(_, end)| end.is_none());
+    match (on, open) {
+        (true, false) => intervals.push((now, None)),
+        (false, true) => {
+            if let Some(last) = intervals.last_mut() {
+                last.1 = Some(now);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Milliseconds of `intervals` inside `[from, to]` (open ones end at `last`).
+fn overlap(intervals: &[(i64, Option<i64>)], last: i64, from: i64, to: i64) -> i64 {
+    intervals.iter().map(|(a, b)| (b.unwrap_or(last).min(to) - (*a).max(from)).max(0)).sum()
 }
 
 impl CheckinHistory {
@@ -155,10 +180,34 @@ impl CheckinHistory {
                     self.levels.push(LevelSample { ts_ms: self.now_ms, level_pct: level });
                 }
             }
+            (None, "Bs", Some(v)) => {
+                toggle(v == "c", self.now_ms, &mut self.charging);
+            }
+            (None, "Bp", Some(v)) => {
+                toggle(v != "n", self.now_ms, &mut self.plugged);
+            }
             (_, "", _) => return Err(ParseError::at(n, format!("empty history item `{}`", excerpt(item)))),
             _ => {}
         }
         Ok(())
+    }
+
+    /// Milliseconds the history shows the battery charging (`Bs=c`) up to its last record:
+    /// evidence that a soak was not really off USB power.
+    pub fn charging_ms(&self) -> i64 {
+        self.charging_ms_between(i64::MIN / 2, i64::MAX / 2)
+    }
+
+    /// Like `charging_ms`, counting only `[from, to]` (history time: epoch ms when
+    /// `clock_known`): the soak, not the charging before and after it.
+    pub fn charging_ms_between(&self, from: i64, to: i64) -> i64 {
+        overlap(&self.charging, self.end_ms.unwrap_or(self.now_ms), from, to)
+    }
+
+    /// Milliseconds with a power source plugged (`Bp=a|u|w…`; a `dumpsys battery unplug`
+    /// records `n` here while the phone still charges, so `charging_ms` is the stronger evidence).
+    pub fn plugged_ms(&self) -> i64 {
+        overlap(&self.plugged, self.end_ms.unwrap_or(self.now_ms), i64::MIN / 2, i64::MAX / 2)
     }
 
     /// Wake lock slices sorted by start, then name (the order trace processors list them in).
@@ -166,5 +215,24 @@ impl CheckinHistory {
         let mut v: Vec<&WakelockSlice> = self.wakelocks.iter().collect();
         v.sort_by(|a, b| a.start_ms.cmp(&b.start_ms).then_with(|| a.name.cmp(&b.name)));
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    const CHECKIN: &str = include_str!("../../tests/fixtures/devices/android/batterystats_checkin_v36_perfetto.txt");
+
+    #[test]
+    fn charging_and_plugged_time_are_summed_from_the_history() {
+        let text = format!("{CHECKIN}9,h,60000,Bs=c,Bp=u\n9,h,30000,Bs=d,Bp=n\n9,h,10000,Bs=c\n9,h,5000,+w=1\n");
+        let h = crate::collect::batterystats_checkin::parse(&text).unwrap().history;
+        // 30 s charging and plugged, then 5 s charging until the last record (still open).
+        assert_eq!(h.charging_ms(), 35_000);
+        assert_eq!(h.plugged_ms(), 30_000);
+        // Only what falls in a window: the first 10 s of the first interval, none of the second.
+        let start = h.charging[0].0;
+        assert_eq!(h.charging_ms_between(start - 5_000, start + 10_000), 10_000);
+        let unplugged = crate::collect::batterystats_checkin::parse(CHECKIN).unwrap().history;
+        assert_eq!((unplugged.charging_ms(), unplugged.plugged_ms()), (0, 0), "the fixture discharges throughout");
     }
 }

@@ -47,6 +47,17 @@ struct Inner {
     /// `adb features`, read once.
     features: Option<Vec<String>>,
     running: BTreeMap<String, Running>,
+    /// When the lab last cut and gave back USB power (wall clock, epoch ms): the soak
+    /// whose charging the battery history is asked about.
+    untethered_at: Option<i64>,
+    retethered_at: Option<i64>,
+}
+
+/// History records lag a state change by a little: the window's ends are trimmed by this.
+const EDGE_MS: i64 = 5_000;
+
+fn epoch_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
 }
 
 struct Running {
@@ -440,9 +451,9 @@ impl Device for AndroidDevice {
         };
         let launched_at = self.clock.now();
         let id = format!("{}:{}", apk.package, pid.map_or("?".to_string(), |p| p.to_string()));
-        self.inner
-            .lock()
-            .await
+        let mut inner = self.inner.lock().await;
+        (inner.untethered_at, inner.retethered_at) = (None, None);
+        inner
             .running
             .insert(id.clone(), Running { package: apk.package.clone(), pid, cpu_start, battery_start, launched_at });
         Ok(AppHandle { id, app_id: apk.package.clone(), launched_at })
@@ -450,14 +461,24 @@ impl Device for AndroidDevice {
 
     /// `dumpsys battery unplug`: the phone only *says* it is unplugged (it still charges),
     /// so such trials are labelled soft-untethered.
+    async fn usb_power_changed(&self, on: bool) -> Result<(), DeviceError> {
+        let mut inner = self.inner.lock().await;
+        if on {
+            inner.retethered_at = Some(epoch_ms());
+        } else {
+            (inner.untethered_at, inner.retethered_at) = (Some(epoch_ms()), None);
+        }
+        Ok(())
+    }
+
     async fn software_untether(&self) -> Result<(), DeviceError> {
         self.shell_ok("unplugging in software", &["dumpsys", "battery", "unplug"], CALL).await?;
-        Ok(())
+        self.usb_power_changed(false).await
     }
 
     async fn software_retether(&self) -> Result<(), DeviceError> {
         self.shell_ok("plugging back in software", &["dumpsys", "battery", "reset"], CALL).await?;
-        Ok(())
+        self.usb_power_changed(true).await
     }
 
     async fn wait_connected(&self, timeout: Duration) -> Result<(), DeviceError> {
@@ -527,11 +548,25 @@ impl Device for AndroidDevice {
                 measurements.push(m);
             }
         }
+        // The phone's own record of the soak: charging in it means the power was not cut.
+        let (from, to) = {
+            let inner = self.inner.lock().await;
+            (inner.untethered_at, inner.retethered_at)
+        };
+        let charging_ms = match (from, to) {
+            (Some(a), Some(b)) if parsed.history.clock_known => {
+                parsed.history.charging_ms_between(a + EDGE_MS, b - EDGE_MS)
+            }
+            // Never untethered in this trial: charging says nothing about it.
+            (None, _) => 0,
+            _ => parsed.history.charging_ms(),
+        };
+        let charging_s = charging_ms as f64 / 1000.0;
         Ok(Collected {
             measurements,
             artifacts,
             evidence: SoakEvidence {
-                charging_s: 0.0,
+                charging_s,
                 app_died: died,
                 measured_duration: Some(window),
                 ..SoakEvidence::default()
