@@ -58,6 +58,7 @@ pub async fn run(lab_arg: Option<&Path>, args: &RunArgs) -> Result<RunOutcome, C
     // One transport per host, shared by its devices and their tethers.
     let hosts = crate::transport::Hosts::for_lab(&lab);
     let devices = open_devices(&lab, &plan, &hosts)?;
+    preflight(&devices).await?;
     let (store, id, resumed) = match resume {
         Some((store, id)) => {
             store.set_running(&id, std::process::id())?;
@@ -90,6 +91,24 @@ fn open_devices(lab: &Lab, plan: &Plan, hosts: &crate::transport::Hosts) -> Resu
         out.insert(d.name.clone(), dev);
     }
     Ok(out)
+}
+
+/// What would fail every trial of a device (an unauthorized phone) stops the run here,
+/// before the store is touched.
+async fn preflight(devices: &Devices) -> Result<(), CliError> {
+    for d in devices.values() {
+        match tokio::time::timeout(std::time::Duration::from_secs(120), d.preflight()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(CliError::new(exit::UNAVAILABLE, e)),
+            Err(_) => {
+                return Err(CliError::new(
+                    exit::UNAVAILABLE,
+                    format!("{}: checking the device did not finish within 2 minutes", d.name()),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -173,6 +173,13 @@ pub trait Device: Send + Sync {
         false
     }
 
+    /// Checks, before any trial, what would make every trial fail (a phone that has not
+    /// accepted this host's key): an error stops `lab run` before anything is recorded.
+    /// A device that is merely not there yet is not an error here (the runner waits for it).
+    async fn preflight(&self) -> Result<(), DeviceError> {
+        Ok(())
+    }
+
     /// Connects and says what the device is.
     async fn identify(&self) -> Result<Identity, DeviceError>;
 

@@ -3,27 +3,21 @@
 use std::sync::Arc;
 
 use super::api::{Device, DeviceError};
+use super::android::AndroidDevice;
 use super::host::HostDevice;
 use super::sim::SimDevice;
 use crate::config::{DeviceSpec, HostKind, Lab, Platform};
-use crate::transport::Hosts;
+use crate::transport::{Hosts, Transport};
 
 /// The backend for `spec`, on its host's shared transport from `hosts`. Platforms whose
 /// backend is not built yet say so plainly.
 pub fn open(spec: &DeviceSpec, lab: &Lab, hosts: &Hosts) -> Result<Arc<dyn Device>, DeviceError> {
     match spec.platform() {
         Platform::Sim => Ok(Arc::new(SimDevice::new(spec.clone())) as Arc<dyn Device>),
+        Platform::Android => Ok(Arc::new(AndroidDevice::new(spec.clone(), transport_of(spec, lab, hosts)?)?)),
         Platform::Host => {
-            let host = lab.host(&spec.host).ok_or_else(|| DeviceError::Failed {
-                device: spec.name.clone(),
-                what: "opening".into(),
-                detail: format!("host `{}` is not in the lab", spec.host),
-            })?;
-            let transport = hosts.get(&host.name).ok_or_else(|| DeviceError::Failed {
-                device: spec.name.clone(),
-                what: "opening".into(),
-                detail: format!("host `{}` has no transport", host.name),
-            })?;
+            let transport = transport_of(spec, lab, hosts)?;
+            let host = lab.host(&spec.host).ok_or_else(|| opening(spec, "is not in the lab"))?;
             if let HostKind::Ssh(_) = host.kind {
                 return Ok(Arc::new(HostDevice::remote(spec.clone(), transport)));
             }
@@ -31,7 +25,17 @@ pub fn open(spec: &DeviceSpec, lab: &Lab, hosts: &Hosts) -> Result<Arc<dyn Devic
         }
         other => Err(DeviceError::Unsupported {
             device: spec.name.clone(),
-            what: format!("platform `{other}` (this version of lab drives simulated and host devices only)"),
+            what: format!("platform `{other}` (this version of lab drives simulated, host and Android devices)"),
         }),
     }
+}
+
+/// The shared transport of the device's host.
+fn transport_of(spec: &DeviceSpec, lab: &Lab, hosts: &Hosts) -> Result<Arc<dyn Transport>, DeviceError> {
+    lab.host(&spec.host).ok_or_else(|| opening(spec, "is not in the lab"))?;
+    hosts.get(&spec.host).ok_or_else(|| opening(spec, "has no transport"))
+}
+
+fn opening(spec: &DeviceSpec, what: &str) -> DeviceError {
+    DeviceError::Failed { device: spec.name.clone(), what: "opening".into(), detail: format!("host `{}` {what}", spec.host) }
 }

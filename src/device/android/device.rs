@@ -276,6 +276,13 @@ impl Device for AndroidDevice {
         true
     }
 
+    async fn preflight(&self) -> Result<(), DeviceError> {
+        match self.check_connection().await {
+            Err(e) if e.is_disconnect() => Ok(()),
+            r => r,
+        }
+    }
+
     async fn identify(&self) -> Result<Identity, DeviceError> {
         self.check_connection().await?;
         self.features().await?;
