@@ -173,7 +173,7 @@ fn serve(socket: TcpStream, phone: &Arc<Phone>) -> std::io::Result<()> {
                 let how = if m.arg0 == AUTH_SIGNATURE { "a signature by a trusted key" } else { "a new public key" };
                 match &verdict {
                     Verdict::Online => eprintln!("adb-phone: host allowed by {how}"),
-                    Verdict::Wait => eprintln!("adb-phone: host not allowed ({how}, --auth {:?})", auth.mode()),
+                    Verdict::Wait => eprintln!("adb-phone: host not allowed ({how})"),
                     Verdict::Retry => {}
                 }
                 match verdict {

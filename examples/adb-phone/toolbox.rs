@@ -97,7 +97,8 @@ fn rm(store: &Store, args: &[String], io: &mut Io) -> i32 {
         } else {
             fs::remove_file(&host).is_ok()
         };
-        if !removed && !(force && !host.exists()) {
+        let forgiven = force && !host.exists();
+        if !removed && !forgiven {
             let why = if host.is_dir() { "Is a directory" } else { "No such file or directory" };
             io.warn(format!("rm: {path}: {why}"));
             status = 1;
@@ -168,10 +169,7 @@ fn ls(store: &Store, args: &[String], io: &mut Io) -> i32 {
 fn date(args: &[String], io: &mut Io) -> i32 {
     let now = crate::store::now_ms();
     let Some(t) = chrono::DateTime::from_timestamp_millis(now as i64) else { return 1 };
-    let format = match args.first().and_then(|a| a.strip_prefix('+')) {
-        Some(f) => f,
-        None => "%a %b %e %H:%M:%S UTC %Y",
-    };
+    let format = args.first().and_then(|a| a.strip_prefix('+')).unwrap_or("%a %b %e %H:%M:%S UTC %Y");
     let mut text = String::new();
     if write!(text, "{}", t.format(format)).is_err() {
         io.warn(format!("date: bad format '{format}'"));
