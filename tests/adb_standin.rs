@@ -4,12 +4,15 @@
 //! on 127.0.0.1, and `adb connect`s them. Skipped with a message when /usr/bin/adb is
 //! missing, unless LAB_REQUIRE_ADB=1 (CI).
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::example;
 use lab::collect::{android_battery, batterystats_checkin, bluetooth, meminfo, proc_stat, thermal, wifi_status};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -25,17 +28,6 @@ fn adb_present() -> bool {
     assert!(std::env::var("LAB_REQUIRE_ADB").as_deref() != Ok("1"), "LAB_REQUIRE_ADB=1 but {ADB} is missing");
     eprintln!("skipped: {ADB} is missing (apt-get install adb)");
     false
-}
-
-fn example(name: &str) -> PathBuf {
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_lab"));
-    let path = bin.parent().unwrap().join("examples").join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo build --examples` (plain `cargo test` builds it)",
-        path.display()
-    );
-    path
 }
 
 /// A free port from the kernel (ephemeral, so never 5037 nor 5555–5585).
@@ -366,7 +358,8 @@ fn unplugged_the_phone_discharges_and_its_charge_counter_falls() {
     assert_eq!(first.status_code, Some(3));
     assert!(first.powered_by.is_empty());
     let fell_mah = (first.charge_counter_uah.unwrap() - second.charge_counter_uah.unwrap()) as f64 / 1000.0;
-    assert!((11.0..40.0).contains(&fell_mah), "fell {fell_mah} mAh in about 1.2 s");
+    // At least 1.2 s passed between the two reads; a loaded machine may take longer.
+    assert!((11.0..100.0).contains(&fell_mah), "fell {fell_mah} mAh in 1.2 s or a little more");
 
     // `dumpsys battery unplug` only changes what BatteryService shows, and freezes it.
     edit_state(&root(&dir), |s| s["battery"]["power"] = "usb".into());
@@ -420,7 +413,10 @@ fn am_start_records_the_extras_and_the_app_runs_until_stopped() {
     let after = stat(&adb);
     assert_eq!(before.pid.to_string(), pid);
     let grew_ms = after.cpu_ms(100) - before.cpu_ms(100);
-    assert!((400.0..3000.0).contains(&grew_ms), "one core's worth of CPU for 0.5 s grew {grew_ms} ms");
+    assert!(
+        (400.0..10_000.0).contains(&grew_ms),
+        "one core's worth of CPU for 0.5 s or a little more grew {grew_ms} ms"
+    );
 
     let mem = meminfo::parse(&adb.sh(&phone, "dumpsys meminfo com.example.energy")).unwrap();
     assert_eq!(mem.processes.len(), 1);
