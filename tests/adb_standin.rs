@@ -263,6 +263,11 @@ fn push_then_pull_round_trips_the_bytes() {
     let pulled = adb.on(&phone, &["pull", "/data/local/tmp/blob.bin", back.to_str().unwrap()]);
     assert_eq!(pulled.code, 0, "{}", pulled.err);
     assert!(std::fs::read(&back).unwrap() == data, "the pulled file differs");
+    // `adb ls` is sync LIST: mode, size and mtime in hex, then the name.
+    let listed = adb.on(&phone, &["ls", "/data/local/tmp"]).out;
+    assert!(listed.lines().any(|l| l.ends_with(" blob.bin") && l.contains(&format!("{:08x}", data.len()))), "{listed}");
+    adb.sh(&phone, "rm /data/local/tmp/blob.bin");
+    assert!(!adb.on(&phone, &["ls", "/data/local/tmp"]).out.contains("blob.bin"));
     let missing = adb.on(&phone, &["pull", "/data/local/tmp/nothing", back.to_str().unwrap()]);
     assert_ne!(missing.code, 0);
     // adb 29 prints this error on stdout.
