@@ -13,7 +13,10 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::example;
-use lab::collect::{android_battery, batterystats_checkin, bluetooth, meminfo, proc_stat, thermal, wifi_status};
+use lab::collect::{
+    android_battery, batterystats_checkin, bluetooth, meminfo, proc_stat, settings, thermal, wifi_status,
+};
+use lab::transport::shell_quote;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tempfile::TempDir;
@@ -245,6 +248,32 @@ fn connect_features_and_shell_v2_exit_codes_and_stderr() {
     // Stdin streams through shell v2 to the command.
     let r = adb.run_with(&["-s", &phone.serial, "shell", "sha256sum"], b"abc");
     assert_eq!(r.out, format!("{}  -\n", sha256(b"abc")));
+}
+
+/// The shape of the Android backend's batched state read: each argv quoted with the lab's
+/// `shell_quote`, parts split by an echoed mark, the exit status in a final sentinel.
+#[test]
+fn a_batched_state_read_as_the_backend_sends_it_parses() {
+    let Some((adb, phone, _dir)) = setup(&[]) else { return };
+    let argvs: [&[&str]; 5] = [
+        &["settings", "get", "system", "screen_brightness"],
+        &["cmd", "wifi", "status"],
+        &["dumpsys", "battery"],
+        &["dumpsys", "thermalservice"],
+        &["getprop", "ro.build.fingerprint"],
+    ];
+    let quoted = argvs.iter().map(|a| a.iter().map(|w| shell_quote(w)).collect::<Vec<_>>().join(" "));
+    let script = quoted.map(|c| format!("{c}; echo @@lab-part@@")).collect::<Vec<_>>().join("; ");
+    let out = adb.sh(&phone, &format!("{script}; echo \"__lab_exit=$?\""));
+    let (body, status) = out.rsplit_once("__lab_exit=").unwrap();
+    assert_eq!(status, "0\n");
+    let parts: Vec<&str> = body.split("@@lab-part@@").map(|p| p.trim_matches('\n')).collect();
+    assert_eq!(parts.len(), 6, "{out}");
+    assert_eq!(settings::parse(parts[0]).unwrap().as_f64(), Some(102.0));
+    assert_eq!(wifi_status::parse(parts[1]).unwrap().enabled, Some(true));
+    assert_eq!(android_battery::parse(parts[2]).unwrap().status_code, Some(2));
+    assert_eq!(thermal::parse(parts[3]).unwrap().status, 0);
+    assert!(parts[4].starts_with("google/redfin/redfin:13/"), "{}", parts[4]);
 }
 
 #[test]
