@@ -3,22 +3,9 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{TempLab, csv_means};
-
-/// A cargo example built next to the `lab` binary (target/<profile>/examples/NAME).
-fn example(name: &str) -> String {
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_lab"));
-    let path = bin.parent().unwrap().join("examples").join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo build --examples` (plain `cargo test` builds it)",
-        path.display()
-    );
-    path.display().to_string()
-}
+use common::{TempLab, csv_means, example};
 
 /// Runs `runbook` (TOML text) on the default lab's `this-host`; returns the exit code.
 fn run(lab: &TempLab, runbook: &str) -> i32 {

@@ -10,6 +10,18 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// A cargo example built next to the `lab` binary (target/<profile>/examples/NAME).
+pub fn example(name: &str) -> String {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_lab"));
+    let path = bin.parent().unwrap().join("examples").join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --examples` (plain `cargo test` builds it)",
+        path.display()
+    );
+    path.display().to_string()
+}
+
 /// A temporary copy of the repository's `lab.toml` (artifacts and store inside it).
 pub struct TempLab {
     pub dir: tempfile::TempDir,
