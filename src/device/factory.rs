@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use super::api::{Device, DeviceError};
 use super::android::AndroidDevice;
+use super::api::{Device, DeviceError};
 use super::host::HostDevice;
 use super::sim::SimDevice;
 use crate::config::{DeviceSpec, HostKind, Lab, Platform};
@@ -37,5 +37,9 @@ fn transport_of(spec: &DeviceSpec, lab: &Lab, hosts: &Hosts) -> Result<Arc<dyn T
 }
 
 fn opening(spec: &DeviceSpec, what: &str) -> DeviceError {
-    DeviceError::Failed { device: spec.name.clone(), what: "opening".into(), detail: format!("host `{}` {what}", spec.host) }
+    DeviceError::Failed {
+        device: spec.name.clone(),
+        what: "opening".into(),
+        detail: format!("host `{}` {what}", spec.host),
+    }
 }

@@ -98,4 +98,5 @@ pub fn csv_means(csv_text: &str, metric: &str) -> std::collections::BTreeMap<Str
     }
     acc.into_iter().map(|(k, (sum, n))| (k, sum / n as f64)).collect()
 }
+pub mod adb;
 pub mod sshd;

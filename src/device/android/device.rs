@@ -372,8 +372,10 @@ impl Device for AndroidDevice {
             s.battery_pct = Reading::read(b.level_pct);
             let powered = !b.powered_by.is_empty();
             s.external_power = Reading::read(powered);
+            // Charging as batterystats counts it: a charging status from a plugged source.
+            // (`dumpsys battery unplug` clears the source but leaves the status.)
             s.charging = match b.status {
-                Some(android_battery::ChargeStatus::Charging) => Reading::read(true),
+                Some(android_battery::ChargeStatus::Charging) => Reading::read(powered),
                 Some(_) => Reading::read(false),
                 None => Reading::read(powered),
             };
