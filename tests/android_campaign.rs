@@ -89,3 +89,91 @@ fn an_unauthorized_phone_stops_the_run_before_any_trial() {
     assert!(stderr.contains("unauthorized") && stderr.contains("Allow USB debugging"), "{stderr}");
     assert!(lab.campaigns().is_empty(), "nothing was recorded");
 }
+
+/// `lab run --verbose RUNBOOK` started in the background.
+fn spawn_run(lab: &TempLab, rb: &std::path::Path) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_lab"))
+        .current_dir(common::root())
+        .arg("--lab")
+        .arg(&lab.lab)
+        .args(["run", "--verbose"])
+        .arg(rb)
+        .env_remove("LAB_CONFIG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits (up to 2 minutes) until the stand-in process has exited.
+fn wait_exit(phone: &mut Phone) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while phone.child.try_wait().unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "the phone never dropped off");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_phone_lost_mid_collect_is_waited_for_and_the_step_redone() {
+    let Some((adb, mut phone, dir)) = setup(&["--auth", "accept"]) else { return };
+    let lab = lab_for(&adb, &phone, "software");
+    let rb = runbook(&lab, 1, "[timeouts]\nreconnect = \"2m\"\n");
+    // The first batterystats checkin (in collect) kills the phone mid-command.
+    std::fs::write(root(&dir).join("crash-on"), "batterystats --checkin").unwrap();
+    let run = spawn_run(&lab, &rb);
+    wait_exit(&mut phone);
+    // Back a moment later, on the same port and folder: the same phone (its key allowed).
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let _back = Phone::start(&root(&dir), phone.port, &["--auth", "accept"]);
+    let out = run.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("DISCONNECTED during collect"), "{stdout}");
+    assert!(stdout.contains("back after"), "{stdout}");
+    // Nothing was spoiled: one valid attempt per trial, none lost to the drop.
+    let reasons: Vec<String> = lab.sql("SELECT reasons FROM attempts WHERE status = 'invalid'");
+    assert_eq!(lab.sql::<i64>("SELECT COUNT(*) FROM attempts"), [4], "{reasons:?}\n{stdout}");
+    assert_eq!(lab.sql::<i64>("SELECT COUNT(*) FROM attempts WHERE status = 'valid'"), [4]);
+}
+
+#[test]
+fn a_phone_that_never_comes_back_goes_offline() {
+    let Some((adb, mut phone, dir)) = setup(&["--auth", "accept"]) else { return };
+    let lab = lab_for(&adb, &phone, "software");
+    let rb = runbook(&lab, 1, "[timeouts]\nreconnect = \"5s\"\n");
+    std::fs::write(root(&dir).join("crash-on"), "batterystats --checkin").unwrap();
+    let run = spawn_run(&lab, &rb);
+    wait_exit(&mut phone);
+    let out = run.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    assert!(stdout.contains("[pixel-1] OFFLINE"), "{stdout}");
+    let status: Vec<String> = lab.sql("SELECT state FROM device_status WHERE device = 'pixel-1'");
+    assert_eq!(status, ["offline"]);
+    // Resumable: the trial that was lost is still to run.
+    assert!(stdout.contains("lab run --resume"), "{stdout}");
+}
+
+#[test]
+fn bluetooth_switched_off_during_the_soak_makes_the_trial_invalid() {
+    let Some((adb, phone, dir)) = setup(&["--auth", "accept"]) else { return };
+    let lab = lab_for(&adb, &phone, "software");
+    let rb = runbook(&lab, 1, "");
+    let run = spawn_run(&lab, &rb);
+    // As soon as the first app runs, someone switches Bluetooth off.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while state(&root(&dir))["launches"].as_array().is_none_or(|l| l.is_empty()) {
+        assert!(std::time::Instant::now() < deadline, "nothing was launched");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    edit_state(&root(&dir), |v| v["settings"]["global"]["bluetooth_on"] = "0".into());
+    let out = run.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "the retry is valid: {stdout}");
+    let reasons: Vec<String> = lab.sql("SELECT reasons FROM attempts WHERE status = 'invalid'");
+    assert_eq!(reasons.len(), 1, "{stdout}");
+    assert!(reasons[0].contains("bluetooth off after the soak, expected on"), "{reasons:?}");
+    assert_eq!(lab.sql::<i64>("SELECT COUNT(*) FROM attempts WHERE status = 'valid'"), [4]);
+}

@@ -34,8 +34,24 @@ impl Io<'_> {
     }
 }
 
+/// A test's fault: when `ROOT/crash-on` holds text that `script` contains, the phone drops
+/// off in the middle of that command (the file is removed first, so it happens once): the
+/// stand-in exits and every connection breaks, as when a phone reboots or its cable is pulled.
+fn crash_if_asked(store: &Store, script: &str) {
+    let flag = store.root().join("crash-on");
+    if let Ok(what) = std::fs::read_to_string(&flag)
+        && !what.trim().is_empty()
+        && script.contains(what.trim())
+        && std::fs::remove_file(&flag).is_ok()
+    {
+        eprintln!("crashing on `{}` as asked", what.trim());
+        std::process::exit(137);
+    }
+}
+
 /// Runs `script` as `sh -c` would; returns its exit status.
 pub fn run(store: &Store, script: &str, io: &mut Io) -> i32 {
+    crash_if_asked(store, script);
     let mut sh = Shell { store, status: 0, exited: false };
     sh.script(script, io)
 }

@@ -51,6 +51,8 @@ struct Inner {
     /// whose charging the battery history is asked about.
     untethered_at: Option<i64>,
     retethered_at: Option<i64>,
+    /// The same re-tether on the device clock: where the soak ended.
+    soak_end: Option<Duration>,
 }
 
 /// History records lag a state change by a little: the window's ends are trimmed by this.
@@ -461,7 +463,7 @@ impl Device for AndroidDevice {
         let launched_at = self.clock.now();
         let id = format!("{}:{}", apk.package, pid.map_or("?".to_string(), |p| p.to_string()));
         let mut inner = self.inner.lock().await;
-        (inner.untethered_at, inner.retethered_at) = (None, None);
+        (inner.untethered_at, inner.retethered_at, inner.soak_end) = (None, None, None);
         inner
             .running
             .insert(id.clone(), Running { package: apk.package.clone(), pid, cpu_start, battery_start, launched_at });
@@ -474,6 +476,7 @@ impl Device for AndroidDevice {
         let mut inner = self.inner.lock().await;
         if on {
             inner.retethered_at = Some(epoch_ms());
+            inner.soak_end = Some(self.clock.now());
         } else {
             (inner.untethered_at, inner.retethered_at) = (Some(epoch_ms()), None);
         }
@@ -509,7 +512,11 @@ impl Device for AndroidDevice {
             path: dir.into(),
             source,
         })?;
-        let window = self.clock.now().saturating_sub(launched_at);
+        // CPU is over the time between its two readings; the soak (for validity) ended at
+        // re-tether, not when a phone that dropped off let itself be read again.
+        let elapsed = self.clock.now().saturating_sub(launched_at);
+        let soak_end = self.inner.lock().await.soak_end;
+        let window = soak_end.map_or(elapsed, |end| end.saturating_sub(launched_at));
         let now_pid = self.pid_of(&package).await?;
         let died = pid.is_some() && now_pid != pid || pid.is_none() && now_pid.is_none();
         let mut measurements = Vec::new();
@@ -519,10 +526,10 @@ impl Device for AndroidDevice {
             && let Some(end) = self.proc_stat(p).await?
         {
             let cpu_ms = end.cpu_ms(USER_HZ) - start.cpu_ms(USER_HZ);
-            if window.as_secs_f64() > 0.0 {
+            if elapsed.as_secs_f64() > 0.0 {
                 measurements.push(Measurement::new(
                     "cpu_pct",
-                    cpu_ms / 10.0 / window.as_secs_f64(),
+                    cpu_ms / 10.0 / elapsed.as_secs_f64(),
                     "%",
                     metrics_map::SRC_PROC_STAT,
                 ));
