@@ -177,3 +177,35 @@ fn bluetooth_switched_off_during_the_soak_makes_the_trial_invalid() {
     assert!(reasons[0].contains("bluetooth off after the soak, expected on"), "{reasons:?}");
     assert_eq!(lab.sql::<i64>("SELECT COUNT(*) FROM attempts WHERE status = 'valid'"), [4]);
 }
+
+#[test]
+fn a_phone_on_a_lab_host_is_driven_through_that_hosts_adb_over_ssh() {
+    let Some(s) = common::sshd::start() else { return };
+    let Some((adb, phone, _dir)) = setup(&["--auth", "accept"]) else { return };
+    // The same phone, but on SSH host `shelf-1`: adb runs there, and the APKs are staged
+    // into that host's cache first.
+    let lab = TempLab::from_text(&format!(
+        "[lab]\nname = \"android-ssh\"\nendpoint_bind = \"0.0.0.0:18765\"\nendpoint_url = \"http://lab-machine.invalid:18765\"\n\n\
+         [[host]]\nname = \"shelf-1\"\naddress = \"{}\"\nuser = \"{}\"\nidentity = \"{}\"\nknown_hosts = \"{}\"\n\
+         connect_timeout = \"3s\"\ncache_dir = \"{}\"\n\n\
+         [[device]]\nname = \"pixel-1\"\nhost = \"shelf-1\"\nplatform = \"android\"\nmodel = \"Pixel 5\"\ntether = \"software\"\n\
+         [device.android]\nserial = \"{}\"\nadb_server = \"127.0.0.1:{}\"\n",
+        s.address(),
+        s.user,
+        s.client_key().display(),
+        s.known_hosts().display(),
+        s.dir.path().join("cache").display(),
+        phone.serial,
+        adb.port
+    ));
+    let rb = runbook(&lab, 1, "");
+    let before = s.accepted_logins();
+    let out = lab.cmd(&["run", rb.to_str().unwrap()]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(lab.sql::<i64>("SELECT COUNT(*) FROM attempts WHERE status = 'valid'"), [4]);
+    assert!(s.accepted_logins() > before, "adb ran through the SSH host");
+    // Both APKs went to the host's build cache (content-addressed), once each.
+    let cached = std::fs::read_dir(s.dir.path().join("cache")).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(cached, 2);
+}
