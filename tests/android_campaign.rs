@@ -209,3 +209,21 @@ fn a_phone_on_a_lab_host_is_driven_through_that_hosts_adb_over_ssh() {
     let cached = std::fs::read_dir(s.dir.path().join("cache")).map(|d| d.count()).unwrap_or(0);
     assert_eq!(cached, 2);
 }
+
+#[test]
+fn a_phone_left_unplugged_in_software_by_a_crashed_lab_is_reset_first() {
+    let Some((adb, phone, _dir)) = setup(&["--auth", "accept"]) else { return };
+    // What a lab killed mid-soak leaves behind: BatteryService frozen, "unplugged".
+    assert!(adb.sh(&phone, "dumpsys battery unplug; dumpsys battery").contains("USB powered: false"));
+    let lab = lab_for(&adb, &phone, "none");
+    let rb = runbook(&lab, 1, "").with_extension("toml");
+    let text = std::fs::read_to_string(&rb).unwrap().replace("untethered = true", "untethered = false");
+    std::fs::write(&rb, text).unwrap();
+    let out = lab.cmd(&["run", rb.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    // The first reading already saw the real charger again.
+    let first: Vec<String> = lab.sql("SELECT state_before FROM attempts ORDER BY started_at LIMIT 1");
+    let v: serde_json::Value = serde_json::from_str(&first[0]).unwrap();
+    assert_eq!(v["external_power"]["value"], true, "{v}");
+    assert!(adb.sh(&phone, "dumpsys battery").contains("USB powered: true"));
+}

@@ -288,6 +288,9 @@ impl Device for AndroidDevice {
     async fn identify(&self) -> Result<Identity, DeviceError> {
         self.check_connection().await?;
         self.features().await?;
+        // A lab that crashed mid-soak may have left the phone "unplugged" in software:
+        // battery readings would stay frozen. Give it its real battery state back first.
+        self.shell_ok("restoring the battery service", &["dumpsys", "battery", "reset"], CALL).await?;
         let props: Vec<String> = [
             "ro.product.model",
             "ro.build.version.release",
