@@ -227,3 +227,60 @@ fn a_phone_left_unplugged_in_software_by_a_crashed_lab_is_reset_first() {
     assert_eq!(v["external_power"]["value"], true, "{v}");
     assert!(adb.sh(&phone, "dumpsys battery").contains("USB powered: true"));
 }
+
+/// A lab whose phone hangs off a hub port switched by a stand-in `uhubctl` on PATH:
+/// `cuts` decides whether switching really takes the phone's charger away.
+fn hub_lab(adb: &Adb, phone: &Phone, phone_root: &std::path::Path, cuts: bool) -> (TempLab, String) {
+    let lab = lab_for(adb, phone, "X").clone_with_tether("{ uhubctl = { location = \"1-1\", port = 4 } }");
+    let bin = lab.dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let json = phone_root.join("phone.json");
+    let body = if cuts {
+        format!(
+            "case \"$*\" in *'-a off'*) to=none;; *) to=usb;; esac\n\
+             sed -i \"s/\\\"power\\\": \\\"[a-z]*\\\"/\\\"power\\\": \\\"$to\\\"/\" {}\n",
+            json.display()
+        )
+    } else {
+        String::from("true\n")
+    };
+    let script = bin.join("uhubctl");
+    std::fs::write(&script, format!("#!/bin/sh\n{body}")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    (lab, path)
+}
+
+trait WithTether {
+    fn clone_with_tether(self, tether: &str) -> TempLab;
+}
+
+impl WithTether for TempLab {
+    /// The same lab with `tether = "X"` replaced by `tether = TETHER`.
+    fn clone_with_tether(self, tether: &str) -> TempLab {
+        let text = std::fs::read_to_string(&self.lab).unwrap().replace("tether = \"X\"", &format!("tether = {tether}"));
+        std::fs::write(&self.lab, text).unwrap();
+        self
+    }
+}
+
+#[test]
+fn a_hub_port_that_cuts_power_gives_valid_trials_and_one_that_does_not_is_caught() {
+    let Some((adb, phone, dir)) = setup(&["--auth", "accept"]) else { return };
+    let (lab, path) = hub_lab(&adb, &phone, &root(&dir), true);
+    let rb = runbook(&lab, 1, "");
+    let out = lab.cmd(&["run", rb.to_str().unwrap()]).env("PATH", &path).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(lab.sql::<i64>("SELECT COUNT(*) FROM attempts WHERE status = 'valid'"), [4]);
+    assert_eq!(state(&root(&dir))["battery"]["power"], "usb", "the port is on again");
+
+    // A port that stays on: the phone still charges after untether.
+    let (lab, path) = hub_lab(&adb, &phone, &root(&dir), false);
+    let rb = runbook(&lab, 1, "");
+    let out = lab.cmd(&["run", rb.to_str().unwrap()]).env("PATH", &path).output().unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stdout));
+    let reasons: Vec<String> = lab.sql("SELECT reasons FROM attempts");
+    assert!(!reasons.is_empty());
+    assert!(reasons.iter().all(|r| r.contains("still charging after untether (uhubctl 1-1:4)")), "{reasons:?}");
+}
