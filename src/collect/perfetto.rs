@@ -23,8 +23,18 @@ pub const SRC_PERFETTO_BATTERY: &str = "perfetto battery counters";
 pub struct Rail {
     pub name: String,
     pub subsystem: Option<String>,
-    /// (ns, µWs) in time order; samples with equal times keep the trace's order.
-    pub samples: Vec<(u64, u64)>,
+    /// In time order; samples with equal times keep the trace's order.
+    pub samples: Vec<EnergySample>,
+}
+
+/// One reading of a rail's cumulative energy counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct EnergySample {
+    /// The sample's own `timestamp_ms` in ns, else its packet's timestamp.
+    pub ts_ns: u64,
+    pub energy_uws: u64,
+    /// The timestamp of the packet that carried it, when it had one.
+    pub packet_ts_ns: Option<u64>,
 }
 
 /// One `BatteryCounters` packet; a field the phone did not send is `None`.
@@ -55,8 +65,7 @@ pub struct PowerTrace {
 struct PendingEnergy {
     session: u64,
     index: u32,
-    ts_ns: u64,
-    energy_uws: u64,
+    sample: EnergySample,
 }
 
 #[derive(Default)]
@@ -86,7 +95,7 @@ impl PowerTrace {
         self.rails
             .iter()
             .filter_map(|r| {
-                let (first, last) = (r.samples.first()?.1, r.samples.last()?.1);
+                let (first, last) = (r.samples.first()?.energy_uws, r.samples.last()?.energy_uws);
                 Some((r.name.clone(), last.saturating_sub(first)))
             })
             .collect()
@@ -162,7 +171,8 @@ impl Decoder {
                 Some(ms) => ms.saturating_mul(1_000_000),
                 None => packet_ts.unwrap_or(0),
             };
-            self.pending.push(PendingEnergy { session, index, ts_ns, energy_uws: uws });
+            let sample = EnergySample { ts_ns, energy_uws: uws, packet_ts_ns: packet_ts };
+            self.pending.push(PendingEnergy { session, index, sample });
         }
         Ok(())
     }
@@ -232,11 +242,11 @@ impl Decoder {
                     pos
                 }
             };
-            self.trace.rails[pos].samples.push((p.ts_ns, p.energy_uws));
+            self.trace.rails[pos].samples.push(p.sample);
         }
         // Stable sorts: equal times keep the order they were recorded in.
         for r in &mut self.trace.rails {
-            r.samples.sort_by_key(|s| s.0);
+            r.samples.sort_by_key(|s| s.ts_ns);
         }
         self.trace.battery.sort_by_key(|b| b.ts_ns);
         self.trace
