@@ -171,3 +171,32 @@ fn every_prefix_is_a_trace_or_an_error_at_a_byte() {
         assert_eq!(err, bytes.len() - whole.packets, "{stem}");
     }
 }
+
+#[test]
+fn lab_import_perfetto_gives_energy_per_rail_in_mj() {
+    use lab::collect::import::{self, ImportKind, ImportOptions};
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/devices/android");
+    let stem = "power_rails_session_uuid_perfetto";
+    let imp =
+        import::run(ImportKind::Perfetto, &[dir.join(format!("{stem}.pftrace"))], &ImportOptions::default()).unwrap();
+    let t = PowerTrace::parse(&data(&format!("{stem}.pftrace"))).unwrap();
+    let got: Vec<(String, f64, String, String)> =
+        imp.metrics.iter().map(|m| (m.metric.clone(), m.value, m.unit.clone(), m.source.clone())).collect();
+    // No battery counters in the trace: only the rails, µWs / 1000 = mJ.
+    let want: Vec<(String, f64, String, String)> = t
+        .energy_per_rail_uws()
+        .into_iter()
+        .map(|(r, uws)| {
+            (format!("rail_energy_mj.{r}"), uws as f64 / 1000.0, "mJ".into(), "perfetto power rails".into())
+        })
+        .collect();
+    assert_eq!(got.len(), 2);
+    assert_eq!(got, want);
+
+    // The text format is not a trace: a clean error naming the file and a byte.
+    let e = import::run(ImportKind::Perfetto, &[dir.join(format!("{stem}.textproto"))], &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(&format!("{stem}.textproto: byte ")), "{e}");
+    assert!(e.contains("fix: pass a binary Perfetto trace"), "{e}");
+}

@@ -313,6 +313,22 @@ mod tests {
     }
 
     #[test]
+    fn battery_counters_map_to_level_drop_and_charge_used() {
+        let trace =
+            [battery_packet(1_000_000_000, 100.0, 2_001_000, 0), battery_packet(5_000_000_000, 98.0, 1_950_500, 0)]
+                .concat();
+        let ms = super::super::metrics_map::perfetto(&PowerTrace::parse(&trace).unwrap());
+        let got: Vec<(&str, f64, &str)> = ms.iter().map(|m| (m.metric.as_str(), m.value, m.source.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                ("battery_drop_pct", 2.0, SRC_PERFETTO_BATTERY),
+                ("charge_used_mah", 50.5, "perfetto battery charge counter")
+            ]
+        );
+    }
+
+    #[test]
     fn energy_before_its_descriptor_and_undescribed_rails() {
         let data = msg(2, &[v(1, 7), v(2, 5), v(3, 40)].concat());
         let later = msg(2, &[v(1, 7), v(2, 9), v(3, 100)].concat());
@@ -326,12 +342,11 @@ mod tests {
         .concat();
         let t = PowerTrace::parse(&trace).unwrap();
         assert_eq!(t.rails.len(), 2);
-        assert_eq!(
-            (t.rails[0].name.as_str(), &t.rails[0].samples[..]),
-            ("S4M_VDD_CPU", &[(5_000_000, 40), (9_000_000, 100)][..])
-        );
+        let pairs = |r: &Rail| r.samples.iter().map(|s| (s.ts_ns, s.energy_uws, s.packet_ts_ns)).collect::<Vec<_>>();
+        assert_eq!(t.rails[0].name, "S4M_VDD_CPU");
+        assert_eq!(pairs(&t.rails[0]), [(5_000_000, 40, Some(1)), (9_000_000, 100, Some(2))]);
         // No timestamp_ms: the packet's time.
-        assert_eq!((t.rails[1].name.as_str(), &t.rails[1].samples[..]), ("rail_2", &[(2, 1)][..]));
+        assert_eq!((t.rails[1].name.as_str(), pairs(&t.rails[1])), ("rail_2", vec![(2, 1, Some(2))]));
         assert_eq!(t.energy_per_rail_uws(), vec![("S4M_VDD_CPU".to_string(), 60), ("rail_2".to_string(), 0)]);
     }
 
