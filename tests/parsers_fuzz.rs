@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use lab::collect::{
     ParseError, android_battery, batterystats_checkin, bluetooth, cpuinfo, dumpsys_wifi, history_text, ios_battery,
-    meminfo, proc_stat, settings, thermal, wifi_status,
+    meminfo, perfetto, proc_stat, settings, thermal, wifi_status,
 };
 use proptest::prelude::*;
 
@@ -228,6 +228,23 @@ proptest! {
                 let last = bytes.iter().filter(|&&b| b == b'\n').count() + 1;
                 prop_assert!((1..=last).contains(&l), "line {l} outside 1..={last}: {e}");
             }
+        }
+    }
+
+    #[test]
+    fn mutated_perfetto_traces_never_panic(which in 0usize..2, edits in prop::collection::vec(edit(), 1..6)) {
+        let name = if which == 0 { "android/power_rails_session_uuid_perfetto.pftrace" } else { "android/power_rails_timestamp_sort_perfetto.pftrace" };
+        let bytes = apply(fixture(name), &edits);
+        match perfetto::PowerTrace::parse(&bytes) {
+            Ok(t) => { let _ = (t.energy_per_rail_uws(), t.battery_pct_series()); }
+            Err(e) => prop_assert!(matches!(e, ParseError::Byte { offset, .. } if offset <= bytes.len() as u64), "{e}"),
+        }
+    }
+
+    #[test]
+    fn random_bytes_as_perfetto_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
+        if let Err(e) = perfetto::PowerTrace::parse(&bytes) {
+            prop_assert!(matches!(e, ParseError::Byte { offset, .. } if offset <= bytes.len() as u64), "{e}");
         }
     }
 

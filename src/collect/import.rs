@@ -12,7 +12,7 @@ use super::batterystats_checkin::AppUsage;
 use super::parse_error::ParseError;
 use super::{
     android_battery, batterystats_checkin, bluetooth, cpuinfo, dumpsys_wifi, history_text, ios_battery, meminfo,
-    metrics_map, proc_stat, thermal, wifi_status,
+    metrics_map, perfetto, proc_stat, thermal, wifi_status,
 };
 use crate::measure::Measurement;
 
@@ -39,6 +39,8 @@ pub enum ImportKind {
     AndroidCpuinfo,
     /// `/proc/<pid>/stat`: one read, or two (before, after).
     ProcStat,
+    /// A Perfetto `android.power` trace (`.pftrace`): energy per rail, battery counters.
+    Perfetto,
     /// iOS battery registry (IOPMPowerSource / AppleSmartBattery), XML or binary plist:
     /// one snapshot, or two (before, after).
     IosBattery,
@@ -57,6 +59,7 @@ impl ImportKind {
             ImportKind::AndroidMeminfo => "android-meminfo",
             ImportKind::AndroidCpuinfo => "android-cpuinfo",
             ImportKind::ProcStat => "proc-stat",
+            ImportKind::Perfetto => "perfetto",
             ImportKind::IosBattery => "ios-battery",
         }
     }
@@ -74,6 +77,7 @@ impl ImportKind {
             ImportKind::AndroidMeminfo => "`dumpsys meminfo <package>` output",
             ImportKind::AndroidCpuinfo => "`dumpsys cpuinfo` output",
             ImportKind::ProcStat => "a /proc/<pid>/stat line",
+            ImportKind::Perfetto => "a binary Perfetto trace (`perfetto -o FILE`, not the text format)",
             ImportKind::IosBattery => "an IOPMPowerSource/AppleSmartBattery registry plist",
         }
     }
@@ -212,6 +216,10 @@ pub fn run(kind: ImportKind, paths: &[PathBuf], opts: &ImportOptions) -> Result<
                 |p| metrics_map::proc_stat(p, t),
                 |a, b| metrics_map::proc_stat_delta(a, b, t),
             )?
+        }
+        ImportKind::Perfetto => {
+            let t = parsed(kind, path, perfetto::PowerTrace::parse(bytes))?;
+            (json(&t), metrics_map::perfetto(&t))
         }
         ImportKind::AndroidThermal => {
             let t = parsed(kind, path, thermal::parse(&text(bytes)))?;

@@ -13,6 +13,7 @@ use super::dumpsys_wifi::DumpsysWifi;
 use super::history_text::{BatteryHistoryText, DischargeSummary};
 use super::ios_battery::IosBattery;
 use super::meminfo::MemInfo;
+use super::perfetto::{PowerTrace, SRC_PERFETTO_BATTERY};
 use super::proc_stat::ProcStat;
 use super::thermal::ThermalService;
 use super::wifi_status::WifiStatus;
@@ -42,6 +43,12 @@ pub const SRC_BLUETOOTH: &str = "dumpsys bluetooth_manager";
 pub const SRC_REGISTRY: &str = "battery registry";
 pub const SRC_REGISTRY_RAW: &str = "battery registry raw capacity";
 pub const SRC_REGISTRY_LEVEL: &str = "battery registry level";
+pub const SRC_PERFETTO_RAILS: &str = "perfetto power rails";
+pub const SRC_PERFETTO_COUNTER: &str = "perfetto battery charge counter";
+
+/// The prefix of a rail's energy metric: `rail_energy_mj.<rail name>`, one metric per rail
+/// (rail names differ per phone, so they cannot be listed in advance).
+pub const RAIL_ENERGY_PREFIX: &str = "rail_energy_mj.";
 
 fn m(metric: &str, value: f64, unit: &str, source: &str) -> Measurement {
     Measurement::new(metric, value, unit, source)
@@ -122,6 +129,31 @@ pub fn android_battery_delta(before: &BatteryService, after: &BatteryService) ->
     }
     if let Some(t) = after.temperature_c {
         out.push(m("battery_temp_c", t, "°C", SRC_BATTERY));
+    }
+    out
+}
+
+/// A Perfetto `android.power` trace over a trial: energy per rail (last − first of each
+/// rail's counter), and the battery's level drop and charge used over the trace.
+pub fn perfetto(t: &PowerTrace) -> Vec<Measurement> {
+    // µWs = µJ, so mJ is µWs / 1000.
+    let mut out: Vec<Measurement> = t
+        .energy_per_rail_uws()
+        .into_iter()
+        .map(|(rail, uws)| m(&format!("{RAIL_ENERGY_PREFIX}{rail}"), uws as f64 / 1000.0, "mJ", SRC_PERFETTO_RAILS))
+        .collect();
+    let pct: Vec<f32> = t.battery.iter().filter_map(|b| b.capacity_percent).collect();
+    if let (Some(first), Some(last)) = (pct.first(), pct.last())
+        && pct.len() > 1
+    {
+        out.push(m("battery_drop_pct", f64::from(first - last), "%", SRC_PERFETTO_BATTERY));
+    }
+    // 0 or less means the gauge has no coulomb counter, as in `dumpsys battery`.
+    let uah: Vec<i64> = t.battery.iter().filter_map(|b| b.charge_counter_uah).filter(|c| *c > 0).collect();
+    if let (Some(first), Some(last)) = (uah.first(), uah.last())
+        && uah.len() > 1
+    {
+        out.push(m("charge_used_mah", first.saturating_sub(*last) as f64 / 1000.0, "mAh", SRC_PERFETTO_COUNTER));
     }
     out
 }
