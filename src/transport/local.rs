@@ -10,6 +10,17 @@ use super::forward::Forward;
 use super::forward_target::ForwardTarget;
 use super::local_process::LocalProcess;
 
+/// Kills a command's process group unless it finished (disarmed by taking the pid).
+struct GroupGuard(Option<u32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.take() {
+            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct LocalTransport {
     host: String,
@@ -27,19 +38,34 @@ impl Transport for LocalTransport {
         &self.host
     }
 
+    /// Runs the command in its own process group: a timeout, or a caller that stops
+    /// waiting (Ctrl-C), kills the whole group, so nothing it started lingers (a tool
+    /// that hangs in a child, as adb can).
     async fn exec(&self, cmd: &CommandSpec) -> Result<CommandOutput, TransportError> {
+        use std::process::Stdio;
         let mut c = Command::new(&cmd.program);
-        c.args(&cmd.args).envs(&cmd.env).kill_on_drop(true).stdin(std::process::Stdio::null());
+        c.args(&cmd.args)
+            .envs(&cmd.env)
+            .kill_on_drop(true)
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         if let Some(dir) = &cmd.cwd {
             c.current_dir(dir);
         }
-        let child = c.output();
-        match tokio::time::timeout(cmd.timeout, child).await {
+        let spawn_err = |source| TransportError::Spawn { host: self.host.clone(), command: cmd.display(), source };
+        let child = c.spawn().map_err(spawn_err)?;
+        let mut group = GroupGuard(child.id());
+        match tokio::time::timeout(cmd.timeout, child.wait_with_output()).await {
             Err(_) => {
                 Err(TransportError::Timeout { host: self.host.clone(), command: cmd.display(), timeout: cmd.timeout })
             }
-            Ok(Err(source)) => Err(TransportError::Spawn { host: self.host.clone(), command: cmd.display(), source }),
-            Ok(Ok(out)) => Ok(CommandOutput { status: out.status.code(), stdout: out.stdout, stderr: out.stderr }),
+            Ok(Err(source)) => Err(spawn_err(source)),
+            Ok(Ok(out)) => {
+                group.0 = None;
+                Ok(CommandOutput { status: out.status.code(), stdout: out.stdout, stderr: out.stderr })
+            }
         }
     }
 
@@ -118,6 +144,29 @@ mod tests {
         assert!(out.success());
         let got: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().split('\0').filter(|s| !s.is_empty()).collect();
         assert_eq!(got, nasty);
+    }
+
+    /// Whether `pid` still runs (a zombie does not).
+    fn running(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')))
+    }
+
+    #[tokio::test]
+    async fn a_timeout_kills_what_the_command_started_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("child.pid");
+        let script = format!("sleep 30 & echo $! > {}; wait", pidfile.display());
+        let mut cmd = CommandSpec::new("sh", &["-c", &script]);
+        cmd.timeout = Duration::from_millis(500);
+        let t = LocalTransport::new("local");
+        assert!(matches!(t.exec(&cmd).await, Err(TransportError::Timeout { .. })));
+        let pid: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while running(pid) {
+            assert!(std::time::Instant::now() < deadline, "the command's child {pid} outlived its timeout");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     #[tokio::test]
