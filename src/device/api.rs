@@ -126,6 +126,13 @@ pub struct ArtifactFile {
     pub sha256: String,
 }
 
+impl ArtifactFile {
+    /// The record of file `name` whose content is `bytes`.
+    pub fn of(name: &str, bytes: &[u8]) -> Self {
+        ArtifactFile { name: name.into(), bytes: bytes.len() as u64, sha256: crate::seed::sha256_hex(bytes) }
+    }
+}
+
 /// What the device observed during the soak that decides validity.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct SoakEvidence {

@@ -82,15 +82,7 @@ impl Adb {
     /// Runs adb with `args`; an error of the host (unreachable) or of adb's own that says the
     /// phone is gone is a disconnect, anything else is returned as it came.
     pub async fn run(&self, args: &[&str], timeout: Duration) -> Result<CommandOutput, DeviceError> {
-        let cmd = self.command(args, timeout);
-        let out = self.transport.exec(&cmd).await.map_err(|e| match e {
-            TransportError::Unreachable { .. } => self.lost(e.to_string()),
-            TransportError::Spawn { .. } => self.failed(
-                "running adb",
-                format!("{e} (Debian: apt-get install adb; elsewhere the SDK's platform-tools)"),
-            ),
-            e => self.failed(&format!("`{}`", cmd.display()), e.to_string()),
-        })?;
+        let out = self.run_raw(args, timeout).await?;
         if !out.success() {
             self.check_gone(&out.stderr_text())?;
         }
@@ -128,7 +120,11 @@ impl Adb {
         let cmd = self.command(args, timeout);
         self.transport.exec(&cmd).await.map_err(|e| match e {
             TransportError::Unreachable { .. } => self.lost(e.to_string()),
-            e => self.failed("running adb", e.to_string()),
+            TransportError::Spawn { .. } => self.failed(
+                "running adb",
+                format!("{e} (Debian: apt-get install adb; elsewhere the SDK's platform-tools)"),
+            ),
+            e => self.failed(&format!("`{}`", cmd.display()), e.to_string()),
         })
     }
 

@@ -218,11 +218,7 @@ impl AndroidDevice {
             path,
             source,
         })?;
-        Ok(ArtifactFile {
-            name: name.into(),
-            bytes: text.len() as u64,
-            sha256: crate::seed::sha256_hex(text.as_bytes()),
-        })
+        Ok(ArtifactFile::of(name, text.as_bytes()))
     }
 }
 

@@ -312,7 +312,7 @@ fn tail(text: &str, n: usize) -> String {
 
 fn artifact(dir: &Path, name: &str) -> Option<ArtifactFile> {
     let bytes = std::fs::read(dir.join(name)).ok()?;
-    Some(ArtifactFile { name: name.into(), bytes: bytes.len() as u64, sha256: crate::seed::sha256_hex(&bytes) })
+    Some(ArtifactFile::of(name, &bytes))
 }
 
 #[async_trait]

@@ -15,7 +15,6 @@ use crate::device::{
     AppHandle, ArtifactFile, Collected, DesiredState, Device, DeviceError, Identity, LaunchSpec, Prepared,
     SoakEvidence, StateSnapshot,
 };
-use crate::seed;
 
 /// A simulated phone (docs/sim.md). Deterministic: the device's seed and each launch's
 /// seed decide everything, and time is the device's own virtual clock, which only
@@ -166,11 +165,7 @@ impl Device for SimDevice {
         Ok(Collected {
             measurements: summary.measurements(),
             series: summary.series(),
-            artifacts: vec![ArtifactFile {
-                name: DUMP_FILE.into(),
-                bytes: text.len() as u64,
-                sha256: seed::sha256_hex(text.as_bytes()),
-            }],
+            artifacts: vec![ArtifactFile::of(DUMP_FILE, text.as_bytes())],
             evidence: SoakEvidence {
                 charging_s: summary.charging_s,
                 app_died: summary.app_died,
