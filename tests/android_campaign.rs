@@ -12,7 +12,7 @@ fn lab_for(adb: &Adb, phone: &Phone, tether: &str) -> TempLab {
     // (the workload sends no requests), so a name that resolves nowhere is enough.
     TempLab::from_text(&format!(
         "[lab]\nname = \"android\"\nendpoint_bind = \"0.0.0.0:18765\"\nendpoint_url = \"http://lab-machine.invalid:18765\"\n\n\
-         [[device]]\nname = \"pixel-1\"\nplatform = \"android\"\nmodel = \"Pixel 5\"\ntether = \"{tether}\"\n\
+         [[device]]\nname = \"pixel-1\"\nplatform = \"android\"\nmodel = \"Pixel 5\"\ntether = {tether}\n\
          [device.android]\nserial = \"{}\"\nadb_server = \"127.0.0.1:{}\"\n",
         phone.serial, adb.port
     ))
@@ -41,7 +41,7 @@ fn runbook(lab: &TempLab, repeats: u32, extra: &str) -> std::path::PathBuf {
 #[test]
 fn a_campaign_installs_once_launches_with_the_extras_and_measures_the_phone() {
     let Some((adb, phone, dir)) = setup(&["--auth", "accept"]) else { return };
-    let lab = lab_for(&adb, &phone, "software");
+    let lab = lab_for(&adb, &phone, r#""software""#);
     let rb = runbook(&lab, 2, "");
     let out = lab.cmd(&["run", "--verbose", rb.to_str().unwrap()]).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -81,7 +81,7 @@ fn a_campaign_installs_once_launches_with_the_extras_and_measures_the_phone() {
 #[test]
 fn an_unauthorized_phone_stops_the_run_before_any_trial() {
     let Some((adb, phone, _dir)) = setup(&["--auth", "never"]) else { return };
-    let lab = lab_for(&adb, &phone, "software");
+    let lab = lab_for(&adb, &phone, r#""software""#);
     let rb = runbook(&lab, 1, "");
     let out = lab.cmd(&["run", rb.to_str().unwrap()]).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -118,7 +118,7 @@ fn wait_exit(phone: &mut Phone) {
 #[test]
 fn a_phone_lost_mid_collect_is_waited_for_and_the_step_redone() {
     let Some((adb, mut phone, dir)) = setup(&["--auth", "accept"]) else { return };
-    let lab = lab_for(&adb, &phone, "software");
+    let lab = lab_for(&adb, &phone, r#""software""#);
     let rb = runbook(&lab, 1, "[timeouts]\nreconnect = \"2m\"\n");
     // The first batterystats checkin (in collect) kills the phone mid-command.
     std::fs::write(root(&dir).join("crash-on"), "batterystats --checkin").unwrap();
@@ -141,7 +141,7 @@ fn a_phone_lost_mid_collect_is_waited_for_and_the_step_redone() {
 #[test]
 fn a_phone_that_never_comes_back_goes_offline() {
     let Some((adb, mut phone, dir)) = setup(&["--auth", "accept"]) else { return };
-    let lab = lab_for(&adb, &phone, "software");
+    let lab = lab_for(&adb, &phone, r#""software""#);
     let rb = runbook(&lab, 1, "[timeouts]\nreconnect = \"5s\"\n");
     std::fs::write(root(&dir).join("crash-on"), "batterystats --checkin").unwrap();
     let run = spawn_run(&lab, &rb);
@@ -159,7 +159,7 @@ fn a_phone_that_never_comes_back_goes_offline() {
 #[test]
 fn bluetooth_switched_off_during_the_soak_makes_the_trial_invalid() {
     let Some((adb, phone, dir)) = setup(&["--auth", "accept"]) else { return };
-    let lab = lab_for(&adb, &phone, "software");
+    let lab = lab_for(&adb, &phone, r#""software""#);
     let rb = runbook(&lab, 1, "");
     let run = spawn_run(&lab, &rb);
     // As soon as the first app runs, someone switches Bluetooth off.
@@ -185,16 +185,10 @@ fn a_phone_on_a_lab_host_is_driven_through_that_hosts_adb_over_ssh() {
     // The same phone, but on SSH host `shelf-1`: adb runs there, and the APKs are staged
     // into that host's cache first.
     let lab = TempLab::from_text(&format!(
-        "[lab]\nname = \"android-ssh\"\nendpoint_bind = \"0.0.0.0:18765\"\nendpoint_url = \"http://lab-machine.invalid:18765\"\n\n\
-         [[host]]\nname = \"shelf-1\"\naddress = \"{}\"\nuser = \"{}\"\nidentity = \"{}\"\nknown_hosts = \"{}\"\n\
-         connect_timeout = \"3s\"\ncache_dir = \"{}\"\n\n\
+        "[lab]\nname = \"android-ssh\"\nendpoint_bind = \"0.0.0.0:18765\"\nendpoint_url = \"http://lab-machine.invalid:18765\"\n\n{}\n\
          [[device]]\nname = \"pixel-1\"\nhost = \"shelf-1\"\nplatform = \"android\"\nmodel = \"Pixel 5\"\ntether = \"software\"\n\
          [device.android]\nserial = \"{}\"\nadb_server = \"127.0.0.1:{}\"\n",
-        s.address(),
-        s.user,
-        s.client_key().display(),
-        s.known_hosts().display(),
-        s.dir.path().join("cache").display(),
+        s.host_table(""),
         phone.serial,
         adb.port
     ));
@@ -215,7 +209,7 @@ fn a_phone_left_unplugged_in_software_by_a_crashed_lab_is_reset_first() {
     let Some((adb, phone, _dir)) = setup(&["--auth", "accept"]) else { return };
     // What a lab killed mid-soak leaves behind: BatteryService frozen, "unplugged".
     assert!(adb.sh(&phone, "dumpsys battery unplug; dumpsys battery").contains("USB powered: false"));
-    let lab = lab_for(&adb, &phone, "none");
+    let lab = lab_for(&adb, &phone, r#""none""#);
     let rb = runbook(&lab, 1, "").with_extension("toml");
     let text = std::fs::read_to_string(&rb).unwrap().replace("untethered = true", "untethered = false");
     std::fs::write(&rb, text).unwrap();
@@ -231,7 +225,7 @@ fn a_phone_left_unplugged_in_software_by_a_crashed_lab_is_reset_first() {
 /// A lab whose phone hangs off a hub port switched by a stand-in `uhubctl` on PATH:
 /// `cuts` decides whether switching really takes the phone's charger away.
 fn hub_lab(adb: &Adb, phone: &Phone, phone_root: &std::path::Path, cuts: bool) -> (TempLab, String) {
-    let lab = lab_for(adb, phone, "X").clone_with_tether("{ uhubctl = { location = \"1-1\", port = 4 } }");
+    let lab = lab_for(adb, phone, r#"{ uhubctl = { location = "1-1", port = 4 } }"#);
     let bin = lab.dir.path().join("bin");
     std::fs::create_dir(&bin).unwrap();
     let json = phone_root.join("phone.json");
@@ -244,25 +238,9 @@ fn hub_lab(adb: &Adb, phone: &Phone, phone_root: &std::path::Path, cuts: bool) -
     } else {
         String::from("true\n")
     };
-    let script = bin.join("uhubctl");
-    std::fs::write(&script, format!("#!/bin/sh\n{body}")).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    common::executable(&bin.join("uhubctl"), &format!("#!/bin/sh\n{body}"));
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
     (lab, path)
-}
-
-trait WithTether {
-    fn clone_with_tether(self, tether: &str) -> TempLab;
-}
-
-impl WithTether for TempLab {
-    /// The same lab with `tether = "X"` replaced by `tether = TETHER`.
-    fn clone_with_tether(self, tether: &str) -> TempLab {
-        let text = std::fs::read_to_string(&self.lab).unwrap().replace("tether = \"X\"", &format!("tether = {tether}"));
-        std::fs::write(&self.lab, text).unwrap();
-        self
-    }
 }
 
 #[test]

@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt;
-
 use common::TempLab;
 
 fn phone(name: &str, model: &str, port: u32, faults: &str) -> String {
@@ -27,8 +25,7 @@ fn phones_that_vanish_with_their_port_give_valid_trials_and_their_logs_decide() 
     std::fs::create_dir(&bin).unwrap();
     let log = lab.dir.path().join("uhubctl.log");
     let stand_in = bin.join("uhubctl");
-    std::fs::write(&stand_in, format!("#!/bin/sh\necho \"$*\" >> {}\n", log.display())).unwrap();
-    std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+    common::executable(&stand_in, &format!("#!/bin/sh\necho \"$*\" >> {}\n", log.display()));
     let runbook = lab.dir.path().join("rb.toml");
     std::fs::write(
         &runbook,

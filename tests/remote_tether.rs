@@ -3,29 +3,10 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use common::TempLab;
-use common::sshd::{self, Sshd};
-
-/// `[[host]] shelf-1`: the test server, reached with its real key.
-fn host_table(s: &Sshd, extra: &str) -> String {
-    format!(
-        "[[host]]\nname = \"shelf-1\"\naddress = \"{}\"\nuser = \"{}\"\nidentity = \"{}\"\nknown_hosts = \"{}\"\n\
-         connect_timeout = \"3s\"\ncache_dir = \"{}\"\n{extra}\n",
-        s.address(),
-        s.user,
-        s.client_key().display(),
-        s.known_hosts().display(),
-        s.dir.path().join("cache").display(),
-    )
-}
-
-fn executable(path: &Path, text: &str) {
-    std::fs::write(path, text).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
+use common::sshd;
+use common::{TempLab, executable};
 
 /// Whether `program` is on this process's PATH (the lab machine's).
 fn on_local_path(program: &str) -> bool {
@@ -51,7 +32,7 @@ fn uhubctl_runs_on_the_phones_host_and_cuts_power_around_each_soak() {
         "[lab]\nname = \"shelf\"\n\n{}\n[[device]]\nname = \"pixel-on-shelf\"\nhost = \"shelf-1\"\nplatform = \"sim\"\n\
          model = \"Pixel 5\"\ntether = {{ uhubctl = {{ location = \"1-1.4\", port = 3 }} }}\n\
          [device.sim]\nemulates = \"android\"\nusb_only = true\n",
-        host_table(&s, "")
+        s.host_table("")
     ));
     let runbook = lab.dir.path().join("rb.toml");
     std::fs::write(
@@ -90,7 +71,7 @@ fn two_devices_on_one_ssh_host_share_one_connection_pool() {
     let pid = std::process::id();
     // Device names unique to this process: leftover reaping on the host is per device name.
     let devices: Vec<String> = (1..=2).map(|i| format!("pool-{i}-{pid}")).collect();
-    let mut text = format!("[lab]\nname = \"pool\"\n\n{}", host_table(&s, "max_sessions = 1"));
+    let mut text = format!("[lab]\nname = \"pool\"\n\n{}", s.host_table("max_sessions = 1"));
     for d in &devices {
         text.push_str(&format!(
             "\n[[device]]\nname = \"{d}\"\nhost = \"shelf-1\"\nplatform = \"host\"\nmodel = \"lab box\"\n"

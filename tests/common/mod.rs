@@ -22,6 +22,13 @@ pub fn example(name: &str) -> String {
     path.display().to_string()
 }
 
+/// Writes an executable script (a stand-in tool such as `uhubctl`, an app under test).
+pub fn executable(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
 /// A temporary copy of the repository's `lab.toml` (artifacts and store inside it).
 pub struct TempLab {
     pub dir: tempfile::TempDir,

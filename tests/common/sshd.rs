@@ -76,6 +76,19 @@ impl Sshd {
         format!("127.0.0.1:{}", self.port)
     }
 
+    /// `[[host]] shelf-1` of a lab.toml: this server, reached with its real key, and `extra` keys.
+    pub fn host_table(&self, extra: &str) -> String {
+        format!(
+            "[[host]]\nname = \"shelf-1\"\naddress = \"{}\"\nuser = \"{}\"\nidentity = \"{}\"\nknown_hosts = \"{}\"\n\
+             connect_timeout = \"3s\"\ncache_dir = \"{}\"\n{extra}\n",
+            self.address(),
+            self.user,
+            self.client_key().display(),
+            self.known_hosts().display(),
+            self.dir.path().join("cache").display(),
+        )
+    }
+
     /// How many SSH connections the server has accepted (logins, counted on the server side).
     pub fn accepted_logins(&self) -> usize {
         let log = std::fs::read_to_string(self.dir.path().join("sshd.log")).unwrap_or_default();
