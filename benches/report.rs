@@ -178,6 +178,8 @@ fn campaign() -> CampaignData {
             )],
             state_before: serde_json::Value::Null,
             state_after: serde_json::Value::Null,
+            untether: Some(lab::measure::UntetherMode::PowerCut),
+            labels: Vec::new(),
         });
         trials.push(TrialRecord { row, attempts: 1, outcome: TrialOutcome::Valid });
     }

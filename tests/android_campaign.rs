@@ -92,7 +92,13 @@ fn an_unauthorized_phone_stops_the_run_before_any_trial() {
 
 /// `lab run --verbose RUNBOOK` started in the background.
 fn spawn_run(lab: &TempLab, rb: &std::path::Path) -> std::process::Child {
+    spawn_run_with(lab, rb, &std::env::var("PATH").unwrap_or_default())
+}
+
+/// `spawn_run` with `PATH` set to `path`.
+fn spawn_run_with(lab: &TempLab, rb: &std::path::Path, path: &str) -> std::process::Child {
     std::process::Command::new(env!("CARGO_BIN_EXE_lab"))
+        .env("PATH", path)
         .current_dir(common::root())
         .arg("--lab")
         .arg(&lab.lab)
@@ -228,12 +234,12 @@ fn hub_lab(adb: &Adb, phone: &Phone, phone_root: &std::path::Path, cuts: bool) -
     let lab = lab_for(adb, phone, r#"{ uhubctl = { location = "1-1", port = 4 } }"#);
     let bin = lab.dir.path().join("bin");
     std::fs::create_dir(&bin).unwrap();
-    let json = phone_root.join("phone.json");
     let body = if cuts {
+        // The charger goes at the moment the port does (battery and history follow).
         format!(
-            "case \"$*\" in *'-a off'*) to=none;; *) to=usb;; esac\n\
-             sed -i \"s/\\\"power\\\": \\\"[a-z]*\\\"/\\\"power\\\": \\\"$to\\\"/\" {}\n",
-            json.display()
+            "case \"$*\" in *'-a off'*) to=none;; *) to=usb;; esac\n{} power {} $to\n",
+            common::example("adb-phone"),
+            phone_root.display()
         )
     } else {
         String::from("true\n")
@@ -261,4 +267,119 @@ fn a_hub_port_that_cuts_power_gives_valid_trials_and_one_that_does_not_is_caught
     let reasons: Vec<String> = lab.sql("SELECT reasons FROM attempts");
     assert!(!reasons.is_empty());
     assert!(reasons.iter().all(|r| r.contains("still charging after untether (uhubctl 1-1:4)")), "{reasons:?}");
+}
+
+/// A runbook of one trial (the control build, default config) soaking `duration`: long
+/// enough for the battery history to show the soak beyond its trimmed edges.
+fn one_trial(lab: &TempLab, duration: &str) -> std::path::PathBuf {
+    let rb = runbook(lab, 1, "");
+    let text = std::fs::read_to_string(&rb).unwrap();
+    // No retries: one attempt tells the whole story.
+    let text = text.replace("duration = \"3s\"", &format!("duration = \"{duration}\"\nretries = 0"));
+    let cut = text.find("[builds.envoy]").unwrap();
+    let rest = &text[text.find("[configs.default]").unwrap()..];
+    let rest = rest
+        .replace("[configs.dns-1m]\n[configs.dns-1m.android]\nextras = { dns_refresh_s = 60, trace = false }\n\n", "");
+    std::fs::write(&rb, format!("{}{rest}", &text[..cut])).unwrap();
+    rb
+}
+
+/// The one attempt's (status, untether mode, labels, reasons).
+fn the_attempt(lab: &TempLab) -> (String, String, String, String) {
+    let rows: Vec<String> =
+        lab.sql("SELECT status || '|' || COALESCE(untether, '') || '|' || labels || '|' || reasons FROM attempts");
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let p: Vec<&str> = rows[0].splitn(4, '|').collect();
+    (p[0].into(), p[1].into(), p[2].into(), p[3].into())
+}
+
+#[test]
+fn a_phone_unplugged_in_software_charges_on_and_is_labelled_and_reported_apart() {
+    let Some((adb, phone, _dir)) = setup(&["--auth", "accept"]) else { return };
+    let lab = lab_for(&adb, &phone, r#""software""#);
+    let rb = one_trial(&lab, "14s");
+    let out = lab.cmd(&["run", rb.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let (status, mode, labels, _) = the_attempt(&lab);
+    assert_eq!((status.as_str(), mode.as_str()), ("valid", "soft-untethered"));
+    // Its own battery history says it charged (status charging, "unplugged").
+    assert!(labels.contains("during the soak (soft-untethered: USB power stays on)"), "{labels}");
+    let campaign = &lab.campaigns()[0];
+    let out = lab.cmd(&["report", campaign, "--format", "json"]).output().unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let models: Vec<&str> = report["models"].as_array().unwrap().iter().map(|m| m["model"].as_str().unwrap()).collect();
+    assert_eq!(models, ["Pixel 5 (soft-untethered)"]);
+    let said = report["warnings"].to_string();
+    assert!(said.contains("never pooled with power-cut trials"), "{said}");
+}
+
+#[test]
+fn a_userdebug_phone_has_its_charging_suspended_for_the_soak_and_given_back() {
+    let Some((adb, phone, dir)) = setup(&["--auth", "accept"]) else { return };
+    edit_state(&root(&dir), |v| v["props"]["ro.build.type"] = "userdebug".into());
+    let lab = lab_for(&adb, &phone, r#""software""#);
+    let rb = one_trial(&lab, "14s");
+    let out = lab.cmd(&["run", rb.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let (status, mode, labels, _) = the_attempt(&lab);
+    assert_eq!((status.as_str(), mode.as_str(), labels.as_str()), ("valid", "charging-suspended", "[]"));
+    let s = state(&root(&dir));
+    assert_eq!(s["battery"]["input_suspended"], false, "charging given back");
+    assert_eq!(s["props"]["power.battery_input.suspended"], "false");
+    assert!(s["battery"]["frozen"].is_null(), "the battery service reset");
+}
+
+#[test]
+fn a_power_cut_phone_whose_own_history_shows_charging_is_invalid() {
+    let Some((adb, mut phone, dir)) = setup(&["--auth", "accept"]) else { return };
+    // A hub that drops the phone off the bus but keeps VBUS on: the phone is gone for the
+    // soak (the stand-in is stopped) and charges all along (its charger stays).
+    let lab = lab_for(&adb, &phone, r#"{ uhubctl = { location = "1-1", port = 4 } }"#);
+    let bin = lab.dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let calls = lab.dir.path().join("uhubctl.log");
+    common::executable(
+        &bin.join("uhubctl"),
+        &format!(
+            "#!/bin/sh\necho \"$*\" >> {log}\ncase \"$*\" in *'-a off'*) kill {pid};; esac\n",
+            log = calls.display(),
+            pid = phone.child.id()
+        ),
+    );
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let rb = one_trial(&lab, "14s");
+    let text = std::fs::read_to_string(&rb).unwrap() + "[timeouts]\nreconnect = \"2m\"\n";
+    std::fs::write(&rb, text).unwrap();
+    let run = spawn_run_with(&lab, &rb, &path);
+    wait_exit(&mut phone);
+    // Port back on: the phone comes back (the same phone: its folder and port).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !std::fs::read_to_string(&calls).unwrap_or_default().contains("-a on") {
+        assert!(std::time::Instant::now() < deadline, "never re-tethered");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _back = Phone::start(&root(&dir), phone.port, &["--auth", "accept"]);
+    let out = run.wait_with_output().unwrap();
+    let said = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(4), "{said}");
+    assert!(said.contains("off USB"), "the phone's leaving was expected: {said}");
+    let (status, mode, _, reasons) = the_attempt(&lab);
+    assert_eq!((status.as_str(), mode.as_str()), ("invalid", "power-cut"));
+    assert!(
+        reasons.contains("device charged during the soak for") && reasons.contains("USB power was not cut"),
+        "{reasons}"
+    );
+}
+
+#[test]
+fn a_legacy_phone_without_shell_v2_runs_a_whole_campaign() {
+    let Some((adb, phone, _dir)) = setup(&["--auth", "accept", "--legacy"]) else { return };
+    assert!(!adb.run(&["-s", &phone.serial, "features"]).out.contains("shell_v2"));
+    let lab = lab_for(&adb, &phone, r#""software""#);
+    let rb = runbook(&lab, 1, "");
+    let out = lab.cmd(&["run", rb.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(lab.sql::<i64>("SELECT COUNT(*) FROM attempts WHERE status = 'valid'"), [4]);
+    let metrics: Vec<String> = lab.sql("SELECT DISTINCT metric FROM measurements ORDER BY metric");
+    assert!(metrics.iter().any(|m| m == "cpu_pct") && metrics.iter().any(|m| m == "battery_drop_pct"), "{metrics:?}");
 }

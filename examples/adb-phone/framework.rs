@@ -22,6 +22,7 @@ pub fn run(store: &Store, name: &str, args: &[String], io: &mut Io) -> Option<i3
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let status = match name {
         "getprop" => on_phone(store, io, |p, io| getprop(p, &args, io)),
+        "setprop" => on_phone(store, io, |p, io| setprop(p, &args, io)),
         "settings" => on_phone(store, io, |p, io| settings(p, &args, io)),
         "svc" => on_phone(store, io, |p, io| svc(p, &args, io)),
         "pidof" => on_phone(store, io, |p, io| pidof(p, &args, io)),
@@ -63,6 +64,26 @@ fn getprop(p: &Phone, args: &[&str], io: &mut Io) -> i32 {
             io.say(p.props.get(*key).map_or(default, String::as_str));
         }
     }
+    0
+}
+
+/// `setprop KEY VALUE` as the shell user may: never `ro.*`; `power.*` only on a
+/// userdebug build (its shell runs as root). `power.battery_input.suspended` suspends
+/// the charging input, as the Pixel health HAL does.
+fn setprop(p: &mut Phone, args: &[&str], io: &mut Io) -> i32 {
+    let [key, value] = args else {
+        io.warn("usage: setprop NAME VALUE");
+        return 1;
+    };
+    let userdebug = p.props.get("ro.build.type").is_some_and(|t| t == "userdebug");
+    if key.starts_with("ro.") || key.starts_with("power.") && !userdebug {
+        io.warn(format!("Failed to set property '{key}' to '{value}'.\nSee dmesg for error reason."));
+        return 1;
+    }
+    if *key == "power.battery_input.suspended" {
+        p.battery.input_suspended = *value == "true" || *value == "1";
+    }
+    p.props.insert(key.to_string(), value.to_string());
     0
 }
 
@@ -338,12 +359,16 @@ fn battery(p: &mut Phone, args: &[&str], io: &mut Io) -> i32 {
     }
 }
 
-fn batterystats(p: &Phone, args: &[&str], io: &mut Io) -> i32 {
+fn batterystats(p: &mut Phone, args: &[&str], io: &mut Io) -> i32 {
     match args {
-        ["--reset"] => io.say("Battery stats reset."),
+        ["--reset"] => {
+            p.reset_history();
+            io.say("Battery stats reset.")
+        }
         ["--checkin"] | ["-c"] => {
             // The captured checkin, with a `uid` row per installed package, as
-            // BatteryStats.dumpCheckinLocked prints them after `vers`.
+            // BatteryStats.dumpCheckinLocked prints them after `vers`, and the battery
+            // history of this phone in place of the captured one's plug state.
             let mut lines = CHECKIN.lines();
             if let Some(vers) = lines.next() {
                 io.say(vers);
@@ -351,13 +376,46 @@ fn batterystats(p: &Phone, args: &[&str], io: &mut Io) -> i32 {
             for (name, pkg) in &p.packages {
                 io.say(format!("9,0,i,uid,{},{name}", pkg.uid));
             }
+            let mut cursor = if p.history.reset_ms > 0 { p.history.reset_ms } else { p.boot_ms };
             for line in lines {
-                io.say(line);
+                io.say(history_line(p, line, &mut cursor));
             }
+            let level = p.battery.reported().level;
+            for &(at, charging, plugged) in &p.history.changes {
+                let delta = at.saturating_sub(cursor);
+                cursor = cursor.max(at);
+                io.say(format!("9,h,{delta},Bs={},Bp={}", if charging { "c" } else { "d" }, plug(plugged)));
+            }
+            io.say(format!("9,h,{},Bl={level}", p.now_ms.saturating_sub(cursor)));
         }
         _ => io.out.extend_from_slice(HISTORY.as_bytes()),
     }
     0
+}
+
+fn plug(plugged: bool) -> &'static str {
+    if plugged { "u" } else { "n" }
+}
+
+/// A captured history row with this phone's clock and battery: the reset's time, the
+/// first record's level and plug state. Moves `cursor` (ms) by the row's delta.
+fn history_line(p: &Phone, line: &str, cursor: &mut u64) -> String {
+    let Some(rest) = line.strip_prefix("9,h,") else { return line.to_string() };
+    if rest.contains(":RESET:TIME:") {
+        return format!("9,h,0:RESET:TIME:{cursor}");
+    }
+    let mut fields: Vec<String> = rest.split(',').map(str::to_string).collect();
+    *cursor += fields[0].parse::<u64>().unwrap_or(0);
+    let first = p.history.changes.first();
+    for f in fields.iter_mut().skip(1) {
+        match f.split_once('=').map(|(k, _)| k) {
+            Some("Bl") => *f = format!("Bl={}", p.battery.reported().level),
+            Some("Bs") => *f = format!("Bs={}", if first.is_some_and(|c| c.1) { "c" } else { "d" }),
+            Some("Bp") => *f = format!("Bp={}", plug(first.is_some_and(|c| c.2))),
+            _ => {}
+        }
+    }
+    format!("9,h,{}", fields.join(","))
 }
 
 /// PowerManager.THERMAL_STATUS_* from the skin temperature, with the thresholds of a

@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! adb-phone --listen 127.0.0.1:PORT --root DIR [--auth accept|never] [--legacy] [--serial S]
+//! adb-phone power DIR none|usb|ac
 //! ```
 //!
 //! It prints `listening ADDR` on stdout once it accepts connections, and serves any number
@@ -13,6 +14,8 @@
 //! allows any host that offers its key, `never` leaves it `unauthorized`); without it the
 //! phone is like one with `ro.adb.secure=0`. `--legacy` advertises no features, as a phone
 //! from before Android 7 (no shell_v2: no exit status, stderr mixed into stdout).
+//! `power` plugs or unplugs the phone in DIR at this moment (a stand-in hub or a test
+//! does, so the battery and its history change when the power does).
 //! Pick a port outside 5555–5585, which the adb server scans for emulators.
 //! docs/platforms/android.md says what is modelled and what each command answers.
 
@@ -91,7 +94,32 @@ fn parse_args() -> Result<Args, String> {
     })
 }
 
+/// `adb-phone power DIR none|usb|ac`.
+fn power(args: &[String]) -> ExitCode {
+    let to = match args {
+        [_, _, to] if to == "none" => phone::Power::None,
+        [_, _, to] if to == "usb" => phone::Power::Usb,
+        [_, _, to] if to == "ac" => phone::Power::Ac,
+        _ => {
+            eprintln!("usage: adb-phone power DIR none|usb|ac");
+            return ExitCode::from(2);
+        }
+    };
+    let root = PathBuf::from(&args[1]);
+    match Store::open(&root, "").and_then(|s| s.update(|p| p.battery.power = to)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("adb-phone: {}: {e}", root.display());
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().is_some_and(|a| a == "power") {
+        return power(&argv);
+    }
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {

@@ -34,6 +34,20 @@ pub struct Phone {
     pub next_pid: u32,
     pub next_uid: u32,
     pub next_session: u32,
+    /// What batterystats' history holds since its last reset.
+    #[serde(default)]
+    pub history: History,
+}
+
+/// The battery history batterystats keeps: BatteryService's reported status and plug
+/// state at each change, from the last `--reset` on.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct History {
+    /// Wall-clock ms of the reset (0: never reset; the history starts at boot).
+    pub reset_ms: u64,
+    /// (ms, charging, plugged) at each change, oldest first.
+    pub changes: Vec<(u64, bool, bool)>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -79,6 +93,10 @@ pub struct Battery {
     /// What BatteryService shows while its updates are stopped (`dumpsys battery
     /// unplug|set`): the values at that moment, edited by `set`, until `reset`.
     pub frozen: Option<Reported>,
+    /// Charging input suspended (`setprop power.battery_input.suspended true`, on a
+    /// userdebug build): the cable stays in, the battery discharges.
+    #[serde(default)]
+    pub input_suspended: bool,
 }
 
 /// What `dumpsys battery` prints.
@@ -110,6 +128,7 @@ impl Battery {
         let level = self.level();
         let status = match self.power {
             Power::None => STATUS_DISCHARGING,
+            _ if self.input_suspended => STATUS_DISCHARGING,
             _ if level >= 100 => STATUS_FULL,
             _ => STATUS_CHARGING,
         };
@@ -134,6 +153,7 @@ impl Battery {
     fn advance(&mut self, dt_ms: u64) {
         let hours = dt_ms as f64 / 3_600_000.0;
         match self.power {
+            _ if self.input_suspended => self.charge_uah = (self.charge_uah - self.discharge_ua * hours).max(0.0),
             Power::None => self.charge_uah = (self.charge_uah - self.discharge_ua * hours).max(0.0),
             _ => self.charge_uah = (self.charge_uah + self.charge_ua * hours).min(self.capacity_uah),
         }
@@ -242,6 +262,7 @@ impl Phone {
                 charge_ua: 500_000.0,
                 temperature: 251,
                 frozen: None,
+                input_suspended: false,
             },
             packages: BTreeMap::new(),
             processes: BTreeMap::new(),
@@ -254,7 +275,24 @@ impl Phone {
             next_pid: 12_000,
             next_uid: 10_211,
             next_session: 1_140_000_000,
+            history: History::default(),
         }
+    }
+
+    /// Adds a history record when what BatteryService reports has changed (called after
+    /// every command, and by `adb-phone power`).
+    pub fn note_battery(&mut self) {
+        let r = self.battery.reported();
+        let now = (r.status == STATUS_CHARGING, r.ac || r.usb || r.wireless);
+        if self.history.changes.last().is_none_or(|&(_, c, p)| (c, p) != now) {
+            self.history.changes.push((self.now_ms, now.0, now.1));
+        }
+    }
+
+    /// `dumpsys batterystats --reset`: the history starts again from now.
+    pub fn reset_history(&mut self) {
+        self.history = History { reset_ms: self.now_ms, changes: Vec::new() };
+        self.note_battery();
     }
 
     /// Brings the model to `now_ms`; returns the traces that ended meanwhile (pid, file).
@@ -329,6 +367,22 @@ mod tests {
         let after = p.battery.live();
         assert_eq!(before.status, STATUS_DISCHARGING);
         assert_eq!(before.charge_counter - after.charge_counter, 2_500);
+    }
+
+    #[test]
+    fn the_history_records_changes_of_the_reported_state_only() {
+        let mut p = Phone::new("S", 1_000);
+        p.reset_history();
+        p.note_battery();
+        p.advance(5_000);
+        p.battery.input_suspended = true;
+        p.note_battery();
+        p.advance(9_000);
+        p.battery.frozen = Some(p.battery.live());
+        p.battery.power = Power::None;
+        p.note_battery();
+        assert_eq!(p.history.reset_ms, 1_000);
+        assert_eq!(p.history.changes, [(1_000, true, true), (5_000, false, true)], "a frozen state is what it shows");
     }
 
     #[test]

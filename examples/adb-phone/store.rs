@@ -78,6 +78,7 @@ impl Store {
             self.write_trace(&out);
         }
         let result = f(&mut phone);
+        phone.note_battery();
         let tmp = self.root.join("phone.json.tmp");
         fs::write(&tmp, serde_json::to_string_pretty(&phone).expect("the model serializes"))?;
         fs::rename(tmp, self.state_file())?;

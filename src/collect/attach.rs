@@ -221,6 +221,9 @@ pub fn attach(
         series: Vec::new(),
         state_before: serde_json::json!({ "imported": { "kind": imported.kind.name(), "files": listed } }),
         state_after: serde_json::Value::Null,
+        // How the imported run was untethered is not known to the lab.
+        untether: None,
+        labels: Vec::new(),
     };
     store.record_attempt(&record)?;
     Ok(Attached { campaign: id, created_campaign, trial_idx: idx, trial_key: row.key, attempt: 0, artifact_dir })

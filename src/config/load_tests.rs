@@ -332,6 +332,7 @@ untethered = false
 app_foreground = false
 load_max = 0.5
 ac_power = true
+auto_fix = false
 
 [metrics]
 collect = ["requests", "cpu_pct"]
@@ -439,6 +440,7 @@ fn every_runbook_key_is_read() {
             app_foreground: false,
             load_max: Some(0.5),
             ac_power: Some(true),
+            auto_fix: false,
         }
     );
     assert_eq!(
@@ -495,7 +497,10 @@ fn runbook_defaults() {
     assert_eq!(rb.configs.len(), 1);
     assert_eq!(rb.configs[0].name, "default");
     assert_eq!(rb.workload, Workload { request_interval: None, request_tolerance: 0.02 });
-    assert_eq!(rb.preconditions, Preconditions { untethered: true, app_foreground: true, ..Preconditions::default() });
+    assert_eq!(
+        rb.preconditions,
+        Preconditions { untethered: true, app_foreground: true, auto_fix: true, ..Preconditions::default() }
+    );
     assert_eq!(rb.endpoint, EndpointSettings::default());
     assert_eq!(rb.endpoint.bind.to_string(), "127.0.0.1:0");
     assert!(rb.metrics.is_empty());

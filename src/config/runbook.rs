@@ -305,6 +305,9 @@ pub struct Preconditions {
     pub load_max: Option<f64>,
     /// Hosts with a battery must run on AC power.
     pub ac_power: Option<bool>,
+    /// Set brightness, Bluetooth and Wi-Fi to what is asked before each trial, where the
+    /// device allows (`false`: only read and check them).
+    pub auto_fix: bool,
 }
 
 /// How the traffic endpoint answers (see docs/config.md, `[endpoint]`).

@@ -20,6 +20,7 @@ const PRECONDITION_KEYS: &[&str] = &[
     "app_foreground",
     "load_max",
     "ac_power",
+    "auto_fix",
 ];
 const ENDPOINT_KEYS: &[&str] = &["bind", "status", "body_bytes", "cache_control"];
 /// Largest endpoint body: big enough for any realistic API answer, small enough to stay in memory.
@@ -49,7 +50,7 @@ pub(crate) fn read_workload(f: Option<Field>, p: &mut Problems) -> Workload {
 }
 
 pub(crate) fn read_preconditions(f: Option<Field>, p: &mut Problems) -> Preconditions {
-    let mut c = Preconditions { untethered: true, app_foreground: true, ..Preconditions::default() };
+    let mut c = Preconditions { untethered: true, app_foreground: true, auto_fix: true, ..Preconditions::default() };
     let Some(t) = section(f, p, PRECONDITION_KEYS) else {
         return c;
     };
@@ -68,6 +69,9 @@ pub(crate) fn read_preconditions(f: Option<Field>, p: &mut Problems) -> Precondi
     }
     c.load_max = t.get("load_max").and_then(|f| f.number_where(p, |v| v > 0.0, "> 0 (a 1-minute load average)"));
     c.ac_power = t.get("ac_power").and_then(|f| f.bool(p));
+    if let Some(v) = t.get("auto_fix").and_then(|f| f.bool(p)) {
+        c.auto_fix = v;
+    }
     c
 }
 

@@ -14,7 +14,7 @@ use super::state::{DesiredState, StateSnapshot};
 use crate::clock::Clock;
 use crate::config::{Build, DeviceSpec, VariantConfig};
 // What devices measure lives below them (`measure`); named here too for device users.
-pub use crate::measure::{Measurement, Series};
+pub use crate::measure::{Measurement, Series, UntetherMode};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
@@ -36,6 +36,17 @@ pub enum DeviceError {
 impl DeviceError {
     pub fn is_disconnect(&self) -> bool {
         matches!(self, DeviceError::Disconnected { .. })
+    }
+
+    /// A failure of the device's host transport while `what`: an unreachable host is a lost
+    /// device (the runner waits for it), anything else a failed step.
+    pub fn from_transport(device: &str, what: &str, e: crate::transport::TransportError) -> DeviceError {
+        match e {
+            crate::transport::TransportError::Unreachable { .. } => {
+                DeviceError::Disconnected { device: device.into(), detail: format!("{what}: {e}") }
+            }
+            e => DeviceError::Failed { device: device.into(), what: what.into(), detail: e.to_string() },
+        }
     }
 }
 
@@ -213,8 +224,9 @@ pub trait Device: Send + Sync {
         Ok(())
     }
 
-    /// Cuts USB power in software (tether = "software").
-    async fn software_untether(&self) -> Result<(), DeviceError> {
+    /// Cuts USB power in software (tether = "software"); says what it managed (see
+    /// [`UntetherMode`]: a phone told it is unplugged still charges).
+    async fn software_untether(&self) -> Result<UntetherMode, DeviceError> {
         Err(DeviceError::Unsupported { device: self.name().into(), what: "software untether".into() })
     }
 

@@ -4,6 +4,8 @@
 
 mod measurement;
 mod series;
+mod untether;
 
 pub use measurement::Measurement;
 pub use series::{BATTERY_PCT, Series, SeriesDecodeError};
+pub use untether::UntetherMode;

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use super::input::CampaignData;
+use super::input::{CampaignData, pooled};
 use super::metric_order::metric_order;
 use super::model::{
     CampaignMeta, InvalidAttempt, MetricRow, ModelReport, Report, SCHEMA_VERSION, StatisticsMeta, VariantSummary,
@@ -13,6 +13,7 @@ use super::model::{
 };
 use super::verdicts::{ADVICE_POWER, Arm, MetricPair, judge, overall, references};
 use crate::config::StatsSettings;
+use crate::measure::UntetherMode;
 use crate::stats::{modified_z_outliers, summarize};
 use crate::store::{AttemptRecord, AttemptStatus, PlannedTrialRow, TrialOutcome};
 
@@ -105,6 +106,7 @@ pub fn build_report(data: &CampaignData) -> Report {
         ));
     }
 
+    warnings.extend(label_warnings(data, &trial_rows));
     let metrics = metric_order(&plan.metrics, observed.iter().copied());
     let present: HashSet<(&str, &str)> =
         data.trials.iter().map(|t| (t.row.device_model.as_str(), t.row.variant.as_str())).collect();
@@ -257,8 +259,14 @@ fn variant_summaries(data: &CampaignData) -> Vec<VariantSummary> {
     out
 }
 
-/// Device models in plan order with their devices, then models only the trials name.
+/// Device models in plan order with their devices, each followed by its pools of trials
+/// reported apart (`Pixel 8 (soft-untethered)`), then models only the trials name. A
+/// model all of whose trials are in a pool is left out.
 fn model_devices(data: &CampaignData) -> Vec<(&str, Vec<&str>)> {
+    let mut devices: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for t in &data.trials {
+        devices.entry(&t.row.device_model).or_default().insert(&t.row.device);
+    }
     let mut out: Vec<(&str, Vec<&str>)> = Vec::new();
     for d in &data.plan.devices {
         match out.iter_mut().find(|(m, _)| *m == d.model) {
@@ -266,14 +274,45 @@ fn model_devices(data: &CampaignData) -> Vec<(&str, Vec<&str>)> {
             None => out.push((&d.model, vec![&d.name])),
         }
     }
-    let mut extra: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    for t in &data.trials {
-        if !out.iter().any(|(m, _)| *m == t.row.device_model) {
-            extra.entry(&t.row.device_model).or_default().insert(&t.row.device);
+    let planned: Vec<(&str, Vec<&str>)> = std::mem::take(&mut out);
+    for (model, devs) in planned {
+        let pools: Vec<(&str, Vec<&str>)> = UntetherMode::POOLS
+            .iter()
+            .filter_map(|label| devices.get_key_value(pooled(model, label).as_str()))
+            .map(|(&pool, devs)| (pool, devs.iter().copied().collect()))
+            .collect();
+        if pools.is_empty() || devices.contains_key(model) {
+            out.push((model, devs));
+        }
+        out.extend(pools);
+    }
+    let extra: Vec<(&str, Vec<&str>)> = devices
+        .into_iter()
+        .filter(|(m, _)| !out.iter().any(|(o, _)| o == m))
+        .map(|(m, devs)| (m, devs.into_iter().collect()))
+        .collect();
+    out.extend(extra);
+    out
+}
+
+/// One line per pool of labelled valid attempts: what their figures must be read with.
+fn label_warnings(data: &CampaignData, trial_rows: &HashMap<u32, &PlannedTrialRow>) -> Vec<String> {
+    let mut by_label: BTreeMap<(&str, &str), (usize, &str)> = BTreeMap::new();
+    for a in data.attempts.iter().filter(|a| a.status == AttemptStatus::Valid) {
+        let Some(row) = trial_rows.get(&a.trial_idx) else { continue };
+        for l in &a.labels {
+            // Figures vary; the kind of label is what is said once ("charged for 12 s …" → "charged for … s …").
+            let kind = l.split_once(" for ").map_or(l.as_str(), |(k, _)| k);
+            let e = by_label.entry((row.device_model.as_str(), kind)).or_insert((0, l));
+            e.0 += 1;
         }
     }
-    out.extend(extra.into_iter().map(|(m, devs)| (m, devs.into_iter().collect())));
-    out
+    by_label
+        .into_iter()
+        .map(|((model, _), (n, example))| {
+            format!("{model}: {n} valid attempt(s) labelled \"{example}\"; reported apart, never pooled with power-cut trials")
+        })
+        .collect()
 }
 
 fn campaign_meta(data: &CampaignData) -> CampaignMeta {
@@ -310,6 +349,42 @@ mod tests {
 
     fn row<'a>(r: &'a Report, variant: &str, metric: &str) -> &'a MetricRow {
         r.models[0].rows.iter().find(|x| x.variant == variant && x.metric == metric).expect("row exists")
+    }
+
+    #[test]
+    fn soft_untethered_trials_are_reported_apart_never_pooled_with_power_cut_ones() {
+        let base = test_fixture::campaign("c1");
+        let mut attempts = base.attempts.clone();
+        for a in &mut attempts {
+            a.untether = Some(UntetherMode::PowerCut);
+            // sim-iphone-2 was only told it is unplugged: trials 2, 3 and 6 (and pending 7).
+            if [2, 3, 6].contains(&a.trial_idx) {
+                a.untether = Some(UntetherMode::SoftUntethered);
+                a.labels = vec!["charged for 3412 s during the soak (soft-untethered: USB power stays on)".into()];
+            }
+        }
+        let data = CampaignData::new(base.campaign.clone(), base.trials.clone(), attempts).unwrap();
+        let r = build_report(&data);
+        let names: Vec<&str> = r.models.iter().map(|m| m.model.as_str()).collect();
+        assert_eq!(names, [MODEL.to_string(), format!("{MODEL} (soft-untethered)")]);
+        let n =
+            |m: usize, v: &str| r.models[m].rows.iter().find(|x| x.variant == v && x.metric == "cpu_pct").unwrap().n;
+        // Power-cut: control 0 (4 failed), envoy 1 and 5; soft: control 3 and 6, envoy 2.
+        assert_eq!((n(0, "control"), n(0, "envoy-poll")), (1, 2));
+        assert_eq!((n(1, "control"), n(1, "envoy-poll")), (2, 1));
+        assert_eq!(r.models[1].devices, ["sim-iphone-2"]);
+        // Verdicts are made within each pool.
+        let against: Vec<&str> = r.models[1].verdicts.iter().map(|v| v.against.as_str()).collect();
+        assert_eq!(against, ["control"], "{:?}", r.models[1].verdicts);
+        let said: Vec<&String> = r.warnings.iter().filter(|w| w.contains("labelled")).collect();
+        assert_eq!(
+            said,
+            [&format!(
+                "{MODEL} (soft-untethered): 3 valid attempt(s) labelled \"charged for 3412 s during the soak (soft-untethered: USB power stays on)\"; reported apart, never pooled with power-cut trials"
+            )]
+        );
+        // Without untether modes (stores from before), nothing moves.
+        assert_eq!(build_report(&base).models.len(), 1);
     }
 
     #[test]

@@ -109,6 +109,8 @@ pub(crate) fn attempt(
         series: Vec::new(),
         state_before: json!({}),
         state_after: json!({}),
+        untether: None,
+        labels: Vec::new(),
     }
 }
 

@@ -159,7 +159,7 @@ impl Tether for SharedTether {
     fn mode(&self) -> UntetherMode {
         self.0.mode()
     }
-    async fn untether(&self, device: &dyn Device) -> Result<(), TetherError> {
+    async fn untether(&self, device: &dyn Device) -> Result<UntetherMode, TetherError> {
         self.0.untether(device).await
     }
     async fn retether(&self, device: &dyn Device) -> Result<(), TetherError> {

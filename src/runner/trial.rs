@@ -130,6 +130,10 @@ struct Progress {
     /// USB power is (or may be) off: whatever happens next, the attempt gives it back
     /// before it returns.
     untethered: bool,
+    /// How the tether cut it, recorded with the attempt.
+    mode: UntetherMode,
+    /// What must be said with the attempt's figures.
+    labels: Vec<String>,
 }
 
 impl Attempt<'_> {
@@ -289,6 +293,8 @@ impl Attempt<'_> {
             after: None,
             app: None,
             untethered: false,
+            mode: UntetherMode::None,
+            labels: Vec::new(),
         };
         let partial = self.ctx.artifacts.join(".partial").join(format!("{}-a{}", self.trial.key, self.attempt));
         if partial.exists() {
@@ -365,6 +371,8 @@ impl Attempt<'_> {
             series,
             state_before: serde_json::to_value(&p.before).unwrap_or_default(),
             state_after: serde_json::to_value(&p.after).unwrap_or_default(),
+            untether: Some(p.mode),
+            labels: p.labels.clone(),
         };
         let store = self.ctx.store.clone();
         blocking(move || store.record_attempt(&record)).await?;
@@ -413,7 +421,7 @@ impl Attempt<'_> {
             bluetooth_on: pre.bluetooth,
             wifi_on: pre.wifi,
         };
-        if !want.is_empty() {
+        if pre.auto_fix && !want.is_empty() {
             match self.timed(Phase::Prepare, rb.timeouts.prepare, self.device.set_state(&want)).await? {
                 Ok(()) | Err(DeviceError::Unsupported { .. }) => {}
                 Err(e) => return Err(self.fail(Phase::Prepare, e).await),
@@ -487,10 +495,18 @@ impl Attempt<'_> {
             self.enter(p, Phase::Untether);
             // From here on the port may be off: `run` gives the power back whatever happens.
             p.untethered = true;
-            if let Err(e) = self.timed(Phase::Untether, rb.timeouts.tether, self.tether.untether(self.device)).await? {
-                return Err(self.tether_fail(Phase::Untether, e).await);
-            }
+            // What it was meant to be, should the untether itself fail.
+            p.mode = self.tether.mode();
+            p.mode = match self.timed(Phase::Untether, rb.timeouts.tether, self.tether.untether(self.device)).await? {
+                Ok(mode) => mode,
+                Err(e) => return Err(self.tether_fail(Phase::Untether, e).await),
+            };
             match self.timed(Phase::Untether, rb.timeouts.tether, self.device.state()).await? {
+                // Expected of a phone only told it is unplugged: its figures are labelled
+                // and reported apart, not thrown away.
+                Ok(s) if s.charging.value() == Some(true) && p.mode == UntetherMode::SoftUntethered => {
+                    p.labels.push(validate::STILL_CHARGING_SOFT.to_string());
+                }
                 Ok(s) if s.charging.value() == Some(true) => {
                     return Err(Failure::new(format!(
                         "still charging after untether ({}); check the hub port or cable",
@@ -562,7 +578,8 @@ impl Attempt<'_> {
         // validate
         self.enter(p, Phase::Validate);
         reasons.extend(validate::precondition_violations(pre, &after, "after"));
-        reasons.extend(validate::soak_violations(pre, &rb.workload, rb.duration, &collected.evidence, untether));
+        reasons.extend(validate::soak_violations(pre, &rb.workload, rb.duration, &collected.evidence, p.mode));
+        p.labels.extend(validate::soak_labels(p.mode, &collected.evidence));
         if pre.app_foreground
             && !collected.evidence.app_died
             && let Some(fg) = after.foreground_app.text()

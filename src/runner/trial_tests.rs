@@ -13,7 +13,7 @@ use super::trial::{Attempt, AttemptOutcome, TrialContext};
 use crate::device::Device;
 use crate::store::{AttemptStatus, PlannedTrialRow, Store};
 use crate::testing::{Behaviour, Call, Reply, ScriptedDevice, ScriptedTransport};
-use crate::tether::UhubctlTether;
+use crate::tether::{UhubctlTether, UntetherMode};
 
 const LAB: &str = r#"
 [lab]
@@ -155,6 +155,50 @@ async fn still_charging_after_untether_is_invalid_and_the_port_goes_back_on() {
     assert_eq!(b.port(), ["off", "on"], "re-tethered before the attempt returned");
     assert!(!phone.calls().contains(&"collect".to_string()), "no soak, no collect");
     assert!(phone.calls().contains(&"stop".to_string()), "the app was stopped");
+}
+
+/// One attempt of the bench's trial with the phone unplugged in software.
+async fn run_soft(b: &Bench, phone: &ScriptedDevice) -> crate::store::AttemptRecord {
+    let tether = crate::tether::SoftwareTether;
+    let a = Attempt { ctx: &b.ctx, device: phone, tether: &tether, trial: &b.trial, attempt: 0 };
+    a.run().await.unwrap();
+    b.ctx.store.attempts("c1").unwrap().remove(0)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_soft_untethered_phone_that_still_charges_is_labelled_not_invalid() {
+    let b = Bench::new("");
+    let phone = b.phone().charges_when_cut();
+    let a = run_soft(&b, &phone).await;
+    assert_eq!((a.status, a.untether), (AttemptStatus::Valid, Some(UntetherMode::SoftUntethered)), "{:?}", a.reasons);
+    assert_eq!(
+        a.labels,
+        [
+            super::validate::STILL_CHARGING_SOFT,
+            "charged for 600 s during the soak (soft-untethered: USB power stays on)"
+        ]
+    );
+    assert!(phone.usb_powered(), "plugged back in");
+}
+
+#[tokio::test(start_paused = true)]
+async fn charging_suspended_is_recorded_and_charging_through_it_is_invalid() {
+    let b = Bench::new("");
+    let a = run_soft(&b, &b.phone().suspends_charging()).await;
+    assert_eq!((a.status, a.untether), (AttemptStatus::Valid, Some(UntetherMode::ChargingSuspended)));
+    assert!(a.labels.is_empty());
+    let b = Bench::new("");
+    let a = run_soft(&b, &b.phone().suspends_charging().charges_when_cut()).await;
+    assert_eq!(a.status, AttemptStatus::Invalid);
+    assert!(has(&a.reasons, "still charging after untether (software)"), "{:?}", a.reasons);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_power_cut_attempt_records_its_mode() {
+    let b = Bench::new("");
+    assert_eq!(b.run(&b.phone()).await, AttemptOutcome::Recorded { valid: true });
+    let a = b.ctx.store.attempts("c1").unwrap().remove(0);
+    assert_eq!((a.untether, a.labels.len()), (Some(UntetherMode::PowerCut), 0));
 }
 
 #[tokio::test(start_paused = true)]
@@ -348,4 +392,18 @@ async fn a_worker_that_fails_stops_its_siblings() {
     assert!(store.attempts("c1").unwrap().is_empty(), "nothing partial recorded");
     assert!(healthy.usb_powered(), "phone-2 was given its power back");
     assert_eq!(host.calls_of("uhubctl"), ["-l 1-1 -p 3 -a off", "-l 1-1 -p 3 -a on"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn auto_fix_sets_the_asked_state_and_without_it_an_off_target_phone_is_invalid() {
+    let b = Bench::new("brightness = [80, 90]\n");
+    let phone = b.phone();
+    assert_eq!(b.run(&phone).await, AttemptOutcome::Recorded { valid: true });
+    assert!(phone.calls().contains(&"set_state".to_string()), "auto_fix is the default");
+
+    let b = Bench::new("brightness = [80, 90]\nauto_fix = false\n");
+    let phone = b.phone();
+    assert_eq!(b.run(&phone).await, AttemptOutcome::Recorded { valid: false });
+    assert!(!phone.calls().contains(&"set_state".to_string()), "{:?}", phone.calls());
+    assert!(has(&b.reasons(), "brightness 50 % before the soak, outside [80, 90] %"), "{:?}", b.reasons());
 }

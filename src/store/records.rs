@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::measure::{Measurement, Series};
+use crate::measure::{Measurement, Series, UntetherMode};
 
 pub type CampaignId = String;
 
@@ -152,6 +152,12 @@ pub struct AttemptRecord {
     /// State snapshots before and after the soak, as JSON.
     pub state_before: serde_json::Value,
     pub state_after: serde_json::Value,
+    /// How it was cut from USB power (`None`: recorded before the store kept it).
+    #[serde(default)]
+    pub untether: Option<UntetherMode>,
+    /// What must be said with its figures (a soft-untethered phone that charged on).
+    #[serde(default)]
+    pub labels: Vec<String>,
 }
 
 /// A planned trial joined with its attempts' outcome, for status and reports.

@@ -106,6 +106,13 @@ pub const MIGRATIONS: &[&str] = &[
         FOREIGN KEY (campaign, trial_idx, attempt) REFERENCES attempts(campaign, trial_idx, attempt)
     );
     "#,
+    // 4: how each attempt was untethered (`measure::UntetherMode`; NULL for attempts recorded
+    // before) and its labels (JSON array: what a valid attempt's figures need said with them,
+    // e.g. that a soft-untethered phone charged on).
+    r#"
+    ALTER TABLE attempts ADD COLUMN untether TEXT;
+    ALTER TABLE attempts ADD COLUMN labels TEXT NOT NULL DEFAULT '[]';
+    "#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<u32> {

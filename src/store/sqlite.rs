@@ -12,7 +12,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::records::*;
 use super::schema;
-use crate::measure::{Measurement, Series};
+use crate::measure::{Measurement, Series, UntetherMode};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -365,8 +365,8 @@ impl Store {
         let tx = conn.transaction()?;
         let inserted = tx.execute(
             "INSERT OR IGNORE INTO attempts (campaign, trial_idx, attempt, status, reasons, phases, started_at, ended_at,
-                soak_start_s, artifact_dir, state_before, state_after, device)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                soak_start_s, artifact_dir, state_before, state_after, device, untether, labels)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
             params![
                 a.campaign,
                 a.trial_idx,
@@ -380,7 +380,9 @@ impl Store {
                 a.artifact_dir,
                 json_text(&a.state_before),
                 json_text(&a.state_after),
-                a.device
+                a.device,
+                a.untether.map(UntetherMode::as_str),
+                serde_json::to_string(&a.labels)?
             ],
         )?;
         if inserted == 0 {
@@ -435,7 +437,7 @@ impl Store {
         let conn = self.lock();
         let mut st = conn.prepare(
             "SELECT a.trial_idx, a.attempt, a.status, a.reasons, a.phases, a.started_at, a.ended_at, a.soak_start_s,
-                    a.artifact_dir, a.state_before, a.state_after, COALESCE(a.device, t.device)
+                    a.artifact_dir, a.state_before, a.state_after, COALESCE(a.device, t.device), a.untether, a.labels
              FROM attempts a JOIN trials t ON t.campaign = a.campaign AND t.idx = a.trial_idx
              WHERE a.campaign = ?1 ORDER BY a.trial_idx, a.attempt",
         )?;
@@ -446,6 +448,8 @@ impl Store {
                 let phases: String = r.get(4)?;
                 let before: String = r.get(9)?;
                 let after: String = r.get(10)?;
+                let untether: Option<String> = r.get(12)?;
+                let labels: String = r.get(13)?;
                 Ok(AttemptRecord {
                     campaign: id.to_string(),
                     trial_idx: r.get(0)?,
@@ -462,6 +466,8 @@ impl Store {
                     series: Vec::new(),
                     state_before: serde_json::from_str(&before).unwrap_or_default(),
                     state_after: serde_json::from_str(&after).unwrap_or_default(),
+                    untether: untether.as_deref().and_then(UntetherMode::parse),
+                    labels: serde_json::from_str(&labels).unwrap_or_default(),
                 })
             })?
             .collect::<Result<_, _>>()?;
@@ -573,6 +579,8 @@ mod tests {
             ],
             state_before: serde_json::json!({"b": 1}),
             state_after: serde_json::Value::Null,
+            untether: Some(UntetherMode::SoftUntethered),
+            labels: vec!["charged on".into()],
         }
     }
 
@@ -755,6 +763,11 @@ mod tests {
         assert_eq!(version, MIGRATIONS.len() as u32);
         let a = s.attempts("old").unwrap();
         assert_eq!((a.len(), a[0].measurements.len(), a[0].series.len()), (1, 1, 0));
+        assert_eq!(
+            (a[0].untether, a[0].labels.len()),
+            (None, 0),
+            "attempts from before schema 4 have no untether mode"
+        );
         assert!(s.series("old").unwrap().is_empty());
         // The migrated store keeps series of attempts recorded from now on.
         s.create_campaign(&campaign("new", 1), 3, 1).unwrap();

@@ -11,7 +11,7 @@ use crate::clock::Clock;
 use crate::config::{Build, DeviceSpec, VariantConfig};
 use crate::device::{
     AppHandle, Collected, DesiredState, Device, DeviceError, Identity, LaunchSpec, Measurement, PrepareOutcome,
-    Prepared, Provenance, Reading, SoakEvidence, StateSnapshot,
+    Prepared, Provenance, Reading, SoakEvidence, StateSnapshot, UntetherMode,
 };
 
 /// The device calls a script can change.
@@ -58,6 +58,8 @@ struct Inner {
     /// Once its port was cut it never answers again.
     stays_lost: bool,
     lost: bool,
+    /// What its software unplug gives.
+    software_mode: UntetherMode,
     foreground: Option<String>,
     running: Option<(AppHandle, Duration)>,
     launches: u32,
@@ -96,6 +98,7 @@ impl ScriptedDevice {
                 charges_when_cut: false,
                 unreachable_when_cut: false,
                 stays_lost: false,
+                software_mode: UntetherMode::SoftUntethered,
                 lost: false,
                 foreground: None,
                 running: None,
@@ -113,6 +116,13 @@ impl ScriptedDevice {
     /// It keeps charging after its port is switched off.
     pub fn charges_when_cut(self) -> Self {
         self.lock().charges_when_cut = true;
+        self
+    }
+
+    /// Its software unplug suspends charging (as `power.battery_input.suspended` does)
+    /// instead of only saying it is unplugged.
+    pub fn suspends_charging(self) -> Self {
+        self.lock().software_mode = UntetherMode::ChargingSuspended;
         self
     }
 
@@ -261,8 +271,9 @@ impl Device for ScriptedDevice {
         Ok(())
     }
 
-    async fn software_untether(&self) -> Result<(), DeviceError> {
-        self.usb_power_changed(false).await
+    async fn software_untether(&self) -> Result<UntetherMode, DeviceError> {
+        self.usb_power_changed(false).await?;
+        Ok(self.lock().software_mode)
     }
 
     async fn software_retether(&self) -> Result<(), DeviceError> {

@@ -1,11 +1,10 @@
 //! The `Tether` trait: cutting and restoring USB power around the soak, beside the
 //! device so that any strategy works with any platform.
 
-use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
-
 use crate::device::{Device, DeviceError};
+pub use crate::measure::UntetherMode;
 use crate::transport::TransportError;
+use async_trait::async_trait;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TetherError {
@@ -19,24 +18,13 @@ pub enum TetherError {
     NoOperator { device: String, instruction: String, detail: String },
 }
 
-/// How a trial was untethered, recorded with it: a software unplug only fakes the
-/// unplugged state on Android, so such trials are labelled.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum UntetherMode {
-    /// Never tethered.
-    None,
-    /// USB power really cut (hub port off, cable pulled by an operator).
-    PowerCut,
-    /// The device was told it is unplugged.
-    SoftUntethered,
-}
-
 #[async_trait]
 pub trait Tether: Send + Sync {
     fn label(&self) -> String;
+    /// The mode this tether means to give (`untether` says what it really gave).
     fn mode(&self) -> UntetherMode;
-    async fn untether(&self, device: &dyn Device) -> Result<(), TetherError>;
+    /// Cuts power; returns how (a software unplug may manage to suspend charging).
+    async fn untether(&self, device: &dyn Device) -> Result<UntetherMode, TetherError>;
     async fn retether(&self, device: &dyn Device) -> Result<(), TetherError>;
 }
 

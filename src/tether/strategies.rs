@@ -20,8 +20,8 @@ impl Tether for NoTether {
     fn mode(&self) -> UntetherMode {
         UntetherMode::None
     }
-    async fn untether(&self, _device: &dyn Device) -> Result<(), TetherError> {
-        Ok(())
+    async fn untether(&self, _device: &dyn Device) -> Result<UntetherMode, TetherError> {
+        Ok(UntetherMode::None)
     }
     async fn retether(&self, _device: &dyn Device) -> Result<(), TetherError> {
         Ok(())
@@ -39,7 +39,7 @@ impl Tether for SoftwareTether {
     fn mode(&self) -> UntetherMode {
         UntetherMode::SoftUntethered
     }
-    async fn untether(&self, device: &dyn Device) -> Result<(), TetherError> {
+    async fn untether(&self, device: &dyn Device) -> Result<UntetherMode, TetherError> {
         Ok(device.software_untether().await?)
     }
     async fn retether(&self, device: &dyn Device) -> Result<(), TetherError> {
@@ -59,9 +59,10 @@ impl Tether for ManualTether {
     fn mode(&self) -> UntetherMode {
         UntetherMode::PowerCut
     }
-    async fn untether(&self, device: &dyn Device) -> Result<(), TetherError> {
+    async fn untether(&self, device: &dyn Device) -> Result<UntetherMode, TetherError> {
         self.operator.confirm(device.name(), "unplug the USB cable").await?;
-        Ok(device.usb_power_changed(false).await?)
+        device.usb_power_changed(false).await?;
+        Ok(UntetherMode::PowerCut)
     }
     async fn retether(&self, device: &dyn Device) -> Result<(), TetherError> {
         self.operator.confirm(device.name(), "plug the USB cable back in").await?;
@@ -107,8 +108,9 @@ impl Tether for UhubctlTether {
     fn mode(&self) -> UntetherMode {
         UntetherMode::PowerCut
     }
-    async fn untether(&self, device: &dyn Device) -> Result<(), TetherError> {
-        self.switch(device, "off").await
+    async fn untether(&self, device: &dyn Device) -> Result<UntetherMode, TetherError> {
+        self.switch(device, "off").await?;
+        Ok(UntetherMode::PowerCut)
     }
     async fn retether(&self, device: &dyn Device) -> Result<(), TetherError> {
         self.switch(device, "on").await

@@ -119,12 +119,11 @@ impl Adb {
     async fn run_raw(&self, args: &[&str], timeout: Duration) -> Result<CommandOutput, DeviceError> {
         let cmd = self.command(args, timeout);
         self.transport.exec(&cmd).await.map_err(|e| match e {
-            TransportError::Unreachable { .. } => self.lost(e.to_string()),
             TransportError::Spawn { .. } => self.failed(
                 "running adb",
                 format!("{e} (Debian: apt-get install adb; elsewhere the SDK's platform-tools)"),
             ),
-            e => self.failed(&format!("`{}`", cmd.display()), e.to_string()),
+            e => DeviceError::from_transport(&self.device, &format!("`{}`", cmd.display()), e),
         })
     }
 
@@ -187,9 +186,13 @@ pub fn quote_argv(argv: &[&str]) -> String {
 /// Splits the sentinel line off a shell's output: (output before it, exit status).
 fn split_sentinel(text: &str) -> Option<(String, i32)> {
     let at = text.rfind(SENTINEL)?;
-    let status = text[at + SENTINEL.len()..].trim().parse().ok()?;
+    let rest = &text[at + SENTINEL.len()..];
+    let (line, after) = rest.split_once('\n').unwrap_or((rest, ""));
+    let status = line.trim().parse().ok()?;
     // The sentinel starts its own line unless the command's output did not end with one.
-    Some((text[..at].to_string(), status))
+    // A shell without shell_v2 mixes stderr into the output, and it may come after the
+    // sentinel: it is kept as output.
+    Some((format!("{}{after}", &text[..at]), status))
 }
 
 fn first_line(s: &str) -> &str {
@@ -263,6 +266,8 @@ mod tests {
     fn the_sentinel_is_split_off_the_output() {
         assert_eq!(split_sentinel("a\nb\n__lab_exit=3\n"), Some(("a\nb\n".to_string(), 3)));
         assert_eq!(split_sentinel("no newline__lab_exit=0"), Some(("no newline".to_string(), 0)));
+        assert_eq!(split_sentinel("__lab_exit=1\nFailed to set\n"), Some(("Failed to set\n".to_string(), 1)));
+        assert_eq!(split_sentinel("cut short __lab_exit="), None);
         assert_eq!(split_sentinel("cut off mid-line"), None);
         assert_eq!(split_sentinel("__lab_exit="), None);
     }

@@ -21,7 +21,7 @@ use crate::collect::{
 use crate::config::{AndroidArtifact, Build, DeviceSpec, Platform, VariantConfig};
 use crate::device::{
     AppHandle, ArtifactFile, Collected, DesiredState, Device, DeviceError, Identity, LaunchSpec, Measurement,
-    PrepareOutcome, Prepared, Provenance, Reading, SoakEvidence, StateSnapshot,
+    PrepareOutcome, Prepared, Provenance, Reading, SoakEvidence, StateSnapshot, UntetherMode,
 };
 use crate::transport::Transport;
 
@@ -53,7 +53,13 @@ struct Inner {
     retethered_at: Option<i64>,
     /// The same re-tether on the device clock: where the soak ended.
     soak_end: Option<Duration>,
+    /// The software unplug suspended charging: re-tether gives it back.
+    charging_suspended: bool,
 }
+
+/// The health HAL's switch for the charging input (Pixel; settable by a root shell, as on
+/// userdebug builds), which Macrobenchmark's power metrics use to stop charging over USB.
+const SUSPEND_PROP: &str = "power.battery_input.suspended";
 
 /// History records lag a state change by a little: the window's ends are trimmed by this.
 const EDGE_MS: i64 = 5_000;
@@ -156,12 +162,11 @@ impl AndroidDevice {
 
     /// A build file as the host's adb sees it: staged there for an SSH host.
     async fn on_host(&self, local: &Path) -> Result<PathBuf, DeviceError> {
-        let staged = self.transport.stage(local).await.map_err(|e| match e {
-            crate::transport::TransportError::Unreachable { .. } => {
-                DeviceError::Disconnected { device: self.spec.name.clone(), detail: e.to_string() }
-            }
-            e => self.failed("staging the APK on the host", e.to_string()),
-        })?;
+        let staged = self
+            .transport
+            .stage(local)
+            .await
+            .map_err(|e| DeviceError::from_transport(&self.spec.name, "staging the APK on the host", e))?;
         Ok(staged.path)
     }
 
@@ -284,9 +289,13 @@ impl Device for AndroidDevice {
     async fn identify(&self) -> Result<Identity, DeviceError> {
         self.check_connection().await?;
         self.features().await?;
-        // A lab that crashed mid-soak may have left the phone "unplugged" in software:
-        // battery readings would stay frozen. Give it its real battery state back first.
+        // A lab that crashed mid-soak may have left the phone "unplugged" in software, or
+        // its charging suspended: give it its real battery state and its charging back first.
         self.shell_ok("restoring the battery service", &["dumpsys", "battery", "reset"], CALL).await?;
+        let suspended = self.adb.shell(&["getprop", SUSPEND_PROP], CALL).await?;
+        if suspended.stdout.trim() == "true" {
+            self.shell_ok("resuming charging", &["setprop", SUSPEND_PROP, "false"], CALL).await?;
+        }
         let props: Vec<String> = [
             "ro.product.model",
             "ro.build.version.release",
@@ -482,12 +491,24 @@ impl Device for AndroidDevice {
         Ok(())
     }
 
-    async fn software_untether(&self) -> Result<(), DeviceError> {
+    /// Suspends charging where the phone lets the shell (the battery then really
+    /// discharges), and unplugs in software in any case: batterystats counts only while
+    /// BatteryService says the phone is on battery.
+    async fn software_untether(&self) -> Result<UntetherMode, DeviceError> {
+        let set = self.adb.shell(&["setprop", SUSPEND_PROP, "true"], CALL).await?;
+        let suspended = set.ok() && self.adb.shell(&["getprop", SUSPEND_PROP], CALL).await?.stdout.trim() == "true";
+        self.inner.lock().await.charging_suspended = suspended;
         self.shell_ok("unplugging in software", &["dumpsys", "battery", "unplug"], CALL).await?;
-        self.usb_power_changed(false).await
+        self.usb_power_changed(false).await?;
+        Ok(if suspended { UntetherMode::ChargingSuspended } else { UntetherMode::SoftUntethered })
     }
 
     async fn software_retether(&self) -> Result<(), DeviceError> {
+        // Cleared only once done: a retried re-tether tries again.
+        if self.inner.lock().await.charging_suspended {
+            self.shell_ok("resuming charging", &["setprop", SUSPEND_PROP, "false"], CALL).await?;
+            self.inner.lock().await.charging_suspended = false;
+        }
         self.shell_ok("plugging back in software", &["dumpsys", "battery", "reset"], CALL).await?;
         self.usb_power_changed(true).await
     }

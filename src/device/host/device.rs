@@ -137,12 +137,7 @@ impl HostDevice {
     /// A transport error as the runner needs it: a host that cannot be reached is a
     /// disconnected device (the runner waits for it); anything else is a failed step.
     fn transport_err(&self, what: &str, e: TransportError) -> DeviceError {
-        match e {
-            TransportError::Unreachable { .. } => {
-                DeviceError::Disconnected { device: self.spec.name.clone(), detail: format!("{what}: {e}") }
-            }
-            e => self.failed(what, e.to_string()),
-        }
+        DeviceError::from_transport(&self.spec.name, what, e)
     }
 
     fn sample_err(&self, e: SampleError) -> DeviceError {

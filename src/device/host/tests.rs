@@ -124,7 +124,7 @@ async fn an_app_that_exits_early_died_and_says_how() {
         &crate::config::Workload { request_interval: None, request_tolerance: 0.02 },
         Duration::from_millis(300),
         &c.evidence,
-        false,
+        crate::measure::UntetherMode::None,
     );
     assert_eq!(reasons, ["app died during the soak (exit code 3; stderr: cannot reach the server)"]);
 }

@@ -13,7 +13,7 @@ use crate::collect::sim_dump;
 use crate::config::{Build, DeviceSpec, VariantConfig};
 use crate::device::{
     AppHandle, ArtifactFile, Collected, DesiredState, Device, DeviceError, Identity, LaunchSpec, Prepared,
-    SoakEvidence, StateSnapshot,
+    SoakEvidence, StateSnapshot, UntetherMode,
 };
 
 /// A simulated phone (docs/sim.md). Deterministic: the device's seed and each launch's
@@ -111,10 +111,11 @@ impl Device for SimDevice {
         Ok(())
     }
 
-    async fn software_untether(&self) -> Result<(), DeviceError> {
+    /// The simulator's charge model stops charging when its port is off: a real cut.
+    async fn software_untether(&self) -> Result<UntetherMode, DeviceError> {
         self.with_state(|st| {
             st.untether();
-            Ok(())
+            Ok(UntetherMode::PowerCut)
         })
     }
 
