@@ -26,6 +26,7 @@ mod store;
 mod streams;
 mod sync;
 mod toolbox;
+mod trace;
 mod wire;
 
 use std::io::{BufReader, Write};
