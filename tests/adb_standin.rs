@@ -10,6 +10,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::adb::*;
+use lab::collect::perfetto::PowerTrace;
 use lab::collect::{
     android_battery, batterystats_checkin, bluetooth, meminfo, proc_stat, settings, thermal, wifi_status,
 };
@@ -275,17 +276,48 @@ fn am_start_records_the_extras_and_the_app_runs_until_stopped() {
 fn perfetto_in_the_background_leaves_its_trace_when_killed() {
     let Some((adb, phone, dir)) = setup(&[]) else { return };
     let config = b"buffers { size_kb: 1024 }\nduration_ms: 600000\n";
+    let remote = "/data/misc/perfetto-traces/soak.pftrace";
     let args =
         ["-s", &phone.serial, "shell", "perfetto --background -c - --txt -o /data/misc/perfetto-traces/soak.pftrace"];
     let r = adb.run_with(&args, config);
     assert_eq!(r.code, 0, "{}", r.err);
     let pid: u32 = r.out.trim().parse().unwrap_or_else(|_| panic!("perfetto printed {:?}", r.out));
     assert_eq!(adb.sh(&phone, "pidof perfetto").trim(), pid.to_string());
-    assert_ne!(adb.shell(&phone, "ls /data/misc/perfetto-traces/soak.pftrace").code, 0);
+    // With write_into_file the file is there from the start: one battery sample, no rails yet.
+    let cat = adb.output(&["-s", &phone.serial, "exec-out", "cat", remote], b"", Duration::from_secs(60));
+    let early = PowerTrace::parse(&cat.stdout).unwrap();
+    assert_eq!((early.battery.len(), early.rails.len()), (1, 0));
+    assert_eq!(adb.shell(&phone, &format!("kill -0 {pid}")).code, 0, "kill -0 only asks");
     adb.sh(&phone, &format!("kill {pid}"));
+    assert_ne!(adb.shell(&phone, &format!("kill -0 {pid}")).code, 0, "the session ended");
     let local = dir.path().join("soak.pftrace");
-    assert_eq!(adb.on(&phone, &["pull", "/data/misc/perfetto-traces/soak.pftrace", local.to_str().unwrap()]).code, 0);
-    assert!(std::fs::read(local).unwrap() == TRACE);
+    assert_eq!(adb.on(&phone, &["pull", remote, local.to_str().unwrap()]).code, 0);
+    let pulled = std::fs::read(&local).unwrap();
+    assert_eq!(adb.sh(&phone, &format!("stat -c %s {remote}")).trim(), pulled.len().to_string());
+    let trace = PowerTrace::parse(&pulled).unwrap();
+    assert_eq!(trace.energy_per_rail_uws(), PowerTrace::parse(TRACE).unwrap().energy_per_rail_uws());
+    assert_eq!(trace.battery.len(), 2, "a sample at the start and one at the end");
+}
+
+#[test]
+fn perfetto_reads_a_config_file_only_from_perfetto_configs_on_android_12_and_later() {
+    let Some((adb, phone, dir)) = setup(&[]) else { return };
+    let start = "echo 'duration_ms: 1' > /data/misc/perfetto-configs/c.pbtxt && perfetto --txt \
+                 -c /data/misc/perfetto-configs/c.pbtxt -o /data/misc/perfetto-traces/t.pftrace";
+    assert_eq!(adb.shell(&phone, start).code, 0, "Android 13");
+    assert_eq!(adb.shell(&phone, "ls /data/misc/perfetto-traces/t.pftrace").code, 0, "it ran for its duration_ms");
+    let elsewhere = adb.shell(
+        &phone,
+        "echo 'duration_ms: 1' > /data/local/tmp/c.pbtxt; perfetto --txt -c /data/local/tmp/c.pbtxt -o /data/misc/perfetto-traces/u.pftrace",
+    );
+    assert!(elsewhere.code != 0 && elsewhere.err.contains("Permission denied"), "{}", elsewhere.err);
+    edit_state(&root(&dir), |v| v["props"]["ro.build.version.sdk"] = "30".into());
+    let r = adb.shell(&phone, start);
+    assert!(
+        r.code != 0 && r.err.contains("Could not open /data/misc/perfetto-configs/c.pbtxt"),
+        "Android 11: {}",
+        r.err
+    );
 }
 
 #[test]

@@ -579,7 +579,13 @@ fn perfetto(store: &Store, args: &[&str], io: &mut Io) -> i32 {
     };
     let text = match config {
         Some("-") => String::from_utf8_lossy(&io.stdin_bytes()).to_string(),
-        Some(path) => std::fs::read_to_string(store.host_path(path)).unwrap_or_default(),
+        Some(path) => match read_config(store, path) {
+            Ok(text) => text,
+            Err(why) => {
+                io.warn(format!("perfetto_cmd.cc: Could not open {path} ({why})"));
+                return 1;
+            }
+        },
         None => String::new(),
     };
     let duration_ms: Option<u64> = text
@@ -588,17 +594,36 @@ fn perfetto(store: &Store, args: &[&str], io: &mut Io) -> i32 {
         .and_then(|rest| rest.trim_start().split(|c: char| !c.is_ascii_digit()).next())
         .and_then(|n| n.parse().ok());
     if !background {
+        on_phone(store, io, |p, _| {
+            store.begin_trace(out, p);
+            0
+        });
         std::thread::sleep(std::time::Duration::from_millis(duration_ms.unwrap_or(0).min(60_000)));
-        store.write_trace(out);
-        return 0;
+        return on_phone(store, io, |p, _| {
+            store.finish_trace(out, p);
+            0
+        });
     }
     let out = out.to_string();
     on_phone(store, io, |p, io| {
+        store.begin_trace(&out, p);
         let now = p.now_ms;
         let pid = p.spawn(Process::Perfetto { out, started_ms: now, ends_ms: duration_ms.map(|d| now + d) });
         io.say(pid.to_string());
         0
     })
+}
+
+/// A config file as perfetto may read it: SELinux lets it read only files labelled
+/// `perfetto_configs_data_file`, the folder /data/misc/perfetto-configs that Android 12
+/// (SDK 31) added; before that only stdin works (`-c -`).
+fn read_config(store: &Store, path: &str) -> Result<String, &'static str> {
+    let sdk: u32 =
+        store.update(|p| p.props.get("ro.build.version.sdk").and_then(|v| v.parse().ok()).unwrap_or(0)).unwrap_or(0);
+    if sdk < 31 || !path.starts_with("/data/misc/perfetto-configs/") {
+        return Err("errno: 13, Permission denied");
+    }
+    std::fs::read_to_string(store.host_path(path)).map_err(|_| "errno: 2, No such file or directory")
 }
 
 #[cfg(test)]

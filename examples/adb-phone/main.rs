@@ -29,6 +29,7 @@ mod store;
 mod streams;
 mod sync;
 mod toolbox;
+mod trace;
 mod wire;
 
 use std::io::{BufReader, Write};

@@ -9,9 +9,7 @@ use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::phone::Phone;
-
-/// The fixture a finished `perfetto` session leaves: a real perfetto trace (power rails).
-const TRACE: &[u8] = include_bytes!("../../tests/fixtures/devices/android/power_rails_session_uuid_perfetto.pftrace");
+use crate::trace;
 
 pub struct Store {
     root: PathBuf,
@@ -27,7 +25,14 @@ pub fn now_ms() -> u64 {
 impl Store {
     pub fn open(root: &Path, serial: &str) -> io::Result<Store> {
         let store = Store { root: root.to_path_buf(), serial: serial.to_string(), lock: Mutex::new(()) };
-        for dir in ["data/local/tmp", "data/app", "data/misc/perfetto-traces", "sdcard", "system/bin"] {
+        for dir in [
+            "data/local/tmp",
+            "data/app",
+            "data/misc/perfetto-traces",
+            "data/misc/perfetto-configs",
+            "sdcard",
+            "system/bin",
+        ] {
             fs::create_dir_all(store.fs().join(dir))?;
         }
         store.update(|_| ())?;
@@ -75,7 +80,7 @@ impl Store {
             Err(e) => return Err(e),
         };
         for (_, out) in phone.advance(now) {
-            self.write_trace(&out);
+            self.finish_trace(&out, &phone);
         }
         let result = f(&mut phone);
         phone.note_battery();
@@ -85,11 +90,13 @@ impl Store {
         Ok(result)
     }
 
-    pub fn write_trace(&self, device_path: &str) {
-        let path = self.host_path(device_path);
-        if let Some(dir) = path.parent() {
-            let _ = fs::create_dir_all(dir);
-        }
-        let _ = fs::write(path, TRACE);
+    /// A perfetto session writing `device_path` started (see `trace.rs`).
+    pub fn begin_trace(&self, device_path: &str, phone: &Phone) {
+        let _ = trace::begin(&self.host_path(device_path), phone);
+    }
+
+    /// The session ended: the rest of its trace is written.
+    pub fn finish_trace(&self, device_path: &str, phone: &Phone) {
+        let _ = trace::finish(&self.host_path(device_path), phone);
     }
 }

@@ -1,4 +1,4 @@
-//! Toybox's share of the phone: files (`cat`, `ls`, `rm`, `mkdir`, `sha256sum`), text
+//! Toybox's share of the phone: files (`cat`, `ls`, `rm`, `mkdir`, `sha256sum`, `stat`), text
 //! (`echo`, `grep`, `head`, `tail`, `cut`, `wc`), `kill`, `sleep`, `date`. `grep` matches
 //! fixed strings only and says so when given a regular expression, rather than match it wrongly.
 
@@ -25,6 +25,7 @@ pub fn run(store: &Store, name: &str, args: &[String], io: &mut Io) -> Option<i3
         "ls" => ls(store, args, io),
         "date" => date(args, io),
         "kill" => kill(store, args, io),
+        "stat" => stat(store, args, io),
         "grep" => grep(store, args, io),
         "head" | "tail" => head_tail(store, name == "head", args, io),
         "cut" => cut(store, args, io),
@@ -192,34 +193,77 @@ fn sleep(args: &[String], io: &mut Io) -> i32 {
     }
 }
 
-/// `kill [-SIG] PID…`: the shell user may stop what it started (perfetto), not apps.
+/// What a signal does to a perfetto session.
+#[derive(Clone, Copy, PartialEq)]
+enum Signal {
+    /// `-0`: only asks whether the process is there.
+    Probe,
+    /// SIGTERM, SIGINT…: perfetto writes its last packets and exits.
+    End,
+    /// SIGKILL: it dies at once; the file keeps what was written.
+    Kill,
+}
+
+/// `kill [-s SIGNAL | -SIGNAL] PID…`: the shell user may signal what it started
+/// (perfetto), not apps.
 fn kill(store: &Store, args: &[String], io: &mut Io) -> i32 {
-    let pids: Vec<&String> = args.iter().filter(|a| !a.starts_with('-') && a.parse::<u32>().is_ok()).collect();
+    let (signal, pids) = match args {
+        [s, sig, rest @ ..] if s == "-s" => (sig.as_str(), rest),
+        [sig, rest @ ..] if sig.starts_with('-') => (&sig[1..], rest),
+        _ => ("TERM", args),
+    };
+    let signal = match signal.trim_start_matches("SIG") {
+        "0" => Signal::Probe,
+        "9" | "KILL" => Signal::Kill,
+        _ => Signal::End,
+    };
+    let pids: Vec<u32> = pids.iter().filter_map(|a| a.parse().ok()).collect();
     if pids.is_empty() {
         io.warn("usage: kill [-s SIGNAL | -SIGNAL] PID...");
         return 1;
     }
     let mut status = 0;
-    for pid_text in pids {
-        let pid: u32 = pid_text.parse().unwrap();
+    for pid in pids {
         let outcome = store.update(|p| match p.processes.get(&pid) {
             Some(Process::Perfetto { out, .. }) => {
                 let out = out.clone();
-                p.processes.remove(&pid);
-                Ok(Some(out))
+                if signal != Signal::Probe {
+                    p.processes.remove(&pid);
+                }
+                if signal == Signal::End {
+                    store.finish_trace(&out, p);
+                }
+                Ok(())
             }
             Some(Process::App { .. }) => Err("Operation not permitted"),
             None => Err("No such process"),
         });
-        match outcome {
-            Ok(Ok(Some(trace))) => store.write_trace(&trace),
-            Ok(Ok(None)) => {}
-            Ok(Err(why)) => {
-                io.warn(format!("/system/bin/sh: kill: {pid}: {why}"));
-                status = 1;
-            }
-            Err(e) => {
-                io.warn(format!("/system/bin/sh: kill: {e}"));
+        let why = match outcome {
+            Ok(Ok(())) => continue,
+            Ok(Err(why)) => why.to_string(),
+            Err(e) => e.to_string(),
+        };
+        io.warn(format!("/system/bin/sh: kill: {pid}: {why}"));
+        status = 1;
+    }
+    status
+}
+
+/// `stat -c FORMAT FILE…` with `%s` (size in bytes) and `%n` (the name).
+fn stat(store: &Store, args: &[String], io: &mut Io) -> i32 {
+    let (format, files) = match args {
+        [c, format, files @ ..] if c == "-c" && !files.is_empty() => (format, files),
+        _ => {
+            io.warn("usage: stat -c FORMAT FILE... (the stand-in knows %s and %n)");
+            return 1;
+        }
+    };
+    let mut status = 0;
+    for path in files {
+        match fs::metadata(store.host_path(path)) {
+            Ok(m) => io.say(format.replace("%s", &m.len().to_string()).replace("%n", path)),
+            Err(_) => {
+                io.warn(format!("stat: '{path}': No such file or directory"));
                 status = 1;
             }
         }

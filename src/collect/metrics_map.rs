@@ -47,8 +47,8 @@ pub const SRC_PERFETTO_RAILS: &str = "perfetto power rails";
 pub const SRC_PERFETTO_COUNTER: &str = "perfetto battery charge counter";
 
 /// The prefix of a rail's energy metric: `rail_energy_mj.<rail name>`, one metric per rail
-/// (rail names differ per phone, so they cannot be listed in advance).
-pub const RAIL_ENERGY_PREFIX: &str = "rail_energy_mj.";
+/// (rail names differ per phone; runbooks name them by this prefix).
+pub use crate::config::RAIL_ENERGY_PREFIX;
 
 fn m(metric: &str, value: f64, unit: &str, source: &str) -> Measurement {
     Measurement::new(metric, value, unit, source)

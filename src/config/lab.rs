@@ -211,6 +211,9 @@ pub struct AndroidDevice {
     /// The adb serial (`adb devices`; `192.168.1.7:5555` for adb over Wi-Fi).
     pub serial: String,
     pub adb_server: Option<AdbServer>,
+    /// Record a Perfetto `android.power` trace (battery counters, power rails) on the
+    /// phone over every trial (docs/platforms/android.md, "Perfetto during the soak").
+    pub perfetto: bool,
 }
 
 /// The adb server to use, on the device's host: `adb -H host -P port`. None: adb's default (127.0.0.1:5037).

@@ -27,6 +27,7 @@ tether = { uhubctl = { location = "1-1.4", port = 2 } }
 [device.android]
 serial = "0A1B2C"
 adb_server = "10.0.0.7:5038"
+perfetto = true
 
 [[device]]
 name = "pixel-2"
@@ -128,10 +129,11 @@ fn phone_sections_and_the_endpoint_address() {
     let lab = lab();
     let adb = AdbServer { host: "10.0.0.7".into(), port: 5038 };
     assert_eq!(adb.adb_args(), ["-H", "10.0.0.7", "-P", "5038"]);
-    let pixel = AndroidDevice { serial: "0A1B2C".into(), adb_server: Some(adb) };
+    let pixel = AndroidDevice { serial: "0A1B2C".into(), adb_server: Some(adb), perfetto: true };
     assert_eq!(lab.device("pixel-1").unwrap().kind, DeviceKind::Android(pixel));
     // adb over Wi-Fi names the phone by its address; the default adb server.
-    let wifi = AndroidDevice { serial: "192.168.1.7:5555".into(), adb_server: None };
+    // No trace unless asked for: only some phones have power rails.
+    let wifi = AndroidDevice { serial: "192.168.1.7:5555".into(), adb_server: None, perfetto: false };
     assert_eq!(lab.device("pixel-2").unwrap().android(), Some(&wifi));
 
     let socket = lab.device("iphone-1").unwrap();
@@ -673,6 +675,35 @@ fn adaptive_repeats_and_gating_problems() {
     }
     let e = fx.load(&(MINIMAL.to_string() + "[statistics]\ngating = []\n")).unwrap_err().to_string();
     assert!(e.contains("statistics.gating: the gating family is empty"), "{e}");
+}
+
+#[test]
+fn rail_energy_metrics_are_named_by_their_prefix() {
+    let fx = Fixture::new();
+    let rails = "[metrics]\ncollect = [\"cpu_pct\", \"rail_energy_mj.S4M_VDD_CPUCL0\"]\n\
+                 [statistics]\ngating = [\"rail_energy_mj.S4M_VDD_CPUCL0\"]\n";
+    let rb = fx.load(&(MINIMAL.to_string() + rails)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(rb.metrics, ["cpu_pct", "rail_energy_mj.S4M_VDD_CPUCL0"]);
+    assert_eq!(rb.statistics.gating, ["rail_energy_mj.S4M_VDD_CPUCL0"]);
+    let e = fx.load(&(MINIMAL.to_string() + "[metrics]\ncollect = [\"rail_energy_mj.\"]\n")).unwrap_err();
+    assert_eq!(
+        e.diagnostics.iter().map(|d| format!("{}: {}; fix: {}", d.key, d.message, d.fix)).collect::<Vec<_>>(),
+        ["metrics.collect[0]: metric `rail_energy_mj.` names no power rail; fix: write the rail's name as the \
+          phone's Perfetto trace gives it after `rail_energy_mj.`, e.g. `rail_energy_mj.S4M_VDD_CPUCL0` \
+          (`lab import perfetto TRACE` prints the rail metrics of a trace)"]
+    );
+}
+
+#[test]
+fn perfetto_must_be_true_or_false() {
+    let text = "[lab]\nname = \"x\"\nendpoint_bind = \"192.0.2.10:0\"\n[[device]]\nname = \"p\"\n\
+                platform = \"android\"\nmodel = \"m\"\n[device.android]\nserial = \"S\"\nperfetto = \"yes\"\n";
+    let e = parse_lab(text, Path::new("lab.toml")).unwrap_err();
+    assert_eq!(
+        e.to_string().trim(),
+        "lab.toml:10:12: device[0].android.perfetto: expected true or false, found the string \"yes\"; \
+         fix: write `perfetto = true` or `perfetto = false` (no quotes)"
+    );
 }
 
 #[test]

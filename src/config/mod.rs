@@ -34,7 +34,7 @@ pub use diagnostics::{ConfigError, Diagnostic};
 pub use duration::{parse_duration, parse_percent};
 pub use lab::*;
 pub use load::{load_lab, load_runbook, parse_lab, parse_runbook};
-pub use metrics::KNOWN_METRICS;
+pub use metrics::{KNOWN_METRICS, RAIL_ENERGY_PREFIX, is_known_metric, rail_of};
 pub use names::is_valid_name;
 pub use runbook::*;
 pub use validate_runbook::{DEFAULT_RETRIES, DEFAULT_SEED};

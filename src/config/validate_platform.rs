@@ -14,7 +14,7 @@ use super::{AdbServer, AndroidDevice, DeviceKind, IosDevice, Platform, UsbmuxdAd
 pub(crate) const SECTION_KEYS: &[&str] = &["sim", "android", "ios"];
 /// `ids` was replaced by the sections; it is reported here, never suggested for a typo.
 pub(crate) const REMOVED_KEYS: &[&str] = &["ids"];
-const ANDROID_KEYS: &[&str] = &["serial", "adb_server"];
+const ANDROID_KEYS: &[&str] = &["serial", "adb_server", "perfetto"];
 const IOS_KEYS: &[&str] = &["udid", "usbmuxd"];
 const SERIAL_EXAMPLE: &str = "serial = \"0A1B2C3D\"";
 const UDID_EXAMPLE: &str = "udid = \"00008020-001A2B3C4D5E6F7A\"";
@@ -197,7 +197,11 @@ fn read_android(t: &Table, p: &mut Problems) -> Option<AndroidDevice> {
             }
         }
     };
-    Some(AndroidDevice { serial: serial?, adb_server: adb_server? })
+    let perfetto = match t.get("perfetto") {
+        None => Some(false),
+        Some(f) => f.bool(p),
+    };
+    Some(AndroidDevice { serial: serial?, adb_server: adb_server?, perfetto: perfetto? })
 }
 
 fn read_ios(t: &Table, p: &mut Problems) -> Option<IosDevice> {

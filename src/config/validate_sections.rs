@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::metrics::KNOWN_METRICS;
+use super::metrics::{KNOWN_METRICS, RAIL_ENERGY_PREFIX, is_known_metric};
 use super::problems::Problems;
 use super::suggest::fix_for_unknown;
 use super::table::{Field, Table};
@@ -166,7 +166,17 @@ fn read_metric_list(f: &Field, p: &mut Problems) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for (i, (m, span)) in list.into_iter().enumerate() {
         let key = format!("{}[{i}]", f.path);
-        if !KNOWN_METRICS.contains(&m.as_str()) {
+        if m.starts_with(RAIL_ENERGY_PREFIX) && !is_known_metric(&m) {
+            p.push(
+                span,
+                &key,
+                format!("metric `{m}` names no power rail"),
+                format!(
+                    "write the rail's name as the phone's Perfetto trace gives it after `{RAIL_ENERGY_PREFIX}`, \
+                     e.g. `{RAIL_ENERGY_PREFIX}S4M_VDD_CPUCL0` (`lab import perfetto TRACE` prints the rail metrics of a trace)"
+                ),
+            );
+        } else if !is_known_metric(&m) {
             p.push(span, &key, format!("unknown metric `{m}`"), fix_for_unknown(&m, KNOWN_METRICS, "metrics"));
         } else if out.contains(&m) {
             p.push(span, &key, format!("metric `{m}` is listed twice"), "list every metric once");

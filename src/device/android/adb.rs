@@ -61,6 +61,11 @@ impl Adb {
         &self.serial
     }
 
+    /// The lab's name of the device (for errors).
+    pub fn device(&self) -> &str {
+        &self.device
+    }
+
     /// `adb [server] -s SERIAL ARGS…` as a command spec.
     pub fn command(&self, args: &[&str], timeout: Duration) -> CommandSpec {
         let mut c = CommandSpec::new("adb", &[]);

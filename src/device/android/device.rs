@@ -4,7 +4,8 @@
 //! one batched shell call per state snapshot; the trial's cost comes from what the
 //! phone keeps itself (batterystats since the reset at launch, the fuel gauge's charge
 //! counter, the app's /proc accounting), read once after re-tether: nothing polls it
-//! during the soak.
+//! during the soak. With `[device.android] perfetto = true` the phone also records a
+//! Perfetto `android.power` trace of its own over the trial (`perfetto.rs`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,14 +15,16 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::adb::{Adb, Connection, quote_argv, unauthorized_fix};
+use super::perfetto::{ConfigDelivery, TraceSession, session_name, trace_config};
 use crate::clock::Clock;
+use crate::collect::perfetto::PowerTrace;
 use crate::collect::{
     android_battery, batterystats_checkin, meminfo, metrics_map, proc_stat, settings, thermal, wifi_status,
 };
 use crate::config::{AndroidArtifact, Build, DeviceSpec, Platform, VariantConfig};
 use crate::device::{
     AppHandle, ArtifactFile, Collected, DesiredState, Device, DeviceError, Identity, LaunchSpec, Measurement,
-    PrepareOutcome, Prepared, Provenance, Reading, SoakEvidence, StateSnapshot, UntetherMode,
+    PrepareOutcome, Prepared, Provenance, Reading, Series, SoakEvidence, StateSnapshot, UntetherMode,
 };
 use crate::transport::Transport;
 
@@ -33,6 +36,8 @@ const INSTALL: Duration = Duration::from_secs(600);
 const MARK: &str = "@@lab-part@@";
 /// Clock ticks per second of Android's /proc (USER_HZ is 100 on every Android kernel).
 const USER_HZ: u64 = 100;
+/// The trial's Perfetto trace in its attempt folder.
+const POWER_TRACE: &str = "power.pftrace";
 
 pub struct AndroidDevice {
     spec: DeviceSpec,
@@ -55,6 +60,8 @@ struct Inner {
     soak_end: Option<Duration>,
     /// The software unplug suspended charging: re-tether gives it back.
     charging_suspended: bool,
+    /// `ro.build.version.sdk`, read once (which Perfetto config form the phone takes).
+    sdk: Option<u32>,
 }
 
 /// The health HAL's switch for the charging input (Pixel; settable by a root shell, as on
@@ -74,6 +81,25 @@ struct Running {
     cpu_start: Option<proc_stat::ProcStat>,
     battery_start: Option<android_battery::BatteryService>,
     launched_at: Duration,
+    trace: Option<Trace>,
+}
+
+/// A trial's Perfetto session and what became of it.
+#[derive(Clone)]
+struct Trace {
+    session: TraceSession,
+    /// The trace once read back: a collect done again (after a phone that dropped off)
+    /// decodes these instead of asking for a file that is gone.
+    bytes: Option<Vec<u8>>,
+    /// Its files are deleted on the phone.
+    deleted: bool,
+}
+
+/// What a trial's trace gave.
+struct Traced {
+    measurements: Vec<Measurement>,
+    battery: Option<Series>,
+    artifact: ArtifactFile,
 }
 
 impl AndroidDevice {
@@ -216,14 +242,96 @@ impl AndroidDevice {
         android_battery::parse(&text).map_err(|e| self.failed("reading dumpsys battery", e.to_string()))
     }
 
-    fn write(&self, dir: &Path, name: &str, text: &str) -> Result<ArtifactFile, DeviceError> {
+    fn write(&self, dir: &Path, name: &str, bytes: &[u8]) -> Result<ArtifactFile, DeviceError> {
         let path = dir.join(name);
-        std::fs::write(&path, text).map_err(|source| DeviceError::Io {
+        std::fs::write(&path, bytes).map_err(|source| DeviceError::Io {
             device: self.spec.name.clone(),
             path,
             source,
         })?;
-        Ok(ArtifactFile::of(name, text.as_bytes()))
+        Ok(ArtifactFile::of(name, bytes))
+    }
+
+    fn perfetto(&self) -> bool {
+        self.spec.android().is_some_and(|a| a.perfetto)
+    }
+
+    /// The phone's SDK level, read once.
+    async fn sdk(&self) -> Result<u32, DeviceError> {
+        if let Some(sdk) = self.inner.lock().await.sdk {
+            return Ok(sdk);
+        }
+        let text = self.shell_ok("reading the SDK level", &["getprop", "ro.build.version.sdk"], CALL).await?;
+        let sdk = text.trim().parse().map_err(|_| {
+            self.failed("reading the SDK level", format!("ro.build.version.sdk is {:?}, not a number", text.trim()))
+        })?;
+        self.inner.lock().await.sdk = Some(sdk);
+        Ok(sdk)
+    }
+
+    /// Starts the attempt's Perfetto session when the device records one; its config is
+    /// kept in the attempt folder.
+    async fn start_trace(&self, spec: &LaunchSpec) -> Result<Option<Trace>, DeviceError> {
+        if !self.perfetto() {
+            return Ok(None);
+        }
+        let sdk = self.sdk().await?;
+        let config = trace_config(spec.duration);
+        self.write(&spec.dir, "perfetto-config.pbtxt", config.as_bytes())?;
+        let name = session_name(&spec.trial_key, spec.seed);
+        let session = TraceSession::start(&self.adb, &self.clock, &name, sdk, &config).await?;
+        Ok(Some(Trace { session, bytes: None, deleted: false }))
+    }
+
+    /// Ends the trial's session, reads the trace into `dir` as `power.pftrace`, deletes it
+    /// on the phone, then decodes it: rail energies and the battery level over the trial
+    /// (seconds since launch). A trace that does not decode fails the collect with the
+    /// file and the byte where it breaks; the file stays in the attempt folder, so the
+    /// attempt is recorded invalid with that reason and retried.
+    async fn collect_trace(
+        &self,
+        app_id: &str,
+        dir: &Path,
+        launched_at: Duration,
+    ) -> Result<Option<Traced>, DeviceError> {
+        let trace = self.inner.lock().await.running.get(app_id).and_then(|r| r.trace.clone());
+        let Some(trace) = trace else { return Ok(None) };
+        let session = &trace.session;
+        let bytes = match trace.bytes {
+            Some(b) => b,
+            None => {
+                session.end(&self.adb, &self.clock).await?;
+                let b = session.pull(&self.adb).await?;
+                self.update_trace(app_id, |t| t.bytes = Some(b.clone())).await;
+                b
+            }
+        };
+        if !trace.deleted {
+            session.delete(&self.adb).await?;
+            self.update_trace(app_id, |t| t.deleted = true).await;
+        }
+        let artifact = self.write(dir, POWER_TRACE, &bytes)?;
+        // Named in the attempt's folder, where it stays: `dir` is only where it is written now.
+        let parsed = PowerTrace::parse(&bytes).map_err(|e| {
+            self.failed("decoding the Perfetto trace", format!("{POWER_TRACE} (kept in the attempt's folder): {e}"))
+        })?;
+        let mut battery = parsed.battery_pct_series();
+        // The series counts from the trace's first sample, taken when the session started.
+        let offset = session.started_at.saturating_sub(launched_at).as_secs_f64();
+        for (t, _) in &mut battery.points {
+            *t += offset;
+        }
+        Ok(Some(Traced {
+            measurements: metrics_map::perfetto(&parsed),
+            battery: (!battery.points.is_empty()).then_some(battery),
+            artifact,
+        }))
+    }
+
+    async fn update_trace(&self, app_id: &str, f: impl FnOnce(&mut Trace)) {
+        if let Some(t) = self.inner.lock().await.running.get_mut(app_id).and_then(|r| r.trace.as_mut()) {
+            f(t);
+        }
     }
 }
 
@@ -280,7 +388,16 @@ impl Device for AndroidDevice {
     }
 
     async fn preflight(&self) -> Result<(), DeviceError> {
-        match self.check_connection().await {
+        let checked = async {
+            self.check_connection().await?;
+            // A phone too old for the trace it is asked for would fail every launch.
+            if self.perfetto() {
+                let sdk = self.sdk().await?;
+                ConfigDelivery::for_sdk(sdk).map_err(|why| self.failed("checking Perfetto", why))?;
+            }
+            Ok::<(), DeviceError>(())
+        };
+        match checked.await {
             Err(e) if e.is_disconnect() => Ok(()),
             r => r,
         }
@@ -462,19 +579,29 @@ impl Device for AndroidDevice {
             path: spec.dir.clone(),
             source,
         })?;
-        self.write(&spec.dir, "am-start.txt", &out.stdout)?;
+        self.write(&spec.dir, "am-start.txt", out.stdout.as_bytes())?;
         let pid = self.pid_of(&apk.package).await?;
         let cpu_start = match pid {
             Some(p) => self.proc_stat(p).await?,
             None => None,
         };
         let launched_at = self.clock.now();
+        // After the app started and before untether, while the phone is surely reachable.
+        let trace = match self.start_trace(spec).await {
+            Ok(t) => t,
+            Err(e) => {
+                // No handle goes back, so nobody else would stop the app.
+                let _ = self.adb.shell(&["am", "force-stop", &apk.package], CALL).await;
+                return Err(e);
+            }
+        };
         let id = format!("{}:{}", apk.package, pid.map_or("?".to_string(), |p| p.to_string()));
         let mut inner = self.inner.lock().await;
         (inner.untethered_at, inner.retethered_at, inner.soak_end) = (None, None, None);
-        inner
-            .running
-            .insert(id.clone(), Running { package: apk.package.clone(), pid, cpu_start, battery_start, launched_at });
+        inner.running.insert(
+            id.clone(),
+            Running { package: apk.package.clone(), pid, cpu_start, battery_start, launched_at, trace },
+        );
         Ok(AppHandle { id, app_id: apk.package.clone(), launched_at })
     }
 
@@ -556,7 +683,7 @@ impl Device for AndroidDevice {
             }
         }
         let mem = self.shell_ok("reading memory", &["dumpsys", "meminfo", &package], CALL).await?;
-        artifacts.push(self.write(dir, "meminfo.txt", &mem)?);
+        artifacts.push(self.write(dir, "meminfo.txt", mem.as_bytes())?);
         if let Ok(m) = meminfo::parse(&mem)
             && m.total_pss_kb() > 0
         {
@@ -568,12 +695,12 @@ impl Device for AndroidDevice {
             ));
         }
         let battery_text = self.shell_ok("reading the battery", &["dumpsys", "battery"], CALL).await?;
-        artifacts.push(self.write(dir, "battery.txt", &battery_text)?);
+        artifacts.push(self.write(dir, "battery.txt", battery_text.as_bytes())?);
         if let (Some(before), Ok(after)) = (&battery_start, android_battery::parse(&battery_text)) {
             measurements.extend(metrics_map::android_battery_delta(before, &after));
         }
         let checkin = self.shell_ok("reading batterystats", &["dumpsys", "batterystats", "--checkin"], CALL).await?;
-        artifacts.push(self.write(dir, "batterystats-checkin.txt", &checkin)?);
+        artifacts.push(self.write(dir, "batterystats-checkin.txt", checkin.as_bytes())?);
         let parsed = batterystats_checkin::parse(&checkin).map_err(|e| {
             self.failed("reading batterystats", format!("{}: {e}", dir.join("batterystats-checkin.txt").display()))
         })?;
@@ -598,8 +725,21 @@ impl Device for AndroidDevice {
             _ => parsed.history.charging_ms(),
         };
         let charging_s = charging_ms as f64 / 1000.0;
+        let mut series = Vec::new();
+        if let Some(t) = self.collect_trace(&app.id, dir, launched_at).await? {
+            // The rails are the trace's own; a battery figure the phone's counters already
+            // gave (dumpsys battery, then batterystats) keeps that value.
+            for m in t.measurements {
+                if !measurements.iter().any(|x| x.metric == m.metric) {
+                    measurements.push(m);
+                }
+            }
+            series.extend(t.battery);
+            artifacts.push(t.artifact);
+        }
         Ok(Collected {
             measurements,
+            series,
             artifacts,
             evidence: SoakEvidence {
                 charging_s,
@@ -607,16 +747,21 @@ impl Device for AndroidDevice {
                 measured_duration: Some(window),
                 ..SoakEvidence::default()
             },
-            ..Collected::default()
         })
     }
 
     async fn stop(&self, app: &AppHandle) -> Result<(), DeviceError> {
-        let package = self.inner.lock().await.running.remove(&app.id).map(|r| r.package);
-        if let Some(p) = package {
-            self.shell_ok("stopping the app", &["am", "force-stop", &p], CALL).await?;
+        let Some(running) = self.inner.lock().await.running.remove(&app.id) else { return Ok(()) };
+        let stopped = self.shell_ok("stopping the app", &["am", "force-stop", &running.package], CALL).await;
+        // A trial that ended before its trace was collected: nothing may go on tracing,
+        // nor stay, on the phone.
+        if let Some(t) = running.trace.filter(|t| !t.deleted) {
+            if t.bytes.is_none() {
+                t.session.end(&self.adb, &self.clock).await?;
+            }
+            t.session.delete(&self.adb).await?;
         }
-        Ok(())
+        stopped.map(|_| ())
     }
 }
 

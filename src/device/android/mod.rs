@@ -2,6 +2,8 @@
 
 mod adb;
 mod device;
+mod perfetto;
 
 pub use adb::{Adb, Connection, ShellOutput, quote_argv, unauthorized_fix};
 pub use device::{AndroidDevice, brightness_pct, resumed_package};
+pub use perfetto::{ConfigDelivery, TraceSession, session_name, trace_config};
