@@ -71,6 +71,7 @@ impl Store {
     /// Loads the phone, brings it to now, runs `f` on it and saves it.
     pub fn update<R>(&self, f: impl FnOnce(&mut Phone) -> R) -> io::Result<R> {
         let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _file = ModelLock::take(&self.root)?;
         let now = now_ms();
         let mut phone = match fs::read_to_string(self.state_file()) {
             Ok(text) => serde_json::from_str(&text).map_err(|e| {
@@ -98,5 +99,25 @@ impl Store {
     /// The session ended: the rest of its trace is written.
     pub fn finish_trace(&self, device_path: &str, phone: &Phone) {
         let _ = trace::finish(&self.host_path(device_path), phone);
+    }
+}
+
+/// ROOT/phone.lock held exclusively (`flock`) while the model is read, changed and written,
+/// so that a test editing phone.json at the same moment (tests/common/adb.rs `edit_state`
+/// takes the same lock) or another stand-in process (`adb-phone power`) loses nothing.
+pub struct ModelLock {
+    _file: fs::File,
+}
+
+impl ModelLock {
+    pub fn take(root: &Path) -> io::Result<ModelLock> {
+        use std::os::fd::AsRawFd;
+        let f = fs::OpenOptions::new().create(true).truncate(false).write(true).open(root.join("phone.lock"))?;
+        // SAFETY: flock on a descriptor this function owns; it touches no memory. The lock
+        // goes with the descriptor when the file is dropped.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(ModelLock { _file: f })
     }
 }
