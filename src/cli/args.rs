@@ -39,6 +39,19 @@ pub enum Command {
     /// Lab hosts: `lab hosts check` tests reachability, host keys, login and tools;
     /// `lab hosts forward` reaches a port or Unix socket on a host from this machine.
     Hosts(HostsArgs),
+    /// USB hubs: every host's hubs and ports as `uhubctl` lists them, and which port each
+    /// of the lab's phones is on (by its USB serial).
+    Hubs(HubsArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct HubsArgs {
+    /// Only this `[[host]]` of lab.toml.
+    #[arg(long, value_name = "HOST")]
+    pub host: Option<String>,
+    /// Print the hubs, ports and phones as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, clap::Args)]

@@ -7,6 +7,7 @@ pub mod context;
 pub mod exit;
 mod forward_cmd;
 mod hosts_cmd;
+mod hubs_cmd;
 pub mod import_cmd;
 mod operator;
 pub mod plan_cmd;

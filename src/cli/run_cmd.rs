@@ -57,6 +57,13 @@ pub async fn run(lab_arg: Option<&Path>, args: &RunArgs) -> Result<RunOutcome, C
     };
     // One transport per host, shared by its devices and their tethers.
     let hosts = crate::transport::Hosts::for_lab(&lab);
+    // `{ uhubctl = "auto" }` tethers become the port the phone is on, before anything runs.
+    let mut resolved = (*lab).clone();
+    let names: Vec<String> = plan.devices.iter().map(|d| d.name.clone()).collect();
+    crate::tether::hubs::resolve_auto(&mut resolved, &names, &hosts)
+        .await
+        .map_err(|e| CliError::new(exit::UNAVAILABLE, e))?;
+    let lab = Arc::new(resolved);
     let devices = open_devices(&lab, &plan, &hosts)?;
     preflight(&devices).await?;
     let (store, id, resumed) = match resume {

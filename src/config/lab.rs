@@ -130,6 +130,9 @@ pub enum TetherSpec {
     Software,
     /// A USB hub with per-port power switching, driven by `uhubctl -l LOCATION -p PORT`.
     Uhubctl { location: String, port: u32 },
+    /// The hub port the device's USB serial is found on (`uhubctl -f` on its host), at
+    /// the start of `lab run` (`tether::hubs::resolve_auto`).
+    UhubctlAuto,
 }
 
 impl TetherSpec {
@@ -139,6 +142,7 @@ impl TetherSpec {
             TetherSpec::Manual => "manual".into(),
             TetherSpec::Software => "software".into(),
             TetherSpec::Uhubctl { location, port } => format!("uhubctl {location}:{port}"),
+            TetherSpec::UhubctlAuto => "uhubctl auto".into(),
         }
     }
 }
@@ -297,6 +301,8 @@ pub struct SimParams {
     /// off (a uhubctl or manual tether) nobody can reach it, and after power comes back it
     /// takes a few seconds to show up again.
     pub usb_only: bool,
+    /// The USB serial it shows on a hub (`lab hubs`, `tether = { uhubctl = "auto" }`).
+    pub usb_serial: Option<String>,
     pub faults: SimFaults,
 }
 
@@ -347,6 +353,7 @@ impl SimParams {
             trial_noise_sd: 0.02,
             brightness_pct: 50.0,
             usb_only: false,
+            usb_serial: None,
             faults: SimFaults { reconnect_after: Duration::from_secs(300), ..SimFaults::default() },
         }
     }

@@ -192,6 +192,7 @@ fn every_sim_key_overrides_the_default() {
         trial_noise_sd: 0.01,
         brightness_pct: 70.0,
         usb_only: true,
+        usb_serial: None,
         faults: SimFaults {
             disconnect: 0.1,
             reconnect_after: Duration::from_secs(90),
@@ -642,6 +643,28 @@ port = 3
 "#;
     let lab = parse_lab(text, Path::new("lab.toml")).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(lab.devices[0].tether, TetherSpec::Uhubctl { location: "2-1.4".into(), port: 3 });
+}
+
+#[test]
+fn uhubctl_auto_tether_and_a_simulated_phones_usb_serial() {
+    let text = r#"
+[lab]
+name = "hub"
+[[device]]
+name = "sim-1"
+platform = "sim"
+model = "Pixel 5"
+tether = { uhubctl = "auto" }
+[device.sim]
+emulates = "android"
+usb_serial = "SIM0001"
+"#;
+    let lab = parse_lab(text, Path::new("lab.toml")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(lab.devices[0].tether, TetherSpec::UhubctlAuto);
+    assert_eq!(lab.devices[0].sim().unwrap().usb_serial.as_deref(), Some("SIM0001"));
+    let bad = text.replace("\"auto\" }", "\"nearest\" }");
+    let e = parse_lab(&bad, Path::new("lab.toml")).unwrap_err().to_string();
+    assert!(e.contains("device[0].tether.uhubctl") && e.contains("auto"), "{e}");
 }
 
 #[test]

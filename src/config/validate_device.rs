@@ -95,7 +95,8 @@ fn read_tags(f: &Field, p: &mut Problems) -> Option<Vec<String>> {
     ok.then_some(tags)
 }
 
-/// `"none" | "manual" | "software"` or `{ uhubctl = { location = "1-1", port = 2 } }`.
+/// `"none" | "manual" | "software"`, `{ uhubctl = { location = "1-1", port = 2 } }` or
+/// `{ uhubctl = "auto" }`.
 fn read_tether(f: &Field, p: &mut Problems, platform: Option<Platform>) -> Option<TetherSpec> {
     let spec = if f.item.is_str() {
         match f.one_of(p, TETHER_KINDS)? {
@@ -106,7 +107,12 @@ fn read_tether(f: &Field, p: &mut Problems, platform: Option<Platform>) -> Optio
     } else if f.item.is_table_like() {
         let t = f.table(p)?;
         t.check_keys(p, &["uhubctl"]);
-        let hub = t.required(p, "uhubctl", "uhubctl = { location = \"1-1\", port = 2 }")?.table(p)?;
+        let hub_field = t.required(p, "uhubctl", "uhubctl = { location = \"1-1\", port = 2 }")?;
+        if hub_field.item.is_str() {
+            hub_field.one_of(p, &["auto"])?;
+            return Some(TetherSpec::UhubctlAuto);
+        }
+        let hub = hub_field.table(p)?;
         hub.check_keys(p, &["location", "port"]);
         let location = hub.required(p, "location", "location = \"1-1\"").and_then(|lf| {
             let l = lf.text(p)?;

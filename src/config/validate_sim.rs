@@ -28,6 +28,7 @@ const SIM_KEYS: &[&str] = &[
     "trial_noise_sd",
     "brightness_pct",
     "usb_only",
+    "usb_serial",
     "faults",
 ];
 const FAULT_KEYS: &[&str] =
@@ -109,6 +110,7 @@ pub(crate) fn read_sim(t: &Table, p: &mut Problems) -> Option<SimParams> {
     if let Some(v) = t.get("usb_only").and_then(|f| f.bool(p)) {
         s.usb_only = v;
     }
+    s.usb_serial = t.get("usb_serial").and_then(|f| f.text(p));
 
     if let Some(ft) = t.get("faults").and_then(|f| f.table(p)) {
         ft.check_keys(p, FAULT_KEYS);

@@ -1,6 +1,7 @@
 //! Tethering: how a device is cut from USB power for the soak and given it back.
 
 mod api;
+pub mod hubs;
 mod strategies;
 
 pub use api::*;

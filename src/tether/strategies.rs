@@ -166,6 +166,31 @@ pub fn for_spec(spec: &TetherSpec, transport: Arc<dyn Transport>, operator: Arc<
         TetherSpec::Uhubctl { location, port } => {
             Box::new(UhubctlTether { transport, location: location.clone(), port: *port })
         }
+        TetherSpec::UhubctlAuto => Box::new(UnresolvedHub),
+    }
+}
+
+/// `{ uhubctl = "auto" }` not yet resolved to a port (`hubs::resolve_auto` does that at
+/// the start of `lab run`): refuses to untether rather than soak on a charger.
+pub struct UnresolvedHub;
+
+#[async_trait]
+impl Tether for UnresolvedHub {
+    fn label(&self) -> String {
+        "uhubctl auto".into()
+    }
+    fn mode(&self) -> UntetherMode {
+        UntetherMode::PowerCut
+    }
+    async fn untether(&self, device: &dyn Device) -> Result<UntetherMode, TetherError> {
+        Err(TetherError::Command {
+            device: device.name().into(),
+            command: "uhubctl".into(),
+            detail: "`uhubctl = \"auto\"` was not resolved to a hub port; fix: see `lab hubs`".into(),
+        })
+    }
+    async fn retether(&self, _device: &dyn Device) -> Result<(), TetherError> {
+        Ok(())
     }
 }
 

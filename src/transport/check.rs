@@ -62,7 +62,7 @@ fn needs(lab: &Lab, host: &str) -> Vec<(String, String, CommandSpec)> {
             }
             Platform::Host | Platform::Sim => {}
         }
-        if let TetherSpec::Uhubctl { .. } = d.tether {
+        if let TetherSpec::Uhubctl { .. } | TetherSpec::UhubctlAuto = d.tether {
             out.push(("uhubctl".into(), d.name.clone(), which("uhubctl")));
         }
     }

@@ -1,0 +1,195 @@
+//! The USB hubs of a lab host as `uhubctl -f` lists them, and which port each of the
+//! lab's phones is on, found by its USB serial (docs/platforms.md, "Tethering").
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::collect::uhubctl::{self, Block, Hub, Listing, Port, Switching};
+use crate::config::{DeviceSpec, Lab, TetherSpec};
+use crate::transport::{CommandSpec, Hosts, Transport};
+
+/// What uhubctl prints on stderr when the host has no hub it can drive.
+const NO_HUBS: &str = "No compatible devices detected";
+
+/// One host's hubs, or why they could not be read.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostHubs {
+    pub host: String,
+    /// `Ok` with no hubs: uhubctl found none on this host.
+    #[serde(serialize_with = "listing_or_error")]
+    pub listing: Result<Listing, String>,
+    /// The lab's phones on this host, each with where it was found (or why not).
+    pub devices: Vec<DevicePort>,
+}
+
+fn listing_or_error<S: serde::Serializer>(r: &Result<Listing, String>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(Some(1))?;
+    match r {
+        Ok(l) => m.serialize_entry("hubs", &l.hubs)?,
+        Err(e) => m.serialize_entry("error", e)?,
+    }
+    m.end()
+}
+
+/// Where a lab device is attached.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DevicePort {
+    pub device: String,
+    /// The USB serial it was looked for by.
+    pub serial: String,
+    /// `Ok((location, port))`, or why it cannot be switched there.
+    #[serde(serialize_with = "found_or_problem")]
+    pub found: Result<(String, u32), String>,
+}
+
+fn found_or_problem<S: serde::Serializer>(r: &Result<(String, u32), String>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(None)?;
+    match r {
+        Ok((location, port)) => {
+            m.serialize_entry("location", location)?;
+            m.serialize_entry("port", port)?;
+        }
+        Err(e) => m.serialize_entry("problem", e)?,
+    }
+    m.end()
+}
+
+/// The serials a device shows on USB: an Android phone's `adb` serial (unless it is an
+/// `IP:PORT` of Wi-Fi adb), an iPhone's UDID as written and without its dash (the USB
+/// `iSerial` of newer iPhones).
+pub fn usb_serials(spec: &DeviceSpec) -> Vec<String> {
+    if let Some(a) = spec.android() {
+        return if a.serial.contains(':') { Vec::new() } else { vec![a.serial.clone()] };
+    }
+    if let Some(s) = spec.sim().and_then(|s| s.usb_serial.clone()) {
+        return vec![s];
+    }
+    if let Some(i) = spec.ios() {
+        let bare = i.udid.replace('-', "");
+        return if bare == i.udid { vec![bare] } else { vec![i.udid.clone(), bare] };
+    }
+    Vec::new()
+}
+
+/// Reads the host's hubs: `uhubctl -f` (every hub, also those that cannot switch per port,
+/// so that a phone on one is named rather than missed).
+pub async fn read(transport: &dyn Transport) -> Result<Listing, String> {
+    let mut cmd = CommandSpec::new("uhubctl", &["-f"]);
+    cmd.timeout = Duration::from_secs(30);
+    let out = transport.exec(&cmd).await.map_err(|e| e.to_string())?;
+    let stderr = out.stderr_text();
+    if !out.success() {
+        if stderr.contains(NO_HUBS) {
+            return Ok(Listing::default());
+        }
+        let said = stderr.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("(nothing on stderr)");
+        return Err(format!("`uhubctl -f` exited {:?}: {said}", out.status));
+    }
+    uhubctl::parse(&out.stdout_text())
+        .map_err(|e| format!("`uhubctl -f` printed what does not read as uhubctl 2.x: {e}"))
+}
+
+/// The port the device with one of `serials` is on, if it can be switched there.
+pub fn locate(listing: &Listing, serials: &[String]) -> Result<(String, u32), String> {
+    let mut found: Vec<(&Hub, &Port)> = serials.iter().flat_map(|s| listing.find_serial(s)).collect();
+    found.dedup_by(|a, b| a.0.location == b.0.location && a.1.number == b.1.number);
+    let (hub, port) = match found.as_slice() {
+        [] => {
+            return Err(format!(
+                "USB serial {} is on no port of the {} hub(s) uhubctl lists; fix: plug the phone into a hub with per-port power switching (`lab hubs` lists them), or give the port: {{ uhubctl = {{ location = \"…\", port = N }} }}",
+                serials.first().map_or("(none: the device has no USB serial)", String::as_str),
+                listing.hubs.iter().filter(|h| h.block == Block::Current).count()
+            ));
+        }
+        [one] => *one,
+        more => {
+            let at: Vec<String> = more.iter().map(|(h, p)| format!("{} port {}", h.location, p.number)).collect();
+            return Err(format!(
+                "USB serial found on several ports ({}); fix: give the port explicitly",
+                at.join(", ")
+            ));
+        }
+    };
+    match hub.device.switching {
+        Some(Switching::Ppps) | None => Ok((hub.location.clone(), port.number)),
+        Some(mode @ (Switching::Ganged | Switching::Nops)) => Err(format!(
+            "it is on hub {} port {}, whose hub switches {}; fix: move it to a hub with per-port power switching (`ppps` in `lab hubs`)",
+            hub.location,
+            port.number,
+            if mode == Switching::Ganged { "all its ports together (ganged)" } else { "no power at all (nops)" }
+        )),
+    }
+}
+
+/// Gives every device of `names` whose tether is `{ uhubctl = "auto" }` the hub port its
+/// USB serial is on (one `uhubctl -f` per host); returns (device, location, port) for each,
+/// or the first device that cannot be placed, with why and the fix.
+pub async fn resolve_auto(
+    lab: &mut Lab,
+    names: &[String],
+    hosts: &Hosts,
+) -> Result<Vec<(String, String, u32)>, String> {
+    let mut listings: BTreeMap<String, Listing> = BTreeMap::new();
+    let mut out = Vec::new();
+    for d in lab.devices.iter_mut().filter(|d| d.tether == TetherSpec::UhubctlAuto && names.contains(&d.name)) {
+        let fail = |why: String| format!("{}: tether = {{ uhubctl = \"auto\" }}: {why}", d.name);
+        if !listings.contains_key(&d.host) {
+            let t = hosts.get(&d.host).ok_or_else(|| fail(format!("host {} is not in the lab", d.host)))?;
+            let l = read(t.as_ref()).await.map_err(|e| fail(format!("on host {}: {e}", d.host)))?;
+            listings.insert(d.host.clone(), l);
+        }
+        let serials = usb_serials(d);
+        if serials.is_empty() {
+            return Err(fail(
+                "the device has no USB serial to look for (an Android serial, an iPhone UDID, `[device.sim] usb_serial`; a Wi-Fi adb `IP:PORT` is not one); fix: give the port: { uhubctl = { location = \"…\", port = N } }".into(),
+            ));
+        }
+        let (location, port) = locate(&listings[&d.host], &serials).map_err(fail)?;
+        d.tether = TetherSpec::Uhubctl { location: location.clone(), port };
+        out.push((d.name.clone(), location, port));
+    }
+    Ok(out)
+}
+
+/// Each of `devices`' place on `listing`.
+pub fn map_devices(listing: &Listing, devices: &[&DeviceSpec]) -> Vec<DevicePort> {
+    devices
+        .iter()
+        .map(|d| {
+            let serials = usb_serials(d);
+            DevicePort {
+                device: d.name.clone(),
+                serial: serials.first().cloned().unwrap_or_default(),
+                found: locate(listing, &serials),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LISTING: &str = "Current status for hub 1-1 [2109:2817 VIA Labs, Inc. USB2.0 Hub, USB 2.10, 4 ports, ppps]\n  \
+        Port 1: 0503 power highspeed enable connect [18d1:4ee7 Google Pixel 7 28031FDH2000ZV]\n  \
+        Port 2: 0100 power\n\
+        Current status for hub 3-4 [1a40:0101 USB 2.0 Hub, USB 2.00, 4 ports, ganged]\n  \
+        Port 3: 0503 power highspeed enable connect [05ac:12a8 Apple Inc. iPhone 00008020001A2B3C4D5E6F7A]\n";
+
+    #[test]
+    fn a_phone_is_found_by_its_serial_and_refused_on_a_ganged_hub() {
+        let l = uhubctl::parse(LISTING).unwrap();
+        assert_eq!(locate(&l, &["28031FDH2000ZV".into()]), Ok(("1-1".into(), 1)));
+        let ganged = locate(&l, &["00008020-001A2B3C4D5E6F7A".into(), "00008020001A2B3C4D5E6F7A".into()]).unwrap_err();
+        assert!(
+            ganged.starts_with("it is on hub 3-4 port 3, whose hub switches all its ports together (ganged)"),
+            "{ganged}"
+        );
+        let missing = locate(&l, &["0A1B2C3D".into()]).unwrap_err();
+        assert!(missing.starts_with("USB serial 0A1B2C3D is on no port of the 2 hub(s) uhubctl lists"), "{missing}");
+    }
+}
