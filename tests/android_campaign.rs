@@ -244,7 +244,7 @@ fn hub_lab(adb: &Adb, phone: &Phone, phone_root: &std::path::Path, cuts: bool) -
     } else {
         String::from("true\n")
     };
-    common::executable(&bin.join("uhubctl"), &format!("#!/bin/sh\n{body}"));
+    common::stand_in_uhubctl(&bin.join("uhubctl"), &body);
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
     (lab, path)
 }
@@ -338,10 +338,10 @@ fn a_power_cut_phone_whose_own_history_shows_charging_is_invalid() {
     let bin = lab.dir.path().join("bin");
     std::fs::create_dir(&bin).unwrap();
     let calls = lab.dir.path().join("uhubctl.log");
-    common::executable(
+    common::stand_in_uhubctl(
         &bin.join("uhubctl"),
         &format!(
-            "#!/bin/sh\necho \"$*\" >> {log}\ncase \"$*\" in *'-a off'*) kill {pid};; esac\n",
+            "echo \"$*\" >> {log}\ncase \"$*\" in *'-a off'*) kill {pid};; esac",
             log = calls.display(),
             pid = phone.child.id()
         ),

@@ -25,7 +25,7 @@ fn phones_that_vanish_with_their_port_give_valid_trials_and_their_logs_decide() 
     std::fs::create_dir(&bin).unwrap();
     let log = lab.dir.path().join("uhubctl.log");
     let stand_in = bin.join("uhubctl");
-    common::executable(&stand_in, &format!("#!/bin/sh\necho \"$*\" >> {}\n", log.display()));
+    common::stand_in_uhubctl(&stand_in, &format!("echo \"$*\" >> {}", log.display()));
     let runbook = lab.dir.path().join("rb.toml");
     std::fs::write(
         &runbook,

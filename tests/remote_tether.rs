@@ -19,9 +19,9 @@ fn uhubctl_runs_on_the_phones_host_and_cuts_power_around_each_soak() {
     // SSH_CONNECTION in its sessions) and its arguments.
     let bin = tempfile::tempdir().unwrap();
     let log = bin.path().join("uhubctl.log");
-    executable(
+    common::stand_in_uhubctl(
         &bin.path().join("uhubctl"),
-        &format!("#!/bin/sh\nprintf '%s|%s\\n' \"${{SSH_CONNECTION:-none}}\" \"$*\" >> {}\n", log.display()),
+        &format!("printf '%s|%s\\n' \"${{SSH_CONNECTION:-none}}\" \"$*\" >> {}", log.display()),
     );
     let path = format!("SetEnv PATH={}:/usr/local/bin:/usr/bin:/bin", bin.path().display());
     let Some(s) = sshd::start_with(&path) else { return };

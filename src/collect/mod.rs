@@ -25,6 +25,7 @@ pub mod settings;
 pub mod sim_dump;
 mod text;
 pub mod thermal;
+pub mod uhubctl;
 pub mod wifi_status;
 
 pub use parse_error::ParseError;

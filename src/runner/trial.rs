@@ -578,7 +578,14 @@ impl Attempt<'_> {
         // validate
         self.enter(p, Phase::Validate);
         reasons.extend(validate::precondition_violations(pre, &after, "after"));
-        reasons.extend(validate::soak_violations(pre, &rb.workload, rb.duration, &collected.evidence, p.mode));
+        reasons.extend(validate::soak_violations(
+            pre,
+            &rb.workload,
+            rb.duration,
+            &collected.evidence,
+            p.mode,
+            &self.tether.label(),
+        ));
         p.labels.extend(validate::soak_labels(p.mode, &collected.evidence));
         if pre.app_foreground
             && !collected.evidence.app_died

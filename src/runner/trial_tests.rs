@@ -12,7 +12,7 @@ use super::footprint::Footprint;
 use super::trial::{Attempt, AttemptOutcome, TrialContext};
 use crate::device::Device;
 use crate::store::{AttemptStatus, PlannedTrialRow, Store};
-use crate::testing::{Behaviour, Call, Reply, ScriptedDevice, ScriptedTransport};
+use crate::testing::{Behaviour, Call, Reply, ScriptedDevice, ScriptedTransport, uhubctl_switch_output};
 use crate::tether::{UhubctlTether, UntetherMode};
 
 const LAB: &str = r#"
@@ -83,7 +83,7 @@ impl Bench {
         let (stop, shutdown) = watch::channel(false);
         let host = Arc::new(ScriptedTransport::new("local"));
         hub(&host);
-        host.on(&["uhubctl"], vec![Reply::ok("")]);
+        answer_uhubctl(&host, 2);
         let tether = UhubctlTether { transport: host.clone(), location: "1-1".into(), port: 2 };
         let ctx = TrialContext {
             campaign: "c1".into(),
@@ -121,6 +121,17 @@ impl Bench {
 
     fn drain(&mut self) -> Vec<Event> {
         std::iter::from_fn(|| self.events.try_recv().ok()).collect()
+    }
+}
+
+/// Hub 1-1 switches `port` as a hub with per-port switching does, and says so.
+fn answer_uhubctl(host: &ScriptedTransport, port: u32) {
+    let p = port.to_string();
+    for (action, on) in [("off", false), ("on", true)] {
+        host.on(
+            &["uhubctl", "-l", "1-1", "-p", &p, "-a", action],
+            vec![Reply::ok(&uhubctl_switch_output("1-1", port, on))],
+        );
     }
 }
 
@@ -277,7 +288,10 @@ async fn a_failure_after_untether_re_tethers_before_the_attempt_returns() {
 #[tokio::test(start_paused = true)]
 async fn a_failed_re_tether_is_tried_again_so_the_port_is_not_left_off() {
     let b = Bench::with("", |hub| {
-        hub.on(&["uhubctl", "-l", "1-1", "-p", "2", "-a", "on"], vec![Reply::fail(1, "hub busy"), Reply::ok("")]);
+        hub.on(
+            &["uhubctl", "-l", "1-1", "-p", "2", "-a", "on"],
+            vec![Reply::fail(1, "hub busy"), Reply::ok(&uhubctl_switch_output("1-1", 2, true))],
+        );
     });
     let phone = b.phone();
     assert_eq!(b.run(&phone).await, AttemptOutcome::Recorded { valid: false });
@@ -360,7 +374,8 @@ async fn a_worker_that_fails_stops_its_siblings() {
     let store = Store::open(&lab.store_path).unwrap();
     store.create_campaign(&super::new_record("c1", &lab, &rb, &plan), plan.max_attempts, 1).unwrap();
     let host = Arc::new(ScriptedTransport::new("local"));
-    host.on(&["uhubctl"], vec![Reply::ok("")]);
+    answer_uhubctl(&host, 2);
+    answer_uhubctl(&host, 3);
     let tether = |port| -> Box<dyn crate::tether::Tether> {
         Box::new(UhubctlTether { transport: host.clone(), location: "1-1".into(), port })
     };
@@ -406,4 +421,31 @@ async fn auto_fix_sets_the_asked_state_and_without_it_an_off_target_phone_is_inv
     assert_eq!(b.run(&phone).await, AttemptOutcome::Recorded { valid: false });
     assert!(!phone.calls().contains(&"set_state".to_string()), "{:?}", phone.calls());
     assert!(has(&b.reasons(), "brightness 50 % before the soak, outside [80, 90] %"), "{:?}", b.reasons());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_port_that_uhubctl_says_still_has_power_is_not_soaked_on() {
+    let still_on = uhubctl_switch_output("1-1", 2, true).replace("Sent power on", "Sent power off");
+    let b = Bench::with("", |h| {
+        h.on(&["uhubctl", "-l", "1-1", "-p", "2", "-a", "off"], vec![Reply::ok(&still_on)]);
+    });
+    let phone = b.phone();
+    assert_eq!(b.run(&phone).await, AttemptOutcome::Recorded { valid: false });
+    let reasons = b.reasons();
+    assert!(
+        has(&reasons, "hub 1-1 port 2: still has power after `uhubctl -a off` (uhubctl says `0100 power`)"),
+        "{reasons:?}"
+    );
+    assert!(!phone.calls().contains(&"collect".to_string()), "no soak on a port that is still on");
+    assert_eq!(b.port(), ["off", "on"], "given back (on) all the same");
+
+    // Output that names another hub (a wrong `location`) is refused the same way.
+    let b = Bench::with("", |h| {
+        h.on(
+            &["uhubctl", "-l", "1-1", "-p", "2", "-a", "off"],
+            vec![Reply::ok(&uhubctl_switch_output("1-2", 2, false))],
+        );
+    });
+    assert_eq!(b.run(&b.phone()).await, AttemptOutcome::Recorded { valid: false });
+    assert!(has(&b.reasons(), "printed no new status for this port"), "{:?}", b.reasons());
 }

@@ -3,8 +3,10 @@
 //! call's behaviour queued). Built for the crate's own tests and, with the `testing`
 //! feature, for integration tests and other crates.
 
+mod hub_output;
 mod scripted_device;
 mod scripted_transport;
 
+pub use hub_output::uhubctl_switch_output;
 pub use scripted_device::{Behaviour, Call, ScriptedDevice};
 pub use scripted_transport::{Reply, ScriptedTransport};

@@ -14,6 +14,8 @@ pub enum TetherError {
     Transport(#[from] TransportError),
     #[error("{device}: `{command}` failed: {detail}")]
     Command { device: String, command: String, detail: String },
+    #[error("{device}: hub {hub} port {port}: {detail}")]
+    Port { device: String, hub: String, port: u32, detail: String },
     #[error("{device} needs an operator ({instruction}) but nobody can answer: {detail}")]
     NoOperator { device: String, instruction: String, detail: String },
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::api::{Operator, Tether, TetherError, UntetherMode};
+use crate::collect::uhubctl::{self, Block};
 use crate::config::TetherSpec;
 use crate::device::Device;
 use crate::transport::{CommandSpec, Transport};
@@ -96,7 +97,46 @@ impl UhubctlTether {
                 detail: format!("exit {:?}: {}", out.status, out.stderr_text().trim()),
             });
         }
+        self.check_new_status(device, action, &out.stdout_text())?;
         Ok(device.usb_power_changed(action == "on").await?)
+    }
+
+    /// What uhubctl itself says the port is after switching (its `New status for hub`
+    /// block): the lab soaks only once the port reads `off`, and goes on only once it
+    /// reads `power` again.
+    fn check_new_status(&self, device: &dyn Device, action: &str, stdout: &str) -> Result<(), TetherError> {
+        let fail = |detail: String| TetherError::Port {
+            device: device.name().into(),
+            hub: self.location.clone(),
+            port: self.port,
+            detail,
+        };
+        let listing = uhubctl::parse(stdout).map_err(|e| {
+            fail(format!("`uhubctl -a {action}` printed what does not read as uhubctl 2.x output: {e}"))
+        })?;
+        let Some(port) = listing
+            .hubs
+            .iter()
+            .rev()
+            .find(|h| h.location == self.location && h.block == Block::New)
+            .and_then(|h| h.port(self.port))
+        else {
+            return Err(fail(format!(
+                "`uhubctl -a {action}` printed no new status for this port; fix: check `location` and `port` against `uhubctl`'s listing"
+            )));
+        };
+        let want_on = action == "on";
+        if port.powered != want_on {
+            let said = format!("{:04x} {}", port.status, port.words.join(" "));
+            return Err(fail(if want_on {
+                format!("still off after `uhubctl -a on` (uhubctl says `{said}`)")
+            } else {
+                format!(
+                    "still has power after `uhubctl -a off` (uhubctl says `{said}`); fix: use a port of a hub that switches ports one by one (`ppps` in `uhubctl`'s listing)"
+                )
+            }));
+        }
+        Ok(())
     }
 }
 

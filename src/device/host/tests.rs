@@ -125,6 +125,7 @@ async fn an_app_that_exits_early_died_and_says_how() {
         Duration::from_millis(300),
         &c.evidence,
         crate::measure::UntetherMode::None,
+        "none",
     );
     assert_eq!(reasons, ["app died during the soak (exit code 3; stderr: cannot reach the server)"]);
 }
