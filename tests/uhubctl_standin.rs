@@ -1,13 +1,14 @@
 //! The stand-in `uhubctl` (examples/uhubctl) through its binary, found on PATH under
 //! uhubctl's name: listings and switching of described hubs end to end through its JSON
-//! state, parallel runs, the devices' hooks, its own commands, and a run in an SSH session
-//! of the test sshd. Its output format is checked line by line in its unit tests
-//! (`cargo test --example uhubctl`).
+//! state, read back by the lab's own parser (`lab::collect::uhubctl`), parallel runs, the
+//! devices' hooks, its own commands, and a run in an SSH session of the test sshd. Its output
+//! format is checked line by line in its unit tests (`cargo test --example uhubctl`).
 
 mod common;
 
-use common::sshd;
 use common::uhubctl::Hubs;
+use common::{TempLab, sshd};
+use lab::collect::uhubctl::{Block, Switching, parse};
 use serde_json::{Value, json};
 
 const PIXEL: &str = "2A111FDH200B4Z";
@@ -215,4 +216,107 @@ async fn on_the_ssh_host_it_runs_in_the_session_with_the_state_sshd_gives_it() {
     assert_eq!(calls.len(), 1, "{calls:?}");
     assert_eq!(calls[0].0, "-l 1-1 -p 2 -a off");
     assert!(calls[0].1.as_deref().is_some_and(|c| c.starts_with("127.0.0.1 ")), "ran in an SSH session: {calls:?}");
+}
+
+#[test]
+fn the_labs_parser_reads_what_the_stand_in_prints() {
+    // A root hub, the VIA hub's USB2 half below its port 1 (the USB3 half on bus 2), and a
+    // ganged hub beside it.
+    let mut state = via_hub(pixel());
+    let root = json!({ "location": "1", "id": "1d6b:0002", "vendor": "Linux 6.1.0 xhci-hcd",
+        "product": "xHCI Host Controller", "serial": "0000:00:14.0", "usb": "2.00", "switching": "ppps",
+        "ports": [{}, { "device": { "id": "046d:c52b", "vendor": "Logitech", "product": "USB Receiver", "speed": "full" } }] });
+    let ganged = json!({ "location": "3-4", "id": "1a40:0101", "product": "USB 2.0 Hub", "usb": "2.00",
+        "switching": "ganged", "ports": [{}, {}, {}, {}] });
+    state["hubs"].as_array_mut().unwrap().splice(0..0, [root, ganged]);
+    let hubs = Hubs::new(&state);
+
+    let listing = parse(&run(hubs.command(&[])).stdout).unwrap();
+    let seen: Vec<(&str, usize, Block)> =
+        listing.hubs.iter().map(|h| (h.location.as_str(), h.ports.len(), h.block)).collect();
+    assert_eq!(
+        seen,
+        [("1", 2, Block::Current), ("1-1", 4, Block::Current), ("2-1", 4, Block::Current)],
+        "ganged only with -f"
+    );
+    assert!(listing.hubs.iter().all(|h| h.ports.iter().all(|p| p.powered)));
+    let below = listing.hubs[0].port(1).unwrap().device.as_ref().unwrap();
+    assert_eq!((below.vid_pid.as_str(), below.ports, below.switching), ("2109:2822", Some(4), Some(Switching::Ppps)));
+    let found: Vec<(&str, u32)> =
+        listing.find_serial(PIXEL).iter().map(|(h, p)| (h.location.as_str(), p.number)).collect();
+    assert_eq!(found, [("1-1", 2)]);
+    assert!(listing.find_serial("USB Receiver").is_empty() && listing.find_serial("Receiver").len() == 1);
+
+    let off = parse(&run(hubs.command(&["-l", "1-1", "-p", "2", "-a", "off"])).stdout).unwrap();
+    let (new, twin) = (off.latest("1-1").unwrap(), off.latest("2-1").unwrap());
+    assert_eq!((new.block, twin.block), (Block::New, Block::New));
+    let p = new.port(2).unwrap();
+    assert_eq!((p.powered, p.connected, p.status), (false, false, 0x0000));
+    assert!(!twin.port(2).unwrap().powered);
+
+    let on = parse(&run(hubs.command(&["-l", "1-1", "-p", "2", "-a", "on"])).stdout).unwrap();
+    let p = on.latest("1-1").unwrap().port(2).unwrap();
+    assert_eq!((p.powered, p.connected, p.device.is_none()), (true, true, true), "`connect []`: not described yet");
+    let cycle = parse(&run(hubs.command(&["-l", "1-1", "-p", "2", "-a", "cycle", "-R"])).stdout).unwrap();
+    let p = cycle.latest("1-1").unwrap().port(2).unwrap();
+    let stale = p.device.as_ref().unwrap();
+    assert_eq!((p.powered, stale.vid_pid.as_str(), stale.name.as_str()), (true, "18d1:4ee7", ""));
+    assert!(!stale.has_serial(PIXEL), "a stale entry has no serial: the lab must not take it for the phone");
+
+    let all_off = parse(&run(hubs.command(&["-f", "-l", "3-4", "-p", "3", "-a", "0"])).stdout).unwrap();
+    let g = all_off.latest("3-4").unwrap();
+    assert_eq!(
+        (g.block, g.device.switching, g.device.name.as_str()),
+        (Block::New, Some(Switching::Ganged), "USB 2.0 Hub")
+    );
+    assert_eq!(g.ports.len(), 1, "-p 3: the port asked about");
+    assert!(!hubs.powered("3-4", 1) && !hubs.powered("3-4", 4), "the whole gang went off");
+}
+
+#[test]
+fn a_campaign_untethers_a_simulated_phone_through_the_stand_in_and_leaves_its_port_on() {
+    // The lab's own uhubctl tether on the stand-in: off before each soak, read back from
+    // the New status, on after it.
+    let (lab, runbook) = hub_campaign();
+    let hubs = Hubs::new(&via_hub(pixel()));
+    let out = lab.cmd(&["run", runbook.to_str().unwrap()]).envs(hubs.env()).output().unwrap();
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(lab.sql::<i64>("SELECT COUNT(*) FROM attempts WHERE status = 'valid'"), [2]);
+    let calls: Vec<String> = hubs.calls().into_iter().map(|(args, _)| args).collect();
+    let (off, on) = ("-l 1-1 -p 2 -a off", "-l 1-1 -p 2 -a on");
+    assert_eq!(calls, [off, on, off, on]);
+    assert!(hubs.powered("1-1", 2) && hubs.powered("2-1", 2), "both halves on again");
+}
+
+#[test]
+fn a_port_the_stand_in_keeps_powered_stops_the_campaign_from_soaking_on_it() {
+    let (lab, runbook) = hub_campaign();
+    let mut state = via_hub(pixel());
+    state["hubs"][0]["ports"][1]["off_needs_repeat"] = json!(10);
+    let hubs = Hubs::new(&state);
+    let out = lab.cmd(&["run", runbook.to_str().unwrap()]).envs(hubs.env()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(lab.sql::<i64>("SELECT COUNT(*) FROM attempts WHERE status = 'valid'"), [0], "{stdout}");
+    let reasons: Vec<String> = lab.sql("SELECT reasons FROM attempts");
+    assert!(
+        !reasons.is_empty() && reasons.iter().all(|r| r.contains("still has power after `uhubctl -a off`")),
+        "{reasons:?}"
+    );
+}
+
+/// A lab with a USB-only simulated phone on port 2 of hub 1-1, and a two-trial runbook.
+fn hub_campaign() -> (TempLab, std::path::PathBuf) {
+    let lab = TempLab::from_text(
+        "[lab]\nname = \"hub\"\n\n[[device]]\nname = \"pixel\"\nplatform = \"sim\"\nmodel = \"Pixel 7\"\n\
+         tether = { uhubctl = { location = \"1-1\", port = 2 } }\n[device.sim]\nemulates = \"android\"\nusb_only = true\n",
+    );
+    let runbook = lab.dir.path().join("rb.toml");
+    std::fs::write(
+        &runbook,
+        "name = \"hub\"\nduration = \"20m\"\nrepeats = 2\ndevices = [\"pixel\"]\n\
+         [builds.app]\nbaseline = true\n[builds.app.sim]\ncpu_pct = 10\nwakeups_per_s = 5\nmemory_mb = 20\n\
+         [preconditions]\nuntethered = true\n",
+    )
+    .unwrap();
+    (lab, runbook)
 }
