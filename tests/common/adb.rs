@@ -77,19 +77,9 @@ impl Drop for Phone {
 /// The model file, which the stand-in reads and writes around every command; a test edits
 /// it between commands as a tether or the physical world would change the phone.
 pub fn edit_state(root: &Path, f: impl FnOnce(&mut Value)) {
-    use std::os::fd::AsRawFd;
     // The stand-in's lock on its model (examples/adb-phone/store.rs `ModelLock`): an edit
     // made while it runs a command is not overwritten by it.
-    let lock =
-        std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(root.join("phone.lock")).unwrap();
-    // SAFETY: flock on a descriptor owned here; released when `lock` is dropped.
-    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0, "locking the phone's model");
-    let path = root.join("phone.json");
-    let mut state: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    f(&mut state);
-    let tmp = root.join("phone.json.test");
-    std::fs::write(&tmp, serde_json::to_string_pretty(&state).unwrap()).unwrap();
-    std::fs::rename(tmp, path).unwrap();
+    super::edit_json_locked(&root.join("phone.json"), &root.join("phone.lock"), f);
 }
 
 pub fn state(root: &Path) -> Value {

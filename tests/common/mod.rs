@@ -130,5 +130,20 @@ pub fn csv_means(csv_text: &str, metric: &str) -> std::collections::BTreeMap<Str
     }
     acc.into_iter().map(|(k, (sum, n))| (k, sum / n as f64)).collect()
 }
+/// Edits a stand-in's JSON state under its `flock` lock (the stand-ins take the same lock
+/// around each command, so neither loses the other's change), written whole and renamed.
+pub fn edit_json_locked(json: &Path, lock: &Path, f: impl FnOnce(&mut serde_json::Value)) {
+    use std::os::fd::AsRawFd;
+    let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(lock).unwrap();
+    // SAFETY: flock on a descriptor owned here; released when `lock` is dropped.
+    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0, "locking {}", json.display());
+    let mut state: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    f(&mut state);
+    let tmp = PathBuf::from(format!("{}.test", json.display()));
+    std::fs::write(&tmp, serde_json::to_string_pretty(&state).unwrap()).unwrap();
+    std::fs::rename(tmp, json).unwrap();
+}
+
 pub mod adb;
 pub mod sshd;
+pub mod uhubctl;

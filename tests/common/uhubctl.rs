@@ -1,0 +1,94 @@
+//! The stand-in `uhubctl` (examples/uhubctl) for integration tests: a folder with
+//! `bin/uhubctl` (a symlink to the built example, so it is found on PATH under uhubctl's
+//! name), the JSON state of its hubs and the log of its calls.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+use super::example;
+
+pub struct Hubs {
+    pub dir: TempDir,
+    /// UHUBCTL_STATE.
+    pub state: PathBuf,
+    /// UHUBCTL_LOG.
+    pub log: PathBuf,
+}
+
+impl Hubs {
+    /// Hubs described by `state` (the shape is in examples/uhubctl/main.rs).
+    pub fn new(state: &Value) -> Hubs {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("bin")).unwrap();
+        std::os::unix::fs::symlink(example("uhubctl"), dir.path().join("bin/uhubctl")).unwrap();
+        let (state_file, log) = (dir.path().join("hubs.json"), dir.path().join("uhubctl.log"));
+        std::fs::write(&state_file, serde_json::to_string_pretty(state).unwrap()).unwrap();
+        Hubs { dir, state: state_file, log }
+    }
+
+    pub fn bin(&self) -> PathBuf {
+        self.dir.path().join("bin")
+    }
+
+    /// This machine's PATH with the stand-in first.
+    pub fn path(&self) -> String {
+        format!("{}:{}", self.bin().display(), std::env::var("PATH").unwrap_or_default())
+    }
+
+    /// What a process needs to find the stand-in and its hubs.
+    pub fn env(&self) -> [(&'static str, String); 3] {
+        [
+            ("PATH", self.path()),
+            ("UHUBCTL_STATE", self.state.display().to_string()),
+            ("UHUBCTL_LOG", self.log.display().to_string()),
+        ]
+    }
+
+    /// The sshd_config line that gives an SSH session the stand-in on its PATH (only) and
+    /// its state and log (`sshd::start_with`).
+    pub fn sshd_env(&self) -> String {
+        format!(
+            "SetEnv PATH={}:/usr/local/bin:/usr/bin:/bin UHUBCTL_STATE={} UHUBCTL_LOG={}",
+            self.bin().display(),
+            self.state.display(),
+            self.log.display()
+        )
+    }
+
+    /// `uhubctl ARGS`, found on PATH as a tether would find it.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("uhubctl");
+        c.args(args).envs(self.env().map(|(k, v)| (k, v)));
+        c
+    }
+
+    /// The logged calls: (arguments, SSH_CONNECTION if the call ran in an SSH session).
+    pub fn calls(&self) -> Vec<(String, Option<String>)> {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        text.lines()
+            .map(|l| match l.split_once("\tSSH_CONNECTION=") {
+                Some((args, ssh)) => (args.to_string(), Some(ssh.to_string())),
+                None => (l.to_string(), None),
+            })
+            .collect()
+    }
+
+    pub fn state(&self) -> Value {
+        serde_json::from_str(&std::fs::read_to_string(&self.state).unwrap()).unwrap()
+    }
+
+    /// Whether port `port` (1-based) of the hub at `location` is powered in the state.
+    pub fn powered(&self, location: &str, port: usize) -> bool {
+        let state = self.state();
+        let hub = state["hubs"].as_array().unwrap().iter().find(|h| h["location"] == location).unwrap().clone();
+        hub["ports"][port - 1]["powered"].as_bool().unwrap_or(true)
+    }
+
+    /// Changes the state as the physical world would, under the stand-in's lock.
+    pub fn edit(&self, f: impl FnOnce(&mut Value)) {
+        super::edit_json_locked(&self.state, &PathBuf::from(format!("{}.lock", self.state.display())), f);
+    }
+}
