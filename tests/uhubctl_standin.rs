@@ -304,12 +304,31 @@ fn a_port_the_stand_in_keeps_powered_stops_the_campaign_from_soaking_on_it() {
     );
 }
 
+#[test]
+fn a_port_that_needs_repeated_off_requests_is_cut_with_repeat() {
+    let (lab, runbook) = hub_campaign_with(", repeat = 10");
+    let mut state = via_hub(pixel());
+    state["hubs"][0]["ports"][1]["off_needs_repeat"] = json!(10);
+    let hubs = Hubs::new(&state);
+    let out = lab.cmd(&["run", runbook.to_str().unwrap()]).envs(hubs.env()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert_eq!(lab.sql::<i64>("SELECT COUNT(*) FROM attempts WHERE status = 'valid'"), [2], "{stdout}");
+    let offs: Vec<String> = hubs.calls().into_iter().map(|(args, _)| args).filter(|c| c.contains("-a off")).collect();
+    assert!(offs.len() == 2 && offs.iter().all(|c| c.ends_with("-r 10")), "{offs:?}");
+}
+
 /// A lab with a USB-only simulated phone on port 2 of hub 1-1, and a two-trial runbook.
 fn hub_campaign() -> (TempLab, std::path::PathBuf) {
-    let lab = TempLab::from_text(
+    hub_campaign_with("")
+}
+
+/// `hub_campaign` with `extra` keys in the tether's uhubctl table (`repeat = 10`).
+fn hub_campaign_with(extra: &str) -> (TempLab, std::path::PathBuf) {
+    let lab = TempLab::from_text(&format!(
         "[lab]\nname = \"hub\"\n\n[[device]]\nname = \"pixel\"\nplatform = \"sim\"\nmodel = \"Pixel 7\"\n\
-         tether = { uhubctl = { location = \"1-1\", port = 2 } }\n[device.sim]\nemulates = \"android\"\nusb_only = true\n",
-    );
+         tether = {{ uhubctl = {{ location = \"1-1\", port = 2{extra} }} }}\n[device.sim]\nemulates = \"android\"\nusb_only = true\n",
+    ));
     let runbook = lab.dir.path().join("rb.toml");
     std::fs::write(
         &runbook,

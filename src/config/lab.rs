@@ -129,7 +129,9 @@ pub enum TetherSpec {
     /// The device unplugs itself in software (Android `dumpsys battery unplug`, the simulator).
     Software,
     /// A USB hub with per-port power switching, driven by `uhubctl -l LOCATION -p PORT`.
-    Uhubctl { location: String, port: u32 },
+    /// `repeat`: `uhubctl -r N`, the off request sent N times (kernels before 6.0 power a
+    /// port straight back on after one).
+    Uhubctl { location: String, port: u32, repeat: Option<u32> },
     /// The hub port the device's USB serial is found on (`uhubctl -f` on its host), at
     /// the start of `lab run` (`tether::hubs::resolve_auto`).
     UhubctlAuto,
@@ -141,7 +143,7 @@ impl TetherSpec {
             TetherSpec::None => "none".into(),
             TetherSpec::Manual => "manual".into(),
             TetherSpec::Software => "software".into(),
-            TetherSpec::Uhubctl { location, port } => format!("uhubctl {location}:{port}"),
+            TetherSpec::Uhubctl { location, port, .. } => format!("uhubctl {location}:{port}"),
             TetherSpec::UhubctlAuto => "uhubctl auto".into(),
         }
     }

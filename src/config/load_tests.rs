@@ -114,7 +114,7 @@ fn lab_keys_and_defaults() {
     assert_eq!(pixel.host, "local");
     assert_eq!(pixel.os, "Android 13");
     assert_eq!(pixel.tags, ["android", "phone"], "duplicate tags are dropped");
-    assert_eq!(pixel.tether, TetherSpec::Uhubctl { location: "1-1.4".into(), port: 2 });
+    assert_eq!(pixel.tether, TetherSpec::Uhubctl { location: "1-1.4".into(), port: 2, repeat: None });
     assert!(pixel.sim().is_none() && pixel.ios().is_none());
 
     // Default tethers by platform; default os is empty.
@@ -640,9 +640,12 @@ serial = "0A1B2C"
 [device.tether.uhubctl]
 location = "2-1.4"
 port = 3
+repeat = 10
 "#;
     let lab = parse_lab(text, Path::new("lab.toml")).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(lab.devices[0].tether, TetherSpec::Uhubctl { location: "2-1.4".into(), port: 3 });
+    assert_eq!(lab.devices[0].tether, TetherSpec::Uhubctl { location: "2-1.4".into(), port: 3, repeat: Some(10) });
+    let e = parse_lab(&text.replace("repeat = 10", "repeat = 0"), Path::new("lab.toml")).unwrap_err().to_string();
+    assert!(e.contains("device[0].tether.uhubctl.repeat"), "{e}");
 }
 
 #[test]

@@ -113,7 +113,7 @@ fn read_tether(f: &Field, p: &mut Problems, platform: Option<Platform>) -> Optio
             return Some(TetherSpec::UhubctlAuto);
         }
         let hub = hub_field.table(p)?;
-        hub.check_keys(p, &["location", "port"]);
+        hub.check_keys(p, &["location", "port", "repeat"]);
         let location = hub.required(p, "location", "location = \"1-1\"").and_then(|lf| {
             let l = lf.text(p)?;
             // uhubctl hub locations: bus, then dash- and dot-separated port numbers ("1-1.4").
@@ -131,7 +131,9 @@ fn read_tether(f: &Field, p: &mut Problems, platform: Option<Platform>) -> Optio
             Some(l)
         });
         let port = hub.required(p, "port", "port = 2").and_then(|pf| pf.integer_in(p, 1, 255));
-        TetherSpec::Uhubctl { location: location?, port: port? as u32 }
+        // uhubctl's README suggests 10 to 1000 repeats for hubs whose ports come back on.
+        let repeat = hub.get("repeat").and_then(|rf| rf.integer_in(p, 1, 1000)).map(|r| r as u32);
+        TetherSpec::Uhubctl { location: location?, port: port? as u32, repeat }
     } else {
         f.wrong_type(
             p,

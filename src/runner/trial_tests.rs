@@ -84,7 +84,7 @@ impl Bench {
         let host = Arc::new(ScriptedTransport::new("local"));
         hub(&host);
         answer_uhubctl(&host, 2);
-        let tether = UhubctlTether { transport: host.clone(), location: "1-1".into(), port: 2 };
+        let tether = UhubctlTether { transport: host.clone(), location: "1-1".into(), port: 2, repeat: None };
         let ctx = TrialContext {
             campaign: "c1".into(),
             runbook: Arc::new(rb),
@@ -377,7 +377,7 @@ async fn a_worker_that_fails_stops_its_siblings() {
     answer_uhubctl(&host, 2);
     answer_uhubctl(&host, 3);
     let tether = |port| -> Box<dyn crate::tether::Tether> {
-        Box::new(UhubctlTether { transport: host.clone(), location: "1-1".into(), port })
+        Box::new(UhubctlTether { transport: host.clone(), location: "1-1".into(), port, repeat: None })
     };
     // phone-1's backend panics in prepare (after phone-2 is well into its soak).
     let broken: Arc<dyn Device> = Arc::new(

@@ -149,7 +149,7 @@ pub async fn resolve_auto(
             ));
         }
         let (location, port) = locate(&listings[&d.host], &serials).map_err(fail)?;
-        d.tether = TetherSpec::Uhubctl { location: location.clone(), port };
+        d.tether = TetherSpec::Uhubctl { location: location.clone(), port, repeat: None };
         out.push((d.name.clone(), location, port));
     }
     Ok(out)

@@ -77,12 +77,19 @@ pub struct UhubctlTether {
     pub transport: Arc<dyn Transport>,
     pub location: String,
     pub port: u32,
+    /// `-r N` with `-a off`: the off request sent N times.
+    pub repeat: Option<u32>,
 }
 
 impl UhubctlTether {
     pub fn command(&self, action: &str) -> CommandSpec {
         let port = self.port.to_string();
-        let mut c = CommandSpec::new("uhubctl", &["-l", &self.location, "-p", &port, "-a", action]);
+        let mut args = vec!["-l", &self.location, "-p", &port, "-a", action];
+        let repeat = self.repeat.map(|r| r.to_string());
+        if let (Some(r), "off") = (&repeat, action) {
+            args.extend(["-r", r.as_str()]);
+        }
+        let mut c = CommandSpec::new("uhubctl", &args);
         c.timeout = Duration::from_secs(30);
         c
     }
@@ -163,8 +170,8 @@ pub fn for_spec(spec: &TetherSpec, transport: Arc<dyn Transport>, operator: Arc<
         TetherSpec::None => Box::new(NoTether),
         TetherSpec::Software => Box::new(SoftwareTether),
         TetherSpec::Manual => Box::new(ManualTether { operator }),
-        TetherSpec::Uhubctl { location, port } => {
-            Box::new(UhubctlTether { transport, location: location.clone(), port: *port })
+        TetherSpec::Uhubctl { location, port, repeat } => {
+            Box::new(UhubctlTether { transport, location: location.clone(), port: *port, repeat: *repeat })
         }
         TetherSpec::UhubctlAuto => Box::new(UnresolvedHub),
     }
@@ -220,9 +227,13 @@ mod tests {
             transport: Arc::new(crate::transport::LocalTransport::new("local")),
             location: "1-1.4".into(),
             port: 3,
+            repeat: None,
         };
         let c = t.command("off");
         assert_eq!(c.program, "uhubctl");
         assert_eq!(c.args, ["-l", "1-1.4", "-p", "3", "-a", "off"]);
+        let t = UhubctlTether { repeat: Some(10), ..t };
+        assert_eq!(t.command("off").args, ["-l", "1-1.4", "-p", "3", "-a", "off", "-r", "10"]);
+        assert_eq!(t.command("on").args, ["-l", "1-1.4", "-p", "3", "-a", "on"], "repeats are for off only");
     }
 }
