@@ -8,14 +8,7 @@ use common::adb::*;
 
 /// A lab with the phone `phone` on this machine's private adb server.
 fn lab_for(adb: &Adb, phone: &Phone, tether: &str) -> TempLab {
-    // Phones must be given an address they can reach: the endpoint is not started here
-    // (the workload sends no requests), so a name that resolves nowhere is enough.
-    TempLab::from_text(&format!(
-        "[lab]\nname = \"android\"\nendpoint_bind = \"0.0.0.0:18765\"\nendpoint_url = \"http://lab-machine.invalid:18765\"\n\n\
-         [[device]]\nname = \"pixel-1\"\nplatform = \"android\"\nmodel = \"Pixel 5\"\ntether = {tether}\n\
-         [device.android]\nserial = \"{}\"\nadb_server = \"127.0.0.1:{}\"\n",
-        phone.serial, adb.port
-    ))
+    android_lab("android", adb, phone, tether, "")
 }
 
 /// A runbook of two builds (APKs written next to it) and two configs, `repeats` each.

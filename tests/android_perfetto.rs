@@ -36,12 +36,7 @@ fn lab_for(adb: &Adb, phone: &Phone) -> TempLab {
 
 /// The lab with the phone's tether given as its TOML value.
 fn lab_with_tether(adb: &Adb, phone: &Phone, tether: &str) -> TempLab {
-    TempLab::from_text(&format!(
-        "[lab]\nname = \"android-perfetto\"\nendpoint_bind = \"0.0.0.0:18766\"\nendpoint_url = \"http://lab-machine.invalid:18766\"\n\n\
-         [[device]]\nname = \"pixel-1\"\nplatform = \"android\"\nmodel = \"Pixel 5\"\ntether = {tether}\n\
-         [device.android]\nserial = \"{}\"\nadb_server = \"127.0.0.1:{}\"\nperfetto = true\n",
-        phone.serial, adb.port
-    ))
+    android_lab("android-perfetto", adb, phone, tether, "perfetto = true\n")
 }
 
 /// One build, `repeats` trials of 2 s; `extra` is appended.

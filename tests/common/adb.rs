@@ -13,7 +13,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tempfile::TempDir;
 
-use super::example;
+use super::{TempLab, example};
 
 pub const ADB: &str = "/usr/bin/adb";
 
@@ -208,4 +208,17 @@ pub fn apk(package: &str, split: Option<&str>, len: usize) -> Vec<u8> {
 
 pub fn sha256(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
+}
+
+/// A lab named `name` with `phone` as its one device, `pixel-1`, on this machine's private
+/// adb server, with `tether` as its TOML value and `android_extra` as more
+/// `[device.android]` lines. Phones must be given an address they can reach: the endpoint
+/// is not started by these tests, so a name that resolves nowhere is enough.
+pub fn android_lab(name: &str, adb: &Adb, phone: &Phone, tether: &str, android_extra: &str) -> TempLab {
+    TempLab::from_text(&format!(
+        "[lab]\nname = \"{name}\"\nendpoint_bind = \"0.0.0.0:18765\"\nendpoint_url = \"http://lab-machine.invalid:18765\"\n\n\
+         [[device]]\nname = \"pixel-1\"\nplatform = \"android\"\nmodel = \"Pixel 5\"\ntether = {tether}\n\
+         [device.android]\nserial = \"{}\"\nadb_server = \"127.0.0.1:{}\"\n{android_extra}",
+        phone.serial, adb.port
+    ))
 }
