@@ -42,6 +42,9 @@ pub enum Command {
     /// USB hubs: every host's hubs and ports as `uhubctl` lists them, and which port each
     /// of the lab's phones is on (by its USB serial).
     Hubs(HubsArgs),
+    /// Answer an operator step a running campaign waits on (a `[[steps]]` entry, a manual
+    /// tether's unplug / plug-in), with what it asks to attest.
+    Confirm(super::confirm_cmd::ConfirmArgs),
 }
 
 #[derive(Debug, clap::Args)]

@@ -3,6 +3,7 @@
 mod app;
 pub mod args;
 mod compare_cmd;
+mod confirm_cmd;
 pub mod context;
 pub mod exit;
 mod forward_cmd;

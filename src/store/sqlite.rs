@@ -26,13 +26,15 @@ pub enum StoreError {
     Json(#[from] serde_json::Error),
     #[error("no campaign `{0}` in the store; fix: `lab status` lists campaigns")]
     NoCampaign(String),
+    #[error("store task: {0}")]
+    Internal(String),
     #[error("attempt {attempt} of trial {trial} in campaign {campaign} is already recorded")]
     Duplicate { campaign: String, trial: u32, attempt: u32 },
 }
 
 #[derive(Clone)]
 pub struct Store {
-    conn: Arc<Mutex<Connection>>,
+    pub(super) conn: Arc<Mutex<Connection>>,
     path: PathBuf,
 }
 
@@ -71,7 +73,7 @@ fn insert_trials(tx: &rusqlite::Transaction<'_>, id: &str, trials: &[PlannedTria
 
 /// Hands rows keyed by (trial, attempt) to their attempts. Both are ordered by that key:
 /// one pass.
-fn merge<T>(
+pub(super) fn merge<T>(
     attempts: &mut [AttemptRecord],
     rows: impl IntoIterator<Item = ((u32, u32), T)>,
     put: impl Fn(&mut AttemptRecord, T),
@@ -144,7 +146,7 @@ impl Store {
         &self.path
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
         // A panic while holding the lock leaves a connection that is still usable:
         // every write is its own transaction.
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
@@ -422,6 +424,7 @@ impl Store {
                 ])?;
             }
         }
+        super::operator_steps::insert_attestations(&tx, &a.campaign, a.trial_idx, a.attempt, &a.attestations)?;
         tx.commit()?;
         Ok(())
     }
@@ -468,6 +471,7 @@ impl Store {
                     state_after: serde_json::from_str(&after).unwrap_or_default(),
                     untether: untether.as_deref().and_then(UntetherMode::parse),
                     labels: serde_json::from_str(&labels).unwrap_or_default(),
+                    attestations: Vec::new(),
                 })
             })?
             .collect::<Result<_, _>>()?;
@@ -484,6 +488,8 @@ impl Store {
         merge(&mut out, measurements, |a, m| a.measurements.push(m));
         let series = series_rows(&conn, id)?.into_iter().map(|s| ((s.trial_idx, s.attempt), s.series));
         merge(&mut out, series, |a, s| a.series.push(s));
+        let attested = super::operator_steps::attestation_rows(&conn, id)?;
+        merge(&mut out, attested, |a, x| a.attestations.push(x));
         Ok(out)
     }
 
@@ -581,6 +587,7 @@ mod tests {
             state_after: serde_json::Value::Null,
             untether: Some(UntetherMode::SoftUntethered),
             labels: vec!["charged on".into()],
+            attestations: Vec::new(),
         }
     }
 

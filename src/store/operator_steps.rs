@@ -1,0 +1,173 @@
+//! The operator desk in the store: steps a runner asks, answered from any process.
+//!
+//! Every change of a step's status is one conditional `UPDATE … WHERE status = 'pending'`,
+//! so an answer and an expiry that race settle on exactly one of them.
+
+use rusqlite::{OptionalExtension, params};
+
+use super::records::{Attestation, NewStep, StepRow, StepStatus};
+use super::sqlite::{Store, StoreError};
+
+const STEP_COLUMNS: &str =
+    "id, campaign, device, trial_key, attempt, step, step_when, text, attest, asked_at, deadline,
+    status, answered_at, answered_by, answer";
+
+fn step_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StepRow> {
+    let attest: String = r.get(8)?;
+    let status: String = r.get(11)?;
+    let answer: Option<String> = r.get(14)?;
+    Ok(StepRow {
+        id: r.get(0)?,
+        campaign: r.get(1)?,
+        device: r.get(2)?,
+        trial_key: r.get(3)?,
+        attempt: r.get(4)?,
+        step: r.get(5)?,
+        when: r.get(6)?,
+        text: r.get(7)?,
+        attest: serde_json::from_str(&attest).unwrap_or_default(),
+        asked_at: r.get(9)?,
+        deadline: r.get(10)?,
+        status: StepStatus::parse(&status).unwrap_or(StepStatus::Abandoned),
+        answered_at: r.get(12)?,
+        answered_by: r.get(13)?,
+        values: answer.and_then(|a| serde_json::from_str(&a).ok()).unwrap_or_default(),
+    })
+}
+
+impl Store {
+    /// Puts a step on the desk (pending); returns its id.
+    pub fn ask_step(&self, s: &NewStep) -> Result<i64, StoreError> {
+        let conn = self.lock();
+        conn.execute(
+            "INSERT INTO operator_steps (campaign, device, trial_key, attempt, step, step_when, text, attest,
+                asked_at, deadline, status)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending')",
+            params![
+                s.campaign,
+                s.device,
+                s.trial_key,
+                s.attempt,
+                s.step,
+                s.when,
+                s.text,
+                serde_json::to_string(&s.attest)?,
+                s.asked_at,
+                s.deadline
+            ],
+        )?;
+        Ok(conn.last_insert_rowid())
+    }
+
+    pub fn step(&self, id: i64) -> Result<Option<StepRow>, StoreError> {
+        let conn = self.lock();
+        let sql = format!("SELECT {STEP_COLUMNS} FROM operator_steps WHERE id = ?1");
+        Ok(conn.query_row(&sql, [id], step_row).optional()?)
+    }
+
+    /// Steps waiting for an answer, oldest first; of one campaign or of all.
+    pub fn pending_steps(&self, campaign: Option<&str>) -> Result<Vec<StepRow>, StoreError> {
+        let conn = self.lock();
+        let sql = format!(
+            "SELECT {STEP_COLUMNS} FROM operator_steps WHERE status = 'pending' AND (?1 IS NULL OR campaign = ?1)
+             ORDER BY id"
+        );
+        let mut st = conn.prepare(&sql)?;
+        let rows = st.query_map([campaign], step_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Answers a pending step. False when it is no longer pending (answered, expired or
+    /// abandoned meanwhile).
+    pub fn answer_step(
+        &self,
+        id: i64,
+        by: &str,
+        at: &str,
+        values: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<bool, StoreError> {
+        let n = self.lock().execute(
+            "UPDATE operator_steps SET status = 'answered', answered_by = ?2, answered_at = ?3, answer = ?4
+             WHERE id = ?1 AND status = 'pending'",
+            params![id, by, at, serde_json::to_string(values)?],
+        )?;
+        Ok(n == 1)
+    }
+
+    /// Closes a pending step unanswered (`Expired` or `Abandoned`). False when it was
+    /// answered first.
+    pub fn close_step(&self, id: i64, status: StepStatus) -> Result<bool, StoreError> {
+        let n = self.lock().execute(
+            "UPDATE operator_steps SET status = ?2 WHERE id = ?1 AND status = 'pending'",
+            params![id, status.as_str()],
+        )?;
+        Ok(n == 1)
+    }
+
+    /// Steps a crashed runner of `campaign` left pending: nobody waits for them any more.
+    pub fn abandon_steps(&self, campaign: &str) -> Result<usize, StoreError> {
+        Ok(self.lock().execute(
+            "UPDATE operator_steps SET status = 'abandoned' WHERE campaign = ?1 AND status = 'pending'",
+            [campaign],
+        )?)
+    }
+
+    /// Every attestation of a campaign: ((trial, attempt), attestation), in order.
+    pub fn attestations(&self, campaign: &str) -> Result<Vec<((u32, u32), Attestation)>, StoreError> {
+        attestation_rows(&self.lock(), campaign)
+    }
+}
+
+pub(super) fn attestation_rows(
+    conn: &rusqlite::Connection,
+    campaign: &str,
+) -> Result<Vec<((u32, u32), Attestation)>, StoreError> {
+    let mut st = conn.prepare(
+        "SELECT trial_idx, attempt, step, step_when, text, answered_by, answered_at, answer FROM attestations
+         WHERE campaign = ?1 ORDER BY trial_idx, attempt, seq",
+    )?;
+    let rows = st.query_map([campaign], |r| {
+        let answer: String = r.get(7)?;
+        Ok((
+            (r.get(0)?, r.get(1)?),
+            Attestation {
+                step: r.get(2)?,
+                when: r.get(3)?,
+                text: r.get(4)?,
+                by: r.get(5)?,
+                at: r.get(6)?,
+                values: serde_json::from_str(&answer).unwrap_or_default(),
+            },
+        ))
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+pub(super) fn insert_attestations(
+    tx: &rusqlite::Transaction<'_>,
+    campaign: &str,
+    trial_idx: u32,
+    attempt: u32,
+    list: &[Attestation],
+) -> Result<(), StoreError> {
+    let mut st = tx.prepare(
+        "INSERT INTO attestations (campaign, trial_idx, attempt, seq, step, step_when, text, answered_by,
+            answered_at, answer)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )?;
+    for (seq, a) in list.iter().enumerate() {
+        st.execute(params![
+            campaign,
+            trial_idx,
+            attempt,
+            seq as u32,
+            a.step,
+            a.when,
+            a.text,
+            a.by,
+            a.at,
+            serde_json::to_string(&a.values)?
+        ])?;
+    }
+    Ok(())
+}
