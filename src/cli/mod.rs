@@ -16,5 +16,6 @@ mod report_cmd;
 pub mod reporter;
 mod run_cmd;
 pub mod status_cmd;
+mod status_operator;
 
 pub use app::main;

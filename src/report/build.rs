@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use super::input::{CampaignData, pooled};
 use super::metric_order::metric_order;
 use super::model::{
-    CampaignMeta, InvalidAttempt, MetricRow, ModelReport, Report, SCHEMA_VERSION, StatisticsMeta, VariantSummary,
-    VariantVerdict,
+    AttestedRow, CampaignMeta, InvalidAttempt, MetricRow, ModelReport, Report, SCHEMA_VERSION, StatisticsMeta,
+    VariantSummary, VariantVerdict,
 };
 use super::verdicts::{ADVICE_POWER, Arm, MetricPair, judge, overall, references};
 use crate::config::StatsSettings;
@@ -149,8 +149,49 @@ pub fn build_report(data: &CampaignData) -> Report {
         variants,
         models,
         invalid_attempts,
+        attested: attested_rows(data, &trial_rows),
         warnings,
     }
+}
+
+/// Operators' answers, one row per (device, step, answer, who), in the order first given.
+fn attested_rows(data: &CampaignData, trial_rows: &HashMap<u32, &PlannedTrialRow>) -> Vec<AttestedRow> {
+    let mut out: Vec<AttestedRow> = Vec::new();
+    for a in &data.attempts {
+        let device = if a.device.is_empty() {
+            trial_rows.get(&a.trial_idx).map(|r| r.device.clone()).unwrap_or_default()
+        } else {
+            a.device.clone()
+        };
+        for x in &a.attestations {
+            let same = |r: &&mut AttestedRow| {
+                r.device == device && r.step == x.step && r.values == x.values && r.by == x.by && r.when == x.when
+            };
+            let valid = usize::from(a.status == AttemptStatus::Valid);
+            match out.iter_mut().find(same) {
+                Some(r) => {
+                    r.attempts += 1;
+                    r.valid_attempts += valid;
+                    r.first_at = r.first_at.clone().min(x.at.clone());
+                    r.last_at = r.last_at.clone().max(x.at.clone());
+                }
+                None => out.push(AttestedRow {
+                    device: device.clone(),
+                    step: x.step.clone(),
+                    when: x.when.clone(),
+                    text: x.text.clone(),
+                    values: x.values.clone(),
+                    by: x.by.clone(),
+                    source: "attested",
+                    attempts: 1,
+                    valid_attempts: valid,
+                    first_at: x.at.clone(),
+                    last_at: x.at.clone(),
+                }),
+            }
+        }
+    }
+    out
 }
 
 fn metric_row(

@@ -112,16 +112,52 @@ impl Store {
         )?)
     }
 
-    /// Every attestation of a campaign: ((trial, attempt), attestation), in order.
-    pub fn attestations(&self, campaign: &str) -> Result<Vec<((u32, u32), Attestation)>, StoreError> {
-        attestation_rows(&self.lock(), campaign)
+    /// The newest attestation of each (device, step) in the store: (device, campaign, it).
+    pub fn latest_attestations(&self) -> Result<Vec<(String, String, Attestation)>, StoreError> {
+        let conn = self.lock();
+        let mut st = conn.prepare(
+            "SELECT COALESCE(a.device, t.device), x.campaign, x.step, x.step_when, x.text, x.answered_by,
+                    x.answered_at, x.answer
+             FROM attestations x
+             JOIN attempts a ON a.campaign = x.campaign AND a.trial_idx = x.trial_idx AND a.attempt = x.attempt
+             JOIN trials t ON t.campaign = x.campaign AND t.idx = x.trial_idx
+             ORDER BY x.answered_at DESC",
+        )?;
+        let rows = st.query_map([], |r| {
+            let answer: String = r.get(7)?;
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                Attestation {
+                    step: r.get(2)?,
+                    when: r.get(3)?,
+                    text: r.get(4)?,
+                    by: r.get(5)?,
+                    at: r.get(6)?,
+                    values: serde_json::from_str(&answer).unwrap_or_default(),
+                },
+            ))
+        })?;
+        let mut out: Vec<(String, String, Attestation)> = Vec::new();
+        for row in rows {
+            let row = row?;
+            if !out.iter().any(|(d, _, a)| *d == row.0 && a.step == row.2.step) {
+                out.push(row);
+            }
+        }
+        out.sort_by(|a, b| (&a.0, &a.2.step).cmp(&(&b.0, &b.2.step)));
+        Ok(out)
     }
 }
 
+/// An attestation with its (trial, attempt).
+pub(super) type AttemptAttestation = ((u32, u32), Attestation);
+
+/// Every attestation of a campaign, by trial, attempt and as given.
 pub(super) fn attestation_rows(
     conn: &rusqlite::Connection,
     campaign: &str,
-) -> Result<Vec<((u32, u32), Attestation)>, StoreError> {
+) -> Result<Vec<AttemptAttestation>, StoreError> {
     let mut st = conn.prepare(
         "SELECT trial_idx, attempt, step, step_when, text, answered_by, answered_at, answer FROM attestations
          WHERE campaign = ?1 ORDER BY trial_idx, attempt, seq",
