@@ -238,3 +238,39 @@ fn lab_status_shows_the_steps_a_running_campaign_waits_on_and_how_to_answer_them
     let row: Vec<String> = lab.sql("SELECT answered_by || ' ' || answer FROM operator_steps");
     assert_eq!(row, [r#"bo {"bluetooth":false,"brightness":50.0}"#]);
 }
+
+#[test]
+fn at_a_terminal_lab_run_prompts_and_the_typed_answers_are_attested() {
+    // `script` (util-linux) gives `lab run` a pseudo-terminal as its standard input.
+    let lab = TempLab::from_text(LAB);
+    let rb = runbook(&lab, "1m");
+    let bin = assert_cmd::cargo::cargo_bin("lab");
+    let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+    let inner =
+        format!("{} --lab {} run {}", quote(bin.to_str().unwrap()), quote(lab.lab.to_str().unwrap()), quote(&rb));
+    let mut child = Command::new("script")
+        .args(["-qec", &inner, "/dev/null"])
+        .current_dir(root())
+        .env_remove("LAB_CONFIG")
+        .env("USER", "cleo")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script (util-linux) runs");
+    let mut stdin = child.stdin.take().unwrap();
+    // Enter, then a value the prompt refuses and the two it asks for; then Enter for each
+    // of the six manual-tether and after-trial steps of the two trials.
+    std::io::Write::write_all(&mut stdin, b"\n150\n50\noff\n\n\n\n\n\n\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    drop(stdin);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains(">>> sim-pixel: Set the brightness to 50 % and switch Bluetooth off"), "{text}");
+    assert!(text.contains("brightness is a percentage from 0 to 100, not `150"), "{text}");
+    let rows: Vec<String> =
+        lab.sql("SELECT step || ' ' || status || ' ' || answered_by || ' ' || answer FROM operator_steps ORDER BY id");
+    assert_eq!(rows.len(), 7, "{rows:?}");
+    assert_eq!(rows[0], r#"screen answered cleo (terminal) {"bluetooth":false,"brightness":50.0}"#);
+    assert!(rows[1..].iter().all(|r| r.ends_with("answered cleo (terminal) {}")), "{rows:?}");
+}
