@@ -47,7 +47,8 @@ pub fn collect(
         .pending_steps(None)?
         .into_iter()
         .filter(|s| campaigns.iter().any(|c| c.id == s.campaign && live(c)))
-        .map(|s| {
+        .map(|row| {
+            let s = row.asked;
             let attest: String = s.attest.iter().map(|k| format!(" --attest {k}=…")).collect();
             WaitingStep {
                 answer: format!("lab confirm {} --device {} --step {}{attest}", s.campaign, s.device, s.step),

@@ -176,9 +176,9 @@ impl OperatorDesk {
             let row = spawn_store(move || store.step(id)).await?;
             if let Some(r) = row.filter(|r| r.status == StepStatus::Answered) {
                 return Ok(Attestation {
-                    step: r.step,
-                    when: r.when,
-                    text: r.text,
+                    step: r.asked.step,
+                    when: r.asked.when,
+                    text: r.asked.text,
                     by: r.answered_by.unwrap_or_default(),
                     at: r.answered_at.unwrap_or_default(),
                     values: r.values,

@@ -18,16 +18,18 @@ fn step_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StepRow> {
     let answer: Option<String> = r.get(14)?;
     Ok(StepRow {
         id: r.get(0)?,
-        campaign: r.get(1)?,
-        device: r.get(2)?,
-        trial_key: r.get(3)?,
-        attempt: r.get(4)?,
-        step: r.get(5)?,
-        when: r.get(6)?,
-        text: r.get(7)?,
-        attest: serde_json::from_str(&attest).unwrap_or_default(),
-        asked_at: r.get(9)?,
-        deadline: r.get(10)?,
+        asked: NewStep {
+            campaign: r.get(1)?,
+            device: r.get(2)?,
+            trial_key: r.get(3)?,
+            attempt: r.get(4)?,
+            step: r.get(5)?,
+            when: r.get(6)?,
+            text: r.get(7)?,
+            attest: serde_json::from_str(&attest).unwrap_or_default(),
+            asked_at: r.get(9)?,
+            deadline: r.get(10)?,
+        },
         status: StepStatus::parse(&status).unwrap_or(StepStatus::Abandoned),
         answered_at: r.get(12)?,
         answered_by: r.get(13)?,
@@ -123,21 +125,7 @@ impl Store {
              JOIN trials t ON t.campaign = x.campaign AND t.idx = x.trial_idx
              ORDER BY x.answered_at DESC",
         )?;
-        let rows = st.query_map([], |r| {
-            let answer: String = r.get(7)?;
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                Attestation {
-                    step: r.get(2)?,
-                    when: r.get(3)?,
-                    text: r.get(4)?,
-                    by: r.get(5)?,
-                    at: r.get(6)?,
-                    values: serde_json::from_str(&answer).unwrap_or_default(),
-                },
-            ))
-        })?;
+        let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, attestation(r, 2)?)))?;
         let mut out: Vec<(String, String, Attestation)> = Vec::new();
         for row in rows {
             let row = row?;
@@ -148,6 +136,20 @@ impl Store {
         out.sort_by(|a, b| (&a.0, &a.2.step).cmp(&(&b.0, &b.2.step)));
         Ok(out)
     }
+}
+
+/// An attestation from six columns from `at`: step, step_when, text, answered_by,
+/// answered_at, answer.
+fn attestation(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Attestation> {
+    let answer: String = r.get(at + 5)?;
+    Ok(Attestation {
+        step: r.get(at)?,
+        when: r.get(at + 1)?,
+        text: r.get(at + 2)?,
+        by: r.get(at + 3)?,
+        at: r.get(at + 4)?,
+        values: serde_json::from_str(&answer).unwrap_or_default(),
+    })
 }
 
 /// An attestation with its (trial, attempt).
@@ -162,20 +164,7 @@ pub(super) fn attestation_rows(
         "SELECT trial_idx, attempt, step, step_when, text, answered_by, answered_at, answer FROM attestations
          WHERE campaign = ?1 ORDER BY trial_idx, attempt, seq",
     )?;
-    let rows = st.query_map([campaign], |r| {
-        let answer: String = r.get(7)?;
-        Ok((
-            (r.get(0)?, r.get(1)?),
-            Attestation {
-                step: r.get(2)?,
-                when: r.get(3)?,
-                text: r.get(4)?,
-                by: r.get(5)?,
-                at: r.get(6)?,
-                values: serde_json::from_str(&answer).unwrap_or_default(),
-            },
-        ))
-    })?;
+    let rows = st.query_map([campaign], |r| Ok(((r.get(0)?, r.get(1)?), attestation(r, 2)?)))?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 

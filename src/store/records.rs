@@ -179,7 +179,7 @@ pub struct Attestation {
 }
 
 /// A step put to the operators by a runner.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct NewStep {
     pub campaign: CampaignId,
     pub device: String,
@@ -224,20 +224,12 @@ impl StepStatus {
     }
 }
 
-/// A step as the desk holds it.
+/// A step as the desk holds it: what was asked (readable through `Deref`), and its answer.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct StepRow {
     pub id: i64,
-    pub campaign: CampaignId,
-    pub device: String,
-    pub trial_key: Option<String>,
-    pub attempt: Option<u32>,
-    pub step: String,
-    pub when: String,
-    pub text: String,
-    pub attest: Vec<String>,
-    pub asked_at: String,
-    pub deadline: String,
+    #[serde(flatten)]
+    pub asked: NewStep,
     pub status: StepStatus,
     pub answered_at: Option<String>,
     pub answered_by: Option<String>,
@@ -293,4 +285,11 @@ pub struct DeviceStatusRow {
     pub trial_key: Option<String>,
     pub phase: Option<String>,
     pub updated_at: String,
+}
+
+impl std::ops::Deref for StepRow {
+    type Target = NewStep;
+    fn deref(&self) -> &NewStep {
+        &self.asked
+    }
 }
