@@ -124,6 +124,12 @@ fn steps_and_a_manual_tether_are_answered_by_lab_confirm_from_another_process() 
     let md = std::fs::read_to_string(lab.artifacts().join(&id).join("report.md")).unwrap();
     assert!(md.contains("### Attested by operators"), "{md}");
     assert!(md.contains("bluetooth=off, brightness=50 % (attested)"), "{md}");
+    // The simulated phone reads its Bluetooth on: the operator's word does not replace it.
+    let warnings = report["warnings"].as_array().unwrap();
+    assert!(
+        warnings.iter().any(|w| w == "sim-pixel: step screen attested bluetooth off but the lab read on (2 attempt(s)); the reading is what was checked"),
+        "{warnings:?}"
+    );
     // What no API of the sim reads (it reads brightness and Bluetooth itself) stays read.
     let before: Vec<String> = lab.sql("SELECT state_before FROM attempts");
     assert!(

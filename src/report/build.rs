@@ -107,6 +107,7 @@ pub fn build_report(data: &CampaignData) -> Report {
     }
 
     warnings.extend(label_warnings(data, &trial_rows));
+    warnings.extend(attestation_conflicts(data));
     let metrics = metric_order(&plan.metrics, observed.iter().copied());
     let present: HashSet<(&str, &str)> =
         data.trials.iter().map(|t| (t.row.device_model.as_str(), t.row.variant.as_str())).collect();
@@ -152,6 +153,56 @@ pub fn build_report(data: &CampaignData) -> Report {
         attested: attested_rows(data, &trial_rows),
         warnings,
     }
+}
+
+/// Where an operator attested one thing and the lab read another before or after the
+/// soak (brightness more than 5 points apart, a switch the other way): said once per
+/// device, step and setting. The reading is what the preconditions checked.
+fn attestation_conflicts(data: &CampaignData) -> Vec<String> {
+    let mut seen: BTreeMap<(String, String, String), (usize, String)> = BTreeMap::new();
+    for a in &data.attempts {
+        for x in &a.attestations {
+            let state = match x.when.as_str() {
+                "before-campaign" | "before-trial" => &a.state_before,
+                "re-tether" | "after-trial" => &a.state_after,
+                _ => continue,
+            };
+            for (key, said) in &x.values {
+                let field = match key.as_str() {
+                    "brightness" => "brightness_pct",
+                    "bluetooth" => "bluetooth_on",
+                    "wifi" => "wifi_on",
+                    other => other,
+                };
+                let r = &state[field];
+                if r["state"] != "known" || r["from"] == "operator" {
+                    continue;
+                }
+                let read = &r["value"];
+                let differs = match (said.as_f64(), read.as_f64(), said.as_bool(), read.as_bool()) {
+                    (Some(s), Some(v), ..) => (s - v).abs() > 5.0,
+                    (_, _, Some(s), Some(v)) => s != v,
+                    _ => false,
+                };
+                if differs {
+                    let shown = |v: &serde_json::Value| match v.as_bool() {
+                        Some(true) => "on".to_string(),
+                        Some(false) => "off".to_string(),
+                        None => format!("{v} %"),
+                    };
+                    let e = seen
+                        .entry((a.device.clone(), x.step.clone(), key.clone()))
+                        .or_insert((0, format!("{} but the lab read {}", shown(said), shown(read))));
+                    e.0 += 1;
+                }
+            }
+        }
+    }
+    seen.into_iter()
+        .map(|((device, step, key), (n, what))| {
+            format!("{device}: step {step} attested {key} {what} ({n} attempt(s)); the reading is what was checked")
+        })
+        .collect()
 }
 
 /// Operators' answers, one row per (device, step, answer, who), in the order first given.

@@ -592,6 +592,56 @@ mod tests {
     }
 
     #[test]
+    fn a_step_settles_on_one_answer_and_attestations_come_back_with_their_attempt() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("lab.db")).unwrap();
+        s.create_campaign(&campaign("c1", 2), 2, 42).unwrap();
+        let ask = |step: &str| NewStep {
+            campaign: "c1".into(),
+            device: "dev".into(),
+            trial_key: Some("0000-dev-a-r0".into()),
+            attempt: Some(0),
+            step: step.into(),
+            when: "before-trial".into(),
+            text: "Set brightness".into(),
+            attest: vec!["brightness".into()],
+            asked_at: "t0".into(),
+            deadline: "t1".into(),
+        };
+        let (a, b, c) =
+            (s.ask_step(&ask("a")).unwrap(), s.ask_step(&ask("b")).unwrap(), s.ask_step(&ask("c")).unwrap());
+        let values: serde_json::Map<_, _> = [("brightness".to_string(), serde_json::json!(50.0))].into_iter().collect();
+        assert!(s.answer_step(a, "ana", "t0.5", &values).unwrap());
+        assert!(!s.answer_step(a, "bo", "t0.6", &values).unwrap(), "the first answer wins");
+        assert!(!s.close_step(a, StepStatus::Expired).unwrap(), "an answered step does not expire");
+        assert!(s.close_step(b, StepStatus::Expired).unwrap());
+        assert!(!s.answer_step(b, "ana", "t2", &values).unwrap(), "an expired step cannot be answered");
+        assert_eq!(s.pending_steps(Some("c1")).unwrap().iter().map(|r| r.id).collect::<Vec<_>>(), [c]);
+        assert_eq!(s.abandon_steps("c1").unwrap(), 1, "what a crashed runner left waiting");
+        assert!(s.pending_steps(None).unwrap().is_empty());
+        let got = s.step(a).unwrap().unwrap();
+        assert_eq!(
+            (got.status, got.answered_by.as_deref(), got.device.as_str()),
+            (StepStatus::Answered, Some("ana"), "dev")
+        );
+
+        let attested = Attestation {
+            step: "a".into(),
+            when: "before-trial".into(),
+            text: "Set brightness".into(),
+            by: "ana".into(),
+            at: "t0.5".into(),
+            values,
+        };
+        s.record_attempt(&AttemptRecord { attestations: vec![attested.clone()], ..attempt("c1", 0, 0, true) }).unwrap();
+        s.record_attempt(&attempt("c1", 1, 0, true)).unwrap();
+        let attempts = s.attempts("c1").unwrap();
+        assert_eq!((attempts[0].attestations.as_slice(), attempts[1].attestations.len()), (&[attested.clone()][..], 0));
+        let latest = s.latest_attestations().unwrap();
+        assert_eq!(latest, [("dev".to_string(), "c1".to_string(), attested)]);
+    }
+
+    #[test]
     fn campaign_round_trip_outcomes_and_measurements() {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(&dir.path().join("sub/lab.db")).unwrap();
