@@ -92,3 +92,11 @@ impl Hubs {
         super::edit_json_locked(&self.state, &PathBuf::from(format!("{}.lock", self.state.display())), f);
     }
 }
+
+/// A stand-in state of one USB 2 hub at `location` that switches per port, its ports as
+/// in `ports` (`{}`: powered, nothing plugged in; see examples/uhubctl/main.rs).
+pub fn usb2_hub(location: &str, ports: Vec<Value>) -> Value {
+    serde_json::json!({ "hubs": [
+        { "location": location, "id": "2109:2817", "vendor": "VIA Labs, Inc.", "product": "USB2.0 Hub",
+          "usb": "2.10", "switching": "ppps", "ports": ports } ]})
+}
