@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::uhubctl::Hubs;
+use common::uhubctl::{Hubs, pixel_runbook};
 use common::{TempLab, sshd};
 use serde_json::{Value, json};
 
@@ -36,14 +36,7 @@ fn campaign(host_table: &str, host: &str, tether: &str) -> (TempLab, std::path::
          model = \"Pixel 7\"\ntether = {tether}\n[device.sim]\nemulates = \"android\"\nusb_only = true\n\
          usb_serial = \"{PIXEL}\"\nstandin_hub = true\n",
     ));
-    let runbook = lab.dir.path().join("rb.toml");
-    std::fs::write(
-        &runbook,
-        "name = \"hub\"\nduration = \"20m\"\nrepeats = 2\ndevices = [\"pixel\"]\n\
-         [builds.app]\nbaseline = true\n[builds.app.sim]\ncpu_pct = 10\nwakeups_per_s = 5\nmemory_mb = 20\n\
-         [preconditions]\nuntethered = true\n",
-    )
-    .unwrap();
+    let runbook = pixel_runbook(&lab);
     (lab, runbook)
 }
 

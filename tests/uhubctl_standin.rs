@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::uhubctl::Hubs;
+use common::uhubctl::{Hubs, pixel_runbook};
 use common::{TempLab, sshd};
 use lab::collect::uhubctl::{Block, Switching, parse};
 use serde_json::{Value, json};
@@ -330,13 +330,6 @@ fn hub_campaign_with(extra: &str) -> (TempLab, std::path::PathBuf) {
         "[lab]\nname = \"hub\"\n\n[[device]]\nname = \"pixel\"\nplatform = \"sim\"\nmodel = \"Pixel 7\"\n\
          tether = {{ uhubctl = {{ location = \"1-1\", port = 2{extra} }} }}\n[device.sim]\nemulates = \"android\"\nusb_only = true\n",
     ));
-    let runbook = lab.dir.path().join("rb.toml");
-    std::fs::write(
-        &runbook,
-        "name = \"hub\"\nduration = \"20m\"\nrepeats = 2\ndevices = [\"pixel\"]\n\
-         [builds.app]\nbaseline = true\n[builds.app.sim]\ncpu_pct = 10\nwakeups_per_s = 5\nmemory_mb = 20\n\
-         [preconditions]\nuntethered = true\n",
-    )
-    .unwrap();
+    let runbook = pixel_runbook(&lab);
     (lab, runbook)
 }

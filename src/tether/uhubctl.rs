@@ -68,8 +68,17 @@ impl UhubctlTether {
         }
     }
 
-    /// `uhubctl -l LOC -p N -a ACTION [-r N]`, or with `action` `None` the port's listing.
-    pub fn command(&self, action: Option<&str>) -> CommandSpec {
+    /// `uhubctl -l LOC -p N -a ACTION [-r N]` (repeats for `off` only).
+    pub fn command(&self, action: &str) -> CommandSpec {
+        self.uhubctl(Some(action))
+    }
+
+    /// `uhubctl -l LOC -p N`: the port's listing (both halves of a USB 3 hub).
+    pub fn list_command(&self) -> CommandSpec {
+        self.uhubctl(None)
+    }
+
+    fn uhubctl(&self, action: Option<&str>) -> CommandSpec {
         let port = self.port.to_string();
         let mut args = vec!["-l", &self.location, "-p", &port];
         let repeat = self.repeat.map(|r| r.to_string());
@@ -90,7 +99,7 @@ impl UhubctlTether {
 
     /// Runs uhubctl and reads what it printed.
     async fn run(&self, device: &dyn Device, action: Option<&str>) -> Result<Listing, TetherError> {
-        let cmd = self.command(action);
+        let cmd = self.uhubctl(action);
         let out = self.transport.exec(&cmd).await?;
         if !out.success() {
             return Err(TetherError::Command {

@@ -50,13 +50,13 @@ fn err(r: Result<impl std::fmt::Debug, TetherError>) -> String {
 #[test]
 fn uhubctl_command_is_an_argv_with_the_configured_port() {
     let t = UhubctlTether::new(Arc::new(crate::transport::LocalTransport::new("local")), "1-1.4", 3, None);
-    let c = t.command(Some("off"));
+    let c = t.command("off");
     assert_eq!(c.program, "uhubctl");
     assert_eq!(c.args, ["-l", "1-1.4", "-p", "3", "-a", "off"]);
-    assert_eq!(t.command(None).args, ["-l", "1-1.4", "-p", "3"], "the port's listing");
+    assert_eq!(t.list_command().args, ["-l", "1-1.4", "-p", "3"], "the port's listing");
     let t = UhubctlTether { repeat: Some(10), ..t };
-    assert_eq!(t.command(Some("off")).args, ["-l", "1-1.4", "-p", "3", "-a", "off", "-r", "10"]);
-    assert_eq!(t.command(Some("on")).args, ["-l", "1-1.4", "-p", "3", "-a", "on"], "repeats are for off only");
+    assert_eq!(t.command("off").args, ["-l", "1-1.4", "-p", "3", "-a", "off", "-r", "10"]);
+    assert_eq!(t.command("on").args, ["-l", "1-1.4", "-p", "3", "-a", "on"], "repeats are for off only");
 }
 
 #[tokio::test]
