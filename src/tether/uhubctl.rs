@@ -41,9 +41,9 @@ pub struct UhubctlTether {
     /// `-r N` with `-a off`: the off request sent N times.
     pub repeat: Option<u32>,
     pub wait: BusWait,
-    /// Whether the phone was on the port when it was last cut: only then is its return
+    /// How the phone was seen on the port when it was last cut: only then is its return
     /// waited for (a retether that follows a refused cut does not wait for nobody).
-    was_there: Mutex<bool>,
+    was_there: Mutex<Option<Seen>>,
 }
 
 /// What the connector (port N of the hub and of its USB 3 half) has on the bus.
@@ -51,9 +51,21 @@ pub struct UhubctlTether {
 enum OnPort {
     /// The phone, known by its serial (or, serial unknown, a device uhubctl describes).
     Phone,
-    /// Something still enumerating (`connect []`) or another device.
+    /// A device uhubctl could not name: still enumerating (`connect []`), or strings it
+    /// could not read (`[18d1:4ee7]`, a device node without permission).
+    Unnamed,
+    /// Another device.
     Other,
     Nothing,
+}
+
+/// How the phone is known on the port, so that its return is waited for the same way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    /// By its USB serial.
+    BySerial,
+    /// As whatever device uhubctl lists there (no serial known, or none readable).
+    AnyDevice,
 }
 
 impl UhubctlTether {
@@ -64,7 +76,7 @@ impl UhubctlTether {
             port,
             repeat,
             wait: BusWait::default(),
-            was_there: Mutex::new(false),
+            was_there: Mutex::new(None),
         }
     }
 
@@ -152,8 +164,11 @@ impl UhubctlTether {
             Some(d) => serials.is_empty() || serials.iter().any(|s| d.has_serial(s)),
             None => false,
         };
+        let unnamed = |p: &Port| p.device.as_ref().is_none_or(|d| d.name.is_empty());
         if ports.iter().any(|(_, p)| p.connected && phone(p)) {
             OnPort::Phone
+        } else if ports.iter().any(|(_, p)| p.connected && unnamed(p)) {
+            OnPort::Unnamed
         } else if ports.iter().any(|(_, p)| p.connected) {
             OnPort::Other
         } else {
@@ -169,15 +184,18 @@ impl UhubctlTether {
     }
 
     /// Before the cut: the phone must be on this port (where its serial is known), or the
-    /// cut would untether another phone, or none.
-    async fn check_phone_is_here(&self, device: &dyn Device) -> Result<bool, TetherError> {
+    /// cut would untether another phone, or none. A device uhubctl cannot name is taken
+    /// for it (its return is then waited for as any device's).
+    async fn check_phone_is_here(&self, device: &dyn Device) -> Result<Option<Seen>, TetherError> {
         let serials = usb_serials(device.spec());
         let listing = self.run(device, None).await?;
         let here = Self::on_port(&listing, self.port, &serials);
         match (here, serials.first()) {
-            (OnPort::Phone, _) => Ok(true),
-            (OnPort::Other, None) => Ok(true),
-            (OnPort::Nothing, None) => Ok(false),
+            (OnPort::Phone, Some(_)) => Ok(Some(Seen::BySerial)),
+            (OnPort::Phone | OnPort::Unnamed | OnPort::Other, None) | (OnPort::Unnamed, Some(_)) => {
+                Ok(Some(Seen::AnyDevice))
+            }
+            (OnPort::Nothing, None) => Ok(None),
             (_, Some(serial)) if listing.connector(self.port).iter().all(|(_, p)| !p.powered) => Err(self.fail(
                 device,
                 format!(
@@ -226,9 +244,10 @@ impl UhubctlTether {
         }
     }
 
-    /// After `-a on`: polls the port until the phone is back on it.
-    async fn wait_back(&self, device: &dyn Device) -> Result<(), TetherError> {
-        let serials = usb_serials(device.spec());
+    /// After `-a on`: polls the port until the phone is back on it, known as it was
+    /// before the cut (`connect []`, still enumerating, does not count).
+    async fn wait_back(&self, device: &dyn Device, seen: Seen) -> Result<(), TetherError> {
+        let serials = if seen == Seen::BySerial { usb_serials(device.spec()) } else { Vec::new() };
         let clock = device.clock();
         let start = clock.now();
         loop {
@@ -254,11 +273,11 @@ impl UhubctlTether {
         }
     }
 
-    fn set_was_there(&self, here: bool) {
+    fn set_was_there(&self, here: Option<Seen>) {
         *self.was_there.lock().unwrap_or_else(PoisonError::into_inner) = here;
     }
 
-    fn was_there(&self) -> bool {
+    fn was_there(&self) -> Option<Seen> {
         *self.was_there.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -281,11 +300,11 @@ impl Tether for UhubctlTether {
     }
     /// list (is the phone here?) → off (New status `off`) → list until it has left.
     async fn untether(&self, device: &dyn Device) -> Result<UntetherMode, TetherError> {
-        self.set_was_there(false);
+        self.set_was_there(None);
         let here = self.check_phone_is_here(device).await?;
         self.set_was_there(here);
         self.switch(device, "off").await?;
-        if here {
+        if here.is_some() {
             self.wait_left(device).await?;
         }
         Ok(UntetherMode::PowerCut)
@@ -293,8 +312,8 @@ impl Tether for UhubctlTether {
     /// on (New status `power`) → list until the phone is back, if it was there.
     async fn retether(&self, device: &dyn Device) -> Result<(), TetherError> {
         self.switch(device, "on").await?;
-        if self.was_there() {
-            self.wait_back(device).await?;
+        if let Some(seen) = self.was_there() {
+            self.wait_back(device, seen).await?;
         }
         Ok(())
     }

@@ -156,3 +156,15 @@ async fn a_uhubctl_tether_asks_whether_its_hub_port_cuts_vbus() {
     let t = tether(&host(&[EMPTY]));
     assert_eq!(t.cut_question(), "does hub 1-1 port 2 really cut VBUS?");
 }
+
+#[tokio::test]
+async fn a_phone_uhubctl_cannot_name_is_cut_and_waited_for_as_whatever_device_is_there() {
+    // Strings unreadable (no permission on the phone's device node): only its vid:pid.
+    let unnamed = "0503 power highspeed enable connect [18d1:4ee7]";
+    let h = host(&[unnamed, OFF, "0101 power connect []", unnamed]);
+    let (t, d) = (tether(&h), phone(Some("0A1B2C3D")));
+    t.untether(&d).await.unwrap();
+    t.retether(&d).await.unwrap();
+    assert_eq!(d.clock().now(), Duration::from_secs(1), "`connect []` is not back yet; `[18d1:4ee7]` is");
+    assert_eq!(h.calls_of("uhubctl").len(), 6);
+}
