@@ -10,9 +10,11 @@ use std::path::{Path, PathBuf};
 
 use common::TempLab;
 use common::adb::*;
+use common::uhubctl::{Hubs, usb2_hub};
 use lab::collect::metrics_map;
 use lab::collect::perfetto::PowerTrace;
 use lab::measure::Series;
+use serde_json::json;
 
 /// The real trace whose power-rail packets every stand-in session records.
 const RAILS: &[u8] = include_bytes!("fixtures/devices/android/power_rails_session_uuid_perfetto.pftrace");
@@ -250,14 +252,11 @@ fn a_trace_that_does_not_decode_fails_the_attempt_with_the_byte_and_the_retry_is
 #[test]
 fn a_trial_that_ends_before_collect_stops_and_deletes_its_session() {
     let Some((adb, phone, dir)) = setup(&["--auth", "accept"]) else { return };
-    // A hub port that never switches off: every attempt ends at untether, after launch.
+    // A hub port that keeps VBUS: the phone charges on, every attempt ends at untether, after launch.
     let lab = lab_with_tether(&adb, &phone, r#"{ uhubctl = { location = "1-1", port = 4 } }"#);
-    let bin = lab.dir.path().join("bin");
-    std::fs::create_dir(&bin).unwrap();
-    common::stand_in_uhubctl(&bin.join("uhubctl"), "true");
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let hubs = Hubs::new(&usb2_hub("1-1", vec![json!({}), json!({}), json!({}), json!({ "vbus_stays": true })]));
     let rb = runbook(&lab, 1, "");
-    let out = lab.cmd(&["run", rb.to_str().unwrap()]).env("PATH", &path).output().unwrap();
+    let out = lab.cmd(&["run", rb.to_str().unwrap()]).envs(hubs.env()).output().unwrap();
     let said = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(4), "{said}");
     let reasons: Vec<String> = lab.sql("SELECT reasons FROM attempts");

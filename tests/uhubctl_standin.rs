@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::uhubctl::Hubs;
+use common::uhubctl::{Hubs, pixel_runbook};
 use common::{TempLab, sshd};
 use lab::collect::uhubctl::{Block, Switching, parse};
 use serde_json::{Value, json};
@@ -276,15 +276,16 @@ fn the_labs_parser_reads_what_the_stand_in_prints() {
 #[test]
 fn a_campaign_untethers_a_simulated_phone_through_the_stand_in_and_leaves_its_port_on() {
     // The lab's own uhubctl tether on the stand-in: off before each soak, read back from
-    // the New status, on after it.
+    // the New status, on after it (tests/hub_untether.rs: the whole path, also over SSH).
     let (lab, runbook) = hub_campaign();
     let hubs = Hubs::new(&via_hub(pixel()));
     let out = lab.cmd(&["run", runbook.to_str().unwrap()]).envs(hubs.env()).output().unwrap();
     assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(lab.sql::<i64>("SELECT COUNT(*) FROM attempts WHERE status = 'valid'"), [2]);
     let calls: Vec<String> = hubs.calls().into_iter().map(|(args, _)| args).collect();
-    let (off, on) = ("-l 1-1 -p 2 -a off", "-l 1-1 -p 2 -a on");
-    assert_eq!(calls, [off, on, off, on]);
+    // The phone (no USB serial in the lab: whatever the port has) seen, cut, gone, on, back.
+    let attempt = ["-l 1-1 -p 2", "-l 1-1 -p 2 -a off", "-l 1-1 -p 2", "-l 1-1 -p 2 -a on", "-l 1-1 -p 2"];
+    assert_eq!(calls, [attempt, attempt].concat());
     assert!(hubs.powered("1-1", 2) && hubs.powered("2-1", 2), "both halves on again");
 }
 
@@ -329,13 +330,6 @@ fn hub_campaign_with(extra: &str) -> (TempLab, std::path::PathBuf) {
         "[lab]\nname = \"hub\"\n\n[[device]]\nname = \"pixel\"\nplatform = \"sim\"\nmodel = \"Pixel 7\"\n\
          tether = {{ uhubctl = {{ location = \"1-1\", port = 2{extra} }} }}\n[device.sim]\nemulates = \"android\"\nusb_only = true\n",
     ));
-    let runbook = lab.dir.path().join("rb.toml");
-    std::fs::write(
-        &runbook,
-        "name = \"hub\"\nduration = \"20m\"\nrepeats = 2\ndevices = [\"pixel\"]\n\
-         [builds.app]\nbaseline = true\n[builds.app.sim]\ncpu_pct = 10\nwakeups_per_s = 5\nmemory_mb = 20\n\
-         [preconditions]\nuntethered = true\n",
-    )
-    .unwrap();
+    let runbook = pixel_runbook(&lab);
     (lab, runbook)
 }

@@ -4,7 +4,11 @@
 //! uhubctl --standin-plug LOC PORT none                               # pull the cable
 //! uhubctl --standin-plug LOC PORT VID:PID [VENDOR [PRODUCT [SERIAL]]] # plug a device in
 //! uhubctl --standin-vbus LOC PORT                                    # prints on or off
+//! uhubctl --standin-bus LOC PORT     # on: a device is plugged in there and is on the bus
 //! ```
+//!
+//! A simulated phone with `[device.sim] standin_hub` asks `--standin-vbus` and
+//! `--standin-bus` each time its tether switches its port (docs/sim.md).
 
 use std::io::Write;
 
@@ -12,8 +16,8 @@ use crate::live::Live;
 use crate::session::World;
 use crate::state::{Device, State};
 
-const USAGE: &str =
-    "usage: uhubctl --standin-plug LOC PORT none|VID:PID [VENDOR [PRODUCT [SERIAL]]] | --standin-vbus LOC PORT";
+const USAGE: &str = "usage: uhubctl --standin-plug LOC PORT none|VID:PID [VENDOR [PRODUCT [SERIAL]]] \
+                     | --standin-vbus LOC PORT | --standin-bus LOC PORT";
 
 fn port_of(state: &State, loc: &str, port: &str) -> Result<(usize, usize), String> {
     let i = state.index(loc).ok_or(format!("uhubctl stand-in: no hub {loc:?} is described"))?;
@@ -31,6 +35,12 @@ fn run(args: &[String], out: &mut dyn Write) -> Result<(), String> {
             let (_live, state) = Live::open()?;
             let (i, p) = port_of(&state, loc, port)?;
             writeln!(out, "{}", if state.vbus(i, p) { "on" } else { "off" }).map_err(|e| e.to_string())
+        }
+        ["--standin-bus", loc, port] => {
+            let (_live, state) = Live::open()?;
+            let (i, p) = port_of(&state, loc, port)?;
+            let on = state.hubs[i].ports[p - 1].device.is_some() && state.on_bus(i, p);
+            writeln!(out, "{}", if on { "on" } else { "off" }).map_err(|e| e.to_string())
         }
         ["--standin-plug", loc, port, what @ ..] if !what.is_empty() && what.len() <= 4 => {
             let (mut live, mut state) = Live::open()?;

@@ -10,6 +10,7 @@
 //!         [-e] [-f] [-N] [-R] [-S] [-L LEVEL] [-n VID] [-s TEXT] [-H TEXT] [-v] [-h]
 //! uhubctl --standin-plug LOC PORT none|VID:PID [VENDOR [PRODUCT [SERIAL]]]
 //! uhubctl --standin-vbus LOC PORT
+//! uhubctl --standin-bus LOC PORT
 //! ```
 //!
 //! Environment:
@@ -59,7 +60,8 @@
 //!
 //! What follows from the state, as on real hardware:
 //! - VBUS at a port: its hub has power from above (through either twin), and the port, or the
-//!   same port of the twin, is powered, or it keeps VBUS (`--standin-vbus LOC PORT` prints it).
+//!   same port of the twin, is powered, or it keeps VBUS (`--standin-vbus LOC PORT` prints it;
+//!   `--standin-bus LOC PORT` whether the device plugged in there is on the bus).
 //!   So `-e` on one half of a USB3 hub leaves the device charging, as uhubctl's README says.
 //! - wPortStatus: USB2 `0000 off`, `0100 power`, a device `0103` full speed, `0503` high
 //!   speed, `0303` low speed (`power [highspeed|lowspeed] enable connect [DESC]`); USB3

@@ -109,6 +109,19 @@ impl Listing {
         self.hubs.iter().rev().find(|h| h.location == location)
     }
 
+    /// Port `port` of hub `location` as uhubctl printed it after switching (the last `New
+    /// status` block for that hub); `None` when it printed none (a wrong location or port).
+    pub fn after_switch(&self, location: &str, port: u32) -> Option<&Port> {
+        self.hubs.iter().rev().find(|h| h.location == location && h.block == Block::New)?.port(port)
+    }
+
+    /// Port `port` of every hub in the current blocks: for `uhubctl -l LOC -p N` that is the
+    /// hub and, for a USB 3 hub, its other half (uhubctl lists both unless `-e`) — one
+    /// connector seen from both buses.
+    pub fn connector(&self, port: u32) -> Vec<(&Hub, &Port)> {
+        self.hubs.iter().filter(|h| h.block == Block::Current).filter_map(|h| Some((h, h.port(port)?))).collect()
+    }
+
     /// Where the device with USB serial `serial` is attached, among the current blocks.
     pub fn find_serial(&self, serial: &str) -> Vec<(&Hub, &Port)> {
         self.hubs
@@ -242,6 +255,27 @@ mod tests {
         assert_eq!(h.ports[0].words, ["power", "5gbps", "Rx.Detect"]);
         assert_eq!((h.ports[0].status, h.ports[0].powered, h.ports[0].connected), (0x02a0, true, false));
         assert_eq!((h.ports[1].connected, h.ports[1].device.is_none()), (true, true));
+    }
+
+    #[test]
+    fn after_switch_reads_the_last_new_block_and_connector_both_halves() {
+        let hub2 = "2109:2822 VIA Labs, Inc. USB2.0 Hub, USB 2.10, 4 ports, ppps";
+        let hub3 = "2109:0822 VIA Labs, Inc. USB3.1 Hub, USB 3.20, 4 ports, ppps";
+        let text = format!(
+            "Current status for hub 1-1 [{hub2}]\n  Port 2: 0503 power highspeed enable connect [18d1:4ee7 Google Pixel 7 PIX]\n\
+             Sent power off request\nNew status for hub 1-1 [{hub2}]\n  Port 2: 0000 off\n\
+             Current status for hub 2-1 [{hub3}]\n  Port 2: 02a0 power 5gbps Rx.Detect\n\
+             Sent power off request\nNew status for hub 2-1 [{hub3}]\n  Port 2: 00a0 off\n"
+        );
+        let l = parse(&text).unwrap();
+        let p = l.after_switch("1-1", 2).unwrap();
+        assert_eq!((p.status, p.powered), (0x0000, false));
+        assert_eq!(l.after_switch("2-1", 2).map(|p| p.status), Some(0x00a0));
+        assert!(l.after_switch("1-1", 3).is_none() && l.after_switch("1-2", 2).is_none());
+        let before: Vec<(&str, bool)> =
+            l.connector(2).iter().map(|(h, p)| (h.location.as_str(), p.connected)).collect();
+        assert_eq!(before, [("1-1", true), ("2-1", false)], "current blocks only, both halves");
+        assert!(parse(&text.replace("New status", "Current status")).unwrap().after_switch("1-1", 2).is_none());
     }
 
     #[test]

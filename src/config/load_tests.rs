@@ -193,6 +193,7 @@ fn every_sim_key_overrides_the_default() {
         brightness_pct: 70.0,
         usb_only: true,
         usb_serial: None,
+        standin_hub: false,
         faults: SimFaults {
             disconnect: 0.1,
             reconnect_after: Duration::from_secs(90),
@@ -701,6 +702,19 @@ usb_serial = "SIM0001"
     let bad = text.replace("\"auto\" }", "\"nearest\" }");
     let e = parse_lab(&bad, Path::new("lab.toml")).unwrap_err().to_string();
     assert!(e.contains("device[0].tether.uhubctl") && e.contains("auto"), "{e}");
+}
+
+#[test]
+fn a_sim_on_the_stand_in_hub_needs_a_uhubctl_tether() {
+    let text = "[lab]\nname = \"hub\"\n[[device]]\nname = \"sim-1\"\nplatform = \"sim\"\nmodel = \"Pixel 5\"\n\
+                tether = { uhubctl = \"auto\" }\n[device.sim]\nemulates = \"android\"\nstandin_hub = true\n";
+    let lab = parse_lab(text, Path::new("lab.toml")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(lab.devices[0].sim().unwrap().standin_hub);
+    let e = parse_lab(&text.replace("{ uhubctl = \"auto\" }", "\"manual\""), Path::new("lab.toml")).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "lab.toml:10:15: device[0].sim.standin_hub: a simulated phone asks the stand-in hub at its tether's port, but its tether is `manual`; fix: give it tether = { uhubctl = { location = \"1-1\", port = 2 } } (or \"auto\"), or remove standin_hub"
+    );
 }
 
 #[test]

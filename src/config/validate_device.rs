@@ -6,7 +6,7 @@ use super::problems::Problems;
 use super::table::{Field, Table};
 use super::validate_lab::LOCAL_HOST;
 use super::validate_platform::{REMOVED_KEYS, SECTION_KEYS, read_kind};
-use super::{DeviceSpec, Host, Platform, TetherSpec};
+use super::{DeviceKind, DeviceSpec, Host, Platform, TetherSpec};
 
 const DEVICE_KEYS: &[&str] = &["name", "host", "platform", "model", "os", "tags", "tether"];
 const PLATFORMS: &[&str] = &["sim", "host", "android", "ios"];
@@ -62,7 +62,27 @@ pub(crate) fn read_device(t: &Table, p: &mut Problems, hosts: &[Host], names: &m
 
     let kind = kind?;
     let tether = tether?.unwrap_or_else(|| default_tether(kind.platform()));
+    check_standin_hub(t, p, &kind, &tether)?;
     Some(DeviceSpec { name: name?, host: host?, model: model?, os: os?, tags: tags?, tether, kind })
+}
+
+/// `[device.sim] standin_hub` reads the port of a uhubctl tether: without one it has none.
+fn check_standin_hub(t: &Table, p: &mut Problems, kind: &DeviceKind, tether: &TetherSpec) -> Option<()> {
+    let on = matches!(kind, DeviceKind::Sim(s) if s.standin_hub);
+    if !on || matches!(tether, TetherSpec::Uhubctl { .. } | TetherSpec::UhubctlAuto) {
+        return Some(());
+    }
+    if let Some(f) = t.get("sim").and_then(|s| s.table(p)).and_then(|s| s.get("standin_hub")) {
+        f.problem(
+            p,
+            format!(
+                "a simulated phone asks the stand-in hub at its tether's port, but its tether is `{}`",
+                tether.label()
+            ),
+            "give it tether = { uhubctl = { location = \"1-1\", port = 2 } } (or \"auto\"), or remove standin_hub",
+        );
+    }
+    None
 }
 
 /// Without a `tether` key: simulators cut their own power, a host is never tethered,

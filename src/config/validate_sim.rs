@@ -29,6 +29,7 @@ const SIM_KEYS: &[&str] = &[
     "brightness_pct",
     "usb_only",
     "usb_serial",
+    "standin_hub",
     "faults",
 ];
 const FAULT_KEYS: &[&str] =
@@ -111,6 +112,9 @@ pub(crate) fn read_sim(t: &Table, p: &mut Problems) -> Option<SimParams> {
         s.usb_only = v;
     }
     s.usb_serial = t.get("usb_serial").and_then(|f| f.text(p));
+    if let Some(v) = t.get("standin_hub").and_then(|f| f.bool(p)) {
+        s.standin_hub = v;
+    }
 
     if let Some(ft) = t.get("faults").and_then(|f| f.table(p)) {
         ft.check_keys(p, FAULT_KEYS);

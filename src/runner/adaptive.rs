@@ -159,6 +159,9 @@ impl Tether for SharedTether {
     fn mode(&self) -> UntetherMode {
         self.0.mode()
     }
+    fn cut_question(&self) -> String {
+        self.0.cut_question()
+    }
     async fn untether(&self, device: &dyn Device) -> Result<UntetherMode, TetherError> {
         self.0.untether(device).await
     }

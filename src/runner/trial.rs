@@ -635,7 +635,7 @@ impl Attempt<'_> {
             rb.duration,
             &collected.evidence,
             p.mode,
-            &self.tether.label(),
+            &self.tether.cut_question(),
         ));
         p.labels.extend(validate::soak_labels(p.mode, &collected.evidence));
         if pre.app_foreground

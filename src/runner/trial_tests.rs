@@ -12,7 +12,9 @@ use super::footprint::Footprint;
 use super::trial::{Attempt, AttemptOutcome, TrialContext};
 use crate::device::Device;
 use crate::store::{AttemptStatus, PlannedTrialRow, Store};
-use crate::testing::{Behaviour, Call, Reply, ScriptedDevice, ScriptedTransport, uhubctl_switch_output};
+use crate::testing::{
+    Behaviour, Call, Reply, ScriptedDevice, ScriptedTransport, uhubctl_port_listing, uhubctl_switch_output,
+};
 use crate::tether::{UhubctlTether, UntetherMode};
 
 const LAB: &str = r#"
@@ -85,7 +87,7 @@ impl Bench {
         let host = Arc::new(ScriptedTransport::new("local"));
         hub(&host);
         answer_uhubctl(&host, 2);
-        let tether = UhubctlTether { transport: host.clone(), location: "1-1".into(), port: 2, repeat: None };
+        let tether = UhubctlTether::new(host.clone(), "1-1", 2, None);
         let ctx = TrialContext {
             campaign: "c1".into(),
             runbook: Arc::new(rb),
@@ -115,9 +117,14 @@ impl Bench {
         Attempt { ctx: &self.ctx, device, tether: &self.tether, trial: &self.trial, attempt: 0 }.run().await.unwrap()
     }
 
-    /// The hub port's switching, in order (`off`, `on`, …).
+    /// The hub port's switching, in order (`off`, `on`, …; listings left out).
     fn port(&self) -> Vec<String> {
-        self.host.calls_of("uhubctl").iter().map(|a| a.rsplit(' ').next().unwrap_or_default().to_string()).collect()
+        let calls = self.host.calls_of("uhubctl");
+        calls
+            .iter()
+            .filter(|a| a.contains(" -a "))
+            .map(|a| a.rsplit(' ').next().unwrap_or_default().to_string())
+            .collect()
     }
 
     fn reasons(&self) -> Vec<String> {
@@ -132,7 +139,9 @@ impl Bench {
     }
 }
 
-/// Hub 1-1 switches `port` as a hub with per-port switching does, and says so.
+/// Hub 1-1 switches `port` as a hub with per-port switching does, and says so; its
+/// listing shows nothing on the port (the scripted phones have no USB serial), so the
+/// tether does not wait for them to leave or come back (src/tether/uhubctl_tests.rs does).
 fn answer_uhubctl(host: &ScriptedTransport, port: u32) {
     let p = port.to_string();
     for (action, on) in [("off", false), ("on", true)] {
@@ -141,6 +150,7 @@ fn answer_uhubctl(host: &ScriptedTransport, port: u32) {
             vec![Reply::ok(&uhubctl_switch_output("1-1", port, on))],
         );
     }
+    host.on(&["uhubctl", "-l", "1-1", "-p", &p], vec![Reply::ok(&uhubctl_port_listing("1-1", port, "0100 power"))]);
 }
 
 fn phone(name: &str) -> ScriptedDevice {
@@ -384,9 +394,8 @@ async fn a_worker_that_fails_stops_its_siblings() {
     let host = Arc::new(ScriptedTransport::new("local"));
     answer_uhubctl(&host, 2);
     answer_uhubctl(&host, 3);
-    let tether = |port| -> Box<dyn crate::tether::Tether> {
-        Box::new(UhubctlTether { transport: host.clone(), location: "1-1".into(), port, repeat: None })
-    };
+    let tether =
+        |port| -> Box<dyn crate::tether::Tether> { Box::new(UhubctlTether::new(host.clone(), "1-1", port, None)) };
     // phone-1's backend panics in prepare (after phone-2 is well into its soak).
     let broken: Arc<dyn Device> = Arc::new(
         phone("phone-1")
@@ -421,7 +430,7 @@ async fn a_worker_that_fails_stops_its_siblings() {
     assert!(start.elapsed() < Duration::from_secs(600), "phone-2 did not soak on: {:?}", start.elapsed());
     assert!(store.attempts("c1").unwrap().is_empty(), "nothing partial recorded");
     assert!(healthy.usb_powered(), "phone-2 was given its power back");
-    assert_eq!(host.calls_of("uhubctl"), ["-l 1-1 -p 3 -a off", "-l 1-1 -p 3 -a on"]);
+    assert_eq!(host.calls_of("uhubctl"), ["-l 1-1 -p 3", "-l 1-1 -p 3 -a off", "-l 1-1 -p 3 -a on"]);
 }
 
 #[tokio::test(start_paused = true)]

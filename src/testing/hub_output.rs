@@ -14,3 +14,10 @@ pub fn uhubctl_switch_output(location: &str, port: u32, on: bool) -> String {
         if on { "on" } else { "off" }
     )
 }
+
+/// What `uhubctl -l LOCATION -p PORT` prints for that hub with port `port` reading `status`
+/// (`0503 power highspeed enable connect [18d1:4ee7 Google Pixel 7 0A1B2C3D]`, `0000 off`).
+pub fn uhubctl_port_listing(location: &str, port: u32, status: &str) -> String {
+    let hub = "2109:2817 VIA Labs, Inc. USB2.0 Hub, USB 2.10, 4 ports, ppps";
+    format!("Current status for hub {location} [{hub}]\n  Port {port}: {status}\n")
+}

@@ -29,6 +29,11 @@ pub trait Tether: Send + Sync {
     fn label(&self) -> String;
     /// The mode this tether means to give (`untether` says what it really gave).
     fn mode(&self) -> UntetherMode;
+    /// What an attempt whose phone charged through the cut asks about, naming what should
+    /// have cut the power (`validate::soak_violations`).
+    fn cut_question(&self) -> String {
+        format!("did the {} tether really stop it charging?", self.label())
+    }
     /// Cuts power; returns how (a software unplug may manage to suspend charging).
     /// Waits for a person (its calls are bounded by `timeouts.operator` on top of
     /// `timeouts.tether`).

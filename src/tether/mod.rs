@@ -3,6 +3,8 @@
 mod api;
 pub mod hubs;
 mod strategies;
+mod uhubctl;
 
 pub use api::*;
 pub use strategies::*;
+pub use uhubctl::{BusWait, UhubctlTether};

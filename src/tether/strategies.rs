@@ -2,15 +2,14 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use async_trait::async_trait;
 
 use super::api::{Operator, Tether, TetherError, UntetherMode};
-use crate::collect::uhubctl::{self, Block};
+use super::uhubctl::UhubctlTether;
 use crate::config::{StepWhen, TetherSpec};
 use crate::device::Device;
-use crate::transport::{CommandSpec, Transport};
+use crate::transport::Transport;
 
 pub struct NoTether;
 
@@ -79,6 +78,9 @@ impl Tether for ManualTether {
     fn needs_operator(&self) -> bool {
         true
     }
+    fn cut_question(&self) -> String {
+        "was the USB cable really unplugged?".into()
+    }
     async fn untether(&self, device: &dyn Device) -> Result<UntetherMode, TetherError> {
         self.operator.confirm(device.name(), UNPLUG_STEP, StepWhen::Untether, "unplug the USB cable").await?;
         self.unplugged.store(true, Ordering::SeqCst);
@@ -95,99 +97,6 @@ impl Tether for ManualTether {
     }
 }
 
-/// A hub with per-port power switching: `uhubctl -l LOCATION -p PORT -a off|on`,
-/// run on the device's host through its transport (the hub is plugged into that host).
-pub struct UhubctlTether {
-    pub transport: Arc<dyn Transport>,
-    pub location: String,
-    pub port: u32,
-    /// `-r N` with `-a off`: the off request sent N times.
-    pub repeat: Option<u32>,
-}
-
-impl UhubctlTether {
-    pub fn command(&self, action: &str) -> CommandSpec {
-        let port = self.port.to_string();
-        let mut args = vec!["-l", &self.location, "-p", &port, "-a", action];
-        let repeat = self.repeat.map(|r| r.to_string());
-        if let (Some(r), "off") = (&repeat, action) {
-            args.extend(["-r", r.as_str()]);
-        }
-        let mut c = CommandSpec::new("uhubctl", &args);
-        c.timeout = Duration::from_secs(30);
-        c
-    }
-
-    async fn switch(&self, device: &dyn Device, action: &str) -> Result<(), TetherError> {
-        let cmd = self.command(action);
-        let out = self.transport.exec(&cmd).await?;
-        if !out.success() {
-            return Err(TetherError::Command {
-                device: device.name().into(),
-                command: cmd.display(),
-                detail: format!("exit {:?}: {}", out.status, out.stderr_text().trim()),
-            });
-        }
-        self.check_new_status(device, action, &out.stdout_text())?;
-        Ok(device.usb_power_changed(action == "on").await?)
-    }
-
-    /// What uhubctl itself says the port is after switching (its `New status for hub`
-    /// block): the lab soaks only once the port reads `off`, and goes on only once it
-    /// reads `power` again.
-    fn check_new_status(&self, device: &dyn Device, action: &str, stdout: &str) -> Result<(), TetherError> {
-        let fail = |detail: String| TetherError::Port {
-            device: device.name().into(),
-            hub: self.location.clone(),
-            port: self.port,
-            detail,
-        };
-        let listing = uhubctl::parse(stdout).map_err(|e| {
-            fail(format!("`uhubctl -a {action}` printed what does not read as uhubctl 2.x output: {e}"))
-        })?;
-        let Some(port) = listing
-            .hubs
-            .iter()
-            .rev()
-            .find(|h| h.location == self.location && h.block == Block::New)
-            .and_then(|h| h.port(self.port))
-        else {
-            return Err(fail(format!(
-                "`uhubctl -a {action}` printed no new status for this port; fix: check `location` and `port` against `uhubctl`'s listing"
-            )));
-        };
-        let want_on = action == "on";
-        if port.powered != want_on {
-            let said = format!("{:04x} {}", port.status, port.words.join(" "));
-            return Err(fail(if want_on {
-                format!("still off after `uhubctl -a on` (uhubctl says `{said}`)")
-            } else {
-                format!(
-                    "still has power after `uhubctl -a off` (uhubctl says `{said}`); fix: use a port of a hub that switches ports one by one (`ppps` in `uhubctl`'s listing)"
-                )
-            }));
-        }
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl Tether for UhubctlTether {
-    fn label(&self) -> String {
-        format!("uhubctl {}:{}", self.location, self.port)
-    }
-    fn mode(&self) -> UntetherMode {
-        UntetherMode::PowerCut
-    }
-    async fn untether(&self, device: &dyn Device) -> Result<UntetherMode, TetherError> {
-        self.switch(device, "off").await?;
-        Ok(UntetherMode::PowerCut)
-    }
-    async fn retether(&self, device: &dyn Device) -> Result<(), TetherError> {
-        self.switch(device, "on").await
-    }
-}
-
 /// The tether for a device of `lab.toml`.
 pub fn for_spec(spec: &TetherSpec, transport: Arc<dyn Transport>, operator: Arc<dyn Operator>) -> Box<dyn Tether> {
     match spec {
@@ -195,7 +104,7 @@ pub fn for_spec(spec: &TetherSpec, transport: Arc<dyn Transport>, operator: Arc<
         TetherSpec::Software => Box::new(SoftwareTether),
         TetherSpec::Manual => Box::new(ManualTether::new(operator)),
         TetherSpec::Uhubctl { location, port, repeat } => {
-            Box::new(UhubctlTether { transport, location: location.clone(), port: *port, repeat: *repeat })
+            Box::new(UhubctlTether::new(transport, location, *port, *repeat))
         }
         TetherSpec::UhubctlAuto => Box::new(UnresolvedHub),
     }
@@ -238,26 +147,5 @@ impl Operator for AbsentOperator {
             instruction: instruction.into(),
             detail: self.why.clone(),
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn uhubctl_command_is_an_argv_with_the_configured_port() {
-        let t = UhubctlTether {
-            transport: Arc::new(crate::transport::LocalTransport::new("local")),
-            location: "1-1.4".into(),
-            port: 3,
-            repeat: None,
-        };
-        let c = t.command("off");
-        assert_eq!(c.program, "uhubctl");
-        assert_eq!(c.args, ["-l", "1-1.4", "-p", "3", "-a", "off"]);
-        let t = UhubctlTether { repeat: Some(10), ..t };
-        assert_eq!(t.command("off").args, ["-l", "1-1.4", "-p", "3", "-a", "off", "-r", "10"]);
-        assert_eq!(t.command("on").args, ["-l", "1-1.4", "-p", "3", "-a", "on"], "repeats are for off only");
     }
 }

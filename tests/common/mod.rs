@@ -22,36 +22,11 @@ pub fn example(name: &str) -> String {
     path.display().to_string()
 }
 
-/// Writes an executable script (a stand-in tool such as `uhubctl`, an app under test).
+/// Writes an executable script (a stand-in tool, an app under test).
 pub fn executable(path: &Path, text: &str) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::write(path, text).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
-/// A stand-in `uhubctl` at `path`: runs the shell lines `first` (log, switch a phone's
-/// power…), then prints what uhubctl 2.x prints for `-l LOC -p N -a off|on` on a hub that
-/// switches ports one by one (the format of tests/fixtures/hubs/): the lab reads the
-/// port's new status from it.
-pub fn stand_in_uhubctl(path: &Path, first: &str) {
-    let says = r#"
-loc=; port=; act=; prev=
-for a in "$@"; do case "$prev" in -l) loc=$a;; -p) port=$a;; -a) act=$a;; esac; prev=$a; done
-hub='2109:2817 VIA Labs, Inc. USB2.0 Hub, USB 2.10, 4 ports, ppps'
-if [ "$act" = off ]; then st='0000 off'; else st='0100 power'; fi
-echo "Current status for hub $loc [$hub]"
-echo "Sent power $act request"
-echo "New status for hub $loc [$hub]"
-echo "  Port $port: $st"
-"#;
-    executable(
-        path,
-        &format!(
-            "#!/bin/sh
-{first}
-{says}"
-        ),
-    );
 }
 
 /// A temporary copy of the repository's `lab.toml` (artifacts and store inside it).

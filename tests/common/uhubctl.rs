@@ -92,3 +92,25 @@ impl Hubs {
         super::edit_json_locked(&self.state, &PathBuf::from(format!("{}.lock", self.state.display())), f);
     }
 }
+
+/// A stand-in state of one USB 2 hub at `location` that switches per port, its ports as
+/// in `ports` (`{}`: powered, nothing plugged in; see examples/uhubctl/main.rs).
+pub fn usb2_hub(location: &str, ports: Vec<Value>) -> Value {
+    serde_json::json!({ "hubs": [
+        { "location": location, "id": "2109:2817", "vendor": "VIA Labs, Inc.", "product": "USB2.0 Hub",
+          "usb": "2.10", "switching": "ppps", "ports": ports } ]})
+}
+
+/// A two-trial runbook (20 min soaks, untethered) for the lab's device `pixel`, next to its
+/// lab file.
+pub fn pixel_runbook(lab: &super::TempLab) -> PathBuf {
+    let runbook = lab.dir.path().join("rb.toml");
+    std::fs::write(
+        &runbook,
+        "name = \"hub\"\nduration = \"20m\"\nrepeats = 2\ndevices = [\"pixel\"]\n\
+         [builds.app]\nbaseline = true\n[builds.app.sim]\ncpu_pct = 10\nwakeups_per_s = 5\nmemory_mb = 20\n\
+         [preconditions]\nuntethered = true\n",
+    )
+    .unwrap();
+    runbook
+}

@@ -7,6 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::dump::{self, DUMP_FILE};
+use super::standin_hub::StandinHub;
 use super::state::SimState;
 use crate::clock::Clock;
 use crate::collect::sim_dump;
@@ -24,6 +25,8 @@ pub struct SimDevice {
     spec: DeviceSpec,
     clock: Clock,
     state: Mutex<SimState>,
+    /// `standin_hub`: where its port's VBUS and bus are read from.
+    hub: Option<StandinHub>,
 }
 
 impl SimDevice {
@@ -36,7 +39,13 @@ impl SimDevice {
     /// A simulated phone on another clock: tests use `Clock::tokio()` under
     /// `tokio::time::pause` to drive the runner's own timers in virtual time.
     pub fn with_clock(spec: DeviceSpec, clock: Clock) -> SimDevice {
-        SimDevice { state: Mutex::new(SimState::new(spec.clone())), clock, spec }
+        SimDevice { state: Mutex::new(SimState::new(spec.clone())), clock, spec, hub: None }
+    }
+
+    /// A simulated phone whose USB port is `hub`'s, on the stand-in uhubctl
+    /// (`[device.sim] standin_hub`).
+    pub fn on_standin_hub(spec: DeviceSpec, hub: StandinHub) -> SimDevice {
+        SimDevice { hub: Some(hub), ..Self::new(spec) }
     }
 
     /// The state at the clock's time (a copy: reading it changes nothing).
@@ -103,11 +112,16 @@ impl Device for SimDevice {
         self.with_state(|st| st.launch(spec))
     }
 
-    /// The port's power reaches the phone whether or not it answers.
+    /// The port's power reaches the phone whether or not it answers. On the stand-in hub,
+    /// what the port really carries is read there.
     async fn usb_power_changed(&self, on: bool) -> Result<(), DeviceError> {
+        let (vbus, bus) = match &self.hub {
+            Some(hub) => hub.read(&self.spec.name).await?,
+            None => (on, on),
+        };
         let mut st = self.lock();
         st.advance(self.clock.now());
-        st.usb_power(on);
+        st.usb_port(on, vbus, bus);
         Ok(())
     }
 

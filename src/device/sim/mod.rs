@@ -5,6 +5,7 @@ mod device;
 mod dump;
 mod log;
 pub mod model;
+mod standin_hub;
 mod state;
 mod trial;
 
@@ -14,5 +15,6 @@ mod tests;
 pub use device::SimDevice;
 pub use dump::{DUMP_FILE, DumpHeader, render};
 pub use log::{BatteryRecord, EventKind, LogEnd, LogEvent, Sample, TrialLog};
+pub use standin_hub::StandinHub;
 pub use state::{HOME_SCREEN, SimState};
 pub use trial::{SAMPLE_PERIOD, TrialPlan};

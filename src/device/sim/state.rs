@@ -319,22 +319,35 @@ impl SimState {
         self.tethered = true;
     }
 
-    /// The lab switched the phone's USB port (hub or cable). Off: it stops charging and, if
-    /// `usb_only`, cannot be reached. On: the window ends; a `usb_only` phone shows up after
-    /// `REENUMERATE`, or (stays_lost) only after `faults.reconnect_after`.
+    /// The lab switched the phone's USB port (hub or cable), and the port did what it was
+    /// told. Off: it stops charging and, if `usb_only`, cannot be reached. On: the window
+    /// ends; a `usb_only` phone shows up after `REENUMERATE`, or (stays_lost) only after
+    /// `faults.reconnect_after`.
     pub fn usb_power(&mut self, on: bool) {
+        self.usb_port(on, on, on);
+    }
+
+    /// The lab switched the phone's port `on` or off, and the port now carries VBUS or not
+    /// (`vbus`) and has the phone on the bus or not (`bus`) — what a hub that does not cut
+    /// VBUS makes differ (`standin_hub`). The window ends when the lab switches on.
+    pub fn usb_port(&mut self, on: bool, vbus: bool, bus: bool) {
+        let stays_lost = self.run.as_ref().is_some_and(|r| r.plan.stays_lost);
         if on {
-            let stays_lost = self.run.as_ref().is_some_and(|r| r.plan.stays_lost);
             self.retether();
-            if self.params.usb_only {
-                let back = if stays_lost { self.params.faults.reconnect_after } else { REENUMERATE };
-                self.off_usb = Some(self.at + back);
-            }
-        } else {
-            self.untether();
-            if self.params.usb_only {
-                self.off_usb = Some(Duration::MAX);
-            }
+        }
+        if self.tethered != vbus {
+            self.tethered = vbus;
+            self.note_change();
+        }
+        if self.params.usb_only {
+            self.off_usb = match (bus, on) {
+                (false, _) => Some(Duration::MAX),
+                (true, true) => {
+                    Some(self.at + if stays_lost { self.params.faults.reconnect_after } else { REENUMERATE })
+                }
+                // Switched off but still on the bus: it answers as before.
+                (true, false) => self.off_usb,
+            };
         }
     }
 

@@ -706,3 +706,40 @@ fn parser_errors_name_the_line() {
         cases.iter().map(|(text, name)| format!("{name}: {}", sim_dump::parse(text).expect_err(name))).collect();
     insta::assert_snapshot!("parse_errors", shown.join("\n"));
 }
+
+#[tokio::test]
+async fn on_the_stand_in_hub_the_phone_charges_on_while_its_port_keeps_vbus_and_answers_while_on_the_bus() {
+    use crate::testing::{Reply, ScriptedTransport};
+    use std::sync::Arc;
+    // A hub port that drops the phone off the bus but keeps VBUS (`vbus_stays`).
+    let host = Arc::new(ScriptedTransport::new("local"));
+    host.on(&["uhubctl", "--standin-vbus", "1-1", "2"], vec![Reply::ok("on\n")]);
+    host.on(&["uhubctl", "--standin-bus", "1-1", "2"], vec![Reply::ok("off\n"), Reply::ok("on\n")]);
+    let mut spec = iphone("hubbed", 3, |s| {
+        s.usb_only = true;
+        s.standin_hub = true;
+        s.battery_start_pct = 50.0;
+    });
+    spec.tether = TetherSpec::Uhubctl { location: "1-1".into(), port: 2, repeat: None };
+    let hub = super::StandinHub { transport: host.clone(), location: "1-1".into(), port: 2 };
+    let d = SimDevice::on_standin_hub(spec, hub);
+    d.usb_power_changed(false).await.unwrap();
+    let st = d.model_state();
+    assert!(st.ensure_connected().is_err(), "off the bus: a USB-only phone cannot be reached");
+    let s = st.snapshot();
+    assert!(value(&s.charging) && value(&s.external_power), "VBUS stays: it charges on");
+    d.usb_power_changed(true).await.unwrap();
+    d.clock().sleep(super::state::REENUMERATE).await;
+    assert!(d.state().await.is_ok(), "back on the bus, and enumerated");
+    assert_eq!(
+        host.calls_of("uhubctl"),
+        ["--standin-vbus 1-1 2", "--standin-bus 1-1 2", "--standin-vbus 1-1 2", "--standin-bus 1-1 2"]
+    );
+
+    // A stand-in that does not answer is an error that says what to put on the host.
+    let bare = Arc::new(ScriptedTransport::new("local"));
+    let hub = super::StandinHub { transport: bare, location: "1-1".into(), port: 2 };
+    let d = SimDevice::on_standin_hub(iphone("bare", 3, |s| s.standin_hub = true), hub);
+    let e = d.usb_power_changed(false).await.unwrap_err().to_string();
+    assert!(e.contains("put the stand-in uhubctl (examples/uhubctl) on the host's PATH"), "{e}");
+}
