@@ -84,6 +84,8 @@ device_effect_sd = "3%"
 trial_noise_sd = 0.01
 brightness_pct = 70
 usb_only = true
+battery_health_pct = 91.5
+cycle_count = 412
 [device.sim.faults]
 disconnect = 0.1
 reconnect_after = "1m30s"
@@ -193,6 +195,8 @@ fn every_sim_key_overrides_the_default() {
         brightness_pct: 70.0,
         usb_only: true,
         usb_serial: None,
+        battery_health_pct: 91.5,
+        cycle_count: 412,
         faults: SimFaults {
             disconnect: 0.1,
             reconnect_after: Duration::from_secs(90),

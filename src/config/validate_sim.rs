@@ -29,6 +29,8 @@ const SIM_KEYS: &[&str] = &[
     "brightness_pct",
     "usb_only",
     "usb_serial",
+    "battery_health_pct",
+    "cycle_count",
     "faults",
 ];
 const FAULT_KEYS: &[&str] =
@@ -111,6 +113,17 @@ pub(crate) fn read_sim(t: &Table, p: &mut Problems) -> Option<SimParams> {
         s.usb_only = v;
     }
     s.usb_serial = t.get("usb_serial").and_then(|f| f.text(p));
+    number(
+        t,
+        p,
+        "battery_health_pct",
+        &mut s.battery_health_pct,
+        |v| v > 0.0 && v <= 100.0,
+        "greater than 0 and at most 100",
+    );
+    if let Some(v) = t.get("cycle_count").and_then(|f| f.integer_in(p, 0, i64::from(u32::MAX))) {
+        s.cycle_count = v as u32;
+    }
 
     if let Some(ft) = t.get("faults").and_then(|f| f.table(p)) {
         ft.check_keys(p, FAULT_KEYS);

@@ -210,3 +210,18 @@ pub struct DeviceStatusRow {
     pub phase: Option<String>,
     pub updated_at: String,
 }
+
+/// One reading of a device's battery (`lab care`): level, health and cycles as the
+/// device reported them, and where they came from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BatteryReadingRow {
+    pub device: String,
+    /// RFC 3339, UTC.
+    pub at: String,
+    pub battery_pct: Option<f64>,
+    /// Full-charge over design capacity, percent.
+    pub health_pct: Option<f64>,
+    pub cycle_count: Option<u32>,
+    /// What was read: `sim`, `dumpsys battery + sysfs`, …
+    pub source: String,
+}
