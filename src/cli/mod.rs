@@ -2,6 +2,7 @@
 
 mod app;
 pub mod args;
+mod care_cmd;
 mod compare_cmd;
 pub mod context;
 pub mod exit;
