@@ -105,3 +105,62 @@ fn once_is_one_pass_and_simulated_phones_need_a_bound() {
     let unknown = lab.cmd(&["care", "--once", "--device", "nope"]).envs(hubs.env()).output().unwrap();
     assert_eq!(unknown.status.code(), Some(2));
 }
+
+/// Readings of three weeks, as `lab care` stores them: `full` loses health fast (92 → 88 %
+/// in 21 days) and gains a cycle a day; `low` is slow to age; `small` was read at 100 % for
+/// the last 36 hours (a phone left on a charger).
+fn seed_readings(lab: &TempLab) {
+    use lab::store::{BatteryReadingRow, Store};
+    let store = Store::open(&lab.store()).unwrap();
+    let t0 = chrono::DateTime::parse_from_rfc3339("2026-11-01T08:00:00Z").unwrap().with_timezone(&chrono::Utc);
+    let at = |hours: i64| (t0 + chrono::Duration::hours(hours)).to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    for day in 0..=21i64 {
+        let add = |device: &str, level: f64, health: Option<f64>, cycles: Option<u32>, hours: i64| {
+            let row = BatteryReadingRow {
+                device: device.into(),
+                at: at(hours),
+                battery_pct: Some(level),
+                health_pct: health,
+                cycle_count: cycles,
+                source: "sim".into(),
+            };
+            store.add_battery_reading(&row).unwrap();
+        };
+        add("full", 60.0, Some(92.0 - day as f64 * 4.0 / 21.0), Some(310 + day as u32), day * 24);
+        add("low", 70.0, Some(97.0 - day as f64 * 0.5 / 21.0), Some(120 + (day / 3) as u32), day * 24);
+    }
+    for h in (0..=36).step_by(6) {
+        let row = BatteryReadingRow {
+            device: "small".into(),
+            at: at(21 * 24 - 36 + h),
+            battery_pct: Some(100.0),
+            health_pct: None,
+            cycle_count: None,
+            source: "android".into(),
+        };
+        store.add_battery_reading(&row).unwrap();
+    }
+}
+
+#[test]
+fn status_shows_health_and_cycles_with_their_trend_and_warns() {
+    let lab = lab();
+    seed_readings(&lab);
+    let out = lab.cmd(&["status"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap().replace(&lab.dir.path().display().to_string(), "<tmp>");
+    let start = text.find("\nbatteries").expect(&text);
+    let section: String = text[start..].lines().take_while(|l| !l.starts_with("no campaigns")).collect::<Vec<_>>().join("\n");
+    insta::assert_snapshot!("status_batteries", section);
+    assert!(section.contains("warning: full: battery health falls 5.7 points per 30 days"), "{section}");
+    assert!(section.contains("warning: small: at 100 % for 36h 00m on end"), "{section}");
+    assert!(!section.contains("warning: low"), "{section}");
+
+    let json = lab.cmd(&["status", "--json"]).output().unwrap();
+    let v: Value = serde_json::from_slice(&json.stdout).unwrap();
+    let full = &v["batteries"]["devices"][0];
+    assert_eq!(full["device"], "full");
+    let per_30d = full["summary"]["health_per_30d"].as_f64().unwrap();
+    assert!((per_30d + 4.0 * 30.0 / 21.0).abs() < 1e-6, "{per_30d}");
+    assert_eq!(full["summary"]["cycle_count"], 331);
+}

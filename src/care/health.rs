@@ -49,7 +49,7 @@ impl std::fmt::Display for HealthWarning {
             ),
             HealthWarning::FullFor { hours } => write!(
                 f,
-                "at 100 % for {} on end; fix: tether it to a switchable hub port and run `lab care`",
+                "at 100 % for {} on end; fix: keep it in a charge window with `lab care` (on a switchable hub port)",
                 crate::plan::human_duration(hours * 3600.0)
             ),
         }

@@ -15,6 +15,7 @@ pub mod plan_cmd;
 mod report_cmd;
 pub mod reporter;
 mod run_cmd;
+pub mod status_care;
 pub mod status_cmd;
 
 pub use app::main;
