@@ -52,7 +52,11 @@ fn care_moves_each_simulated_phone_into_its_window_by_switching_its_port() {
 
     let calls: Vec<String> = hubs.calls().into_iter().map(|(args, _)| args).collect();
     let port = |p: u32| -> Vec<&str> {
-        calls.iter().filter(|c| c.starts_with(&format!("-l 1-1 -p {p} "))).map(|c| c.rsplit(' ').next().unwrap()).collect()
+        calls
+            .iter()
+            .filter(|c| c.starts_with(&format!("-l 1-1 -p {p} ")))
+            .map(|c| c.rsplit(' ').next().unwrap())
+            .collect()
     };
     // `full`: cut in the first pass, on again only when care stops.
     assert_eq!(port(1), ["off", "on"], "{calls:?}");
@@ -150,7 +154,8 @@ fn status_shows_health_and_cycles_with_their_trend_and_warns() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap().replace(&lab.dir.path().display().to_string(), "<tmp>");
     let start = text.find("\nbatteries").expect(&text);
-    let section: String = text[start..].lines().take_while(|l| !l.starts_with("no campaigns")).collect::<Vec<_>>().join("\n");
+    let section: String =
+        text[start..].lines().take_while(|l| !l.starts_with("no campaigns")).collect::<Vec<_>>().join("\n");
     insta::assert_snapshot!("status_batteries", section);
     assert!(section.contains("warning: full: battery health falls 5.7 points per 30 days"), "{section}");
     assert!(section.contains("warning: small: at 100 % for 36h 00m on end"), "{section}");

@@ -37,8 +37,11 @@ pub async fn run(lab_arg: Option<&Path>, args: &CareArgs) -> Result<(String, u8)
     let hosts = crate::transport::Hosts::for_lab(&lab);
     // `uhubctl = "auto"` one phone at a time: a phone not found is skipped, not fatal.
     let mut skipped: Vec<Skipped> = Vec::new();
-    let auto: Vec<String> =
-        selected.iter().filter(|n| lab.device(n).is_some_and(|d| d.tether == TetherSpec::UhubctlAuto)).cloned().collect();
+    let auto: Vec<String> = selected
+        .iter()
+        .filter(|n| lab.device(n).is_some_and(|d| d.tether == TetherSpec::UhubctlAuto))
+        .cloned()
+        .collect();
     for name in auto {
         if let Err(why) = crate::tether::hubs::resolve_auto(&mut lab, std::slice::from_ref(&name), &hosts).await {
             skipped.push(Skipped { device: name, why });

@@ -184,6 +184,22 @@ pub struct BatteryHealth {
     pub source: String,
 }
 
+impl BatteryHealth {
+    /// From a Linux power-supply uevent (Android).
+    pub fn from_power_supply(ps: &crate::collect::power_supply::PowerSupply, source: &str) -> Self {
+        BatteryHealth { health_pct: ps.health_pct(), cycle_count: ps.cycle_count, source: source.into() }
+    }
+
+    /// From an iPhone's IOPMPowerSource (lockdown diagnostics): ready for the iOS backend.
+    pub fn from_ios(b: &crate::collect::ios_battery::IosBattery) -> Self {
+        BatteryHealth {
+            health_pct: b.health_pct,
+            cycle_count: b.cycle_count.and_then(|c| u32::try_from(c).ok()),
+            source: "IOPMPowerSource".into(),
+        }
+    }
+}
+
 #[async_trait]
 pub trait Device: Send + Sync {
     fn spec(&self) -> &DeviceSpec;
