@@ -211,7 +211,7 @@ impl Keeper {
     /// care cut that cannot be reached (USB only) gets its port back to be read.
     async fn read(&mut self, i: usize) -> Result<(f64, bool), String> {
         let device = self.targets[i].target.device.clone();
-        let state = match bounded(device.state()).await {
+        let state = match bounded(device.name(), device.state()).await {
             Err(e) if e.is_disconnect() && self.targets[i].cut => {
                 self.switch(i, true).await?;
                 let t = &self.targets[i];
@@ -224,7 +224,7 @@ impl Keeper {
                     why: "to read it (reachable over USB only)".into(),
                 });
                 device.wait_connected(RECONNECT).await.map_err(|e| e.to_string())?;
-                bounded(device.state()).await
+                bounded(device.name(), device.state()).await
             }
             other => other,
         }
@@ -232,7 +232,7 @@ impl Keeper {
         let level =
             state.battery_pct.value().ok_or_else(|| format!("{}: no battery level in its state", device.name()))?;
         let powered = state.external_power.value().unwrap_or(self.targets[i].powered);
-        let health = match bounded(device.battery_health()).await {
+        let health = match bounded(device.name(), device.battery_health()).await {
             Ok(h) => Some(h),
             Err(DeviceError::Unsupported { .. }) => None,
             Err(e) => {
@@ -331,12 +331,15 @@ impl Keeper {
     }
 }
 
-async fn bounded<T>(f: impl std::future::Future<Output = Result<T, DeviceError>>) -> Result<T, DeviceError> {
+async fn bounded<T>(
+    device: &str,
+    f: impl std::future::Future<Output = Result<T, DeviceError>>,
+) -> Result<T, DeviceError> {
     match tokio::time::timeout(CALL, f).await {
         Ok(r) => r,
         Err(_) => Err(DeviceError::Failed {
-            device: String::new(),
-            what: "a device call".into(),
+            device: device.into(),
+            what: "reading the device".into(),
             detail: format!("did not finish within {CALL:?}"),
         }),
     }
