@@ -4,6 +4,8 @@
 mod event;
 mod health;
 mod keeper;
+#[cfg(test)]
+mod keeper_tests;
 mod policy;
 mod targets;
 
