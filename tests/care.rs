@@ -169,3 +169,42 @@ fn status_shows_health_and_cycles_with_their_trend_and_warns() {
     assert!((per_30d + 4.0 * 30.0 / 21.0).abs() < 1e-6, "{per_30d}");
     assert_eq!(full["summary"]["cycle_count"], 331);
 }
+
+#[test]
+fn sigterm_stops_care_in_real_time_and_its_cut_port_is_on_again() {
+    // With a device that is not simulated among them, care runs in real time.
+    let lab = TempLab::from_text(
+        "[lab]\nname = \"care-rt\"\n\n[[device]]\nname = \"full\"\nplatform = \"sim\"\nmodel = \"Pixel 5\"\n\
+         tether = { uhubctl = { location = \"1-1\", port = 1 } }\n[device.sim]\nemulates = \"android\"\nbattery_start_pct = 95\n\n\
+         [[device]]\nname = \"this-host\"\nplatform = \"host\"\nmodel = \"local machine\"\n",
+    );
+    let hubs = Hubs::new(&hub());
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_lab"))
+        .arg("--lab")
+        .arg(&lab.lab)
+        .arg("care")
+        .envs(hubs.env())
+        .env_remove("LAB_CONFIG")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the cut (the first pass), then stop it as a service manager would.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while hubs.calls().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "care never switched the port");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    sigterm(child.id());
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("this-host: skipped: tether `none`"), "{stdout}");
+    let calls: Vec<String> = hubs.calls().into_iter().map(|(args, _)| args).collect();
+    assert_eq!(calls, ["-l 1-1 -p 1 -a off", "-l 1-1 -p 1 -a on"]);
+    assert!(hubs.powered("1-1", 1));
+}
+
+fn sigterm(pid: u32) {
+    let status = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
+    assert!(status.success());
+}
