@@ -40,6 +40,8 @@ struct Tracked {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CareSummary {
     pub passes: u32,
+    /// Ports switched off at the upper limit, and on at the lower one (not counting the
+    /// ports given back when care stops).
     pub cuts: u32,
     pub restores: u32,
     /// Each target's last level read.
@@ -187,6 +189,11 @@ impl Keeper {
                 };
                 match self.switch(i, on).await {
                     Ok(()) => {
+                        if on {
+                            self.summary.restores += 1;
+                        } else {
+                            self.summary.cuts += 1;
+                        }
                         let t = &self.targets[i];
                         self.emit(CareEvent::Switched {
                             at,
@@ -293,11 +300,6 @@ impl Keeper {
         }
         let t = &mut self.targets[i];
         (t.powered, t.cut, t.since) = (on, !on, None);
-        if on {
-            self.summary.restores += 1;
-        } else {
-            self.summary.cuts += 1;
-        }
         Ok(())
     }
 
@@ -315,8 +317,6 @@ impl Keeper {
             }
             match result {
                 Ok(()) => {
-                    // Not a care decision: the end of care.
-                    self.summary.restores -= 1;
                     self.emit(CareEvent::Restored { device, port });
                 }
                 Err(error) => {
