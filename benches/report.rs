@@ -180,6 +180,7 @@ fn campaign() -> CampaignData {
             state_after: serde_json::Value::Null,
             untether: Some(lab::measure::UntetherMode::PowerCut),
             labels: Vec::new(),
+            attestations: Vec::new(),
         });
         trials.push(TrialRecord { row, attempts: 1, outcome: TrialOutcome::Valid });
     }

@@ -70,14 +70,21 @@ fn main() {
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
     let trials = plan.trials.len();
     let campaign = Campaign {
-        id,
+        id: id.clone(),
         lab: lab.clone(),
         runbook: Arc::new(runbook),
         plan: Arc::new(plan),
-        store,
+        store: store.clone(),
         devices,
         events: EventSink::discard(),
-        shutdown,
+        shutdown: shutdown.clone(),
+        desk: Arc::new(runner::OperatorDesk::new(
+            store.clone(),
+            &id,
+            EventSink::discard(),
+            std::time::Duration::from_secs(60),
+            shutdown,
+        )),
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let start = Instant::now();

@@ -40,7 +40,24 @@ fn campaign(
             (d.name.clone(), (dev, runner::tether_for(&lab, &hosts, &d.name, operator.clone()).unwrap()))
         })
         .collect();
-    Campaign { id: id.into(), lab, runbook: Arc::new(runbook), plan: Arc::new(plan), store, devices, events, shutdown }
+    let desk = Arc::new(runner::OperatorDesk::new(
+        store.clone(),
+        id,
+        events.clone(),
+        runbook.timeouts.operator,
+        shutdown.clone(),
+    ));
+    Campaign {
+        id: id.into(),
+        lab,
+        runbook: Arc::new(runbook),
+        plan: Arc::new(plan),
+        store,
+        devices,
+        events,
+        shutdown,
+        desk,
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -4,6 +4,7 @@ mod app;
 pub mod args;
 mod care_cmd;
 mod compare_cmd;
+mod confirm_cmd;
 pub mod context;
 pub mod exit;
 mod forward_cmd;
@@ -17,5 +18,6 @@ pub mod reporter;
 mod run_cmd;
 pub mod status_care;
 pub mod status_cmd;
+mod status_operator;
 
 pub use app::main;

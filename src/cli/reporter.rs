@@ -122,7 +122,11 @@ fn bars(
                 b.set_message(format!("disconnected; waiting up to {}", human_wall(Duration::from_secs(*timeout_s))));
             }
         }
-        Event::Reconnected { .. } | Event::PowerNotRestored { .. } => {
+        Event::Reconnected { .. }
+        | Event::PowerNotRestored { .. }
+        | Event::OperatorStep { .. }
+        | Event::OperatorAnswered { .. }
+        | Event::OperatorExpired { .. } => {
             let _ = multi.println(plain_line(e, false).unwrap_or_default());
         }
         Event::OffUsb { device, .. } => {
@@ -229,6 +233,25 @@ pub fn plain_line(e: &Event, verbose: bool) -> Option<String> {
             to.iter().map(|d| format!("{} ({})", d.device, d.planned)).collect::<Vec<_>>().join(", ")
         )),
         Event::DeviceDone { device } => Some(format!("[{device}] done")),
+        Event::OperatorStep { campaign, device, trial, step, when, text, attest, confirm, timeout_s, .. } => {
+            let at = if trial.is_empty() { when.clone() } else { format!("{trial}, {when}") };
+            Some(if *confirm {
+                let attest: String = attest.iter().map(|k| format!(" --attest {k}=…")).collect();
+                format!(
+                    "[{device}] OPERATOR ({at}): {text}; confirm with `lab confirm {campaign} --device {device} --step {step}{attest}` within {}",
+                    human_wall(Duration::from_secs(*timeout_s))
+                )
+            } else {
+                format!("[{device}] operator ({at}): {text}")
+            })
+        }
+        Event::OperatorAnswered { device, step, by, values } => Some(format!(
+            "[{device}] step {step} confirmed by {by}{}",
+            if values.is_empty() { String::new() } else { format!(", attested {}", values.join(", ")) }
+        )),
+        Event::OperatorExpired { device, step } => {
+            Some(format!("[{device}] step {step}: nobody answered in time; the attempt is invalid"))
+        }
         Event::TrialsAdded { round, devices, reasons } => Some(format!(
             "adaptive repeats, round {round}: {} more trials on {} devices; {}",
             devices.iter().map(|d| d.planned).sum::<u32>(),

@@ -9,7 +9,7 @@ use tokio::sync::{mpsc, watch};
 use super::args::RunArgs;
 use super::context::{self, display_path};
 use super::exit::{self, CliError};
-use super::operator::TerminalOperator;
+use super::operator;
 use super::report_cmd;
 use super::reporter::Reporter;
 use crate::config::{self, Lab, Runbook};
@@ -130,8 +130,19 @@ async fn execute(
     resumed: bool,
     args: &RunArgs,
 ) -> Result<RunOutcome, CliError> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let reporter = tokio::spawn(Reporter::new(args.verbose, args.json).run(rx));
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (report_tx, report_rx) = mpsc::unbounded_channel();
+    let reporter = tokio::spawn(Reporter::new(args.verbose, args.json).run(report_rx));
+    // Steps the runner waits on go to the terminal's prompter too, when there is one.
+    let prompter = operator::spawn_terminal(store.clone());
+    let relay = tokio::spawn(async move {
+        while let Some(e) = rx.recv().await {
+            if let (Some(p), Some(tx)) = (operator::Prompt::from_event(&e), &prompter) {
+                let _ = tx.send(p);
+            }
+            let _ = report_tx.send(e);
+        }
+    });
     let (stop_tx, stop_rx) = watch::channel(false);
     let ctrl_c = tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
@@ -142,13 +153,23 @@ async fn execute(
             }
         }
     });
-    let operator: Arc<dyn crate::tether::Operator> = Arc::new(TerminalOperator::new());
+    let events = EventSink::new(tx);
+    let desk = Arc::new(runner::OperatorDesk::new(
+        store.clone(),
+        &id,
+        events.clone(),
+        runbook.timeouts.operator,
+        stop_rx.clone(),
+    ));
+    let operator: Arc<dyn crate::tether::Operator> = desk.clone();
     let mut opened = BTreeMap::new();
     for (name, dev) in devices {
         let tether = runner::tether_for(&lab, &hosts, &name, operator.clone())
             .ok_or_else(|| CliError::internal(format!("device {name} has no tether")))?;
         opened.insert(name, (dev, tether));
     }
+    // The reporter ends when the last event sender is gone: the desk's go with the campaign.
+    drop(operator);
     let campaign = Campaign {
         id: id.clone(),
         lab: lab.clone(),
@@ -156,11 +177,13 @@ async fn execute(
         plan: Arc::new(plan),
         store: store.clone(),
         devices: opened,
-        events: EventSink::new(tx),
+        events,
         shutdown: stop_rx.clone(),
+        desk,
     };
     let result = campaign.run(resumed).await;
     ctrl_c.abort();
+    let _ = relay.await;
     let _ = reporter.await;
     let summary = result?;
 

@@ -13,6 +13,7 @@ use super::context::{self, display_path};
 use super::exit::CliError;
 use super::run_cmd::pid_alive;
 use super::status_care::{self, BatteryView};
+use super::status_operator;
 use crate::config::Lab;
 use crate::store::{CampaignRecord, CampaignStatus, DeviceStatusRow, Store, TrialOutcome};
 
@@ -60,6 +61,12 @@ pub struct StatusView {
     pub hosts: Vec<HostLine>,
     pub devices: Vec<DeviceLine>,
     pub campaigns: Vec<CampaignLine>,
+    /// Operator steps running campaigns wait on.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<status_operator::WaitingStep>,
+    /// The newest attestation per device and step.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attested: Vec<status_operator::AttestedLine>,
     /// Battery health from `lab care`'s readings.
     pub batteries: BatteryView,
 }
@@ -165,7 +172,10 @@ pub fn collect(lab: &Lab, store: Option<&Store>) -> Result<StatusView, CliError>
             offline: devices.iter().filter(|d| d.host == h.name && d.state == "offline").count(),
         })
         .collect();
+    let (waiting, attested) = status_operator::collect(store, &campaigns, live)?;
     Ok(StatusView {
+        waiting,
+        attested,
         lab: format!("{} ({})", lab.name, display_path(&lab.source)),
         store: display_path(&lab.store_path),
         hosts,
@@ -187,5 +197,6 @@ pub fn render(v: &StatusView) -> String {
     } else {
         let _ = writeln!(s, "\ncampaigns (newest first):\n{}", Table::new(&v.campaigns).with(Style::rounded()));
     }
+    status_operator::render(&mut s, &v.waiting, &v.attested);
     s
 }

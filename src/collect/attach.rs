@@ -201,6 +201,7 @@ pub fn attach(
     let started_at = now();
     let listed = copy_files(&artifact_dir, imported, sources)?;
     let record = AttemptRecord {
+        attestations: Vec::new(),
         campaign: id.clone(),
         trial_idx: idx,
         attempt: 0,

@@ -357,6 +357,18 @@ launch = "30s"
 tether = "45s"
 collect = "5m"
 reconnect = "10m"
+operator = "20m"
+
+[[steps]]
+name = "screen"
+text = "Set brightness to 50 % and switch Bluetooth off"
+when = "before-campaign"
+attest = ["brightness", "bluetooth"]
+
+[[steps]]
+text = "Check the phone shows no charging icon"
+when = "untether"
+confirm = false
 "#;
 
 #[test]
@@ -475,7 +487,28 @@ fn every_runbook_key_is_read() {
             tether: Duration::from_secs(45),
             collect: Duration::from_secs(300),
             reconnect: Duration::from_secs(600),
+            operator: Duration::from_secs(1200),
         }
+    );
+    use crate::config::{AttestKey, OperatorStep, StepWhen};
+    assert_eq!(
+        rb.steps,
+        [
+            OperatorStep {
+                name: "screen".into(),
+                text: "Set brightness to 50 % and switch Bluetooth off".into(),
+                when: StepWhen::BeforeCampaign,
+                confirm: true,
+                attest: vec![AttestKey::Brightness, AttestKey::Bluetooth],
+            },
+            OperatorStep {
+                name: "step-2".into(),
+                text: "Check the phone shows no charging icon".into(),
+                when: StepWhen::Untether,
+                confirm: false,
+                attest: vec![],
+            },
+        ]
     );
 }
 

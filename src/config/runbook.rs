@@ -50,6 +50,8 @@ pub struct Runbook {
     pub metrics: Vec<String>,
     pub statistics: StatsSettings,
     pub timeouts: PhaseTimeouts,
+    /// `[[steps]]`: what an operator does by hand, in file order.
+    pub steps: Vec<super::OperatorStep>,
 }
 
 impl Runbook {
@@ -389,6 +391,9 @@ pub struct PhaseTimeouts {
     pub collect: Duration,
     /// How long a lost device is waited for before it is declared offline.
     pub reconnect: Duration,
+    /// How long an operator step (a `[[steps]]` entry, a manual tether) waits for its
+    /// answer before the attempt is given up as invalid.
+    pub operator: Duration,
 }
 
 impl Default for PhaseTimeouts {
@@ -400,6 +405,7 @@ impl Default for PhaseTimeouts {
             tether: Duration::from_secs(120),
             collect: Duration::from_secs(600),
             reconnect: Duration::from_secs(1800),
+            operator: Duration::from_secs(1800),
         }
     }
 }

@@ -12,6 +12,7 @@ use super::validate_configs::read_configs;
 use super::validate_sections::{
     read_endpoint, read_metrics, read_preconditions, read_statistics, read_timeouts, read_workload,
 };
+use super::validate_steps::read_steps;
 use super::{AdaptiveRepeats, Lab, OnOffline, Order, Runbook, Selector};
 
 const ROOT_KEYS: &[&str] = &[
@@ -33,6 +34,7 @@ const ROOT_KEYS: &[&str] = &[
     "metrics",
     "statistics",
     "timeouts",
+    "steps",
 ];
 
 /// Seed when the runbook gives none (fixed, so a campaign is still reproducible).
@@ -108,6 +110,7 @@ pub(crate) fn read_runbook(
         statistics: read_statistics(root.get("statistics"), p, &metrics),
         metrics,
         timeouts: read_timeouts(root.get("timeouts"), p),
+        steps: read_steps(root.get("steps"), p),
     }
 }
 

@@ -27,7 +27,7 @@ const ENDPOINT_KEYS: &[&str] = &["bind", "status", "body_bytes", "cache_control"
 const MAX_BODY_BYTES: i64 = 16 * 1024 * 1024;
 const METRICS_KEYS: &[&str] = &["collect"];
 const STATISTICS_KEYS: &[&str] = &["alpha", "practical_threshold", "confidence", "gating"];
-const TIMEOUT_KEYS: &[&str] = &["prepare", "gate", "launch", "tether", "collect", "reconnect"];
+const TIMEOUT_KEYS: &[&str] = &["prepare", "gate", "launch", "tether", "collect", "reconnect", "operator"];
 
 /// Default allowed gap between the requests the workload implies and those counted.
 const DEFAULT_REQUEST_TOLERANCE: f64 = 0.02;
@@ -230,13 +230,14 @@ pub(crate) fn read_statistics(f: Option<Field>, p: &mut Problems, collected: &[S
 pub(crate) fn read_timeouts(f: Option<Field>, p: &mut Problems) -> PhaseTimeouts {
     let mut out = PhaseTimeouts::default();
     if let Some(t) = section(f, p, TIMEOUT_KEYS) {
-        let slots: [(&str, &mut Duration); 6] = [
+        let slots: [(&str, &mut Duration); 7] = [
             ("prepare", &mut out.prepare),
             ("gate", &mut out.gate),
             ("launch", &mut out.launch),
             ("tether", &mut out.tether),
             ("collect", &mut out.collect),
             ("reconnect", &mut out.reconnect),
+            ("operator", &mut out.operator),
         ];
         for (key, slot) in slots {
             if let Some(v) = t.get(key).and_then(|f| f.positive_duration(p)) {

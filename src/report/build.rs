@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use super::input::{CampaignData, pooled};
 use super::metric_order::metric_order;
 use super::model::{
-    CampaignMeta, InvalidAttempt, MetricRow, ModelReport, Report, SCHEMA_VERSION, StatisticsMeta, VariantSummary,
-    VariantVerdict,
+    AttestedRow, CampaignMeta, InvalidAttempt, MetricRow, ModelReport, Report, SCHEMA_VERSION, StatisticsMeta,
+    VariantSummary, VariantVerdict,
 };
 use super::verdicts::{ADVICE_POWER, Arm, MetricPair, judge, overall, references};
 use crate::config::StatsSettings;
@@ -107,6 +107,7 @@ pub fn build_report(data: &CampaignData) -> Report {
     }
 
     warnings.extend(label_warnings(data, &trial_rows));
+    warnings.extend(attestation_conflicts(data));
     let metrics = metric_order(&plan.metrics, observed.iter().copied());
     let present: HashSet<(&str, &str)> =
         data.trials.iter().map(|t| (t.row.device_model.as_str(), t.row.variant.as_str())).collect();
@@ -149,8 +150,99 @@ pub fn build_report(data: &CampaignData) -> Report {
         variants,
         models,
         invalid_attempts,
+        attested: attested_rows(data, &trial_rows),
         warnings,
     }
+}
+
+/// Where an operator attested one thing and the lab read another before or after the
+/// soak (brightness more than 5 points apart, a switch the other way): said once per
+/// device, step and setting. The reading is what the preconditions checked.
+fn attestation_conflicts(data: &CampaignData) -> Vec<String> {
+    let mut seen: BTreeMap<(String, String, String), (usize, String)> = BTreeMap::new();
+    for a in &data.attempts {
+        for x in &a.attestations {
+            let state = match x.when.as_str() {
+                "before-campaign" | "before-trial" => &a.state_before,
+                "re-tether" | "after-trial" => &a.state_after,
+                _ => continue,
+            };
+            for (key, said) in &x.values {
+                let field = match key.as_str() {
+                    "brightness" => "brightness_pct",
+                    "bluetooth" => "bluetooth_on",
+                    "wifi" => "wifi_on",
+                    other => other,
+                };
+                let r = &state[field];
+                if r["state"] != "known" || r["from"] == "operator" {
+                    continue;
+                }
+                let read = &r["value"];
+                let differs = match (said.as_f64(), read.as_f64(), said.as_bool(), read.as_bool()) {
+                    (Some(s), Some(v), ..) => (s - v).abs() > 5.0,
+                    (_, _, Some(s), Some(v)) => s != v,
+                    _ => false,
+                };
+                if differs {
+                    let shown = |v: &serde_json::Value| match v.as_bool() {
+                        Some(true) => "on".to_string(),
+                        Some(false) => "off".to_string(),
+                        None => format!("{v} %"),
+                    };
+                    let e = seen
+                        .entry((a.device.clone(), x.step.clone(), key.clone()))
+                        .or_insert((0, format!("{} but the lab read {}", shown(said), shown(read))));
+                    e.0 += 1;
+                }
+            }
+        }
+    }
+    seen.into_iter()
+        .map(|((device, step, key), (n, what))| {
+            format!("{device}: step {step} attested {key} {what} ({n} attempt(s)); the reading is what was checked")
+        })
+        .collect()
+}
+
+/// Operators' answers, one row per (device, step, answer, who), in the order first given.
+fn attested_rows(data: &CampaignData, trial_rows: &HashMap<u32, &PlannedTrialRow>) -> Vec<AttestedRow> {
+    let mut out: Vec<AttestedRow> = Vec::new();
+    for a in &data.attempts {
+        let device = if a.device.is_empty() {
+            trial_rows.get(&a.trial_idx).map(|r| r.device.clone()).unwrap_or_default()
+        } else {
+            a.device.clone()
+        };
+        for x in &a.attestations {
+            let same = |r: &&mut AttestedRow| {
+                r.device == device && r.step == x.step && r.values == x.values && r.by == x.by && r.when == x.when
+            };
+            let valid = usize::from(a.status == AttemptStatus::Valid);
+            match out.iter_mut().find(same) {
+                Some(r) => {
+                    r.attempts += 1;
+                    r.valid_attempts += valid;
+                    r.first_at = r.first_at.clone().min(x.at.clone());
+                    r.last_at = r.last_at.clone().max(x.at.clone());
+                }
+                None => out.push(AttestedRow {
+                    device: device.clone(),
+                    step: x.step.clone(),
+                    when: x.when.clone(),
+                    text: x.text.clone(),
+                    values: x.values.clone(),
+                    by: x.by.clone(),
+                    source: "attested",
+                    attempts: 1,
+                    valid_attempts: valid,
+                    first_at: x.at.clone(),
+                    last_at: x.at.clone(),
+                }),
+            }
+        }
+    }
+    out
 }
 
 fn metric_row(

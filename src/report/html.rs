@@ -344,6 +344,27 @@ fn validity(out: &mut String, report: &Report) {
         }
         out.push_str("</table>\n");
     }
+    if !report.attested.is_empty() {
+        out.push_str(
+            "<h3>Attested by operators</h3>\n<p>What people answered to the runbook's steps: <em>attested</em>, never read by the lab.</p>\n\
+<table><tr><th>device</th><th>step</th><th>when</th><th>asked</th><th>answer</th><th>by</th><th>attempts</th></tr>\n",
+        );
+        for r in &report.attested {
+            let _ = writeln!(
+                out,
+                "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{} <em>(attested)</em></td><td>{}</td><td class=\"num\">{} ({} valid)</td></tr>",
+                esc(&r.device),
+                esc(&r.step),
+                esc(&r.when),
+                esc(&r.text),
+                esc(&r.answer()),
+                esc(&r.by),
+                r.attempts,
+                r.valid_attempts
+            );
+        }
+        out.push_str("</table>\n");
+    }
 }
 
 /// Escapes text for HTML element content and attribute values.

@@ -149,6 +149,25 @@ metric's family; Mann–Whitney p as a check; n/arm: trials per arm that would d
         table(&mut out, &["trial", "device", "attempt", "reasons"], rows);
     }
 
+    if !report.attested.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n### Attested by operators\n\nWhat people answered to the runbook's steps: *attested*, never read by the lab.\n"
+        );
+        let rows = report.attested.iter().map(|r| {
+            vec![
+                md(&r.device),
+                code(&r.step),
+                md(&r.when),
+                md(&r.text),
+                md(&format!("{} (attested)", r.answer())),
+                md(&r.by),
+                format!("{} ({} valid)", r.attempts, r.valid_attempts),
+            ]
+        });
+        table(&mut out, &["device", "step", "when", "asked", "answer", "by", "attempts"], rows);
+    }
+
     if let Some(obj) = c.content_hashes.as_object().filter(|o| !o.is_empty()) {
         let _ = writeln!(out, "\n## Content hashes\n");
         let rows = obj.iter().map(|(name, v)| {

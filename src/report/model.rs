@@ -25,6 +25,10 @@ pub struct Report {
     pub models: Vec<ModelReport>,
     /// Every invalid attempt, by trial then attempt.
     pub invalid_attempts: Vec<InvalidAttempt>,
+    /// What operators attested (steps of the runbook, a manual tether), grouped by device,
+    /// step and answer. Absent when nobody attested anything.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attested: Vec<AttestedRow>,
     /// Inconsistencies found while building (mixed units, unknown trials, non-finite values).
     pub warnings: Vec<String>,
 }
@@ -195,6 +199,43 @@ pub struct VariantVerdict {
     pub too_few_trials: Vec<String>,
     /// One line: `envoy-poll vs control: worse — cpu_pct +1442% [+1391%, +1494%], ...`.
     pub summary: String,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct AttestedRow {
+    pub device: String,
+    pub step: String,
+    /// before-campaign, before-trial, untether, re-tether, after-trial.
+    pub when: String,
+    pub text: String,
+    /// Setting → value as answered; empty for a plain confirmation.
+    pub values: serde_json::Map<String, serde_json::Value>,
+    pub by: String,
+    /// Always `attested`: an operator's word, never a reading.
+    pub source: &'static str,
+    /// Attempts this answer belongs to, and how many of them are valid.
+    pub attempts: usize,
+    pub valid_attempts: usize,
+    /// RFC 3339, first and last answer.
+    pub first_at: String,
+    pub last_at: String,
+}
+
+impl AttestedRow {
+    /// `brightness=50 %, bluetooth=off`, or `confirmed`.
+    pub fn answer(&self) -> String {
+        if self.values.is_empty() {
+            return "confirmed".into();
+        }
+        self.values
+            .iter()
+            .map(|(k, v)| match serde_json::from_value::<crate::config::AttestValue>(v.clone()) {
+                Ok(a) => format!("{k}={a}"),
+                Err(_) => format!("{k}={v}"),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]

@@ -111,6 +111,7 @@ pub(crate) fn attempt(
         state_after: json!({}),
         untether: None,
         labels: Vec::new(),
+        attestations: Vec::new(),
     }
 }
 

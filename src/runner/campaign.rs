@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::adaptive::{self, SharedTether};
+use super::desk::OperatorDesk;
 use super::event::{DeviceProgress, Event, EventSink};
 use super::footprint::Footprint;
 use super::trial::{RunError, TrialContext, blocking, now_rfc3339};
@@ -39,6 +40,8 @@ pub struct Campaign {
     pub devices: BTreeMap<String, OpenedDevice>,
     pub events: EventSink,
     pub shutdown: watch::Receiver<bool>,
+    /// Operator steps (the runbook's and a manual tether's) are asked and answered here.
+    pub desk: Arc<OperatorDesk>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -125,6 +128,9 @@ impl Campaign {
             std::fs::remove_dir_all(&partial)
                 .map_err(|source| RunError::Artifacts { path: partial.clone(), source })?;
         }
+        // … and so are the steps it left waiting: nobody waits for their answers any more.
+        let desk = self.desk.clone();
+        blocking(move || desk.abandon_leftovers()).await?;
         let endpoint = match self.start_endpoint() {
             Ok(e) => e,
             Err(e) => {
@@ -159,6 +165,7 @@ impl Campaign {
             shutdown: stop_rx,
             endpoint: endpoint.clone(),
             footprint: footprint.clone(),
+            desk: self.desk.clone(),
         });
         // Tethers are shared so that adaptive rounds can hand them to new workers.
         let devices: BTreeMap<String, SharedDevice> =

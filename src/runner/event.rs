@@ -117,6 +117,34 @@ pub enum Event {
     DeviceDone {
         device: String,
     },
+    /// An operator step is put to the operators (`confirm`: the runner waits for an
+    /// answer from `lab confirm` or the terminal, up to `timeout_s`; else it is only said).
+    /// `id` is the step's row in the store (0 when not waited for); `trial` is empty for a
+    /// before-campaign step.
+    OperatorStep {
+        id: i64,
+        campaign: String,
+        device: String,
+        trial: String,
+        step: String,
+        when: String,
+        text: String,
+        attest: Vec<String>,
+        confirm: bool,
+        timeout_s: u64,
+    },
+    /// The step was answered; `values` as `key=value`.
+    OperatorAnswered {
+        device: String,
+        step: String,
+        by: String,
+        values: Vec<String>,
+    },
+    /// Nobody answered in time: the attempt is invalid.
+    OperatorExpired {
+        device: String,
+        step: String,
+    },
     /// Adaptive repeats: some variants' gating intervals are still too wide, so more
     /// trials were planned; round 2 is the first extra round.
     TrialsAdded {

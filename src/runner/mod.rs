@@ -2,6 +2,7 @@
 
 mod adaptive;
 mod campaign;
+mod desk;
 mod event;
 mod footprint;
 mod trial;
@@ -12,6 +13,7 @@ mod worker;
 
 pub use adaptive::{Extension, Imprecise, imprecise};
 pub use campaign::*;
+pub use desk::{OperatorDesk, StepAsk, StepError};
 pub use event::*;
 pub use footprint::{Footprint, TARGET_CPU_PCT, TARGET_WAKEUPS_PER_S};
 pub use trial::{AttemptOutcome, RunError, TrialContext, now_rfc3339, traffic_token};

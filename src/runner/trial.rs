@@ -11,11 +11,12 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::desk::{OperatorDesk, StepAsk, StepError};
 use super::event::{Event, EventSink, Phase};
 use super::footprint::Footprint;
 use super::validate;
 use crate::clock::Clock;
-use crate::config::Runbook;
+use crate::config::{Runbook, StepWhen};
 use crate::device::{AppHandle, Collected, DesiredState, Device, DeviceError, LaunchSpec, Measurement, StateSnapshot};
 use crate::endpoint::{Endpoint, EndpointError};
 use crate::store::{AttemptRecord, AttemptStatus, DeviceStatusRow, PlannedTrialRow, Store, StoreError};
@@ -48,6 +49,8 @@ pub struct TrialContext {
     pub endpoint: Option<Arc<Endpoint>>,
     /// The lab's own CPU and wakeups over the soaks.
     pub footprint: Arc<Footprint>,
+    /// Where operator steps are asked and answered.
+    pub desk: Arc<OperatorDesk>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -93,7 +96,7 @@ impl Failure {
 }
 
 /// Resolves when the campaign is stopped; never, once nobody can stop it any more.
-async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+pub(super) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
     if shutdown.wait_for(|stop| *stop).await.is_err() {
         std::future::pending::<()>().await;
     }
@@ -259,7 +262,7 @@ impl Attempt<'_> {
     /// Gives USB power back after the attempt, whatever ended it: bounded, and not
     /// stopped by Ctrl-C (no phone is left with its port off). Tried twice.
     async fn restore_power(&self) -> Option<String> {
-        let limit = self.ctx.runbook.timeouts.tether;
+        let limit = self.tether_limit();
         let mut last = String::new();
         for _ in 0..2 {
             match tokio::time::timeout(limit, self.tether.retether(self.device)).await {
@@ -276,6 +279,37 @@ impl Attempt<'_> {
         Some(format!("USB power not restored ({}): {last}", self.tether.label()))
     }
 
+    /// A tether call's bound: `timeouts.tether`, plus `timeouts.operator` when a person
+    /// does it.
+    fn tether_limit(&self) -> Duration {
+        let t = &self.ctx.runbook.timeouts;
+        t.tether + if self.tether.needs_operator() { t.operator } else { Duration::ZERO }
+    }
+
+    /// Asks the runbook's operator steps of `when` (before-campaign ones once per device
+    /// and run) and waits for their answers. An unanswered step fails the attempt.
+    async fn operator_steps(&self, when: StepWhen) -> Result<(), Failure> {
+        let name = self.device.name();
+        for s in self.ctx.runbook.steps.iter().filter(|s| s.when == when) {
+            if when == StepWhen::BeforeCampaign && self.ctx.desk.done_for_campaign(name, &s.name) {
+                continue;
+            }
+            let ask =
+                StepAsk { device: name, step: &s.name, when, text: &s.text, attest: &s.attest, confirm: s.confirm };
+            let mut shutdown = self.ctx.shutdown.clone();
+            let answered = tokio::select! {
+                r = self.ctx.desk.ask(&ask) => r,
+                _ = stopped(&mut shutdown) => return Err(Failure::cancelled()),
+            };
+            match answered {
+                Ok(_) => {}
+                Err(StepError::Cancelled { .. }) => return Err(Failure::cancelled()),
+                Err(e) => return Err(Failure::new(e.to_string())),
+            }
+        }
+        Ok(())
+    }
+
     async fn tether_fail(&self, phase: Phase, e: TetherError) -> Failure {
         match e {
             TetherError::Device(d) => self.fail(phase, d).await,
@@ -285,6 +319,7 @@ impl Attempt<'_> {
 
     pub async fn run(self) -> Result<AttemptOutcome, RunError> {
         let started_at = now_rfc3339();
+        self.ctx.desk.begin_attempt(self.device.name(), &self.trial.key, self.attempt);
         let mut p = Progress {
             phases: Vec::new(),
             current: None,
@@ -373,6 +408,7 @@ impl Attempt<'_> {
             state_after: serde_json::to_value(&p.after).unwrap_or_default(),
             untether: Some(p.mode),
             labels: p.labels.clone(),
+            attestations: self.ctx.desk.attested(self.device.name()),
         };
         let store = self.ctx.store.clone();
         blocking(move || store.record_attempt(&record)).await?;
@@ -428,6 +464,11 @@ impl Attempt<'_> {
             }
         }
 
+        // The operator's steps before the trial, after the lab's own settings (which
+        // would otherwise undo what they set by hand).
+        self.operator_steps(StepWhen::BeforeCampaign).await?;
+        self.operator_steps(StepWhen::BeforeTrial).await?;
+
         // gate: charge to battery_min and cool down to temperature_max, tethered.
         self.enter(p, Phase::Gate);
         let gate_start = self.clock().now();
@@ -465,6 +506,9 @@ impl Attempt<'_> {
                 return Ok(Step::Cancelled);
             }
         };
+        // What no API read, the operator may have attested (kept as attested).
+        let mut before = before;
+        validate::fill_attested(&mut before, &self.ctx.desk.attested(self.device.name()), &StepWhen::BEFORE);
         let mut reasons = validate::precondition_violations(pre, &before, "before");
         p.before = Some(before.clone());
         if !reasons.is_empty() {
@@ -497,7 +541,7 @@ impl Attempt<'_> {
             p.untethered = true;
             // What it was meant to be, should the untether itself fail.
             p.mode = self.tether.mode();
-            p.mode = match self.timed(Phase::Untether, rb.timeouts.tether, self.tether.untether(self.device)).await? {
+            p.mode = match self.timed(Phase::Untether, self.tether_limit(), self.tether.untether(self.device)).await? {
                 Ok(mode) => mode,
                 Err(e) => return Err(self.tether_fail(Phase::Untether, e).await),
             };
@@ -525,6 +569,7 @@ impl Attempt<'_> {
                 Err(e) => return Err(self.fail(Phase::Untether, e).await),
             }
         }
+        self.operator_steps(StepWhen::Untether).await?;
 
         // soak: nobody polls; the orchestrator sleeps.
         self.enter(p, Phase::Soak);
@@ -545,11 +590,12 @@ impl Attempt<'_> {
         }
         if untether {
             self.enter(p, Phase::Retether);
-            if let Err(e) = self.timed(Phase::Retether, rb.timeouts.tether, self.tether.retether(self.device)).await? {
+            if let Err(e) = self.timed(Phase::Retether, self.tether_limit(), self.tether.retether(self.device)).await? {
                 return Err(self.tether_fail(Phase::Retether, e).await);
             }
             p.untethered = false;
         }
+        self.operator_steps(StepWhen::Retether).await?;
 
         // collect, once the device answers: one that dropped off during the soak (or
         // with its port) is waited for (what it lost shows in its evidence).
@@ -574,6 +620,11 @@ impl Attempt<'_> {
             collected.measurements.push(Measurement::new("endpoint_requests", t.requests as f64, "count", source));
             collected.measurements.push(Measurement::new("endpoint_bytes", t.bytes as f64, "bytes", source));
         }
+
+        self.operator_steps(StepWhen::AfterTrial).await?;
+        let mut after = after;
+        validate::fill_attested(&mut after, &self.ctx.desk.attested(self.device.name()), &StepWhen::AFTER);
+        p.after = Some(after.clone());
 
         // validate
         self.enter(p, Phase::Validate);

@@ -80,6 +80,7 @@ impl Bench {
         store.create_campaign(&super::new_record("c1", &lab, &rb, &plan), plan.max_attempts, 1).unwrap();
         let trial = store.trials("c1").unwrap().remove(0).row;
         let (tx, events) = mpsc::unbounded_channel();
+        let operator_limit = rb.timeouts.operator;
         let (stop, shutdown) = watch::channel(false);
         let host = Arc::new(ScriptedTransport::new("local"));
         hub(&host);
@@ -88,13 +89,20 @@ impl Bench {
         let ctx = TrialContext {
             campaign: "c1".into(),
             runbook: Arc::new(rb),
-            store,
-            events: EventSink::new(tx),
+            store: store.clone(),
+            events: EventSink::new(tx.clone()),
             artifacts: dir.path().join("artifacts/c1"),
             max_attempts: plan.max_attempts,
-            shutdown,
+            shutdown: shutdown.clone(),
             endpoint: None,
             footprint: Arc::new(Footprint::new(None)),
+            desk: Arc::new(super::OperatorDesk::new(
+                store.clone(),
+                "c1",
+                EventSink::new(tx.clone()),
+                operator_limit,
+                shutdown.clone(),
+            )),
         };
         Bench { _dir: dir, ctx, trial, host, tether, events, stop }
     }
@@ -398,7 +406,14 @@ async fn a_worker_that_fails_stops_its_siblings() {
         store: store.clone(),
         devices,
         events: EventSink::discard(),
-        shutdown,
+        shutdown: shutdown.clone(),
+        desk: Arc::new(super::OperatorDesk::new(
+            store.clone(),
+            "c1",
+            EventSink::discard(),
+            Duration::from_secs(60),
+            shutdown,
+        )),
     };
     let start = tokio::time::Instant::now();
     let err = c.run(false).await.expect_err("a panicking worker is fatal");
@@ -448,4 +463,132 @@ async fn a_port_that_uhubctl_says_still_has_power_is_not_soaked_on() {
     });
     assert_eq!(b.run(&b.phone()).await, AttemptOutcome::Recorded { valid: false });
     assert!(has(&b.reasons(), "printed no new status for this port"), "{:?}", b.reasons());
+}
+
+/// Answers every step the desk asks, as `lab confirm` would from another process: each
+/// with the values `answers` gives for its step name (none for the others).
+fn operator(store: Store, answers: &[(&str, serde_json::Value)]) -> tokio::task::JoinHandle<Vec<String>> {
+    let answers: Vec<(String, serde_json::Value)> = answers.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+    tokio::spawn(async move {
+        let mut answered = Vec::new();
+        loop {
+            for s in store.pending_steps(Some("c1")).unwrap() {
+                let values = answers.iter().find(|(k, _)| *k == s.step).map(|(_, v)| v.clone());
+                let values = values.and_then(|v| v.as_object().cloned()).unwrap_or_default();
+                assert!(store.answer_step(s.id, "ana", "2026-12-01T10:00:00Z", &values).unwrap());
+                answered.push(format!("{}@{}", s.step, s.when));
+                if answered.len() == 99 {
+                    return answered;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+}
+
+const STEPS: &str = r#"brightness = [40, 60]
+[[steps]]
+name = "screen"
+text = "Set brightness to 50 % and switch battery saver off"
+when = "before-trial"
+attest = ["brightness", "low_power"]
+[[steps]]
+name = "look"
+text = "Check the phone shows no charging icon"
+when = "untether"
+confirm = false
+"#;
+
+#[tokio::test(start_paused = true)]
+async fn an_operator_step_answered_from_the_store_is_attested_with_the_attempt() {
+    let mut b = Bench::new(STEPS);
+    let answerer =
+        operator(b.ctx.store.clone(), &[("screen", serde_json::json!({"brightness": 30.0, "low_power": false}))]);
+    let phone = b.phone();
+    assert_eq!(b.run(&phone).await, AttemptOutcome::Recorded { valid: true });
+    answerer.abort();
+    let a = b.ctx.store.attempts("c1").unwrap().remove(0);
+    assert_eq!(a.attestations.len(), 1, "{:?}", a.attestations);
+    let att = &a.attestations[0];
+    assert_eq!((att.step.as_str(), att.when.as_str(), att.by.as_str()), ("screen", "before-trial", "ana"));
+    assert_eq!(
+        serde_json::Value::Object(att.values.clone()),
+        serde_json::json!({"brightness": 30.0, "low_power": false})
+    );
+    // What the lab read stays read; what no API read is filled in as attested.
+    assert_eq!(a.state_before["brightness_pct"], serde_json::json!({"state": "known", "value": 50.0, "from": "set"}));
+    assert_eq!(a.state_before["low_power"], serde_json::json!({"state": "known", "value": false, "from": "operator"}));
+    let events = b.drain();
+    let asked: Vec<(String, bool)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::OperatorStep { step, confirm, .. } => Some((step.clone(), *confirm)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked, [("screen".to_string(), true), ("look".to_string(), false)], "the note is said, not waited on");
+    assert!(events.iter().any(|e| matches!(e, Event::OperatorAnswered { by, .. } if by == "ana")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attested_value_outside_the_preconditions_makes_the_attempt_invalid() {
+    // The scripted phone reads no brightness here: the operator's word is all there is.
+    let b = Bench::new(&format!("auto_fix = false\n{STEPS}"));
+    let answerer =
+        operator(b.ctx.store.clone(), &[("screen", serde_json::json!({"brightness": 90.0, "low_power": false}))]);
+    let phone = b.phone().without_brightness();
+    assert_eq!(b.run(&phone).await, AttemptOutcome::Recorded { valid: false });
+    answerer.abort();
+    assert!(has(&b.reasons(), "brightness 90 % before the soak, outside [40, 60] %"), "{:?}", b.reasons());
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unanswered_step_expires_into_an_invalid_attempt_and_nothing_waits_forever() {
+    let mut b = Bench::new(STEPS);
+    let phone = b.phone();
+    let start = tokio::time::Instant::now();
+    assert_eq!(b.run(&phone).await, AttemptOutcome::Recorded { valid: false });
+    let waited = start.elapsed();
+    assert!(waited >= Duration::from_secs(1800) && waited < Duration::from_secs(1900), "{waited:?}");
+    let reasons = b.reasons();
+    assert!(
+        has(
+            &reasons,
+            "operator step `screen` (before-trial: Set brightness to 50 % and switch battery saver off) not answered within 30m (timeouts.operator)"
+        ),
+        "{reasons:?}"
+    );
+    assert!(b.ctx.store.pending_steps(None).unwrap().is_empty(), "the step is closed");
+    assert!(!phone.calls().contains(&"launch".to_string()), "nothing ran without the operator");
+    assert!(b.drain().iter().any(|e| matches!(e, Event::OperatorExpired { step, .. } if step == "screen")));
+    assert!(b.ctx.store.attempts("c1").unwrap()[0].attestations.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_manual_tether_is_unplugged_and_plugged_in_through_the_desk() {
+    let b = Bench::new("");
+    let answerer = operator(b.ctx.store.clone(), &[]);
+    let tether = crate::tether::ManualTether::new(b.ctx.desk.clone());
+    let phone = b.phone();
+    let a = Attempt { ctx: &b.ctx, device: &phone, tether: &tether, trial: &b.trial, attempt: 0 };
+    assert_eq!(a.run().await.unwrap(), AttemptOutcome::Recorded { valid: true });
+    answerer.abort();
+    let rec = b.ctx.store.attempts("c1").unwrap().remove(0);
+    let steps: Vec<(&str, &str)> = rec.attestations.iter().map(|x| (x.step.as_str(), x.when.as_str())).collect();
+    assert_eq!(steps, [("unplug", "untether"), ("plug-in", "re-tether")]);
+    let calls = phone.calls();
+    assert!(calls.contains(&"usb_power:off".to_string()) && phone.usb_powered(), "{calls:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_manual_unplug_nobody_confirms_asks_no_plug_in_and_the_attempt_is_invalid() {
+    let b = Bench::new("[timeouts]\noperator = \"5m\"\n");
+    let tether = crate::tether::ManualTether::new(b.ctx.desk.clone());
+    let phone = b.phone();
+    let a = Attempt { ctx: &b.ctx, device: &phone, tether: &tether, trial: &b.trial, attempt: 0 };
+    assert_eq!(a.run().await.unwrap(), AttemptOutcome::Recorded { valid: false });
+    let reasons = b.reasons();
+    assert!(has(&reasons, "untether failed: phone-1: operator step `unplug`"), "{reasons:?}");
+    assert!(!reasons.iter().any(|r| r.contains("plug-in")), "no plug-in asked after an unplug nobody did: {reasons:?}");
+    assert!(!phone.calls().contains(&"usb_power:off".to_string()));
 }

@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
-use crate::config::{Preconditions, Workload};
-use crate::device::{SoakEvidence, StateSnapshot, UntetherMode};
+use crate::config::{AttestKey, Preconditions, StepWhen, Workload};
+use crate::device::{Provenance, Reading, SoakEvidence, StateSnapshot, UntetherMode};
+use crate::store::Attestation;
 
 /// The label of a soft-untethered attempt whose phone still said it charged after the unplug.
 pub const STILL_CHARGING_SOFT: &str =
@@ -33,6 +34,29 @@ pub fn precondition_violations(p: &Preconditions, s: &StateSnapshot, when: &str)
         out.push(format!("host on battery {when} the soak; plug in AC power (ac_power = true)"));
     }
     out
+}
+
+/// Fills what the device did not read with what an operator attested at one of `whens`
+/// (marked `Provenance::Operator`: shown as attested, never as read). A value the lab
+/// read is never replaced.
+pub fn fill_attested(s: &mut StateSnapshot, attested: &[Attestation], whens: &[StepWhen]) {
+    fn put<T: Copy>(r: &mut Reading<T>, v: T) {
+        if r.is_unknown() {
+            *r = Reading::Known { value: v, from: Provenance::Operator };
+        }
+    }
+    for a in attested.iter().filter(|a| StepWhen::parse(&a.when).is_some_and(|w| whens.contains(&w))) {
+        for (k, v) in &a.values {
+            match (AttestKey::parse(k), v.as_f64(), v.as_bool()) {
+                (Some(AttestKey::Brightness), Some(pct), _) => put(&mut s.brightness_pct, pct),
+                (Some(AttestKey::Bluetooth), _, Some(b)) => put(&mut s.bluetooth_on, b),
+                (Some(AttestKey::Wifi), _, Some(b)) => put(&mut s.wifi_on, b),
+                (Some(AttestKey::LowPower), _, Some(b)) => put(&mut s.low_power, b),
+                (Some(AttestKey::AirplaneMode), _, Some(b)) => put(&mut s.airplane_mode, b),
+                _ => {}
+            }
+        }
+    }
 }
 
 fn on_off(b: bool) -> &'static str {

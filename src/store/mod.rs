@@ -1,5 +1,6 @@
 //! The SQLite store: campaigns, planned trials, attempts, measurements.
 
+mod operator_steps;
 mod records;
 mod schema;
 mod sqlite;

@@ -158,6 +158,82 @@ pub struct AttemptRecord {
     /// What must be said with its figures (a soft-untethered phone that charged on).
     #[serde(default)]
     pub labels: Vec<String>,
+    /// What an operator attested during this attempt (its steps' answers).
+    #[serde(default)]
+    pub attestations: Vec<Attestation>,
+}
+
+/// An operator's answer to a step, as kept with an attempt: shown as *attested*, never
+/// as read.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Attestation {
+    pub step: String,
+    /// `StepWhen::as_str`: before-campaign, before-trial, untether, re-tether, after-trial.
+    pub when: String,
+    pub text: String,
+    pub by: String,
+    /// RFC 3339.
+    pub at: String,
+    /// Setting → value (`{"brightness": 50, "bluetooth": false}`); empty for a plain confirmation.
+    pub values: serde_json::Map<String, serde_json::Value>,
+}
+
+/// A step put to the operators by a runner.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct NewStep {
+    pub campaign: CampaignId,
+    pub device: String,
+    /// None for a before-campaign step.
+    pub trial_key: Option<String>,
+    pub attempt: Option<u32>,
+    pub step: String,
+    pub when: String,
+    pub text: String,
+    /// The settings the answer must attest.
+    pub attest: Vec<String>,
+    pub asked_at: String,
+    /// RFC 3339; after it the step is expired and cannot be answered.
+    pub deadline: String,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum StepStatus {
+    Pending,
+    Answered,
+    /// Its deadline passed unanswered.
+    Expired,
+    /// The runner stopped waiting (Ctrl-C, or a crashed runner found by the next one).
+    Abandoned,
+}
+
+impl StepStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepStatus::Pending => "pending",
+            StepStatus::Answered => "answered",
+            StepStatus::Expired => "expired",
+            StepStatus::Abandoned => "abandoned",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [StepStatus::Pending, StepStatus::Answered, StepStatus::Expired, StepStatus::Abandoned]
+            .into_iter()
+            .find(|x| x.as_str() == s)
+    }
+}
+
+/// A step as the desk holds it: what was asked (readable through `Deref`), and its answer.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct StepRow {
+    pub id: i64,
+    #[serde(flatten)]
+    pub asked: NewStep,
+    pub status: StepStatus,
+    pub answered_at: Option<String>,
+    pub answered_by: Option<String>,
+    pub values: serde_json::Map<String, serde_json::Value>,
 }
 
 /// A planned trial joined with its attempts' outcome, for status and reports.
@@ -211,6 +287,13 @@ pub struct DeviceStatusRow {
     pub updated_at: String,
 }
 
+impl std::ops::Deref for StepRow {
+    type Target = NewStep;
+    fn deref(&self) -> &NewStep {
+        &self.asked
+    }
+}
+
 /// One reading of a device's battery (`lab care`): level, health and cycles as the
 /// device reported them, and where they came from.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -222,6 +305,6 @@ pub struct BatteryReadingRow {
     /// Full-charge over design capacity, percent.
     pub health_pct: Option<f64>,
     pub cycle_count: Option<u32>,
-    /// What was read: `sim`, `dumpsys battery + sysfs`, …
+    /// Where health and cycles were read: `sim`, the uevent path, …
     pub source: String,
 }

@@ -113,7 +113,45 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE attempts ADD COLUMN untether TEXT;
     ALTER TABLE attempts ADD COLUMN labels TEXT NOT NULL DEFAULT '[]';
     "#,
-    // 5 (care): a device's battery as read between campaigns (`lab care`), for the health
+    // 5: operator steps. `operator_steps` is the live desk: a runner asks (pending), an
+    // operator answers from any terminal (`lab confirm`), or the deadline passes (expired).
+    // `attestations` is what an answer attested, kept with the attempt it belongs to and
+    // written in the attempt's own transaction.
+    r#"
+    CREATE TABLE operator_steps (
+        id              INTEGER PRIMARY KEY,
+        campaign        TEXT NOT NULL REFERENCES campaigns(id),
+        device          TEXT NOT NULL,
+        trial_key       TEXT,
+        attempt         INTEGER,
+        step            TEXT NOT NULL,
+        step_when       TEXT NOT NULL,
+        text            TEXT NOT NULL,
+        attest          TEXT NOT NULL,
+        asked_at        TEXT NOT NULL,
+        deadline        TEXT NOT NULL,
+        status          TEXT NOT NULL,
+        answered_at     TEXT,
+        answered_by     TEXT,
+        answer          TEXT
+    );
+    CREATE INDEX operator_steps_pending ON operator_steps (campaign, status);
+    CREATE TABLE attestations (
+        campaign        TEXT NOT NULL,
+        trial_idx       INTEGER NOT NULL,
+        attempt         INTEGER NOT NULL,
+        seq             INTEGER NOT NULL,
+        step            TEXT NOT NULL,
+        step_when       TEXT NOT NULL,
+        text            TEXT NOT NULL,
+        answered_by     TEXT NOT NULL,
+        answered_at     TEXT NOT NULL,
+        answer          TEXT NOT NULL,
+        PRIMARY KEY (campaign, trial_idx, attempt, seq),
+        FOREIGN KEY (campaign, trial_idx, attempt) REFERENCES attempts(campaign, trial_idx, attempt)
+    );
+    "#,
+    // 6 (care): a device's battery as read between campaigns (`lab care`), for the health
     // and cycle trends of `lab status`. `at`: RFC 3339 UTC; health and cycles NULL where
     // the platform does not say.
     r#"

@@ -26,13 +26,15 @@ pub enum StoreError {
     Json(#[from] serde_json::Error),
     #[error("no campaign `{0}` in the store; fix: `lab status` lists campaigns")]
     NoCampaign(String),
+    #[error("store task: {0}")]
+    Internal(String),
     #[error("attempt {attempt} of trial {trial} in campaign {campaign} is already recorded")]
     Duplicate { campaign: String, trial: u32, attempt: u32 },
 }
 
 #[derive(Clone)]
 pub struct Store {
-    conn: Arc<Mutex<Connection>>,
+    pub(super) conn: Arc<Mutex<Connection>>,
     path: PathBuf,
 }
 
@@ -71,7 +73,7 @@ fn insert_trials(tx: &rusqlite::Transaction<'_>, id: &str, trials: &[PlannedTria
 
 /// Hands rows keyed by (trial, attempt) to their attempts. Both are ordered by that key:
 /// one pass.
-fn merge<T>(
+pub(super) fn merge<T>(
     attempts: &mut [AttemptRecord],
     rows: impl IntoIterator<Item = ((u32, u32), T)>,
     put: impl Fn(&mut AttemptRecord, T),
@@ -144,7 +146,7 @@ impl Store {
         &self.path
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
         // A panic while holding the lock leaves a connection that is still usable:
         // every write is its own transaction.
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
@@ -422,6 +424,7 @@ impl Store {
                 ])?;
             }
         }
+        super::operator_steps::insert_attestations(&tx, &a.campaign, a.trial_idx, a.attempt, &a.attestations)?;
         tx.commit()?;
         Ok(())
     }
@@ -468,6 +471,7 @@ impl Store {
                     state_after: serde_json::from_str(&after).unwrap_or_default(),
                     untether: untether.as_deref().and_then(UntetherMode::parse),
                     labels: serde_json::from_str(&labels).unwrap_or_default(),
+                    attestations: Vec::new(),
                 })
             })?
             .collect::<Result<_, _>>()?;
@@ -484,6 +488,8 @@ impl Store {
         merge(&mut out, measurements, |a, m| a.measurements.push(m));
         let series = series_rows(&conn, id)?.into_iter().map(|s| ((s.trial_idx, s.attempt), s.series));
         merge(&mut out, series, |a, s| a.series.push(s));
+        let attested = super::operator_steps::attestation_rows(&conn, id)?;
+        merge(&mut out, attested, |a, x| a.attestations.push(x));
         Ok(out)
     }
 
@@ -630,7 +636,58 @@ mod tests {
             state_after: serde_json::Value::Null,
             untether: Some(UntetherMode::SoftUntethered),
             labels: vec!["charged on".into()],
+            attestations: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_step_settles_on_one_answer_and_attestations_come_back_with_their_attempt() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("lab.db")).unwrap();
+        s.create_campaign(&campaign("c1", 2), 2, 42).unwrap();
+        let ask = |step: &str| NewStep {
+            campaign: "c1".into(),
+            device: "dev".into(),
+            trial_key: Some("0000-dev-a-r0".into()),
+            attempt: Some(0),
+            step: step.into(),
+            when: "before-trial".into(),
+            text: "Set brightness".into(),
+            attest: vec!["brightness".into()],
+            asked_at: "t0".into(),
+            deadline: "t1".into(),
+        };
+        let (a, b, c) =
+            (s.ask_step(&ask("a")).unwrap(), s.ask_step(&ask("b")).unwrap(), s.ask_step(&ask("c")).unwrap());
+        let values: serde_json::Map<_, _> = [("brightness".to_string(), serde_json::json!(50.0))].into_iter().collect();
+        assert!(s.answer_step(a, "ana", "t0.5", &values).unwrap());
+        assert!(!s.answer_step(a, "bo", "t0.6", &values).unwrap(), "the first answer wins");
+        assert!(!s.close_step(a, StepStatus::Expired).unwrap(), "an answered step does not expire");
+        assert!(s.close_step(b, StepStatus::Expired).unwrap());
+        assert!(!s.answer_step(b, "ana", "t2", &values).unwrap(), "an expired step cannot be answered");
+        assert_eq!(s.pending_steps(Some("c1")).unwrap().iter().map(|r| r.id).collect::<Vec<_>>(), [c]);
+        assert_eq!(s.abandon_steps("c1").unwrap(), 1, "what a crashed runner left waiting");
+        assert!(s.pending_steps(None).unwrap().is_empty());
+        let got = s.step(a).unwrap().unwrap();
+        assert_eq!(
+            (got.status, got.answered_by.as_deref(), got.device.as_str()),
+            (StepStatus::Answered, Some("ana"), "dev")
+        );
+
+        let attested = Attestation {
+            step: "a".into(),
+            when: "before-trial".into(),
+            text: "Set brightness".into(),
+            by: "ana".into(),
+            at: "t0.5".into(),
+            values,
+        };
+        s.record_attempt(&AttemptRecord { attestations: vec![attested.clone()], ..attempt("c1", 0, 0, true) }).unwrap();
+        s.record_attempt(&attempt("c1", 1, 0, true)).unwrap();
+        let attempts = s.attempts("c1").unwrap();
+        assert_eq!((attempts[0].attestations.as_slice(), attempts[1].attestations.len()), (&[attested.clone()][..], 0));
+        let latest = s.latest_attestations().unwrap();
+        assert_eq!(latest, [("dev".to_string(), "c1".to_string(), attested)]);
     }
 
     #[test]

@@ -113,6 +113,12 @@ impl ScriptedDevice {
         self
     }
 
+    /// Its brightness cannot be read (as on an iPhone).
+    pub fn without_brightness(self) -> Self {
+        self.lock().state.brightness_pct = Reading::Unknown;
+        self
+    }
+
     /// It keeps charging after its port is switched off.
     pub fn charges_when_cut(self) -> Self {
         self.lock().charges_when_cut = true;

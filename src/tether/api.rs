@@ -1,6 +1,7 @@
 //! The `Tether` trait: cutting and restoring USB power around the soak, beside the
 //! device so that any strategy works with any platform.
 
+use crate::config::StepWhen;
 use crate::device::{Device, DeviceError};
 pub use crate::measure::UntetherMode;
 use crate::transport::TransportError;
@@ -16,6 +17,9 @@ pub enum TetherError {
     Command { device: String, command: String, detail: String },
     #[error("{device}: hub {hub} port {port}: {detail}")]
     Port { device: String, hub: String, port: u32, detail: String },
+    /// An operator step of the tether that was not answered.
+    #[error("{device}: {detail}")]
+    Step { device: String, detail: String },
     #[error("{device} needs an operator ({instruction}) but nobody can answer: {detail}")]
     NoOperator { device: String, instruction: String, detail: String },
 }
@@ -26,6 +30,11 @@ pub trait Tether: Send + Sync {
     /// The mode this tether means to give (`untether` says what it really gave).
     fn mode(&self) -> UntetherMode;
     /// Cuts power; returns how (a software unplug may manage to suspend charging).
+    /// Waits for a person (its calls are bounded by `timeouts.operator` on top of
+    /// `timeouts.tether`).
+    fn needs_operator(&self) -> bool {
+        false
+    }
     async fn untether(&self, device: &dyn Device) -> Result<UntetherMode, TetherError>;
     async fn retether(&self, device: &dyn Device) -> Result<(), TetherError>;
 }
@@ -33,6 +42,7 @@ pub trait Tether: Send + Sync {
 /// Someone at the bench who can unplug a cable and attest what no API can read.
 #[async_trait]
 pub trait Operator: Send + Sync {
-    /// Asks the operator to do `instruction` on `device`; returns once confirmed.
-    async fn confirm(&self, device: &str, instruction: &str) -> Result<(), TetherError>;
+    /// Asks the operator to do `instruction` on `device` (the step `step`, at `when`);
+    /// returns once confirmed, fails when nobody answered in time.
+    async fn confirm(&self, device: &str, step: &str, when: StepWhen, instruction: &str) -> Result<(), TetherError>;
 }

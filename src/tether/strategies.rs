@@ -1,13 +1,14 @@
 //! The tether strategies of `lab.toml`: none, manual, software, uhubctl.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
 use super::api::{Operator, Tether, TetherError, UntetherMode};
 use crate::collect::uhubctl::{self, Block};
-use crate::config::TetherSpec;
+use crate::config::{StepWhen, TetherSpec};
 use crate::device::Device;
 use crate::transport::{CommandSpec, Transport};
 
@@ -48,9 +49,24 @@ impl Tether for SoftwareTether {
     }
 }
 
+/// A person unplugs the cable and plugs it back, each step confirmed through the operator
+/// desk (the terminal or `lab confirm`).
 pub struct ManualTether {
     pub operator: Arc<dyn Operator>,
+    /// The unplug was confirmed and the plug-in not yet: only then is there a cable to
+    /// plug back (a re-tether after an unanswered unplug asks nothing).
+    unplugged: std::sync::atomic::AtomicBool,
 }
+
+impl ManualTether {
+    pub fn new(operator: Arc<dyn Operator>) -> Self {
+        ManualTether { operator, unplugged: Default::default() }
+    }
+}
+
+/// The manual tether's step names (`lab confirm --step`).
+pub const UNPLUG_STEP: &str = "unplug";
+pub const PLUG_IN_STEP: &str = "plug-in";
 
 #[async_trait]
 impl Tether for ManualTether {
@@ -60,13 +76,21 @@ impl Tether for ManualTether {
     fn mode(&self) -> UntetherMode {
         UntetherMode::PowerCut
     }
+    fn needs_operator(&self) -> bool {
+        true
+    }
     async fn untether(&self, device: &dyn Device) -> Result<UntetherMode, TetherError> {
-        self.operator.confirm(device.name(), "unplug the USB cable").await?;
+        self.operator.confirm(device.name(), UNPLUG_STEP, StepWhen::Untether, "unplug the USB cable").await?;
+        self.unplugged.store(true, Ordering::SeqCst);
         device.usb_power_changed(false).await?;
         Ok(UntetherMode::PowerCut)
     }
     async fn retether(&self, device: &dyn Device) -> Result<(), TetherError> {
-        self.operator.confirm(device.name(), "plug the USB cable back in").await?;
+        if !self.unplugged.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.operator.confirm(device.name(), PLUG_IN_STEP, StepWhen::Retether, "plug the USB cable back in").await?;
+        self.unplugged.store(false, Ordering::SeqCst);
         Ok(device.usb_power_changed(true).await?)
     }
 }
@@ -169,7 +193,7 @@ pub fn for_spec(spec: &TetherSpec, transport: Arc<dyn Transport>, operator: Arc<
     match spec {
         TetherSpec::None => Box::new(NoTether),
         TetherSpec::Software => Box::new(SoftwareTether),
-        TetherSpec::Manual => Box::new(ManualTether { operator }),
+        TetherSpec::Manual => Box::new(ManualTether::new(operator)),
         TetherSpec::Uhubctl { location, port, repeat } => {
             Box::new(UhubctlTether { transport, location: location.clone(), port: *port, repeat: *repeat })
         }
@@ -208,7 +232,7 @@ pub struct AbsentOperator {
 
 #[async_trait]
 impl Operator for AbsentOperator {
-    async fn confirm(&self, device: &str, instruction: &str) -> Result<(), TetherError> {
+    async fn confirm(&self, device: &str, _step: &str, _when: StepWhen, instruction: &str) -> Result<(), TetherError> {
         Err(TetherError::NoOperator {
             device: device.into(),
             instruction: instruction.into(),
