@@ -68,7 +68,7 @@ fn care_moves_each_simulated_phone_into_its_window_by_switching_its_port() {
     assert!(small.chunks(2).all(|c| c == ["off", "on"]), "strictly alternating, off first: {small:?}");
     assert_eq!(calls.len(), 4 + small.len(), "no other uhubctl call: {calls:?}");
     // Order: `full` is cut at the first pass (85 %), `small` after 18 minutes of charging
-    // (50 → 80 % at 100 mA into 100 mAh), `low` after about an hour (20 → 80 %).
+    // (50 → 80 % at 100 mA into 100 mAh), `low` after about two and a half hours (20 → 80 % at 1000 mA into 4080 mAh).
     assert_eq!(calls[..3], ["-l 1-1 -p 1 -a off", "-l 1-1 -p 3 -a off", "-l 1-1 -p 2 -a off"], "{calls:?}");
     // Care stops: the ports it had cut, in device order.
     assert_eq!(calls[calls.len() - 3..], ["-l 1-1 -p 1 -a on", "-l 1-1 -p 2 -a on", "-l 1-1 -p 3 -a on"]);
