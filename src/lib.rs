@@ -3,6 +3,7 @@
 //! The library never prints; the runner emits events and only the CLI reporter
 //! writes to the terminal.
 
+pub mod care;
 pub mod cli;
 pub mod clock;
 pub mod collect;

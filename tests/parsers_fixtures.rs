@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use lab::collect::android_battery::FieldValue;
 use lab::collect::{
-    android_battery, batterystats_checkin, cpuinfo, dumpsys_wifi, history_text, ios_battery, wifi_status,
+    android_battery, batterystats_checkin, cpuinfo, dumpsys_wifi, history_text, ios_battery, power_supply, wifi_status,
 };
 use toml::Value;
 
@@ -270,4 +270,33 @@ fn ios_iopmpowersource_diagnostics_reply() {
         (r.level_pct, r.temperature_c, r.voltage_mv, r.cycle_count),
         (Some(85.0), Some(30.0), Some(4269), Some(321))
     );
+}
+
+#[test]
+fn android_power_supply_uevent() {
+    let file = "android/power_supply_uevent_thali_xt1072.txt";
+    let want = expected(file);
+    let r = power_supply::parse(&text(file)).unwrap();
+    let i = |v: Option<i64>| v.map(Value::Integer);
+    let n = check(file, "", &want, |k| match k {
+        "properties" => i(Some(r.properties.len() as i64)),
+        "cycle_count" => i(r.cycle_count.map(i64::from)),
+        "charge_full_uah" => i(r.charge_full_uah),
+        "charge_full_design_uah" => i(r.charge_full_design_uah),
+        "capacity_pct" => i(r.capacity_pct.map(|c| c as i64)),
+        "health_percent" => r.health_pct().map(|h| Value::Float((h * 100.0).round() / 100.0)),
+        _ => None,
+    });
+    assert_eq!(n, 6);
+    // What `lab care` stores for an Android phone.
+    let h = lab::device::BatteryHealth::from_power_supply(&r, "uevent");
+    assert_eq!((h.cycle_count, h.health_pct.map(|x| (x * 100.0).round() / 100.0)), (Some(0), Some(99.87)));
+}
+
+#[test]
+fn ios_battery_health_for_care() {
+    let r = ios_battery::parse(&data("ios/applesmartbattery_iphonestatus.plist")).unwrap();
+    let h = lab::device::BatteryHealth::from_ios(&r);
+    assert_eq!((h.health_pct, h.cycle_count.map(i64::from)), (r.health_pct, r.cycle_count));
+    assert!(h.health_pct.is_some() && h.cycle_count.is_some());
 }

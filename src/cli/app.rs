@@ -7,7 +7,9 @@ use clap::Parser;
 
 use super::args::{Cli, Command};
 use super::exit::{self, CliError};
-use super::{compare_cmd, confirm_cmd, hosts_cmd, hubs_cmd, import_cmd, plan_cmd, report_cmd, run_cmd, status_cmd};
+use super::{
+    care_cmd, compare_cmd, confirm_cmd, hosts_cmd, hubs_cmd, import_cmd, plan_cmd, report_cmd, run_cmd, status_cmd,
+};
 
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -33,6 +35,7 @@ pub fn main() -> ExitCode {
         Command::Hubs(a) => runtime.block_on(hubs_cmd::run(lab, a)),
         Command::Compare(a) => compare_cmd::run(lab, a),
         Command::Confirm(a) => confirm_cmd::run(lab, a).map(|s| (s, exit::OK)),
+        Command::Care(a) => runtime.block_on(care_cmd::run(lab, a)),
     };
     match result {
         Ok((out, code)) => {

@@ -42,9 +42,32 @@ pub enum Command {
     /// USB hubs: every host's hubs and ports as `uhubctl` lists them, and which port each
     /// of the lab's phones is on (by its USB serial).
     Hubs(HubsArgs),
+    /// Keep each hub-powered phone between the charge limits of `[care]` by switching its
+    /// port, until Ctrl-C; every port it cut is switched on again when it stops.
+    Care(CareArgs),
     /// Answer an operator step a running campaign waits on (a `[[steps]]` entry, a manual
     /// tether's unplug / plug-in), with what it asks to attest.
     Confirm(super::confirm_cmd::ConfirmArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CareArgs {
+    /// One pass: read each phone, switch what is outside its window, stop.
+    #[arg(long)]
+    pub once: bool,
+    /// Only this device (repeatable); default: every device tethered to a hub port.
+    #[arg(long, value_name = "DEVICE")]
+    pub device: Vec<String>,
+    /// Stop after this long (e.g. `8h`; for simulated phones, time on their virtual clock).
+    #[arg(long = "for", value_name = "DURATION", value_parser = parse_for)]
+    pub for_: Option<std::time::Duration>,
+    /// A line for every reading too, not only for switches.
+    #[arg(long, short)]
+    pub verbose: bool,
+}
+
+fn parse_for(s: &str) -> Result<std::time::Duration, String> {
+    crate::config::parse_duration(s).map_err(|e| e.to_string())
 }
 
 #[derive(Debug, clap::Args)]

@@ -2,6 +2,7 @@
 
 mod app;
 pub mod args;
+mod care_cmd;
 mod compare_cmd;
 mod confirm_cmd;
 pub mod context;
@@ -15,6 +16,7 @@ pub mod plan_cmd;
 mod report_cmd;
 pub mod reporter;
 mod run_cmd;
+pub mod status_care;
 pub mod status_cmd;
 mod status_operator;
 

@@ -216,6 +216,4 @@ async fn execute(
     Ok(RunOutcome { output, code })
 }
 
-pub fn pid_alive(pid: u32) -> bool {
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_ok()
-}
+pub use crate::store::pid_alive;

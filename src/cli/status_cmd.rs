@@ -12,6 +12,7 @@ use super::args::StatusArgs;
 use super::context::{self, display_path};
 use super::exit::CliError;
 use super::run_cmd::pid_alive;
+use super::status_care::{self, BatteryView};
 use super::status_operator;
 use crate::config::Lab;
 use crate::store::{CampaignRecord, CampaignStatus, DeviceStatusRow, Store, TrialOutcome};
@@ -66,6 +67,8 @@ pub struct StatusView {
     /// The newest attestation per device and step.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub attested: Vec<status_operator::AttestedLine>,
+    /// Battery health from `lab care`'s readings.
+    pub batteries: BatteryView,
 }
 
 pub fn run(lab_arg: Option<&std::path::Path>, args: &StatusArgs) -> Result<String, CliError> {
@@ -178,6 +181,7 @@ pub fn collect(lab: &Lab, store: Option<&Store>) -> Result<StatusView, CliError>
         hosts,
         devices,
         campaigns: lines,
+        batteries: status_care::collect(lab, store)?,
     })
 }
 
@@ -187,6 +191,7 @@ pub fn render(v: &StatusView) -> String {
     let _ =
         writeln!(s, "\nhosts (`lab hosts check` connects to them):\n{}", Table::new(&v.hosts).with(Style::rounded()));
     let _ = writeln!(s, "\ndevices:\n{}", Table::new(&v.devices).with(Style::rounded()));
+    status_care::render(&v.batteries, &mut s);
     if v.campaigns.is_empty() {
         let _ = writeln!(s, "\nno campaigns yet; start one with: lab run runbooks/quickstart.toml");
     } else {

@@ -18,6 +18,7 @@ pub mod meminfo;
 pub mod metrics_map;
 mod parse_error;
 pub mod perfetto;
+pub mod power_supply;
 pub mod proc_stat;
 pub mod procfs;
 pub mod protobuf;

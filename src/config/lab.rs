@@ -24,6 +24,26 @@ pub struct Lab {
     pub devices: Vec<DeviceSpec>,
     /// Where the traffic endpoint listens and the address devices are given.
     pub endpoint: LabEndpoint,
+    /// `[care]`: how `lab care` keeps hub-powered phones between campaigns.
+    pub care: CareSettings,
+}
+
+/// `[care]` (docs/care.md): the charge window `lab care` keeps each hub-powered phone in,
+/// and how often it looks when no phone is about to cross a limit.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct CareSettings {
+    /// `charge = [lower, upper]`, percent: the port goes off at ≥ upper, on at ≤ lower.
+    pub lower_pct: f64,
+    pub upper_pct: f64,
+    /// The longest time between two checks of a phone.
+    pub interval: Duration,
+}
+
+impl Default for CareSettings {
+    /// 40–80 %: the range phone makers' own "optimised charging" keeps a battery in.
+    fn default() -> Self {
+        CareSettings { lower_pct: 40.0, upper_pct: 80.0, interval: Duration::from_secs(15 * 60) }
+    }
 }
 
 impl Lab {
@@ -310,6 +330,10 @@ pub struct SimParams {
     /// its uhubctl tether's port (`uhubctl --standin-vbus|--standin-bus LOC PORT` on its
     /// host) each time the tether switches it, instead of believing the tether.
     pub standin_hub: bool,
+    /// Battery health it reports: full-charge capacity over design capacity, percent.
+    pub battery_health_pct: f64,
+    /// Charge cycles it reports.
+    pub cycle_count: u32,
     pub faults: SimFaults,
 }
 
@@ -362,6 +386,8 @@ impl SimParams {
             usb_only: false,
             usb_serial: None,
             standin_hub: false,
+            battery_health_pct: 100.0,
+            cycle_count: 0,
             faults: SimFaults { reconnect_after: Duration::from_secs(300), ..SimFaults::default() },
         }
     }

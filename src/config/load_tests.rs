@@ -84,6 +84,8 @@ device_effect_sd = "3%"
 trial_noise_sd = 0.01
 brightness_pct = 70
 usb_only = true
+battery_health_pct = 91.5
+cycle_count = 412
 [device.sim.faults]
 disconnect = 0.1
 reconnect_after = "1m30s"
@@ -194,6 +196,8 @@ fn every_sim_key_overrides_the_default() {
         usb_only: true,
         usb_serial: None,
         standin_hub: false,
+        battery_health_pct: 91.5,
+        cycle_count: 412,
         faults: SimFaults {
             disconnect: 0.1,
             reconnect_after: Duration::from_secs(90),

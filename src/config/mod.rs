@@ -20,6 +20,7 @@ mod steps;
 mod suggest;
 mod table;
 mod validate_builds;
+mod validate_care;
 mod validate_configs;
 mod validate_device;
 mod validate_endpoint_address;

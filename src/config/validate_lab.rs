@@ -6,12 +6,13 @@ use super::files::absolute;
 use super::names::{NameSet, check_name};
 use super::problems::Problems;
 use super::table::Table;
+use super::validate_care::read_care;
 use super::validate_device::read_device;
 use super::validate_endpoint_address::{ENDPOINT_KEYS, check_phone_reaches, read_lab_endpoint};
 use super::validate_host::{SSH_KEYS, read_host_kind};
 use super::{Host, HostKind, Lab, LabEndpoint};
 
-const ROOT_KEYS: &[&str] = &["lab", "host", "device"];
+const ROOT_KEYS: &[&str] = &["lab", "host", "device", "care"];
 const LAB_KEYS: &[&str] = &["name", "artifacts", "store"];
 
 /// The host every lab has: this machine.
@@ -67,6 +68,8 @@ pub(crate) fn read_lab(root: &Table, p: &mut Problems, source: &Path, text: &str
         }
     }
 
+    let care = read_care(root, p);
+
     Lab {
         name,
         source: source.to_path_buf(),
@@ -76,6 +79,7 @@ pub(crate) fn read_lab(root: &Table, p: &mut Problems, source: &Path, text: &str
         hosts,
         devices,
         endpoint: endpoint.unwrap_or_default(),
+        care,
     }
 }
 

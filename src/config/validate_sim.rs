@@ -30,6 +30,8 @@ const SIM_KEYS: &[&str] = &[
     "usb_only",
     "usb_serial",
     "standin_hub",
+    "battery_health_pct",
+    "cycle_count",
     "faults",
 ];
 const FAULT_KEYS: &[&str] =
@@ -114,6 +116,17 @@ pub(crate) fn read_sim(t: &Table, p: &mut Problems) -> Option<SimParams> {
     s.usb_serial = t.get("usb_serial").and_then(|f| f.text(p));
     if let Some(v) = t.get("standin_hub").and_then(|f| f.bool(p)) {
         s.standin_hub = v;
+    }
+    number(
+        t,
+        p,
+        "battery_health_pct",
+        &mut s.battery_health_pct,
+        |v| v > 0.0 && v <= 100.0,
+        "greater than 0 and at most 100",
+    );
+    if let Some(v) = t.get("cycle_count").and_then(|f| f.integer_in(p, 0, i64::from(u32::MAX))) {
+        s.cycle_count = v as u32;
     }
 
     if let Some(ft) = t.get("faults").and_then(|f| f.table(p)) {

@@ -173,6 +173,33 @@ pub struct Collected {
     pub evidence: SoakEvidence,
 }
 
+/// What a device says about its battery's wear (`lab care` stores it, `lab status`
+/// shows its trend). `None`: the platform does not say.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct BatteryHealth {
+    /// Full-charge capacity over design capacity, percent.
+    pub health_pct: Option<f64>,
+    pub cycle_count: Option<u32>,
+    /// Where it was read (`sim`, `sysfs power_supply`, …).
+    pub source: String,
+}
+
+impl BatteryHealth {
+    /// From a Linux power-supply uevent (Android).
+    pub fn from_power_supply(ps: &crate::collect::power_supply::PowerSupply, source: &str) -> Self {
+        BatteryHealth { health_pct: ps.health_pct(), cycle_count: ps.cycle_count, source: source.into() }
+    }
+
+    /// From an iPhone's IOPMPowerSource (lockdown diagnostics): ready for the iOS backend.
+    pub fn from_ios(b: &crate::collect::ios_battery::IosBattery) -> Self {
+        BatteryHealth {
+            health_pct: b.health_pct,
+            cycle_count: b.cycle_count.and_then(|c| u32::try_from(c).ok()),
+            source: "IOPMPowerSource".into(),
+        }
+    }
+}
+
 #[async_trait]
 pub trait Device: Send + Sync {
     fn spec(&self) -> &DeviceSpec;
@@ -232,6 +259,11 @@ pub trait Device: Send + Sync {
 
     async fn software_retether(&self) -> Result<(), DeviceError> {
         Err(DeviceError::Unsupported { device: self.name().into(), what: "software re-tether".into() })
+    }
+
+    /// The battery's health and cycle count, where the platform gives them.
+    async fn battery_health(&self) -> Result<BatteryHealth, DeviceError> {
+        Err(DeviceError::Unsupported { device: self.name().into(), what: "reading battery health".into() })
     }
 
     /// Waits until the device answers again, up to `timeout`.

@@ -7,4 +7,4 @@ mod sqlite;
 
 pub use records::*;
 pub use schema::MIGRATIONS;
-pub use sqlite::{Store, StoreError};
+pub use sqlite::{Store, StoreError, pid_alive};

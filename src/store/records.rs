@@ -293,3 +293,18 @@ impl std::ops::Deref for StepRow {
         &self.asked
     }
 }
+
+/// One reading of a device's battery (`lab care`): level, health and cycles as the
+/// device reported them, and where they came from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BatteryReadingRow {
+    pub device: String,
+    /// RFC 3339, UTC.
+    pub at: String,
+    pub battery_pct: Option<f64>,
+    /// Full-charge over design capacity, percent.
+    pub health_pct: Option<f64>,
+    pub cycle_count: Option<u32>,
+    /// Where health and cycles were read: `sim`, the uevent path, …
+    pub source: String,
+}

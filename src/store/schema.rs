@@ -151,6 +151,20 @@ pub const MIGRATIONS: &[&str] = &[
         FOREIGN KEY (campaign, trial_idx, attempt) REFERENCES attempts(campaign, trial_idx, attempt)
     );
     "#,
+    // 6 (care): a device's battery as read between campaigns (`lab care`), for the health
+    // and cycle trends of `lab status`. `at`: RFC 3339 UTC; health and cycles NULL where
+    // the platform does not say.
+    r#"
+    CREATE TABLE battery_readings (
+        device          TEXT NOT NULL,
+        at              TEXT NOT NULL,
+        battery_pct     REAL,
+        health_pct      REAL,
+        cycle_count     INTEGER,
+        source          TEXT NOT NULL
+    );
+    CREATE INDEX battery_readings_by_device ON battery_readings (device, at);
+    "#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<u32> {

@@ -522,6 +522,55 @@ impl Store {
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
+
+    pub fn add_battery_reading(&self, r: &BatteryReadingRow) -> Result<(), StoreError> {
+        self.lock().execute(
+            "INSERT INTO battery_readings (device, at, battery_pct, health_pct, cycle_count, source)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![r.device, r.at, r.battery_pct, r.health_pct, r.cycle_count, r.source],
+        )?;
+        Ok(())
+    }
+
+    /// Every reading of `device`, oldest first.
+    pub fn battery_readings(&self, device: &str) -> Result<Vec<BatteryReadingRow>, StoreError> {
+        let conn = self.lock();
+        let mut st = conn.prepare(
+            "SELECT device, at, battery_pct, health_pct, cycle_count, source FROM battery_readings
+             WHERE device = ?1 ORDER BY at, rowid",
+        )?;
+        let rows = st.query_map([device], |r| {
+            Ok(BatteryReadingRow {
+                device: r.get(0)?,
+                at: r.get(1)?,
+                battery_pct: r.get(2)?,
+                health_pct: r.get(3)?,
+                cycle_count: r.get(4)?,
+                source: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The running campaign `device` is working for, if its runner is alive: `lab care`
+    /// leaves such a device alone.
+    pub fn campaign_using(&self, device: &str) -> Result<Option<CampaignId>, StoreError> {
+        let conn = self.lock();
+        let row: Option<(String, Option<u32>)> = conn
+            .query_row(
+                "SELECT c.id, c.runner_pid FROM device_status d JOIN campaigns c ON c.id = d.campaign
+                 WHERE d.device = ?1 AND c.status = 'running'",
+                [device],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        Ok(row.filter(|(_, pid)| pid.is_some_and(pid_alive)).map(|(id, _)| id))
+    }
+}
+
+/// Whether process `pid` exists (signal 0).
+pub fn pid_alive(pid: u32) -> bool {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_ok()
 }
 
 #[cfg(test)]

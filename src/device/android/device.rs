@@ -19,17 +19,20 @@ use super::perfetto::{ConfigDelivery, TraceSession, session_name, trace_config};
 use crate::clock::Clock;
 use crate::collect::perfetto::PowerTrace;
 use crate::collect::{
-    android_battery, batterystats_checkin, meminfo, metrics_map, proc_stat, settings, thermal, wifi_status,
+    android_battery, batterystats_checkin, meminfo, metrics_map, power_supply, proc_stat, settings, thermal,
+    wifi_status,
 };
 use crate::config::{AndroidArtifact, Build, DeviceSpec, Platform, VariantConfig};
 use crate::device::{
-    AppHandle, ArtifactFile, Collected, DesiredState, Device, DeviceError, Identity, LaunchSpec, Measurement,
-    PrepareOutcome, Prepared, Provenance, Reading, Series, SoakEvidence, StateSnapshot, UntetherMode,
+    AppHandle, ArtifactFile, BatteryHealth, Collected, DesiredState, Device, DeviceError, Identity, LaunchSpec,
+    Measurement, PrepareOutcome, Prepared, Provenance, Reading, Series, SoakEvidence, StateSnapshot, UntetherMode,
 };
 use crate::transport::Transport;
 
 /// One adb call's limit inside a phase (the runner's phase limits bound the phase).
 const CALL: Duration = Duration::from_secs(60);
+/// The battery's properties as the kernel gives them (health, cycles).
+const POWER_SUPPLY_UEVENT: &str = "/sys/class/power_supply/battery/uevent";
 /// Installing a large APK over USB 2.
 const INSTALL: Duration = Duration::from_secs(600);
 /// Separates the parts of a batched read.
@@ -462,6 +465,15 @@ impl Device for AndroidDevice {
         let mut prepared = Prepared::new(build, config, outcome);
         prepared.location = Some(apk.package.clone());
         Ok(prepared)
+    }
+
+    /// The battery's power-supply uevent (`dumpsys battery` prints neither cycles nor
+    /// capacities, up to Android 15): cycle count and full over design capacity.
+    async fn battery_health(&self) -> Result<BatteryHealth, DeviceError> {
+        let text = self.shell_ok("reading battery health", &["cat", POWER_SUPPLY_UEVENT], CALL).await?;
+        let ps = power_supply::parse(&text)
+            .map_err(|e| self.failed("reading battery health", format!("{POWER_SUPPLY_UEVENT}: {e}")))?;
+        Ok(BatteryHealth::from_power_supply(&ps, POWER_SUPPLY_UEVENT))
     }
 
     async fn state(&self) -> Result<StateSnapshot, DeviceError> {

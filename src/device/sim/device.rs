@@ -13,8 +13,8 @@ use crate::clock::Clock;
 use crate::collect::sim_dump;
 use crate::config::{Build, DeviceSpec, VariantConfig};
 use crate::device::{
-    AppHandle, ArtifactFile, Collected, DesiredState, Device, DeviceError, Identity, LaunchSpec, Prepared,
-    SoakEvidence, StateSnapshot, UntetherMode,
+    AppHandle, ArtifactFile, BatteryHealth, Collected, DesiredState, Device, DeviceError, Identity, LaunchSpec,
+    Prepared, SoakEvidence, StateSnapshot, UntetherMode,
 };
 
 /// A simulated phone (docs/sim.md). Deterministic: the device's seed and each launch's
@@ -140,6 +140,18 @@ impl Device for SimDevice {
         st.advance(self.clock.now());
         st.retether();
         Ok(())
+    }
+
+    /// `battery_health_pct` and `cycle_count` of `[device.sim]`, as a phone reports them.
+    async fn battery_health(&self) -> Result<BatteryHealth, DeviceError> {
+        let st = self.model_state();
+        st.ensure_connected()?;
+        let p = st.params();
+        Ok(BatteryHealth {
+            health_pct: Some(p.battery_health_pct),
+            cycle_count: Some(p.cycle_count),
+            source: "sim".into(),
+        })
     }
 
     /// Sleeps on the device clock until the phone is back, or `timeout` (then `Disconnected`).
