@@ -50,7 +50,8 @@ fn care_moves_each_simulated_phone_into_its_window_by_switching_its_port() {
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("loose: skipped: tether `software` is not a hub port care can switch"), "{stdout}");
 
-    let calls: Vec<String> = hubs.calls().into_iter().map(|(args, _)| args).collect();
+    let all: Vec<String> = hubs.calls().into_iter().map(|(args, _)| args).collect();
+    let calls = common::uhubctl::switches_with_their_listings(&all);
     let port = |p: u32| -> Vec<&str> {
         calls
             .iter()
@@ -100,6 +101,7 @@ fn once_is_one_pass_and_simulated_phones_need_a_bound() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     let calls: Vec<String> = hubs.calls().into_iter().map(|(args, _)| args).collect();
+    let calls = common::uhubctl::switches_with_their_listings(&calls);
     assert_eq!(calls, ["-l 1-1 -p 1 -a off", "-l 1-1 -p 1 -a on"], "one pass: `full` cut, on again at the end");
     assert_eq!(lab.sql::<i64>("SELECT COUNT(*) FROM battery_readings"), [2]);
 
@@ -190,7 +192,8 @@ fn sigterm_stops_care_in_real_time_and_its_cut_port_is_on_again() {
         .unwrap();
     // Wait for the cut (the first pass), then stop it as a service manager would.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while hubs.calls().is_empty() {
+    // Until the cut is done: the listing, the off, the listing after it.
+    while hubs.calls().len() < 3 {
         assert!(std::time::Instant::now() < deadline, "care never switched the port");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
@@ -200,6 +203,7 @@ fn sigterm_stops_care_in_real_time_and_its_cut_port_is_on_again() {
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(stdout.contains("this-host: skipped: tether `none`"), "{stdout}");
     let calls: Vec<String> = hubs.calls().into_iter().map(|(args, _)| args).collect();
+    let calls = common::uhubctl::switches_with_their_listings(&calls);
     assert_eq!(calls, ["-l 1-1 -p 1 -a off", "-l 1-1 -p 1 -a on"]);
     assert!(hubs.powered("1-1", 1));
 }

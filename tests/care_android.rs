@@ -36,6 +36,7 @@ fn care_reads_an_android_phone_over_adb_cuts_its_port_and_stores_its_health() {
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("pixel-1: 90.0 %, on USB power, health 100 %, 0 cycles"), "{stdout}");
     let calls: Vec<String> = hubs.calls().into_iter().map(|(args, _)| args).collect();
+    let calls = common::uhubctl::switches_with_their_listings(&calls);
     assert_eq!(calls, ["-l 1-1 -p 2 -a off", "-l 1-1 -p 2 -a on"], "cut at 90 %, on again when care stopped");
     assert_eq!(state(&root)["battery"]["power"], "usb", "the hub gave the phone its charger back");
 

@@ -114,3 +114,21 @@ pub fn pixel_runbook(lab: &super::TempLab) -> PathBuf {
     .unwrap();
     runbook
 }
+
+/// The `-a` switching calls of a uhubctl log, and a check that the rest is exactly the
+/// listings the lab's tether makes around them: `-l L -p P` before and after an off, after
+/// an on (it looks for the phone, then waits for it to leave or come back).
+pub fn switches_with_their_listings(calls: &[String]) -> Vec<String> {
+    let switches: Vec<String> = calls.iter().filter(|c| c.contains(" -a ")).cloned().collect();
+    let mut expected = Vec::new();
+    for s in &switches {
+        let list = s.split(" -a ").next().unwrap_or_default().to_string();
+        if s.ends_with(" -a off") || s.contains(" -a off ") {
+            expected.extend([list.clone(), s.clone(), list]);
+        } else {
+            expected.extend([s.clone(), list]);
+        }
+    }
+    assert_eq!(calls, expected, "switches and the tether's listings around them");
+    switches
+}
