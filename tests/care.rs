@@ -212,3 +212,21 @@ fn sigterm(pid: u32) {
     let status = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
     assert!(status.success());
 }
+
+#[test]
+fn every_campaign_run_stores_each_phones_battery_health_for_the_trend() {
+    let lab = lab();
+    let rb = lab.dir.path().join("one.toml");
+    std::fs::write(
+        &rb,
+        "name = \"one\"\nduration = \"10m\"\nrepeats = 1\ndevices = [\"loose\"]\n\
+         [builds.app]\nbaseline = true\n[builds.app.sim]\ncpu_pct = 5\nwakeups_per_s = 5\nmemory_mb = 20\n",
+    )
+    .unwrap();
+    let out = lab.cmd(&["run", rb.to_str().unwrap()]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<String> = lab.sql(
+        "SELECT device || ' ' || COALESCE(battery_pct, '-') || ' ' || health_pct || ' ' || cycle_count || ' ' || source FROM battery_readings",
+    );
+    assert_eq!(rows, ["loose - 100.0 0 sim"], "one reading when the campaign started, with no level");
+}

@@ -4,9 +4,12 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::event::Event;
-use super::trial::{Attempt, AttemptOutcome, RunError, TrialContext, sleep_or_cancel, wait_for_device, write_status};
+use super::trial::{
+    Attempt, AttemptOutcome, RunError, TrialContext, blocking, now_rfc3339, sleep_or_cancel, wait_for_device,
+    write_status,
+};
 use crate::device::Device;
-use crate::store::PlannedTrialRow;
+use crate::store::{BatteryReadingRow, PlannedTrialRow};
 use crate::tether::Tether;
 
 /// How a worker ended.
@@ -41,6 +44,8 @@ pub async fn run_device(
             return Ok(WorkerEnd::Offline(reason));
         }
     }
+
+    record_health(&ctx, device.as_ref()).await;
 
     let mut first = true;
     let end = loop {
@@ -79,6 +84,26 @@ pub async fn run_device(
     }
     Ok(end)
 }
+
+/// Each campaign run adds a battery reading (health, cycles) per phone where the platform
+/// gives them, so `lab status` has a trend even without `lab care`. Informational: a phone
+/// that does not answer in time, or a store that fails, does not hold the campaign.
+async fn record_health(ctx: &TrialContext, device: &dyn Device) {
+    let Ok(Ok(h)) = tokio::time::timeout(HEALTH_READ, device.battery_health()).await else { return };
+    let row = BatteryReadingRow {
+        device: device.name().into(),
+        at: now_rfc3339(),
+        battery_pct: None,
+        health_pct: h.health_pct,
+        cycle_count: h.cycle_count,
+        source: if h.source.is_empty() { device.spec().platform().to_string() } else { h.source },
+    };
+    let store = ctx.store.clone();
+    let _ = blocking(move || store.add_battery_reading(&row)).await;
+}
+
+/// How long reading a phone's battery health may take at the start of a campaign.
+const HEALTH_READ: std::time::Duration = std::time::Duration::from_secs(30);
 
 async fn set_status(ctx: &TrialContext, device: &str, state: &str) {
     // Status is informational; a failure to write it must not end the campaign.
