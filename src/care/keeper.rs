@@ -146,8 +146,12 @@ impl Keeper {
     async fn care_for(&mut self, i: usize) -> Option<Duration> {
         let at = self.elapsed();
         let name = self.targets[i].target.device.name().to_string();
-        if let Some(store) = &self.store {
-            match store.campaign_using(&name) {
+        if let Some(store) = self.store.clone() {
+            let device = name.clone();
+            let using = tokio::task::spawn_blocking(move || store.campaign_using(&device))
+                .await
+                .unwrap_or_else(|e| Err(crate::store::StoreError::Internal(e.to_string())));
+            match using {
                 Ok(Some(campaign)) => {
                     // The campaign owns the port now; what care cut, its re-tether restores.
                     let t = &mut self.targets[i];
@@ -269,7 +273,11 @@ impl Keeper {
                 cycle_count,
                 source,
             };
-            if let Err(e) = store.add_battery_reading(&row) {
+            let store = store.clone();
+            let added = tokio::task::spawn_blocking(move || store.add_battery_reading(&row))
+                .await
+                .unwrap_or_else(|e| Err(crate::store::StoreError::Internal(e.to_string())));
+            if let Err(e) = added {
                 self.emit(CareEvent::Failed { at: self.elapsed(), device: device.name().into(), error: e.to_string() });
             }
         }
