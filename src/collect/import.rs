@@ -12,7 +12,7 @@ use super::batterystats_checkin::AppUsage;
 use super::parse_error::ParseError;
 use super::{
     android_battery, batterystats_checkin, bluetooth, cpuinfo, dumpsys_wifi, history_text, ios_battery, meminfo,
-    metrics_map, perfetto, proc_stat, thermal, wifi_status,
+    metrics_map, perfetto, powerlog, proc_stat, thermal, wifi_status,
 };
 use crate::measure::Measurement;
 
@@ -44,6 +44,9 @@ pub enum ImportKind {
     /// iOS battery registry (IOPMPowerSource / AppleSmartBattery), XML or binary plist:
     /// one snapshot, or two (before, after).
     IosBattery,
+    /// An iPhone's powerlog database (`CurrentPowerlog.PLSQL`, a sysdiagnose's
+    /// `logs/powerlogs/powerlog_*.PLSQL`): its last unplugged stretch as the soak.
+    IosPowerlog,
 }
 
 impl ImportKind {
@@ -61,6 +64,7 @@ impl ImportKind {
             ImportKind::ProcStat => "proc-stat",
             ImportKind::Perfetto => "perfetto",
             ImportKind::IosBattery => "ios-battery",
+            ImportKind::IosPowerlog => "ios-powerlog",
         }
     }
 
@@ -79,6 +83,7 @@ impl ImportKind {
             ImportKind::ProcStat => "a /proc/<pid>/stat line",
             ImportKind::Perfetto => "a binary Perfetto trace (`perfetto -o FILE`, not the text format)",
             ImportKind::IosBattery => "an IOPMPowerSource/AppleSmartBattery registry plist",
+            ImportKind::IosPowerlog => "an iOS powerlog database (.PLSQL)",
         }
     }
 
@@ -216,6 +221,24 @@ pub fn run(kind: ImportKind, paths: &[PathBuf], opts: &ImportOptions) -> Result<
                 |p| metrics_map::proc_stat(p, t),
                 |a, b| metrics_map::proc_stat_delta(a, b, t),
             )?
+        }
+        ImportKind::IosPowerlog => {
+            let log = parsed(kind, path, powerlog::parse(bytes))?;
+            let (from, to) = log.last_unplugged().ok_or_else(|| ImportError::Parse {
+                file: file.clone(),
+                source: ParseError::Byte {
+                    offset: 0,
+                    message: "the phone never was off power in this log: no unplugged stretch to read as a soak".into(),
+                },
+                expects: kind.expects(),
+            })?;
+            let soak = log.soak(from, to);
+            let parsed = serde_json::json!({
+                "battery_rows": log.battery.len(),
+                "time_offsets": log.time_offsets,
+                "soak": json(&soak),
+            });
+            (parsed, metrics_map::powerlog(&soak))
         }
         ImportKind::Perfetto => {
             let t = parsed(kind, path, perfetto::PowerTrace::parse(bytes))?;

@@ -265,3 +265,26 @@ pub fn dumpsys_wifi(w: &DumpsysWifi) -> Vec<Measurement> {
 pub fn bluetooth(b: &BluetoothManager) -> Vec<Measurement> {
     vec![m("bluetooth_on", f64::from(u8::from(b.enabled)), "bool", SRC_BLUETOOTH)]
 }
+
+const SRC_POWERLOG: &str = "iOS powerlog (the phone's own record, read after re-tether)";
+const SRC_POWERLOG_RAW: &str = "iOS powerlog AppleRawCurrentCapacity at the soak's ends";
+
+/// A powerlog's soak window: level drop, charge used from the raw capacity, energy with the
+/// mean voltage, average power, and Apple's per-node estimates labelled as such.
+pub fn powerlog(s: &super::powerlog::SoakLog) -> Vec<Measurement> {
+    let mut out = Vec::new();
+    if let (Some(a), Some(b)) = (s.level_start_pct, s.level_end_pct) {
+        out.push(m("battery_drop_pct", a - b, "%", SRC_POWERLOG));
+    }
+    if let Some(c) = s.charge_used_mah {
+        out.push(m("charge_used_mah", c, "mAh", SRC_POWERLOG_RAW));
+    }
+    if let Some(e) = s.energy_j {
+        out.push(m("energy_j", e, "J", SRC_POWERLOG_RAW));
+        let secs = s.to - s.from;
+        if secs > 0.0 {
+            out.push(m("avg_power_mw", e / secs * 1000.0, "mW", SRC_POWERLOG_RAW));
+        }
+    }
+    out
+}

@@ -19,6 +19,7 @@ pub mod metrics_map;
 mod parse_error;
 pub mod perfetto;
 pub mod power_supply;
+pub mod powerlog;
 pub mod proc_stat;
 pub mod procfs;
 pub mod protobuf;
