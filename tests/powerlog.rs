@@ -214,3 +214,62 @@ fn lab_import_reads_the_last_unplugged_stretch_as_the_soak() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("broken.PLSQL") && err.contains("fix:"), "{err}");
 }
+
+/// A gzipped tar with `files` (path in the archive, bytes).
+fn targz(path: &Path, files: &[(&str, Vec<u8>)]) {
+    let gz = flate2::write::GzEncoder::new(std::fs::File::create(path).unwrap(), flate2::Compression::fast());
+    let mut tar = tar::Builder::new(gz);
+    for (name, bytes) in files {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(bytes.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        tar.append_data(&mut h, name, bytes.as_slice()).unwrap();
+    }
+    tar.into_inner().unwrap().finish().unwrap();
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut e, bytes).unwrap();
+    e.finish().unwrap()
+}
+
+#[test]
+fn lab_import_takes_the_newest_powerlog_out_of_a_sysdiagnose_and_nothing_else() {
+    let lab = TempLab::new();
+    let dir = lab.dir.path();
+    let older = std::fs::read(db(dir, "a.PLSQL", &rows(true), true)).unwrap();
+    let newest = std::fs::read(db(dir, "b.PLSQL", &rows(false), true)).unwrap();
+    let top = "sysdiagnose_2026.12.01_10-00-00+0000_iPhone-OS_iPhone_21A329";
+    let archive = dir.join("sysdiagnose.tar.gz");
+    targz(
+        &archive,
+        &[
+            (&format!("{top}/logs/powerlogs/powerlog_2026-12-01_08-00_0A1B2C3D.PLSQL.gz"), gzip(&older)),
+            (&format!("{top}/logs/powerlogs/powerlog_2026-12-01_09-00_1B2C3D4E.PLSQL"), newest),
+            (&format!("{top}/logs/SystemVersion.plist"), b"<plist/>".to_vec()),
+        ],
+    );
+    let out = lab.cmd(&["import", "ios-sysdiagnose", archive.to_str().unwrap(), "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let logs: Vec<&str> = v["parsed"]["powerlogs"].as_array().unwrap().iter().map(|x| x.as_str().unwrap()).collect();
+    assert_eq!(logs.len(), 2, "{logs:?}");
+    assert!(logs[0].ends_with("08-00_0A1B2C3D.PLSQL.gz") && logs[1].ends_with("09-00_1B2C3D4E.PLSQL"));
+    // The newest (no charging): its stretch from +900 to +4700.
+    assert_eq!(v["parsed"]["soak"]["charging_s"], 0.0);
+    assert_eq!(v["parsed"]["soak"]["from"], wall(T0 + 900.0));
+
+    // The gzipped one reads the same as it was.
+    let f = lab::collect::sysdiagnose::powerlogs(std::fs::File::open(&archive).unwrap()).unwrap();
+    assert_eq!(f[0].bytes, older);
+
+    let none = dir.join("none.tar.gz");
+    targz(&none, &[(&format!("{top}/logs/SystemVersion.plist"), b"<plist/>".to_vec())]);
+    let out = lab.cmd(&["import", "ios-sysdiagnose", none.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("no logs/powerlogs/*.PLSQL in the archive"), "{err}");
+}

@@ -12,7 +12,7 @@ use super::batterystats_checkin::AppUsage;
 use super::parse_error::ParseError;
 use super::{
     android_battery, batterystats_checkin, bluetooth, cpuinfo, dumpsys_wifi, history_text, ios_battery, meminfo,
-    metrics_map, perfetto, powerlog, proc_stat, thermal, wifi_status,
+    metrics_map, perfetto, powerlog, proc_stat, sysdiagnose, thermal, wifi_status,
 };
 use crate::measure::Measurement;
 
@@ -47,6 +47,9 @@ pub enum ImportKind {
     /// An iPhone's powerlog database (`CurrentPowerlog.PLSQL`, a sysdiagnose's
     /// `logs/powerlogs/powerlog_*.PLSQL`): its last unplugged stretch as the soak.
     IosPowerlog,
+    /// A sysdiagnose archive (`.tar.gz`): its newest `logs/powerlogs/*.PLSQL`, read as
+    /// `ios-powerlog` is.
+    IosSysdiagnose,
 }
 
 impl ImportKind {
@@ -65,6 +68,7 @@ impl ImportKind {
             ImportKind::Perfetto => "perfetto",
             ImportKind::IosBattery => "ios-battery",
             ImportKind::IosPowerlog => "ios-powerlog",
+            ImportKind::IosSysdiagnose => "ios-sysdiagnose",
         }
     }
 
@@ -84,6 +88,7 @@ impl ImportKind {
             ImportKind::Perfetto => "a binary Perfetto trace (`perfetto -o FILE`, not the text format)",
             ImportKind::IosBattery => "an IOPMPowerSource/AppleSmartBattery registry plist",
             ImportKind::IosPowerlog => "an iOS powerlog database (.PLSQL)",
+            ImportKind::IosSysdiagnose => "a sysdiagnose archive (.tar.gz) with logs/powerlogs/*.PLSQL",
         }
     }
 
@@ -167,6 +172,32 @@ fn text(b: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(b)
 }
 
+/// A powerlog's last unplugged stretch read as the soak; `archive`: the powerlogs of the
+/// sysdiagnose it came out of (the newest is read).
+fn powerlog_soak(
+    kind: ImportKind,
+    path: &Path,
+    bytes: &[u8],
+    archive: Option<Vec<String>>,
+) -> Result<(serde_json::Value, Vec<Measurement>), ImportError> {
+    let log = parsed(kind, path, powerlog::parse(bytes))?;
+    let none = ParseError::Byte {
+        offset: 0,
+        message: "the phone never was off power in this log: no unplugged stretch to read as a soak".into(),
+    };
+    let (from, to) = parsed(kind, path, log.last_unplugged().ok_or(none))?;
+    let soak = log.soak(from, to);
+    let mut parsed = serde_json::json!({
+        "battery_rows": log.battery.len(),
+        "time_offsets": log.time_offsets,
+        "soak": json(&soak),
+    });
+    if let Some(names) = archive {
+        parsed["powerlogs"] = json(&names);
+    }
+    Ok((parsed, metrics_map::powerlog(&soak)))
+}
+
 /// Reads, parses and maps `paths` as `kind`.
 pub fn run(kind: ImportKind, paths: &[PathBuf], opts: &ImportOptions) -> Result<Imported, ImportError> {
     let (min, max, expected) =
@@ -222,23 +253,12 @@ pub fn run(kind: ImportKind, paths: &[PathBuf], opts: &ImportOptions) -> Result<
                 |a, b| metrics_map::proc_stat_delta(a, b, t),
             )?
         }
-        ImportKind::IosPowerlog => {
-            let log = parsed(kind, path, powerlog::parse(bytes))?;
-            let (from, to) = log.last_unplugged().ok_or_else(|| ImportError::Parse {
-                file: file.clone(),
-                source: ParseError::Byte {
-                    offset: 0,
-                    message: "the phone never was off power in this log: no unplugged stretch to read as a soak".into(),
-                },
-                expects: kind.expects(),
-            })?;
-            let soak = log.soak(from, to);
-            let parsed = serde_json::json!({
-                "battery_rows": log.battery.len(),
-                "time_offsets": log.time_offsets,
-                "soak": json(&soak),
-            });
-            (parsed, metrics_map::powerlog(&soak))
+        ImportKind::IosPowerlog => powerlog_soak(kind, path, bytes, None)?,
+        ImportKind::IosSysdiagnose => {
+            let logs = parsed(kind, path, sysdiagnose::powerlogs(bytes.as_slice()))?;
+            let names: Vec<String> = logs.iter().map(|l| l.path.clone()).collect();
+            let newest = logs.last().map(|l| l.bytes.as_slice()).unwrap_or_default();
+            powerlog_soak(kind, path, newest, Some(names))?
         }
         ImportKind::Perfetto => {
             let t = parsed(kind, path, perfetto::PowerTrace::parse(bytes))?;

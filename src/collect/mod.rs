@@ -25,6 +25,7 @@ pub mod procfs;
 pub mod protobuf;
 pub mod settings;
 pub mod sim_dump;
+pub mod sysdiagnose;
 mod text;
 pub mod thermal;
 pub mod uhubctl;
