@@ -273,3 +273,25 @@ fn lab_import_takes_the_newest_powerlog_out_of_a_sysdiagnose_and_nothing_else() 
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("no logs/powerlogs/*.PLSQL in the archive"), "{err}");
 }
+
+#[test]
+fn a_simulated_iphone_leaves_a_powerlog_that_reads_as_its_trial_measured() {
+    let lab = TempLab::new();
+    let out = lab.cmd(&["run", "runbooks/quickstart.toml"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<String> = lab.sql(
+        "SELECT a.artifact_dir || '|' || m.value FROM attempts a
+         JOIN trials t ON t.campaign = a.campaign AND t.idx = a.trial_idx
+         JOIN measurements m ON m.campaign = a.campaign AND m.trial_idx = a.trial_idx AND m.attempt = a.attempt
+         WHERE t.device = 'sim-iphone-1' AND m.metric = 'charge_used_mah' AND a.status = 'valid' LIMIT 1",
+    );
+    let (dir, charge) = rows[0].split_once('|').unwrap();
+    let powerlog = lab.artifacts().join(dir).join("powerlog.PLSQL");
+    let out = lab.cmd(&["import", "ios-powerlog", powerlog.to_str().unwrap(), "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let imported = v["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "charge_used_mah").unwrap();
+    assert_eq!(imported["value"].as_f64().unwrap(), charge.parse::<f64>().unwrap(), "the phone's record, read back");
+    assert_eq!(v["parsed"]["soak"]["charging_s"], 0.0);
+    assert_eq!(v["parsed"]["time_offsets"], 1, "its clock is corrected through the offset row");
+}

@@ -6,12 +6,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::dump::{self, DUMP_FILE};
+use super::dump::{self, DUMP_FILE, DumpHeader};
+use super::log::TrialLog;
+use super::powerlog::POWERLOG_FILE;
 use super::standin_hub::StandinHub;
 use super::state::SimState;
 use crate::clock::Clock;
-use crate::collect::sim_dump;
-use crate::config::{Build, DeviceSpec, VariantConfig};
+use crate::collect::{powerlog, sim_dump};
+use crate::config::{Build, DeviceSpec, Platform, VariantConfig};
 use crate::device::{
     AppHandle, ArtifactFile, BatteryHealth, Collected, DesiredState, Device, DeviceError, Identity, LaunchSpec,
     Prepared, SoakEvidence, StateSnapshot, UntetherMode,
@@ -69,6 +71,25 @@ impl SimDevice {
 
     fn io(&self, path: &Path, source: std::io::Error) -> DeviceError {
         DeviceError::Io { device: self.spec.name.clone(), path: path.to_path_buf(), source }
+    }
+
+    /// The trial's powerlog (its bytes) and what it says about the window: from the launch
+    /// to the window's end, in wall time.
+    fn powerlog(
+        &self,
+        header: &DumpHeader,
+        log: &TrialLog,
+        window_s: f64,
+    ) -> Result<(Vec<u8>, powerlog::SoakLog), DeviceError> {
+        let failed = |detail: String| DeviceError::Failed {
+            device: self.spec.name.clone(),
+            what: "reading the powerlog".into(),
+            detail,
+        };
+        let bytes = super::powerlog::write(header, log).map_err(|e| failed(format!("writing it: {e}")))?;
+        let read = powerlog::parse(&bytes).map_err(|e| failed(e.to_string()))?;
+        let from = super::powerlog::launch_wall_s(header);
+        Ok((bytes, read.soak(from, from + window_s)))
     }
 }
 
@@ -189,12 +210,23 @@ impl Device for SimDevice {
             what: "reading the sim dump".into(),
             detail: format!("{}: {e}", path.display()),
         })?;
+        let mut artifacts = vec![ArtifactFile::of(DUMP_FILE, text.as_bytes())];
+        let mut charging_s = summary.charging_s;
+        // A simulated iPhone also leaves its powerlog, and its untethered evidence is read
+        // from there, as a real iPhone's is.
+        if header.emulates == Platform::Ios {
+            let (bytes, soak) = self.powerlog(&header, &log, summary.duration_s)?;
+            let path = dir.join(POWERLOG_FILE);
+            tokio::fs::write(&path, &bytes).await.map_err(|e| self.io(&path, e))?;
+            artifacts.push(ArtifactFile::of(POWERLOG_FILE, &bytes));
+            charging_s = soak.charging_s;
+        }
         Ok(Collected {
             measurements: summary.measurements(),
             series: summary.series(),
-            artifacts: vec![ArtifactFile::of(DUMP_FILE, text.as_bytes())],
+            artifacts,
             evidence: SoakEvidence {
-                charging_s: summary.charging_s,
+                charging_s,
                 app_died: summary.app_died,
                 requests_seen: Some(summary.requests_sent),
                 measured_duration: Some(Duration::from_secs_f64(summary.duration_s)),

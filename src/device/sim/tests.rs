@@ -543,6 +543,13 @@ async fn charging_during_soak_fault_is_hidden_at_untether_but_logged() {
     assert!(!value(&out.after_untether.external_power));
     let ev = &out.collected.evidence;
     assert!(ev.charging_s > 0.0 && ev.charging_s < 3600.0, "{ev:?}");
+    // The iPhone's own record says so (read from its powerlog), and agrees with the dump.
+    let log = crate::collect::powerlog::parse(&std::fs::read(tmp.path().join(super::POWERLOG_FILE)).unwrap()).unwrap();
+    let (from, to) = log.last_unplugged().map_or((0.0, 0.0), |w| w);
+    assert!(to > from, "it was unplugged for a while");
+    let dumped = crate::collect::sim_dump::parse(&String::from_utf8_lossy(&out.dump)).unwrap();
+    // (to the millisecond: the powerlog counts in wall-clock seconds near 1.8e9)
+    assert!((ev.charging_s - dumped.charging_s).abs() < 1e-3, "{} vs {}", ev.charging_s, dumped.charging_s);
     let text = String::from_utf8_lossy(&out.dump);
     assert!(text.lines().any(|l| l.starts_with("battery ") && l.contains(" ext=1 ")));
     // It charged: the drop is below a clean trial's.
@@ -580,10 +587,13 @@ async fn cache_hits_are_requests_that_never_left() {
 #[tokio::test]
 async fn collect_reports_the_dump_as_an_artifact() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let out = one_trial(iphone("a", 1, |_| {}), profile(12.0, 15.0, 6.0), 1, &tmp.path().join("nested/dir")).await;
+    let dir = tmp.path().join("nested/dir");
+    let out = one_trial(iphone("a", 1, |_| {}), profile(12.0, 15.0, 6.0), 1, &dir).await;
     let a = &out.collected.artifacts;
-    assert_eq!(a.len(), 1);
-    assert_eq!(a[0].name, DUMP_FILE);
+    assert_eq!(a.len(), 2, "the dump, and the powerlog a simulated iPhone leaves");
+    assert_eq!((a[0].name.as_str(), a[1].name.as_str()), (DUMP_FILE, super::POWERLOG_FILE));
+    let pl = std::fs::read(dir.join(super::POWERLOG_FILE)).expect("powerlog written");
+    assert_eq!(a[1].sha256, seed::sha256_hex(&pl));
     assert_eq!(a[0].bytes, out.dump.len() as u64);
     assert_eq!(a[0].sha256, seed::sha256_hex(&out.dump));
     let names: Vec<&str> = out.collected.measurements.iter().map(|m| m.metric.as_str()).collect();
