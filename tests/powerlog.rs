@@ -295,3 +295,19 @@ fn a_simulated_iphone_leaves_a_powerlog_that_reads_as_its_trial_measured() {
     assert_eq!(v["parsed"]["soak"]["charging_s"], 0.0);
     assert_eq!(v["parsed"]["time_offsets"], 1, "its clock is corrected through the offset row");
 }
+
+#[test]
+fn an_audit_run_by_hand_is_attached_as_a_trial_with_its_battery_curve() {
+    let lab = TempLab::new();
+    let path = db(lab.dir.path(), "CurrentPowerlog.PLSQL", &rows(false), true);
+    let out = lab
+        .cmd(&["import", "ios-powerlog", path.to_str().unwrap(), "--variant", "envoy", "--device", "iphone-12"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let metrics: Vec<String> = lab.sql("SELECT metric || '=' || value FROM measurements ORDER BY seq");
+    assert!(metrics.contains(&"charge_used_mah=250.0".to_string()), "{metrics:?}");
+    let series: Vec<String> = lab.sql("SELECT name || ' ' || source || ' ' || length(points) FROM series");
+    // From the unplug (+900) to the plug-in (+4700): the level in force, then 5 rows (16 bytes a point).
+    assert_eq!(series, ["battery_pct iOS powerlog battery level 96"]);
+}

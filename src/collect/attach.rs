@@ -218,8 +218,8 @@ pub fn attach(
             .display()
             .to_string(),
         measurements: imported.metrics.clone(),
-        // The imported reports carry no timeline the lab keeps.
-        series: Vec::new(),
+        // What the import read over time (a powerlog's battery curve); none for snapshots.
+        series: imported.series.clone(),
         state_before: serde_json::json!({ "imported": { "kind": imported.kind.name(), "files": listed } }),
         state_after: serde_json::Value::Null,
         // How the imported run was untethered is not known to the lab.

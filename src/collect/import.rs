@@ -14,7 +14,7 @@ use super::{
     android_battery, batterystats_checkin, bluetooth, cpuinfo, dumpsys_wifi, history_text, ios_battery, meminfo,
     metrics_map, perfetto, powerlog, proc_stat, sysdiagnose, thermal, wifi_status,
 };
-use crate::measure::Measurement;
+use crate::measure::{BATTERY_PCT, Measurement, Series};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
@@ -138,6 +138,9 @@ pub struct Imported {
     /// Per-app figures (android-batterystats only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub apps: Option<Vec<AppUsage>>,
+    /// Values over the soak (a powerlog's battery curve), kept when attached as a trial.
+    #[serde(skip)]
+    pub series: Vec<Series>,
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, ImportError> {
@@ -179,6 +182,7 @@ fn powerlog_soak(
     path: &Path,
     bytes: &[u8],
     archive: Option<Vec<String>>,
+    series: &mut Vec<Series>,
 ) -> Result<(serde_json::Value, Vec<Measurement>), ImportError> {
     let log = parsed(kind, path, powerlog::parse(bytes))?;
     let none = ParseError::Byte {
@@ -195,6 +199,7 @@ fn powerlog_soak(
     if let Some(names) = archive {
         parsed["powerlogs"] = json(&names);
     }
+    series.push(Series::new(BATTERY_PCT, "%", "iOS powerlog battery level", soak.series.clone()));
     Ok((parsed, metrics_map::powerlog(&soak)))
 }
 
@@ -211,6 +216,7 @@ pub fn run(kind: ImportKind, paths: &[PathBuf], opts: &ImportOptions) -> Result<
     let file = path.display().to_string();
     let pkg = opts.package.as_deref();
     let mut apps = None;
+    let mut series = Vec::new();
     let (parsed_json, metrics) = match kind {
         ImportKind::AndroidBatterystats => {
             let c = parsed(kind, path, batterystats_checkin::parse(&text(bytes)))?;
@@ -253,12 +259,12 @@ pub fn run(kind: ImportKind, paths: &[PathBuf], opts: &ImportOptions) -> Result<
                 |a, b| metrics_map::proc_stat_delta(a, b, t),
             )?
         }
-        ImportKind::IosPowerlog => powerlog_soak(kind, path, bytes, None)?,
+        ImportKind::IosPowerlog => powerlog_soak(kind, path, bytes, None, &mut series)?,
         ImportKind::IosSysdiagnose => {
             let logs = parsed(kind, path, sysdiagnose::powerlogs(bytes.as_slice()))?;
             let names: Vec<String> = logs.iter().map(|l| l.path.clone()).collect();
             let newest = logs.last().map(|l| l.bytes.as_slice()).unwrap_or_default();
-            powerlog_soak(kind, path, newest, Some(names))?
+            powerlog_soak(kind, path, newest, Some(names), &mut series)?
         }
         ImportKind::Perfetto => {
             let t = parsed(kind, path, perfetto::PowerTrace::parse(bytes))?;
@@ -301,6 +307,7 @@ pub fn run(kind: ImportKind, paths: &[PathBuf], opts: &ImportOptions) -> Result<
         parsed: parsed_json,
         metrics,
         apps,
+        series,
     })
 }
 
