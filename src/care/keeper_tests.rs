@@ -11,7 +11,7 @@ use crate::clock::Clock;
 use crate::config::{Lab, parse_lab};
 use crate::device::sim::SimDevice;
 use crate::store::{DeviceStatusRow, NewCampaign, Store};
-use crate::testing::{Reply, ScriptedTransport, uhubctl_port_listing, uhubctl_switch_output};
+use crate::testing::{Reply, ScriptedTransport, answer_uhubctl_port, uhubctl_port_listing, uhubctl_switch_output};
 use crate::tether::UhubctlTether;
 
 /// `a` on port 1 at 90 %, `b` on port 2 at 60 %, `usb` (reachable over USB only) on port 3 at 90 %.
@@ -58,19 +58,8 @@ impl Bench {
     fn new(clock: Clock) -> Bench {
         let hub = Arc::new(ScriptedTransport::new("local"));
         for port in 1..=3 {
-            let p = port.to_string();
-            for (action, on) in [("off", false), ("on", true)] {
-                hub.on(
-                    &["uhubctl", "-l", "1-1", "-p", &p, "-a", action],
-                    vec![Reply::ok(&uhubctl_switch_output("1-1", port, on))],
-                );
-            }
-            // The tether's listing around a switch: nothing uhubctl can see on the port
-            // (the simulated phone is not on a bus), so it switches without waiting.
-            hub.on(
-                &["uhubctl", "-l", "1-1", "-p", &p],
-                vec![Reply::ok(&uhubctl_port_listing("1-1", port, "0100 power"))],
-            );
+            // The simulated phone is on no bus: the tether switches without waiting.
+            answer_uhubctl_port(&hub, "1-1", port);
         }
         Bench { lab: parse_lab(LAB, std::path::Path::new("lab.toml")).unwrap(), hub, clock }
     }

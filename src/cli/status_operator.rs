@@ -8,7 +8,7 @@ use tabled::settings::Style;
 use tabled::{Table, Tabled};
 
 use super::exit::CliError;
-use crate::config::AttestValue;
+use crate::config::attested_text;
 use crate::store::{CampaignRecord, Store};
 
 #[derive(Debug, Serialize, Tabled)]
@@ -69,19 +69,7 @@ pub fn collect(
             device,
             campaign,
             step: a.step,
-            attested: if a.values.is_empty() {
-                "confirmed (attested)".into()
-            } else {
-                let v: Vec<String> = a
-                    .values
-                    .iter()
-                    .map(|(k, v)| match serde_json::from_value::<AttestValue>(v.clone()) {
-                        Ok(x) => format!("{k}={x}"),
-                        Err(_) => format!("{k}={v}"),
-                    })
-                    .collect();
-                format!("{} (attested)", v.join(", "))
-            },
+            attested: format!("{} (attested)", attested_text(&a.values)),
             by: a.by,
             at: a.at,
         })

@@ -117,6 +117,23 @@ impl std::fmt::Display for AttestValue {
     }
 }
 
+/// An answer's values as people read them, `bluetooth=off, brightness=50 %`, or
+/// `confirmed` for a plain confirmation. Values that are not an [`AttestValue`] are shown
+/// as stored.
+pub fn attested_text(values: &serde_json::Map<String, serde_json::Value>) -> String {
+    if values.is_empty() {
+        return "confirmed".into();
+    }
+    values
+        .iter()
+        .map(|(k, v)| match serde_json::from_value::<AttestValue>(v.clone()) {
+            Ok(a) => format!("{k}={a}"),
+            Err(_) => format!("{k}={v}"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// One `[[steps]]` entry.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct OperatorStep {

@@ -222,19 +222,9 @@ pub struct AttestedRow {
 }
 
 impl AttestedRow {
-    /// `brightness=50 %, bluetooth=off`, or `confirmed`.
+    /// `bluetooth=off, brightness=50 %`, or `confirmed`.
     pub fn answer(&self) -> String {
-        if self.values.is_empty() {
-            return "confirmed".into();
-        }
-        self.values
-            .iter()
-            .map(|(k, v)| match serde_json::from_value::<crate::config::AttestValue>(v.clone()) {
-                Ok(a) => format!("{k}={a}"),
-                Err(_) => format!("{k}={v}"),
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
+        crate::config::attested_text(&self.values)
     }
 }
 

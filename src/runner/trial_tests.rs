@@ -13,7 +13,7 @@ use super::trial::{Attempt, AttemptOutcome, TrialContext};
 use crate::device::Device;
 use crate::store::{AttemptStatus, PlannedTrialRow, Store};
 use crate::testing::{
-    Behaviour, Call, Reply, ScriptedDevice, ScriptedTransport, uhubctl_port_listing, uhubctl_switch_output,
+    Behaviour, Call, Reply, ScriptedDevice, ScriptedTransport, answer_uhubctl_port, uhubctl_switch_output,
 };
 use crate::tether::{UhubctlTether, UntetherMode};
 
@@ -143,14 +143,7 @@ impl Bench {
 /// listing shows nothing on the port (the scripted phones have no USB serial), so the
 /// tether does not wait for them to leave or come back (src/tether/uhubctl_tests.rs does).
 fn answer_uhubctl(host: &ScriptedTransport, port: u32) {
-    let p = port.to_string();
-    for (action, on) in [("off", false), ("on", true)] {
-        host.on(
-            &["uhubctl", "-l", "1-1", "-p", &p, "-a", action],
-            vec![Reply::ok(&uhubctl_switch_output("1-1", port, on))],
-        );
-    }
-    host.on(&["uhubctl", "-l", "1-1", "-p", &p], vec![Reply::ok(&uhubctl_port_listing("1-1", port, "0100 power"))]);
+    answer_uhubctl_port(host, "1-1", port);
 }
 
 fn phone(name: &str) -> ScriptedDevice {

@@ -7,6 +7,6 @@ mod hub_output;
 mod scripted_device;
 mod scripted_transport;
 
-pub use hub_output::{uhubctl_port_listing, uhubctl_switch_output};
+pub use hub_output::{answer_uhubctl_port, uhubctl_port_listing, uhubctl_switch_output};
 pub use scripted_device::{Behaviour, Call, ScriptedDevice};
 pub use scripted_transport::{Reply, ScriptedTransport};
