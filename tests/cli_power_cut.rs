@@ -65,7 +65,7 @@ fn phones_that_vanish_with_their_port_give_valid_trials_and_their_logs_decide() 
             .filter(|l| l.starts_with(&format!("-l 2-1 -p {port} -a ")))
             .map(|l| l.rsplit(' ').next().unwrap())
             .collect();
-        assert!(!switched.is_empty() && switched.len() % 2 == 0, "port {port}: {switched:?}");
+        assert!(!switched.is_empty() && switched.len().is_multiple_of(2), "port {port}: {switched:?}");
         assert!(switched.chunks(2).all(|c| c == ["off", "on"]), "port {port}: {switched:?}");
         assert!(hubs.powered("2-1", port as usize), "port {port}");
     }

@@ -223,12 +223,11 @@ proptest! {
             buf
         };
         let bytes = apply(input, &edits);
-        if let Err(e) = ios_battery::parse(&bytes) {
-            if let Some(l) = e.line() {
+        if let Err(e) = ios_battery::parse(&bytes)
+            && let Some(l) = e.line() {
                 let last = bytes.iter().filter(|&&b| b == b'\n').count() + 1;
                 prop_assert!((1..=last).contains(&l), "line {l} outside 1..={last}: {e}");
             }
-        }
     }
 
     #[test]

@@ -262,10 +262,10 @@ impl State {
             if h.ports.is_empty() || h.ports.len() > MAX_PORTS {
                 return Err(format!("{at}: {} ports; a hub has 1 to {MAX_PORTS}", h.ports.len()));
             }
-            if let Some((up, port)) = parent_of(&h.location) {
-                if self.index(&up).is_some_and(|p| port > self.hubs[p].ports.len()) {
-                    return Err(format!("{at}: hub {up:?} has no port {port}"));
-                }
+            if let Some((up, port)) = parent_of(&h.location)
+                && self.index(&up).is_some_and(|p| port > self.hubs[p].ports.len())
+            {
+                return Err(format!("{at}: hub {up:?} has no port {port}"));
             }
             if let Some(t) = &h.twin {
                 let Some(j) = self.index(t) else { return Err(format!("{at}: twin {t:?} is not described")) };

@@ -264,6 +264,9 @@ pub struct IosDevice {
     /// Where usbmuxd answers on the device's host; `None`: the system's socket
     /// (`/var/run/usbmuxd`).
     pub usbmuxd: Option<UsbmuxdAddress>,
+    /// The host's pair record for this phone (`/var/lib/lockdown/<UDID>.plist`), read on the
+    /// machine that runs lab; `None`: the one usbmuxd keeps.
+    pub pair_record: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]

@@ -24,7 +24,13 @@ pub(crate) fn platform_from(s: &str) -> Option<Platform> {
 
 /// Reads one device; `None` when something essential (name, platform, ...) is wrong,
 /// after reporting every problem found in it.
-pub(crate) fn read_device(t: &Table, p: &mut Problems, hosts: &[Host], names: &mut NameSet) -> Option<DeviceSpec> {
+pub(crate) fn read_device(
+    t: &Table,
+    p: &mut Problems,
+    hosts: &[Host],
+    names: &mut NameSet,
+    base: &std::path::Path,
+) -> Option<DeviceSpec> {
     t.check_keys_except(p, &[DEVICE_KEYS, SECTION_KEYS].concat(), REMOVED_KEYS);
 
     let name = t.required(p, "name", "name = \"phone-1\"").and_then(|f| {
@@ -58,7 +64,7 @@ pub(crate) fn read_device(t: &Table, p: &mut Problems, hosts: &[Host], names: &m
     let os = t.get("os").map_or(Some(String::new()), |f| f.str(p).map(str::to_string));
     let tags = t.get("tags").map_or(Some(Vec::new()), |f| read_tags(&f, p));
     let tether = t.get("tether").map_or(Some(None), |f| read_tether(&f, p, platform).map(Some));
-    let kind = read_kind(t, p, platform);
+    let kind = read_kind(t, p, platform, base);
 
     let kind = kind?;
     let tether = tether?.unwrap_or_else(|| default_tether(kind.platform()));
@@ -162,18 +168,15 @@ fn read_tether(f: &Field, p: &mut Problems, platform: Option<Platform>) -> Optio
         );
         return None;
     };
-    if spec == TetherSpec::Software {
-        if let Some(pl @ (Platform::Ios | Platform::Host)) = platform {
-            f.problem(
-                p,
-                format!(
-                    "{} {pl} device cannot untether itself in software",
-                    if pl == Platform::Ios { "an" } else { "a" }
-                ),
-                "use tether = \"manual\" (an operator pulls the cable), a uhubctl hub port, or \"none\"",
-            );
-            return None;
-        }
+    if spec == TetherSpec::Software
+        && let Some(pl @ (Platform::Ios | Platform::Host)) = platform
+    {
+        f.problem(
+            p,
+            format!("{} {pl} device cannot untether itself in software", if pl == Platform::Ios { "an" } else { "a" }),
+            "use tether = \"manual\" (an operator pulls the cable), a uhubctl hub port, or \"none\"",
+        );
+        return None;
     }
     Some(spec)
 }

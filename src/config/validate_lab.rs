@@ -37,12 +37,11 @@ pub(crate) fn read_lab(root: &Table, p: &mut Problems, source: &Path, text: &str
         Some(f) => {
             if let Some(t) = f.table(p) {
                 t.check_keys(p, &[LAB_KEYS, ENDPOINT_KEYS].concat());
-                if let Some(nf) = t.required(p, "name", "name = \"my-lab\"") {
-                    if let Some(n) = nf.text(p) {
-                        if check_name(p, nf.span(), &nf.path, "lab", &n) {
-                            name = n;
-                        }
-                    }
+                if let Some(nf) = t.required(p, "name", "name = \"my-lab\"")
+                    && let Some(n) = nf.text(p)
+                    && check_name(p, nf.span(), &nf.path, "lab", &n)
+                {
+                    name = n;
                 }
                 if let Some(v) = t.get("artifacts").and_then(|f| f.text(p)) {
                     artifacts = PathBuf::from(v);
@@ -60,7 +59,7 @@ pub(crate) fn read_lab(root: &Table, p: &mut Problems, source: &Path, text: &str
     let device_tables = root.get("device").and_then(|f| f.tables(p)).unwrap_or_default();
     let mut names = NameSet::new("device");
     for t in &device_tables {
-        if let Some(d) = read_device(t, p, &hosts, &mut names) {
+        if let Some(d) = read_device(t, p, &hosts, &mut names, base) {
             if let Some(e) = &endpoint {
                 check_phone_reaches(e, &d, t, p);
             }

@@ -2,9 +2,10 @@
 //! `[device.ios]`, each required on its platform and refused on the others, into a
 //! [`DeviceKind`]. The removed `ids` key gets an error that says where its value went.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::address::parse_host_port;
+use super::files::existing_file;
 use super::problems::Problems;
 use super::table::{Field, Table};
 use super::validate_sim::read_sim;
@@ -15,7 +16,7 @@ pub(crate) const SECTION_KEYS: &[&str] = &["sim", "android", "ios"];
 /// `ids` was replaced by the sections; it is reported here, never suggested for a typo.
 pub(crate) const REMOVED_KEYS: &[&str] = &["ids"];
 const ANDROID_KEYS: &[&str] = &["serial", "adb_server", "perfetto"];
-const IOS_KEYS: &[&str] = &["udid", "usbmuxd"];
+const IOS_KEYS: &[&str] = &["udid", "usbmuxd", "pair_record"];
 const SERIAL_EXAMPLE: &str = "serial = \"0A1B2C3D\"";
 const UDID_EXAMPLE: &str = "udid = \"00008020-001A2B3C4D5E6F7A\"";
 
@@ -38,7 +39,7 @@ fn article(platform: Platform) -> &'static str {
 
 /// Reads the device's platform section; `None` after reporting when it is missing, on
 /// the wrong platform, or wrong inside. With an unknown platform only `ids` is checked.
-pub(crate) fn read_kind(t: &Table, p: &mut Problems, platform: Option<Platform>) -> Option<DeviceKind> {
+pub(crate) fn read_kind(t: &Table, p: &mut Problems, platform: Option<Platform>, base: &Path) -> Option<DeviceKind> {
     let before = p.len();
     let ids = t.get("ids");
     if let Some(f) = &ids {
@@ -76,7 +77,7 @@ pub(crate) fn read_kind(t: &Table, p: &mut Problems, platform: Option<Platform>)
             match platform {
                 Platform::Sim => read_sim(&st, p).map(DeviceKind::Sim),
                 Platform::Android => read_android(&st, p).map(DeviceKind::Android),
-                Platform::Ios => read_ios(&st, p).map(DeviceKind::Ios),
+                Platform::Ios => read_ios(&st, p, base).map(DeviceKind::Ios),
                 Platform::Host => unreachable!("a host device has no section"),
             }
         }
@@ -204,14 +205,19 @@ fn read_android(t: &Table, p: &mut Problems) -> Option<AndroidDevice> {
     Some(AndroidDevice { serial: serial?, adb_server: adb_server?, perfetto: perfetto? })
 }
 
-fn read_ios(t: &Table, p: &mut Problems) -> Option<IosDevice> {
+fn read_ios(t: &Table, p: &mut Problems, base: &Path) -> Option<IosDevice> {
     t.check_keys_except(p, IOS_KEYS, &[SERIAL.key]);
     let udid = read_identifier(t, p, &UDID, &SERIAL);
     let usbmuxd = match t.get("usbmuxd") {
         None => Some(None),
         Some(f) => read_usbmuxd(&f, p).map(Some),
     };
-    Some(IosDevice { udid: udid?, usbmuxd: usbmuxd? })
+    // A copy of the host's pair record, for a host whose usbmuxd keeps none (or another one).
+    let pair_record = match t.get("pair_record") {
+        None => Some(None),
+        Some(f) => existing_file(&f, p, base, "pair record").map(|(path, _)| Some(path)),
+    };
+    Some(IosDevice { udid: udid?, usbmuxd: usbmuxd?, pair_record: pair_record? })
 }
 
 /// `"/var/run/usbmuxd"` (a socket on the device's host) or `"127.0.0.1:27015"`.

@@ -29,6 +29,10 @@ pub enum DeviceError {
     NoArtifact { build: String, device: String, platform: String },
     #[error("{device}: {what} failed: {detail}")]
     Failed { device: String, what: String, detail: String },
+    /// The device is there but cannot be used as it is (a phone that is locked, does not
+    /// trust this host, has Developer Mode off): the detail says what fixes it.
+    #[error("{device}: {detail}")]
+    Unavailable { device: String, detail: String },
     #[error("{device}: I/O error on {path}: {source}")]
     Io { device: String, path: PathBuf, source: std::io::Error },
 }
@@ -200,6 +204,15 @@ impl BatteryHealth {
     }
 }
 
+/// A step only an operator can do for this device (an iPhone before iOS 17 has no API to
+/// start a sysdiagnose): put to them like a runbook's `[[steps]]`, after those of `when`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceStep {
+    pub when: crate::config::StepWhen,
+    pub name: String,
+    pub text: String,
+}
+
 #[async_trait]
 pub trait Device: Send + Sync {
     fn spec(&self) -> &DeviceSpec;
@@ -271,6 +284,11 @@ pub trait Device: Send + Sync {
 
     /// Stops logging, pulls raw files into `dir`, parses them into measurements.
     async fn collect(&self, app: &AppHandle, dir: &Path) -> Result<Collected, DeviceError>;
+
+    /// Steps the device needs from an operator in every attempt.
+    fn operator_steps(&self) -> Vec<DeviceStep> {
+        Vec::new()
+    }
 
     /// Stops the app (idempotent).
     async fn stop(&self, app: &AppHandle) -> Result<(), DeviceError>;

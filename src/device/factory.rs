@@ -5,6 +5,7 @@ use std::sync::Arc;
 use super::android::AndroidDevice;
 use super::api::{Device, DeviceError};
 use super::host::HostDevice;
+use super::ios::IosDevice;
 use super::sim::{SimDevice, StandinHub};
 use crate::config::{DeviceSpec, HostKind, Lab, Platform, TetherSpec};
 use crate::transport::{Hosts, Transport};
@@ -26,10 +27,12 @@ pub fn open(spec: &DeviceSpec, lab: &Lab, hosts: &Hosts) -> Result<Arc<dyn Devic
             }
             Ok(Arc::new(HostDevice::new(spec.clone(), transport, &lab.artifacts_dir.join("host-data"))))
         }
-        other => Err(DeviceError::Unsupported {
-            device: spec.name.clone(),
-            what: format!("platform `{other}` (this version of lab drives simulated, host and Android devices)"),
-        }),
+        Platform::Ios => {
+            let transport = transport_of(spec, lab, hosts)?;
+            let host = lab.host(&spec.host).ok_or_else(|| opening(spec, "is not in the lab"))?;
+            let remote = matches!(host.kind, HostKind::Ssh(_));
+            Ok(Arc::new(IosDevice::new(spec.clone(), transport, remote, &lab.artifacts_dir)?))
+        }
     }
 }
 

@@ -4,6 +4,7 @@ pub mod android;
 mod api;
 mod factory;
 pub mod host;
+pub mod ios;
 pub mod sim;
 mod state;
 

@@ -42,7 +42,7 @@ impl Series {
 
     /// The points back from [`points_blob`](Self::points_blob).
     pub fn points_from_blob(blob: &[u8]) -> Result<Vec<(f64, f64)>, SeriesDecodeError> {
-        if blob.len() % 16 != 0 {
+        if !blob.len().is_multiple_of(16) {
             return Err(SeriesDecodeError { len: blob.len() });
         }
         let f = |b: &[u8]| f64::from_le_bytes(b.try_into().expect("8-byte chunk"));

@@ -294,20 +294,35 @@ impl Attempt<'_> {
             if when == StepWhen::BeforeCampaign && self.ctx.desk.done_for_campaign(name, &s.name) {
                 continue;
             }
-            let ask =
-                StepAsk { device: name, step: &s.name, when, text: &s.text, attest: &s.attest, confirm: s.confirm };
-            let mut shutdown = self.ctx.shutdown.clone();
-            let answered = tokio::select! {
-                r = self.ctx.desk.ask(&ask) => r,
-                _ = stopped(&mut shutdown) => return Err(Failure::cancelled()),
-            };
-            match answered {
-                Ok(_) => {}
-                Err(StepError::Cancelled { .. }) => return Err(Failure::cancelled()),
-                Err(e) => return Err(Failure::new(e.to_string())),
-            }
+            self.ask(StepAsk {
+                device: name,
+                step: &s.name,
+                when,
+                text: &s.text,
+                attest: &s.attest,
+                confirm: s.confirm,
+            })
+            .await?;
+        }
+        // What only an operator can do for this device (an old iPhone's sysdiagnose).
+        for s in self.device.operator_steps().into_iter().filter(|s| s.when == when) {
+            self.ask(StepAsk { device: name, step: &s.name, when, text: &s.text, attest: &[], confirm: true }).await?;
         }
         Ok(())
+    }
+
+    /// Puts one step to the operator and waits for the answer (or the campaign's stop).
+    async fn ask(&self, ask: StepAsk<'_>) -> Result<(), Failure> {
+        let mut shutdown = self.ctx.shutdown.clone();
+        let answered = tokio::select! {
+            r = self.ctx.desk.ask(&ask) => r,
+            _ = stopped(&mut shutdown) => return Err(Failure::cancelled()),
+        };
+        match answered {
+            Ok(_) => Ok(()),
+            Err(StepError::Cancelled { .. }) => Err(Failure::cancelled()),
+            Err(e) => Err(Failure::new(e.to_string())),
+        }
     }
 
     async fn tether_fail(&self, phase: Phase, e: TetherError) -> Failure {

@@ -453,7 +453,7 @@ impl SimState {
         if changes.contains(&Change::BrightnessReset) {
             self.brightness = Setting { value: 100.0, from: Provenance::Read };
         }
-        let on_minute = t.as_nanos() % SAMPLE_PERIOD.as_nanos() == 0;
+        let on_minute = t.as_nanos().is_multiple_of(SAMPLE_PERIOD.as_nanos());
         if on_minute || !changes.is_empty() {
             self.log_gauge();
         }

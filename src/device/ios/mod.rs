@@ -1,0 +1,16 @@
+//! iPhones through usbmuxd with the `idevice` crate (docs/platforms/ios.md).
+
+mod apps;
+mod capture;
+mod device;
+mod error;
+mod installs;
+mod mux;
+mod phone;
+
+pub use apps::{Launch, Launcher};
+pub use device::{IosDevice, SYSDIAGNOSE_STEP};
+pub use error::{IosError, Where};
+pub use installs::{Installed, Installs};
+pub use mux::{Mux, Provider, SYSTEM_SOCKET};
+pub use phone::{IDENTITY_KEYS, Phone, major};

@@ -1,0 +1,65 @@
+//! Debian's real usbmuxd (1.1.1 listens only on /var/run/usbmuxd and keeps pair records
+//! in /var/lib/lockdown): the tests start it in the foreground when none is running, and
+//! share it. This machine has no USB, so it lists no device.
+#![allow(dead_code)]
+
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+pub const USBMUXD: &str = "/usr/sbin/usbmuxd";
+pub const SOCKET: &str = "/var/run/usbmuxd";
+
+/// The daemon for one test: started here (and stopped when dropped), or found running.
+/// Tests that use it run one at a time.
+pub struct Daemon {
+    child: Option<Child>,
+    _one_at_a_time: MutexGuard<'static, ()>,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+            let _ = std::fs::remove_file(SOCKET);
+        }
+    }
+}
+
+/// usbmuxd on its socket, or `None` to skip where it may be missing (never in CI:
+/// `LAB_REQUIRE_USBMUXD=1`).
+pub fn usbmuxd() -> Option<Daemon> {
+    static ONE: Mutex<()> = Mutex::new(());
+    let guard = ONE.lock().unwrap_or_else(|p| p.into_inner());
+    if UnixStream::connect(SOCKET).is_ok() {
+        return Some(Daemon { child: None, _one_at_a_time: guard });
+    }
+    let required = std::env::var("LAB_REQUIRE_USBMUXD").as_deref() == Ok("1");
+    if !Path::new(USBMUXD).exists() {
+        assert!(!required, "LAB_REQUIRE_USBMUXD=1 but {USBMUXD} is missing");
+        eprintln!("skipped: {USBMUXD} is missing (apt-get install usbmuxd)");
+        return None;
+    }
+    if !Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n")) {
+        assert!(!required, "LAB_REQUIRE_USBMUXD=1 but usbmuxd needs root to listen on {SOCKET}");
+        eprintln!("skipped: usbmuxd must run as root to listen on {SOCKET}");
+        return None;
+    }
+    let _ = std::fs::remove_file(SOCKET);
+    let child = Command::new(USBMUXD)
+        .args(["-f", "-U", "root"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting usbmuxd");
+    let daemon = Daemon { child: Some(child), _one_at_a_time: guard };
+    let start = Instant::now();
+    while UnixStream::connect(SOCKET).is_err() {
+        assert!(start.elapsed() < Duration::from_secs(20), "usbmuxd did not listen on {SOCKET} within 20 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Some(daemon)
+}
