@@ -28,7 +28,7 @@ mod services;
 mod wire;
 
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{ErrorKind, Write};
 use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -119,9 +119,11 @@ fn serve(socket: PathBuf, root: PathBuf) -> Result<(), String> {
     for conn in listener.incoming().flatten() {
         let server = Arc::clone(&server);
         std::thread::spawn(move || {
-            if let Err(e) = mux::serve(conn, &server) {
-                // A host that hangs up mid-conversation is normal; say it for the test log.
-                eprintln!("iphone: connection: {e}");
+            match mux::serve(conn, &server) {
+                // libimobiledevice hangs up without a Goodbye after StopSession.
+                Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => {}
+                Err(e) => eprintln!("iphone: connection: {e}"),
+                Ok(()) => {}
             }
         });
     }

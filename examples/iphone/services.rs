@@ -53,12 +53,16 @@ fn phone(server: &Server, udid: &str) -> io::Result<Phone> {
 fn diagnostics(mut s: UnixStream, server: &Arc<Server>, udid: &str) -> io::Result<()> {
     while let Some(req) = wire::read_plist(&mut s)? {
         let request = string(&req, "Request").unwrap_or_default();
-        let class = string(&req, "EntryClass");
-        server.store.journal(udid, DIAGNOSTICS, &request, serde_json::json!({"EntryClass": class}));
+        let (class, name) = (string(&req, "EntryClass"), string(&req, "EntryName"));
+        let args = serde_json::json!({"EntryClass": class, "EntryName": name, "CurrentPlane": string(&req, "CurrentPlane")});
+        server.store.journal(udid, DIAGNOSTICS, &request, args);
+        // The battery's entry is of class IOPMPowerSource and named AppleSmartBattery
+        // (`idevicediagnostics ioregentry AppleSmartBattery` asks by name).
+        let battery = class.as_deref() == Some("IOPMPowerSource") || name.as_deref() == Some("AppleSmartBattery");
         match request.as_str() {
             "IORegistry" => {
                 let p = phone(server, udid)?;
-                match p.ioregistry.filter(|_| class.as_deref() == Some("IOPMPowerSource")) {
+                match p.ioregistry.filter(|_| battery) {
                     // The configured reply, byte for byte.
                     Some(path) => {
                         let bytes = std::fs::read(server.store.root().join(path))?;
