@@ -176,7 +176,11 @@ impl Afc {
             }
             OP_REMOVE_PATH => {
                 let path = self.path(&p.header_payload)?;
-                if path.is_dir() { std::fs::remove_dir(path)? } else { std::fs::remove_file(path)? }
+                if path.is_dir() {
+                    std::fs::remove_dir(path)?
+                } else {
+                    std::fs::remove_file(path)?
+                }
                 status(E_SUCCESS)
             }
             OP_FILE_OPEN => {
@@ -261,7 +265,8 @@ mod tests {
 
     #[test]
     fn a_packet_round_trips_with_its_lengths() {
-        let p = Packet { number: 3, op: OP_WRITE, header_payload: 7u64.to_le_bytes().to_vec(), payload: b"abc".to_vec() };
+        let p =
+            Packet { number: 3, op: OP_WRITE, header_payload: 7u64.to_le_bytes().to_vec(), payload: b"abc".to_vec() };
         let bytes = p.encode();
         assert_eq!(&bytes[..8], b"CFA6LPAA");
         assert_eq!(u64_at(&bytes, 1), Some(40 + 8 + 3));

@@ -26,7 +26,10 @@ fn bad(why: &str) -> io::Error {
 /// `(name, bytes)` of every file entry.
 fn entries(zip: &[u8]) -> io::Result<Vec<(String, Vec<u8>)>> {
     // The end record is the last 22 bytes plus a comment of up to 64 KiB.
-    let end = (0..zip.len().saturating_sub(21)).rev().find(|&i| u32_at(zip, i) == Some(END)).ok_or_else(|| bad("not a zip archive"))?;
+    let end = (0..zip.len().saturating_sub(21))
+        .rev()
+        .find(|&i| u32_at(zip, i) == Some(END))
+        .ok_or_else(|| bad("not a zip archive"))?;
     let count = u16_at(zip, end + 10).ok_or_else(|| bad("short end record"))?;
     let mut at = u32_at(zip, end + 16).ok_or_else(|| bad("short end record"))? as usize;
     let mut out = Vec::new();
@@ -38,7 +41,8 @@ fn entries(zip: &[u8]) -> io::Result<Vec<(String, Vec<u8>)>> {
         let (method, name_len, extra_len, comment_len) = (field(10)?, field(28)?, field(30)?, field(32)?);
         let size = u32_at(zip, at + 20).ok_or_else(|| bad("short central entry"))? as usize;
         let local = u32_at(zip, at + 42).ok_or_else(|| bad("short central entry"))? as usize;
-        let name = String::from_utf8_lossy(zip.get(at + 46..at + 46 + name_len).ok_or_else(|| bad("short name"))?).into_owned();
+        let name = String::from_utf8_lossy(zip.get(at + 46..at + 46 + name_len).ok_or_else(|| bad("short name"))?)
+            .into_owned();
         at += 46 + name_len + extra_len + comment_len;
         if u32_at(zip, local) != Some(LOCAL) {
             return Err(bad("bad local header"));
@@ -143,7 +147,10 @@ mod tests {
     #[test]
     fn the_bundle_identity_comes_from_the_top_info_plist() {
         let app = bundle_info(&make_ipa("com.example.energy", "42", 1000)).unwrap();
-        assert_eq!((app.bundle_id.as_str(), app.version.as_str(), app.short_version.as_str()), ("com.example.energy", "42", "42"));
+        assert_eq!(
+            (app.bundle_id.as_str(), app.version.as_str(), app.short_version.as_str()),
+            ("com.example.energy", "42", "42")
+        );
         // A nested framework's Info.plist is not the app's.
         let nested = stored_zip(&[("Payload/A.app/Frameworks/F.framework/Info.plist", b"<plist/>")]);
         assert!(bundle_info(&nested).unwrap_err().to_string().contains("no Payload"));

@@ -193,7 +193,8 @@ fn start_session_refusal(server: &Server, phone: &Phone, host_id: &str) -> io::R
     if phone.fault == Some(Fault::PasswordProtected) {
         return Ok(Some("PasswordProtected"));
     }
-    let trusted = server.store.device_pairing(&phone.udid)?.is_some_and(|p| p.trusted_host_ids.iter().any(|h| h == host_id));
+    let trusted =
+        server.store.device_pairing(&phone.udid)?.is_some_and(|p| p.trusted_host_ids.iter().any(|h| h == host_id));
     Ok((!trusted || phone.fault == Some(Fault::Untrusted)).then_some("InvalidHostID"))
 }
 
@@ -218,7 +219,13 @@ fn domain(phone: &Phone, name: &str) -> Option<Dictionary> {
     }
 }
 
-fn answer(server: &Arc<Server>, phone: &Phone, session: &Session, name: &str, request: &Dictionary) -> io::Result<Dictionary> {
+fn answer(
+    server: &Arc<Server>,
+    phone: &Phone,
+    session: &Session,
+    name: &str,
+    request: &Dictionary,
+) -> io::Result<Dictionary> {
     let form = phone.error_form;
     let udid = phone.udid.as_str();
     Ok(match name {
@@ -267,7 +274,11 @@ fn answer(server: &Arc<Server>, phone: &Phone, session: &Session, name: &str, re
                 return Ok(error_reply("StartService", "InvalidService", form));
             }
             let port = server.open_port(udid, &service);
-            dict([("Request", "StartService".into()), ("Service", service.into()), ("Port", Value::Integer(port.into()))])
+            dict([
+                ("Request", "StartService".into()),
+                ("Service", service.into()),
+                ("Port", Value::Integer(port.into())),
+            ])
         }
         // A host with no record asks to pair; the phone shows its Trust dialog.
         "Pair" => {

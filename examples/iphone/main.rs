@@ -101,7 +101,8 @@ fn run(argv: &[String]) -> Result<(), String> {
             Ok(())
         }
         "ipa" => {
-            let size = opts.get("size").map_or(Ok(4096), |s| s.parse().map_err(|_| format!("--size {s}: not a number")))?;
+            let size =
+                opts.get("size").map_or(Ok(4096), |s| s.parse().map_err(|_| format!("--size {s}: not a number")))?;
             let bytes = ipa::make_ipa(&need("bundle-id")?, &need("version")?, size);
             std::fs::write(need("out")?, bytes).map_err(|e| e.to_string())
         }
@@ -113,15 +114,21 @@ fn serve(socket: PathBuf, root: PathBuf) -> Result<(), String> {
     std::fs::create_dir_all(root.join("phones")).map_err(|e| format!("{}: {e}", root.display()))?;
     let _ = std::fs::remove_file(&socket); // a socket left by an earlier run
     let listener = UnixListener::bind(&socket).map_err(|e| format!("listen on {}: {e}", socket.display()))?;
-    let server = Arc::new(Server { store: Store::new(&root), ports: Mutex::new(Ports { next: 49152, open: HashMap::new() }) });
+    let server =
+        Arc::new(Server { store: Store::new(&root), ports: Mutex::new(Ports { next: 49152, open: HashMap::new() }) });
     println!("listening {}", socket.display());
     let _ = std::io::stdout().flush();
     for conn in listener.incoming().flatten() {
         let server = Arc::clone(&server);
         std::thread::spawn(move || {
             match mux::serve(conn, &server) {
-                // libimobiledevice hangs up without a Goodbye after StopSession.
-                Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => {}
+                // Hosts hang up without a Goodbye (libimobiledevice after StopSession) or
+                // without TLS close_notify (the idevice crate drops its clients).
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::ConnectionReset | ErrorKind::BrokenPipe | ErrorKind::UnexpectedEof
+                    ) => {}
                 Err(e) => eprintln!("iphone: connection: {e}"),
                 Ok(()) => {}
             }

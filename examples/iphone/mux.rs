@@ -114,7 +114,12 @@ pub fn serve(mut s: UnixStream, server: &Arc<Server>) -> io::Result<()> {
                 let port = (number(&req, "PortNumber").unwrap_or(0) as u16).swap_bytes();
                 let phone = device_id.checked_sub(1).and_then(|i| phones.get(i as usize));
                 let udid = phone.map(|p| p.udid.clone()).unwrap_or_default();
-                server.store.journal(&udid, "usbmuxd", "Connect", serde_json::json!({"DeviceID": device_id, "port": port}));
+                server.store.journal(
+                    &udid,
+                    "usbmuxd",
+                    "Connect",
+                    serde_json::json!({"DeviceID": device_id, "port": port}),
+                );
                 let Some(phone) = phone else {
                     send(&mut s, tag, result(RESULT_BADDEV))?;
                     continue;
@@ -159,7 +164,8 @@ mod tests {
         let ours = attached(1, &phone);
         let keys = |d: &Dictionary| d.keys().cloned().collect::<Vec<_>>();
         assert_eq!(keys(&ours), keys(&real));
-        let (ours_p, real_p) = (ours["Properties"].as_dictionary().unwrap(), real["Properties"].as_dictionary().unwrap());
+        let (ours_p, real_p) =
+            (ours["Properties"].as_dictionary().unwrap(), real["Properties"].as_dictionary().unwrap());
         assert_eq!(keys(ours_p), keys(real_p));
         for k in ["ConnectionType", "SerialNumber", "ProductID", "DeviceID", "ConnectionSpeed"] {
             assert_eq!(ours_p[k], real_p[k], "{k}");

@@ -54,7 +54,8 @@ fn diagnostics(mut s: UnixStream, server: &Arc<Server>, udid: &str) -> io::Resul
     while let Some(req) = wire::read_plist(&mut s)? {
         let request = string(&req, "Request").unwrap_or_default();
         let (class, name) = (string(&req, "EntryClass"), string(&req, "EntryName"));
-        let args = serde_json::json!({"EntryClass": class, "EntryName": name, "CurrentPlane": string(&req, "CurrentPlane")});
+        let args =
+            serde_json::json!({"EntryClass": class, "EntryName": name, "CurrentPlane": string(&req, "CurrentPlane")});
         server.store.journal(udid, DIAGNOSTICS, &request, args);
         // The battery's entry is of class IOPMPowerSource and named AppleSmartBattery
         // (`idevicediagnostics ioregentry AppleSmartBattery` asks by name).
@@ -188,7 +189,12 @@ fn install(s: &mut UnixStream, server: &Arc<Server>, udid: &str, command: &str, 
                 Some(Err(e)) => format!("Could not read the package: {e}"),
                 _ => format!("Could not find {package}"),
             };
-            server.store.journal(udid, INSTALLATION_PROXY, command, serde_json::json!({"PackagePath": package, "sha256": sha, "error": why}));
+            server.store.journal(
+                udid,
+                INSTALLATION_PROXY,
+                command,
+                serde_json::json!({"PackagePath": package, "sha256": sha, "error": why}),
+            );
             let reply = dict([("Error", "ApplicationVerificationFailed".into()), ("ErrorDescription", why.into())]);
             return wire::write_plist(s, reply);
         }
@@ -200,7 +206,12 @@ fn install(s: &mut UnixStream, server: &Arc<Server>, udid: &str, command: &str, 
         serde_json::json!({"PackagePath": package, "sha256": sha, "CFBundleIdentifier": app.bundle_id,
             "CFBundleVersion": app.version, "ClientOptions": options_json(req)}),
     );
-    for (step, pct) in [("CreatingStagingDirectory", 5u64), ("ExtractingPackage", 15), ("InstallingApplication", 60), ("GeneratingApplicationMap", 90)] {
+    for (step, pct) in [
+        ("CreatingStagingDirectory", 5u64),
+        ("ExtractingPackage", 15),
+        ("InstallingApplication", 60),
+        ("GeneratingApplicationMap", 90),
+    ] {
         wire::write_plist(s, dict([("PercentComplete", Value::Integer(pct.into())), ("Status", step.into())]))?;
     }
     server.store.record_install(udid, app)?;
@@ -208,6 +219,10 @@ fn install(s: &mut UnixStream, server: &Arc<Server>, udid: &str, command: &str, 
 }
 
 fn options_json(req: &Dictionary) -> serde_json::Value {
-    let keys: Vec<String> = req.get("ClientOptions").and_then(Value::as_dictionary).map(|o| o.keys().cloned().collect()).unwrap_or_default();
+    let keys: Vec<String> = req
+        .get("ClientOptions")
+        .and_then(Value::as_dictionary)
+        .map(|o| o.keys().cloned().collect())
+        .unwrap_or_default();
     serde_json::json!(keys)
 }
