@@ -203,6 +203,34 @@ fn a_raw_client_gets_the_replies_the_real_daemon_gives() {
 }
 
 #[test]
+fn listen_sends_attached_events_and_pair_records_are_saved_and_deleted() {
+    let standin = StandIn::start(&[(UDID, "")]);
+    let mut s = UnixStream::connect(&standin.socket).unwrap();
+    mux_send(&mut s, 3, request("Listen", &[]));
+    let (_, tag, reply) = mux_read(&mut s);
+    assert_eq!((tag, result_number(&reply)), (3, Some(0)));
+    let (_, tag, event) = mux_read(&mut s);
+    assert_eq!((tag, event["MessageType"].as_string()), (0, Some("Attached")), "events carry tag 0");
+    assert_eq!(event["Properties"].as_dictionary().unwrap()["SerialNumber"].as_string(), Some(UDID));
+
+    let mut s = UnixStream::connect(&standin.socket).unwrap();
+    let record = standin.root().join("pair/other.plist");
+    mux_send(
+        &mut s,
+        4,
+        request(
+            "SavePairRecord",
+            &[("PairRecordID", "other".into()), ("PairRecordData", plist::Value::Data(b"rec".to_vec()))],
+        ),
+    );
+    assert_eq!(result_number(&mux_read(&mut s).2), Some(0));
+    assert_eq!(std::fs::read(&record).unwrap(), b"rec");
+    mux_send(&mut s, 5, request("DeletePairRecord", &[("PairRecordID", "other".into())]));
+    assert_eq!(result_number(&mux_read(&mut s).2), Some(0));
+    assert!(!record.exists());
+}
+
+#[test]
 fn replay_answers_with_the_captured_bytes_under_this_hosts_tag() {
     let standin = StandIn::start(&[(REPLAY_UDID, "replay = true")]);
     let root = common::root().join("tests/fixtures/devices/ios");
