@@ -1,0 +1,473 @@
+//! The stand-in iPhone (examples/iphone: usbmuxd and the phones behind it on a Unix
+//! socket) against three clients: a raw usbmuxd client written here, libimobiledevice's
+//! tools (`idevice_id`, `ideviceinfo`, `idevicediagnostics`; skipped with a message when
+//! missing, unless CI is set), and the real `idevice` crate, with every scripted fault.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use idevice::IdeviceError;
+use idevice::IdeviceService;
+use idevice::diagnostics_relay::DiagnosticsRelayClient;
+use idevice::installation_proxy::InstallationProxyClient;
+use idevice::lockdown::LockdownClient;
+use idevice::mobile_image_mounter::ImageMounter;
+use idevice::usbmuxd::UsbmuxdAddr;
+use idevice::usbmuxd::errors::UsbmuxdError;
+use sha2::{Digest, Sha256};
+
+const UDID: &str = "00008110-000A1B2C3D4E5F60";
+const REPLAY_UDID: &str = "63c3d055c4f83e960e5980fa68be0fbf7d4ba74c";
+const IOREG: &str = "tests/fixtures/devices/ios/ioregistry_iopmpowersource_goios.plist";
+
+fn phone_toml(extra: &str) -> String {
+    format!(
+        "DeviceName = \"Lab iPhone\"\nProductType = \"iPhone14,2\"\nProductVersion = \"16.7.2\"\nBuildVersion = \"20H115\"\n\
+         ioregistry = \"{}\"\n{extra}\n[battery]\nBatteryCurrentCapacity = 85\nBatteryIsCharging = true\n\
+         ExternalConnected = true\nExternalChargeCapable = true\nFullyCharged = false\nHasBattery = true\n",
+        common::root().join(IOREG).display()
+    )
+}
+
+struct StandIn {
+    child: Child,
+    dir: tempfile::TempDir,
+    socket: PathBuf,
+}
+
+impl StandIn {
+    /// Phones are `(udid, extra toml lines)`; each is paired unless its lines say `fault = "not_paired"`
+    /// (its record is then still written, so the fault, not a missing file, answers).
+    fn start(phones: &[(&str, &str)]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(root.join("phones")).unwrap();
+        for (udid, extra) in phones {
+            std::fs::write(root.join(format!("phones/{udid}.toml")), phone_toml(extra)).unwrap();
+            let paired = Command::new(common::example("iphone"))
+                .args(["pair", "--root"])
+                .arg(&root)
+                .args(["--udid", udid])
+                .output()
+                .unwrap();
+            assert!(paired.status.success(), "{}", String::from_utf8_lossy(&paired.stderr));
+        }
+        let socket = dir.path().join("usbmuxd");
+        let mut child = Command::new(common::example("iphone"))
+            .args(["serve", "--socket"])
+            .arg(&socket)
+            .arg("--root")
+            .arg(&root)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), format!("listening {}", socket.display()));
+        StandIn { child, dir, socket }
+    }
+
+    fn root(&self) -> PathBuf {
+        self.dir.path().join("root")
+    }
+
+    fn addr(&self) -> UsbmuxdAddr {
+        UsbmuxdAddr::UnixSocket(self.socket.display().to_string())
+    }
+
+    fn journal(&self) -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(self.root().join("journal.jsonl")).unwrap_or_default();
+        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    }
+
+    fn journalled(&self, service: &str, request: &str) -> Vec<serde_json::Value> {
+        self.journal().into_iter().filter(|j| j["service"] == service && j["request"] == request).collect()
+    }
+}
+
+impl Drop for StandIn {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// ---- a) a raw usbmuxd client ----
+
+fn mux_send(s: &mut UnixStream, tag: u32, body: plist::Dictionary) {
+    let mut xml = Vec::new();
+    plist::Value::Dictionary(body).to_writer_xml(&mut xml).unwrap();
+    let mut frame = Vec::new();
+    for v in [16 + xml.len() as u32, 1, 8, tag] {
+        frame.extend_from_slice(&v.to_le_bytes());
+    }
+    frame.extend_from_slice(&xml);
+    s.write_all(&frame).unwrap();
+}
+
+/// `(raw frame, tag, plist)` of one reply.
+fn mux_read(s: &mut UnixStream) -> (Vec<u8>, u32, plist::Dictionary) {
+    let mut header = [0u8; 16];
+    s.read_exact(&mut header).unwrap();
+    let word = |i: usize| u32::from_le_bytes(header[i * 4..i * 4 + 4].try_into().unwrap());
+    assert_eq!((word(1), word(2)), (1, 8), "plist protocol, plist message");
+    let mut body = vec![0; word(0) as usize - 16];
+    s.read_exact(&mut body).unwrap();
+    let dict = plist::from_bytes(&body).unwrap();
+    ([header.to_vec(), body].concat(), word(3), dict)
+}
+
+fn request(kind: &str, more: &[(&str, plist::Value)]) -> plist::Dictionary {
+    let mut d = plist::Dictionary::new();
+    d.insert("MessageType".into(), kind.into());
+    for (k, v) in more {
+        d.insert(k.to_string(), v.clone());
+    }
+    d
+}
+
+fn result_number(d: &plist::Dictionary) -> Option<u64> {
+    assert_eq!(d.get("MessageType").and_then(|v| v.as_string()), Some("Result"), "{d:?}");
+    d.get("Number").and_then(|v| v.as_unsigned_integer())
+}
+
+fn connect_request(device_id: u64, port: u16) -> plist::Dictionary {
+    request(
+        "Connect",
+        &[
+            ("DeviceID", plist::Value::Integer(device_id.into())),
+            ("PortNumber", plist::Value::Integer(u64::from(port.to_be()).into())),
+        ],
+    )
+}
+
+fn lockdown_query_type(s: &mut UnixStream) -> Vec<u8> {
+    let mut xml = Vec::new();
+    let query: plist::Dictionary = [("Request".to_string(), plist::Value::from("QueryType"))].into_iter().collect();
+    plist::Value::Dictionary(query).to_writer_xml(&mut xml).unwrap();
+    s.write_all(&(xml.len() as u32).to_be_bytes()).unwrap();
+    s.write_all(&xml).unwrap();
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).unwrap();
+    let mut body = vec![0; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut body).unwrap();
+    [len.to_vec(), body].concat()
+}
+
+#[test]
+fn a_raw_client_gets_the_replies_the_real_daemon_gives() {
+    let standin = StandIn::start(&[(UDID, ""), ("zz-unpaired", "")]);
+    std::fs::remove_file(standin.root().join("pair/zz-unpaired.plist")).unwrap();
+    let mut s = UnixStream::connect(&standin.socket).unwrap();
+
+    mux_send(&mut s, 11, request("ListDevices", &[("ClientVersionString", "test".into())]));
+    let (_, tag, reply) = mux_read(&mut s);
+    assert_eq!(tag, 11, "a reply carries its request's tag");
+    let list = reply["DeviceList"].as_array().unwrap();
+    assert_eq!(list.len(), 2);
+    let first = list[0].as_dictionary().unwrap();
+    let props = first["Properties"].as_dictionary().unwrap();
+    assert_eq!(first["MessageType"].as_string(), Some("Attached"));
+    assert_eq!(first["DeviceID"].as_unsigned_integer(), Some(1));
+    assert_eq!(props["SerialNumber"].as_string(), Some(UDID));
+    assert_eq!(props["ConnectionType"].as_string(), Some("USB"));
+
+    mux_send(&mut s, 12, request("ReadPairRecord", &[("PairRecordID", UDID.into())]));
+    let (_, _, reply) = mux_read(&mut s);
+    let record: plist::Dictionary = plist::from_bytes(reply["PairRecordData"].as_data().unwrap()).unwrap();
+    assert_eq!(record["UDID"].as_string(), Some(UDID));
+    mux_send(&mut s, 13, request("ReadPairRecord", &[("PairRecordID", "zz-unpaired".into())]));
+    assert_eq!(result_number(&mux_read(&mut s).2), Some(2), "no record: ENOENT as usbmuxd says it");
+    mux_send(&mut s, 14, request("ReadBUID", &[]));
+    assert_eq!(mux_read(&mut s).2["BUID"].as_string(), record["SystemBUID"].as_string());
+    mux_send(&mut s, 15, connect_request(9, 62078));
+    assert_eq!(result_number(&mux_read(&mut s).2), Some(2), "no such device");
+    mux_send(&mut s, 16, connect_request(1, 1234));
+    assert_eq!(result_number(&mux_read(&mut s).2), Some(3), "nothing listens there");
+    mux_send(&mut s, 17, connect_request(1, 62078));
+    let (_, tag, reply) = mux_read(&mut s);
+    assert_eq!((tag, result_number(&reply)), (17, Some(0)));
+    // The socket is now lockdownd's.
+    let answer = lockdown_query_type(&mut s);
+    let answer: plist::Dictionary = plist::from_bytes(&answer[4..]).unwrap();
+    assert_eq!(answer["Type"].as_string(), Some("com.apple.mobile.lockdown"));
+    assert_eq!(answer["Request"].as_string(), Some("QueryType"));
+
+    let connects = standin.journalled("usbmuxd", "Connect");
+    let ports: Vec<_> = connects.iter().map(|c| c["port"].as_u64().unwrap()).collect();
+    assert_eq!(ports, [62078, 1234, 62078], "the port is decoded from network order");
+}
+
+#[test]
+fn listen_sends_attached_events_and_pair_records_are_saved_and_deleted() {
+    let standin = StandIn::start(&[(UDID, "")]);
+    let mut s = UnixStream::connect(&standin.socket).unwrap();
+    mux_send(&mut s, 3, request("Listen", &[]));
+    let (_, tag, reply) = mux_read(&mut s);
+    assert_eq!((tag, result_number(&reply)), (3, Some(0)));
+    let (_, tag, event) = mux_read(&mut s);
+    assert_eq!((tag, event["MessageType"].as_string()), (0, Some("Attached")), "events carry tag 0");
+    assert_eq!(event["Properties"].as_dictionary().unwrap()["SerialNumber"].as_string(), Some(UDID));
+
+    let mut s = UnixStream::connect(&standin.socket).unwrap();
+    let record = standin.root().join("pair/other.plist");
+    mux_send(
+        &mut s,
+        4,
+        request(
+            "SavePairRecord",
+            &[("PairRecordID", "other".into()), ("PairRecordData", plist::Value::Data(b"rec".to_vec()))],
+        ),
+    );
+    assert_eq!(result_number(&mux_read(&mut s).2), Some(0));
+    assert_eq!(std::fs::read(&record).unwrap(), b"rec");
+    mux_send(&mut s, 5, request("DeletePairRecord", &[("PairRecordID", "other".into())]));
+    assert_eq!(result_number(&mux_read(&mut s).2), Some(0));
+    assert!(!record.exists());
+}
+
+#[test]
+fn replay_answers_with_the_captured_bytes_under_this_hosts_tag() {
+    let standin = StandIn::start(&[(REPLAY_UDID, "replay = true")]);
+    let root = common::root().join("tests/fixtures/devices/ios");
+    let capture = |name: &str| std::fs::read(root.join(name)).unwrap();
+    let retag = |mut b: Vec<u8>, tag: u32| {
+        b[12..16].copy_from_slice(&tag.to_le_bytes());
+        b
+    };
+    let mut s = UnixStream::connect(&standin.socket).unwrap();
+    mux_send(&mut s, 5, request("ListDevices", &[]));
+    let (raw, tag, reply) = mux_read(&mut s);
+    assert_eq!(tag, 5);
+    assert_eq!(raw, retag(capture("usbmux_listdevices_appium.bin"), 5));
+    let device_id =
+        reply["DeviceList"].as_array().unwrap()[0].as_dictionary().unwrap()["DeviceID"].as_unsigned_integer().unwrap();
+    mux_send(&mut s, 6, connect_request(device_id, 62078));
+    assert_eq!(mux_read(&mut s).0, retag(capture("usbmux_connect_result_appium.bin"), 6));
+    assert_eq!(lockdown_query_type(&mut s), capture("lockdown_querytype_appium.bin"));
+}
+
+// ---- b) libimobiledevice's tools ----
+
+/// The tool's path, or `None` (skipped locally with the reason; CI must have it).
+fn tool(name: &str) -> Option<&'static str> {
+    let path: &'static str = Box::leak(format!("/usr/bin/{name}").into_boxed_str());
+    if Path::new(path).exists() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI is set but {path} is missing (apt-get install libimobiledevice-utils)"
+    );
+    eprintln!("skipped: {path} is missing (apt-get install libimobiledevice-utils)");
+    None
+}
+
+fn run_tool(standin: &StandIn, path: &str, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(path)
+        .args(args)
+        .env("USBMUXD_SOCKET_ADDRESS", format!("UNIX:{}", standin.socket.display()))
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn libimobiledevice_lists_and_reads_the_phone_through_a_tls_session() {
+    let (Some(id), Some(info), Some(diag)) = (tool("idevice_id"), tool("ideviceinfo"), tool("idevicediagnostics"))
+    else {
+        return;
+    };
+    let standin = StandIn::start(&[(UDID, "")]);
+    let (code, out, err) = run_tool(&standin, id, &["-l"]);
+    assert_eq!((code, out.as_str()), (0, format!("{UDID}\n").as_str()), "{err}");
+
+    let (code, out, err) = run_tool(&standin, info, &["-u", UDID, "-k", "ProductVersion"]);
+    assert_eq!((code, out.as_str()), (0, "16.7.2\n"), "{err}");
+    let (code, out, err) = run_tool(&standin, info, &["-u", UDID]);
+    assert_eq!(code, 0, "{err}");
+    for line in [
+        "DeviceName: Lab iPhone",
+        "ProductType: iPhone14,2",
+        "BuildVersion: 20H115",
+        &format!("UniqueDeviceID: {UDID}"),
+    ] {
+        assert!(out.lines().any(|l| l == line), "{line} in {out}");
+    }
+    let (code, out, err) = run_tool(&standin, info, &["-u", UDID, "-q", "com.apple.mobile.battery"]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "BatteryCurrentCapacity: 85",
+            "BatteryIsCharging: true",
+            "ExternalChargeCapable: true",
+            "ExternalConnected: true",
+            "FullyCharged: false",
+            "HasBattery: true"
+        ]
+    );
+    // It used the session: StartSession with the record's HostID, then StopSession.
+    let record: plist::Dictionary = plist::from_file(standin.root().join(format!("pair/{UDID}.plist"))).unwrap();
+    let sessions = standin.journalled("lockdownd", "StartSession");
+    assert_eq!(sessions.len(), 3);
+    assert!(sessions.iter().all(|s| s["HostID"].as_str() == record["HostID"].as_string()));
+    assert_eq!(standin.journalled("lockdownd", "StopSession").len(), 3);
+
+    let (code, out, err) = run_tool(&standin, diag, &["-u", UDID, "ioregentry", "AppleSmartBattery"]);
+    assert_eq!(code, 0, "{err}");
+    let printed: plist::Dictionary = plist::from_bytes(out.as_bytes()).unwrap();
+    let canned: plist::Dictionary = plist::from_file(common::root().join(IOREG)).unwrap();
+    assert_eq!(printed["IORegistry"], canned["Diagnostics"].as_dictionary().unwrap()["IORegistry"]);
+}
+
+#[test]
+fn libimobiledevice_reports_an_untrusted_and_a_locked_phone() {
+    let Some(info) = tool("ideviceinfo") else { return };
+    let standin = StandIn::start(&[("a-untrusted", "fault = \"untrusted\""), ("b-locked", "fault = \"locked\"")]);
+    let (code, _, err) = run_tool(&standin, info, &["-u", "a-untrusted"]);
+    assert_eq!(code, 255);
+    assert!(err.contains("Could not connect to lockdownd: Invalid HostID (-21)"), "{err}");
+    // ideviceinfo prints nothing for a value the locked phone withholds, and exits 0.
+    for args in [&["-u", "b-locked", "-k", "DeviceName"][..], &["-u", "b-locked"]] {
+        let (code, out, err) = run_tool(&standin, info, args);
+        assert_eq!((code, out.as_str()), (0, ""), "{args:?}: {err}");
+    }
+    let withheld = standin.journalled("lockdownd", "GetValue");
+    assert!(withheld.iter().any(|g| g["udid"] == "b-locked" && g["Key"] == "DeviceName"), "{withheld:?}");
+}
+
+// ---- c) the idevice crate ----
+
+async fn provider(standin: &StandIn, udid: &str) -> idevice::provider::UsbmuxdProvider {
+    let addr = standin.addr();
+    let dev = addr.connect(1).await.unwrap().get_device(udid).await.unwrap();
+    dev.to_provider(addr, "lab-test")
+}
+
+async fn session(standin: &StandIn, udid: &str) -> Result<LockdownClient, IdeviceError> {
+    let p = provider(standin, udid).await;
+    let pf = standin.addr().connect(2).await?.get_pair_record(udid).await?;
+    let mut ld = LockdownClient::connect(&p).await?;
+    ld.start_session(&pf).await?;
+    Ok(ld)
+}
+
+#[tokio::test]
+async fn the_idevice_crate_identifies_reads_the_battery_and_installs() {
+    let standin = StandIn::start(&[(UDID, "")]);
+    let devices = standin.addr().connect(0).await.unwrap().get_devices().await.unwrap();
+    assert_eq!(devices.iter().map(|d| (d.udid.as_str(), d.device_id)).collect::<Vec<_>>(), [(UDID, 1)]);
+    let missing = standin.addr().connect(0).await.unwrap().get_device("nope").await.unwrap_err();
+    assert!(matches!(missing, IdeviceError::DeviceNotFound), "{missing:?}");
+    let bad = standin.addr().connect(0).await.unwrap().connect_to_device(7, 62078, "t").await.unwrap_err();
+    assert!(matches!(bad, IdeviceError::Usbmuxd(UsbmuxdError::BadDevice)), "{bad:?}");
+
+    let mut ld = session(&standin, UDID).await.unwrap();
+    let mut got = Vec::new();
+    for k in ["DeviceName", "ProductType", "ProductVersion", "BuildVersion", "UniqueDeviceID"] {
+        got.push(ld.get_value(Some(k), None).await.unwrap().as_string().unwrap().to_string());
+    }
+    assert_eq!(got, ["Lab iPhone", "iPhone14,2", "16.7.2", "20H115", UDID]);
+    let battery = ld.get_value(None, Some("com.apple.mobile.battery")).await.unwrap();
+    let battery = battery.as_dictionary().unwrap();
+    assert_eq!(battery["BatteryCurrentCapacity"].as_signed_integer(), Some(85));
+    assert_eq!(battery["ExternalChargeCapable"].as_boolean(), Some(true));
+    let dm = ld.get_value(Some("DeveloperModeStatus"), Some("com.apple.security.mac.amfi")).await.unwrap();
+    assert_eq!(dm.as_boolean(), Some(true));
+    ld.stop_session().await.unwrap();
+
+    let p = provider(&standin, UDID).await;
+    let mut diag = DiagnosticsRelayClient::connect(&p).await.unwrap();
+    let io = diag.ioregistry(None, None, Some("IOPMPowerSource")).await.unwrap().unwrap();
+    assert_eq!((io["CurrentCapacity"].as_signed_integer(), io["Voltage"].as_signed_integer()), (Some(85), Some(4269)));
+    diag.goodbye().await.unwrap();
+    let mut mounter = ImageMounter::connect(&p).await.unwrap();
+    assert!(!mounter.lookup_image("Developer").await.unwrap().is_empty());
+    assert!(mounter.query_developer_mode_status().await.unwrap());
+
+    let ipa = standin.dir.path().join("app.ipa");
+    let made = Command::new(common::example("iphone"))
+        .args(["ipa", "--bundle-id", "com.example.energy", "--version", "42", "--size", "300000", "--out"])
+        .arg(&ipa)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    idevice::utils::installation::install_package(&p, &ipa, None).await.unwrap();
+    let installs = standin.journalled("com.apple.mobile.installation_proxy", "Install");
+    assert_eq!(installs.len(), 1);
+    assert_eq!(installs[0]["PackagePath"], "PublicStaging/idevice.ipa");
+    assert_eq!(installs[0]["CFBundleIdentifier"], "com.example.energy");
+    assert_eq!(installs[0]["sha256"].as_str().unwrap(), hex::encode(Sha256::digest(std::fs::read(&ipa).unwrap())));
+    let mut inst = InstallationProxyClient::connect(&p).await.unwrap();
+    let apps = inst.get_apps(Some("User"), Some(vec!["com.example.energy".into()])).await.unwrap();
+    let app = apps["com.example.energy"].as_dictionary().unwrap();
+    assert_eq!(app["CFBundleVersion"].as_string(), Some("42"));
+    assert_eq!(inst.browse(None).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn each_fault_gives_the_idevice_error_a_real_phone_gives() {
+    let standin = StandIn::start(&[
+        ("a-not-paired", "fault = \"not_paired\""),
+        ("b-untrusted", "fault = \"untrusted\""),
+        ("c-locked", "fault = \"locked\""),
+        ("d-locked-int", "fault = \"locked\"\nerror_form = \"integer\""),
+        ("e-password", "fault = \"password_protected\""),
+        ("f-no-devmode", "developer_mode = false"),
+        ("g-no-image", "developer_image_mounted = false"),
+    ]);
+    let e = standin.addr().connect(0).await.unwrap().get_pair_record("a-not-paired").await.unwrap_err();
+    assert!(matches!(e, IdeviceError::UnexpectedResponse(_)), "{e:?}");
+    let e = session(&standin, "b-untrusted").await.unwrap_err();
+    assert!(matches!(e, IdeviceError::InvalidHostID), "{e:?}");
+    for udid in ["c-locked", "d-locked-int"] {
+        let mut ld = session(&standin, udid).await.unwrap();
+        let e = ld.get_value(None, Some("com.apple.mobile.battery")).await.unwrap_err();
+        assert!(matches!(e, IdeviceError::GetProhibited), "{udid}: {e:?}");
+    }
+    let e = session(&standin, "e-password").await.unwrap_err();
+    assert!(matches!(e, IdeviceError::PasswordProtected), "{e:?}");
+
+    let p = provider(&standin, "f-no-devmode").await;
+    assert!(!ImageMounter::connect(&p).await.unwrap().query_developer_mode_status().await.unwrap());
+    let dm = session(&standin, "f-no-devmode")
+        .await
+        .unwrap()
+        .get_value(Some("DeveloperModeStatus"), Some("com.apple.security.mac.amfi"))
+        .await;
+    assert_eq!(dm.unwrap().as_boolean(), Some(false));
+    for udid in ["f-no-devmode", "g-no-image"] {
+        let e = session(&standin, udid)
+            .await
+            .unwrap()
+            .start_service("com.apple.instruments.remoteserver.DVTSecureSocketProxy")
+            .await
+            .unwrap_err();
+        assert!(matches!(&e, IdeviceError::UnknownErrorType(s) if s == "InvalidService"), "{udid}: {e:?}");
+    }
+    let p = provider(&standin, "g-no-image").await;
+    let e = ImageMounter::connect(&p).await.unwrap().lookup_image("Developer").await.unwrap_err();
+    assert!(matches!(e, IdeviceError::NotFound), "{e:?}");
+}
+
+#[tokio::test]
+async fn an_ios_17_phone_without_a_tunnel_refuses_core_device_proxy() {
+    let standin = StandIn::start(&[("a-17", "fault = \"no_tunnel\"")]);
+    std::fs::write(
+        standin.root().join("phones/a-17.toml"),
+        phone_toml("fault = \"no_tunnel\"").replace("16.7.2", "17.5.1"),
+    )
+    .unwrap();
+    let mut ld = session(&standin, "a-17").await.unwrap();
+    let e = ld.start_service("com.apple.internal.devicecompute.CoreDeviceProxy").await.unwrap_err();
+    assert!(matches!(&e, IdeviceError::UnknownErrorType(s) if s == "InvalidService"), "{e:?}");
+    let e = idevice::core_device_proxy::CoreDeviceProxy::connect(&provider(&standin, "a-17").await).await.unwrap_err();
+    assert!(matches!(&e, IdeviceError::UnknownErrorType(s) if s == "InvalidService"), "{e:?}");
+}
