@@ -38,7 +38,10 @@ fn a_configured_iphone_that_usbmuxd_does_not_list_stops_the_run_before_any_trial
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     let line = stderr.lines().find(|l| l.contains(UDID)).unwrap_or_else(|| panic!("{stderr}"));
     assert!(line.contains("iphone-1"), "{line}");
-    assert!(line.contains("is not connected to host local (usbmuxd at /var/run/usbmuxd lists"), "{line}");
+    assert!(
+        line.contains("device iphone-1 is not connected: usbmuxd at /var/run/usbmuxd on host local lists"),
+        "{line}"
+    );
     assert!(line.contains("fix: plug it in"), "{line}");
     // Nothing was recorded: no campaign in the store.
     assert!(lab.campaigns().is_empty(), "{:?}", lab.campaigns());

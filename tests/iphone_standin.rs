@@ -1,14 +1,16 @@
 //! The stand-in iPhone (examples/iphone: usbmuxd and the phones behind it on a Unix
 //! socket) against three clients: a raw usbmuxd client written here, libimobiledevice's
 //! tools (`idevice_id`, `ideviceinfo`, `idevicediagnostics`; skipped with a message when
-//! missing, unless CI is set), and the real `idevice` crate, with every scripted fault.
+//! missing, unless LAB_REQUIRE_IDEVICE=1 as in CI), and the real `idevice` crate, with every scripted fault.
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use common::iphone::{IOREG, REPLAY_UDID, StandIn, UDID, phone_toml};
+
+use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 
 use idevice::IdeviceError;
 use idevice::IdeviceService;
@@ -16,85 +18,8 @@ use idevice::diagnostics_relay::DiagnosticsRelayClient;
 use idevice::installation_proxy::InstallationProxyClient;
 use idevice::lockdown::LockdownClient;
 use idevice::mobile_image_mounter::ImageMounter;
-use idevice::usbmuxd::UsbmuxdAddr;
 use idevice::usbmuxd::errors::UsbmuxdError;
 use sha2::{Digest, Sha256};
-
-const UDID: &str = "00008110-000A1B2C3D4E5F60";
-const REPLAY_UDID: &str = "63c3d055c4f83e960e5980fa68be0fbf7d4ba74c";
-const IOREG: &str = "tests/fixtures/devices/ios/ioregistry_iopmpowersource_goios.plist";
-
-fn phone_toml(extra: &str) -> String {
-    format!(
-        "DeviceName = \"Lab iPhone\"\nProductType = \"iPhone14,2\"\nProductVersion = \"16.7.2\"\nBuildVersion = \"20H115\"\n\
-         ioregistry = \"{}\"\n{extra}\n[battery]\nBatteryCurrentCapacity = 85\nBatteryIsCharging = true\n\
-         ExternalConnected = true\nExternalChargeCapable = true\nFullyCharged = false\nHasBattery = true\n",
-        common::root().join(IOREG).display()
-    )
-}
-
-struct StandIn {
-    child: Child,
-    dir: tempfile::TempDir,
-    socket: PathBuf,
-}
-
-impl StandIn {
-    /// Phones are `(udid, extra toml lines)`; each is paired unless its lines say `fault = "not_paired"`
-    /// (its record is then still written, so the fault, not a missing file, answers).
-    fn start(phones: &[(&str, &str)]) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("root");
-        std::fs::create_dir_all(root.join("phones")).unwrap();
-        for (udid, extra) in phones {
-            std::fs::write(root.join(format!("phones/{udid}.toml")), phone_toml(extra)).unwrap();
-            let paired = Command::new(common::example("iphone"))
-                .args(["pair", "--root"])
-                .arg(&root)
-                .args(["--udid", udid])
-                .output()
-                .unwrap();
-            assert!(paired.status.success(), "{}", String::from_utf8_lossy(&paired.stderr));
-        }
-        let socket = dir.path().join("usbmuxd");
-        let mut child = Command::new(common::example("iphone"))
-            .args(["serve", "--socket"])
-            .arg(&socket)
-            .arg("--root")
-            .arg(&root)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), format!("listening {}", socket.display()));
-        StandIn { child, dir, socket }
-    }
-
-    fn root(&self) -> PathBuf {
-        self.dir.path().join("root")
-    }
-
-    fn addr(&self) -> UsbmuxdAddr {
-        UsbmuxdAddr::UnixSocket(self.socket.display().to_string())
-    }
-
-    fn journal(&self) -> Vec<serde_json::Value> {
-        let text = std::fs::read_to_string(self.root().join("journal.jsonl")).unwrap_or_default();
-        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
-    }
-
-    fn journalled(&self, service: &str, request: &str) -> Vec<serde_json::Value> {
-        self.journal().into_iter().filter(|j| j["service"] == service && j["request"] == request).collect()
-    }
-}
-
-impl Drop for StandIn {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 // ---- a) a raw usbmuxd client ----
 
@@ -260,8 +185,8 @@ fn tool(name: &str) -> Option<&'static str> {
         return Some(path);
     }
     assert!(
-        std::env::var_os("CI").is_none(),
-        "CI is set but {path} is missing (apt-get install libimobiledevice-utils)"
+        std::env::var("LAB_REQUIRE_IDEVICE").as_deref() != Ok("1"),
+        "LAB_REQUIRE_IDEVICE=1 but {path} is missing (apt-get install libimobiledevice-utils)"
     );
     eprintln!("skipped: {path} is missing (apt-get install libimobiledevice-utils)");
     None

@@ -27,9 +27,9 @@ pub enum IosError {
     )]
     NoUsbmuxd { at: Where, detail: String },
     #[error(
-        "iPhone {} is not connected to host {} (usbmuxd at {} lists {listed}); fix: plug it in with a data cable, \
-         unlock it, and check that `idevice_id -l` on {} shows it",
-        .at.udid, .at.host, .at.usbmuxd, .at.host
+        "usbmuxd at {} on host {} lists {listed}, not iPhone {}; fix: plug it in with a data cable, unlock it, \
+         and check that `idevice_id -l` on {} shows it",
+        .at.usbmuxd, .at.host, .at.udid, .at.host
     )]
     NotConnected { at: Where, listed: String },
     #[error(
@@ -154,7 +154,7 @@ mod tests {
         assert!(m(IdeviceError::GetProhibited).contains("is locked (GetProhibited)"));
         assert!(m(IdeviceError::PasswordProtected).contains("is locked (PasswordProtected)"));
         assert!(m(IdeviceError::DeveloperModeNotEnabled).contains("Developer Mode > On"));
-        assert!(m(IdeviceError::DeviceNotFound).contains("is not connected to host shelf"));
+        assert!(m(IdeviceError::DeviceNotFound).contains("usbmuxd at /var/run/usbmuxd on host shelf lists"));
         assert!(m(IdeviceError::UnknownErrorType("Weird".into())).contains("starting a session failed: "));
     }
 

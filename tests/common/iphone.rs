@@ -1,0 +1,85 @@
+//! The stand-in iPhone (examples/iphone): usbmuxd and the phones behind it on a Unix
+//! socket of the test's own, each phone paired (its pair record in the stand-in's root).
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use idevice::usbmuxd::UsbmuxdAddr;
+
+pub const UDID: &str = "00008110-000A1B2C3D4E5F60";
+pub const REPLAY_UDID: &str = "63c3d055c4f83e960e5980fa68be0fbf7d4ba74c";
+pub const IOREG: &str = "tests/fixtures/devices/ios/ioregistry_iopmpowersource_goios.plist";
+
+pub fn phone_toml(extra: &str) -> String {
+    format!(
+        "DeviceName = \"Lab iPhone\"\nProductType = \"iPhone14,2\"\nProductVersion = \"16.7.2\"\nBuildVersion = \"20H115\"\n\
+         ioregistry = \"{}\"\n{extra}\n[battery]\nBatteryCurrentCapacity = 85\nBatteryIsCharging = true\n\
+         ExternalConnected = true\nExternalChargeCapable = true\nFullyCharged = false\nHasBattery = true\n",
+        super::root().join(IOREG).display()
+    )
+}
+
+pub struct StandIn {
+    pub child: Child,
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+}
+
+impl StandIn {
+    /// Phones are `(udid, extra toml lines)`; each is paired unless its lines say `fault = "not_paired"`
+    /// (its record is then still written, so the fault, not a missing file, answers).
+    pub fn start(phones: &[(&str, &str)]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(root.join("phones")).unwrap();
+        for (udid, extra) in phones {
+            std::fs::write(root.join(format!("phones/{udid}.toml")), phone_toml(extra)).unwrap();
+            let paired = Command::new(super::example("iphone"))
+                .args(["pair", "--root"])
+                .arg(&root)
+                .args(["--udid", udid])
+                .output()
+                .unwrap();
+            assert!(paired.status.success(), "{}", String::from_utf8_lossy(&paired.stderr));
+        }
+        let socket = dir.path().join("usbmuxd");
+        let mut child = Command::new(super::example("iphone"))
+            .args(["serve", "--socket"])
+            .arg(&socket)
+            .arg("--root")
+            .arg(&root)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), format!("listening {}", socket.display()));
+        StandIn { child, dir, socket }
+    }
+
+    pub fn root(&self) -> PathBuf {
+        self.dir.path().join("root")
+    }
+
+    pub fn addr(&self) -> UsbmuxdAddr {
+        UsbmuxdAddr::UnixSocket(self.socket.display().to_string())
+    }
+
+    pub fn journal(&self) -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(self.root().join("journal.jsonl")).unwrap_or_default();
+        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    }
+
+    pub fn journalled(&self, service: &str, request: &str) -> Vec<serde_json::Value> {
+        self.journal().into_iter().filter(|j| j["service"] == service && j["request"] == request).collect()
+    }
+}
+
+impl Drop for StandIn {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
