@@ -919,3 +919,18 @@ fn where_a_phone_is_sent_decides_whether_the_lab_loads() {
         ]
     );
 }
+
+#[test]
+fn an_ipa_must_exist_only_when_the_runbook_selects_an_iphone() {
+    let fx = Fixture::new();
+    let with_ipa = MINIMAL.to_string() + "[builds.only.ios]\nipa = \"builds/Missing.ipa\"\nbundle_id = \"io.example.x\"\n";
+    // Only simulated phones: the .ipa is not installed, so it need not be there.
+    let rb = fx.load(&with_ipa).unwrap_or_else(|e| panic!("{e}"));
+    let ios = rb.builds[0].ios.as_ref().unwrap();
+    assert_eq!((ios.ipa.clone(), ios.sha256.as_str()), (fx.dir.path().join("builds/Missing.ipa"), ""));
+    // An iPhone in the campaign: the missing file is the usual one-line error.
+    let e = fx.load(&with_ipa.replace("devices = [\"sim-a\"]", "devices = [\"sim-a\", \"iphone-1\"]")).unwrap_err();
+    let m = messages(&e);
+    assert_eq!(m.len(), 1, "{m:?}");
+    assert!(m[0].starts_with("builds.only.ios.ipa: missing build file "), "{m:?}");
+}

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::files::{existing_dir, existing_file, existing_file_at};
+use super::files::{absolute, existing_dir, existing_file, existing_file_at, sha256_file};
 use super::names::{NameSet, check_name};
 use super::problems::Problems;
 use super::table::{Field, Table, join};
@@ -16,7 +16,10 @@ const HOST_KEYS: &[&str] = &["command", "build", "env", "cwd"];
 const SIM_KEYS: &[&str] = &["cpu_pct", "wakeups_per_s", "memory_mb", "cache_hit_ratio", "crash_probability"];
 
 /// Reads `[builds]`; reports a missing or doubled baseline. Builds stay in file order.
-pub(crate) fn read_builds(f: Option<Field>, p: &mut Problems, base: &Path) -> Vec<Build> {
+/// `ios_devices`: whether the runbook selects any iPhone of the lab; only then must each
+/// build's .ipa exist (a runbook shared by a simulated lab and a lab with phones names
+/// .ipa files the simulated lab does not have).
+pub(crate) fn read_builds(f: Option<Field>, p: &mut Problems, base: &Path, ios_devices: bool) -> Vec<Build> {
     let Some(f) = f else {
         p.push(
             None,
@@ -58,7 +61,7 @@ pub(crate) fn read_builds(f: Option<Field>, p: &mut Problems, base: &Path) -> Ve
             }),
         };
         baseline_unknown |= baseline.is_none();
-        if let (Some(build), Some(baseline), true) = (read_build(&bt, &bf.leaf, p, base), baseline, name_ok) {
+        if let (Some(build), Some(baseline), true) = (read_build(&bt, &bf.leaf, p, base, ios_devices), baseline, name_ok) {
             builds.push(Build { baseline, ..build });
         }
     }
@@ -85,10 +88,10 @@ pub(crate) fn read_builds(f: Option<Field>, p: &mut Problems, base: &Path) -> Ve
 }
 
 /// One build's platform tables; `baseline` is filled in by the caller.
-fn read_build(t: &Table, name: &str, p: &mut Problems, base: &Path) -> Option<Build> {
+fn read_build(t: &Table, name: &str, p: &mut Problems, base: &Path, ios_devices: bool) -> Option<Build> {
     let before = p.len();
     t.check_keys(p, BUILD_KEYS);
-    let ios = t.get("ios").and_then(|f| f.table(p)).and_then(|it| read_ios(&it, p, base));
+    let ios = t.get("ios").and_then(|f| f.table(p)).and_then(|it| read_ios(&it, p, base, ios_devices));
     let android = t.get("android").and_then(|f| f.table(p)).and_then(|at| read_android(&at, p, base));
     let host = t.get("host").and_then(|f| f.table(p)).and_then(|ht| read_host(&ht, p, base));
     let sim = t.get("sim").and_then(|f| f.table(p)).and_then(|st| read_sim_profile(&st, p));
@@ -103,9 +106,17 @@ fn read_build(t: &Table, name: &str, p: &mut Problems, base: &Path) -> Option<Bu
     (p.len() == before).then_some(Build { name: name.to_string(), baseline: false, ios, android, host, sim })
 }
 
-fn read_ios(t: &Table, p: &mut Problems, base: &Path) -> Option<IosArtifact> {
+fn read_ios(t: &Table, p: &mut Problems, base: &Path, needed: bool) -> Option<IosArtifact> {
     t.check_keys(p, IOS_KEYS);
-    let ipa = t.required(p, "ipa", "ipa = \"builds/App.ipa\"").and_then(|f| existing_file(&f, p, base, "build file"));
+    let ipa = t.required(p, "ipa", "ipa = \"builds/App.ipa\"").and_then(|f| {
+        if needed {
+            return existing_file(&f, p, base, "build file");
+        }
+        // Not installed by this campaign: its hash, if the file is there, is still provenance.
+        let path = absolute(&base.join(f.text(p)?));
+        let sha256 = sha256_file(&path).unwrap_or_default();
+        Some((path, sha256))
+    });
     let bundle_id = t.required(p, "bundle_id", "bundle_id = \"com.example.app\"").and_then(|f| f.text(p));
     let (ipa, sha256) = ipa?;
     Some(IosArtifact { ipa, bundle_id: bundle_id?, sha256 })

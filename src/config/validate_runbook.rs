@@ -13,7 +13,7 @@ use super::validate_sections::{
     read_endpoint, read_metrics, read_preconditions, read_statistics, read_timeouts, read_workload,
 };
 use super::validate_steps::read_steps;
-use super::{AdaptiveRepeats, Lab, OnOffline, Order, Runbook, Selector};
+use super::{AdaptiveRepeats, Lab, OnOffline, Order, Platform, Runbook, Selector};
 
 const ROOT_KEYS: &[&str] = &[
     "name",
@@ -84,7 +84,8 @@ pub(crate) fn read_runbook(
         .unwrap_or_default();
 
     let metrics = read_metrics(root.get("metrics"), p);
-    let builds = read_builds(root.get("builds"), p, base);
+    let ios_devices = lab.devices.iter().any(|d| d.platform() == Platform::Ios && devices.iter().any(|s| s.matches(d)));
+    let builds = read_builds(root.get("builds"), p, base, ios_devices);
     let configs = read_configs(root.get("configs"), p, base);
 
     Runbook {
