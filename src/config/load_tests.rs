@@ -923,7 +923,8 @@ fn where_a_phone_is_sent_decides_whether_the_lab_loads() {
 #[test]
 fn an_ipa_must_exist_only_when_the_runbook_selects_an_iphone() {
     let fx = Fixture::new();
-    let with_ipa = MINIMAL.to_string() + "[builds.only.ios]\nipa = \"builds/Missing.ipa\"\nbundle_id = \"io.example.x\"\n";
+    let with_ipa =
+        MINIMAL.to_string() + "[builds.only.ios]\nipa = \"builds/Missing.ipa\"\nbundle_id = \"io.example.x\"\n";
     // Only simulated phones: the .ipa is not installed, so it need not be there.
     let rb = fx.load(&with_ipa).unwrap_or_else(|e| panic!("{e}"));
     let ios = rb.builds[0].ios.as_ref().unwrap();

@@ -61,7 +61,9 @@ pub(crate) fn read_builds(f: Option<Field>, p: &mut Problems, base: &Path, ios_d
             }),
         };
         baseline_unknown |= baseline.is_none();
-        if let (Some(build), Some(baseline), true) = (read_build(&bt, &bf.leaf, p, base, ios_devices), baseline, name_ok) {
+        if let (Some(build), Some(baseline), true) =
+            (read_build(&bt, &bf.leaf, p, base, ios_devices), baseline, name_ok)
+        {
             builds.push(Build { baseline, ..build });
         }
     }
