@@ -129,7 +129,11 @@ fn envoy_audit_loads() {
     assert_eq!(names, ["control", "envoy-poll", "envoy-kqueue"]);
     assert_eq!(rb.baseline().name, "control");
     assert_eq!(rb.builds[1].sim.as_ref().unwrap().cpu_pct, 185.0);
-    assert!(rb.builds.iter().all(|b| b.runs_on(Platform::Sim) && !b.runs_on(Platform::Ios)));
+    // The same builds for real iPhones; the default lab selects none, so their .ipa files need not exist.
+    assert!(rb.builds.iter().all(|b| b.runs_on(Platform::Sim) && b.runs_on(Platform::Ios)));
+    let ipa = rb.builds[1].ios.as_ref().unwrap();
+    assert!(ipa.ipa.ends_with("runbooks/builds/envoy-poll.ipa"), "{}", ipa.ipa.display());
+    assert_eq!(ipa.bundle_id, "io.envoyproxy.envoymobile.audit.poll");
     assert_eq!(rb.workload.request_interval, Some(Duration::from_millis(200)));
     assert_eq!(rb.workload.expected_requests(rb.duration), Some(18_000));
     assert_eq!(rb.workload.request_tolerance, 0.02);
