@@ -109,6 +109,7 @@ pub(crate) fn attempt(
         series: Vec::new(),
         state_before: json!({}),
         state_after: json!({}),
+        state_soak: serde_json::Value::Null,
         untether: None,
         labels: Vec::new(),
         attestations: Vec::new(),
