@@ -350,7 +350,7 @@ impl Attempt<'_> {
             let _ = tokio::time::timeout(self.ctx.runbook.timeouts.launch, self.device.stop(app)).await;
         }
         let (collected, mut reasons, offline) = match result {
-            Ok(Step::Done(c, reasons)) => (Some(c), reasons, None),
+            Ok(Step::Done(c, reasons)) => (Some(*c), reasons, None),
             Ok(Step::Cancelled) => {
                 let _ = std::fs::remove_dir_all(&partial);
                 return Ok(AttemptOutcome::Cancelled);
@@ -667,7 +667,7 @@ impl Attempt<'_> {
         {
             reasons.push(format!("app not in the foreground after the soak (foreground: {fg})"));
         }
-        Ok(Step::Done(collected, reasons))
+        Ok(Step::Done(Box::new(collected), reasons))
     }
 
     /// Device status is for people watching `lab status`; failing to write it must not fail a trial.
@@ -677,7 +677,7 @@ impl Attempt<'_> {
 }
 
 enum Step {
-    Done(Collected, Vec<String>),
+    Done(Box<Collected>, Vec<String>),
     Cancelled,
 }
 
