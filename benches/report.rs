@@ -178,6 +178,7 @@ fn campaign() -> CampaignData {
             )],
             state_before: serde_json::Value::Null,
             state_after: serde_json::Value::Null,
+            state_soak: serde_json::Value::Null,
             untether: Some(lab::measure::UntetherMode::PowerCut),
             labels: Vec::new(),
             attestations: Vec::new(),

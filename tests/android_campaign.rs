@@ -186,9 +186,10 @@ fn a_phone_on_a_lab_host_is_driven_through_that_hosts_adb_over_ssh() {
     // The same phone, but on SSH host `shelf-1`: adb runs there, and the APKs are staged
     // into that host's cache first.
     let lab = TempLab::from_text(&format!(
-        "[lab]\nname = \"android-ssh\"\nendpoint_bind = \"0.0.0.0:18765\"\nendpoint_url = \"http://lab-machine.invalid:18765\"\n\n{}\n\
+        "[lab]\nname = \"android-ssh\"\n{}\n\n{}\n\
          [[device]]\nname = \"pixel-1\"\nhost = \"shelf-1\"\nplatform = \"android\"\nmodel = \"Pixel 5\"\ntether = \"software\"\n\
          [device.android]\nserial = \"{}\"\nadb_server = \"127.0.0.1:{}\"\n",
+        endpoint_keys(),
         s.host_table(""),
         phone.serial,
         adb.port

@@ -222,6 +222,7 @@ pub fn attach(
         series: imported.series.clone(),
         state_before: serde_json::json!({ "imported": { "kind": imported.kind.name(), "files": listed } }),
         state_after: serde_json::Value::Null,
+        state_soak: serde_json::Value::Null,
         // How the imported run was untethered is not known to the lab.
         untether: None,
         labels: Vec::new(),

@@ -310,6 +310,15 @@ impl Powerlog {
     }
 }
 
+impl SoakLog {
+    /// The brightest the screen was over the window, in percent. Recent iOS logs
+    /// `Brightness` as a 0–1 fraction; a log whose values go above 1 is taken as percent.
+    pub fn brightness_max_pct(&self) -> Option<f64> {
+        let max = self.brightness.iter().copied().fold(None, |m: Option<f64>, b| Some(m.map_or(b, |m| m.max(b))))?;
+        Some(if max <= 1.0 { max * 100.0 } else { max })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,6 +330,27 @@ mod tests {
         assert_eq!(offset_at(&o, 200.0), 7.0);
         assert_eq!(offset_at(&o, 50.0), 5.0, "older than every row: the oldest");
         assert_eq!(offset_at(&[], 50.0), 0.0);
+    }
+
+    #[test]
+    fn the_brightest_moment_is_a_percentage_whatever_the_scale_logged() {
+        let log = |brightness: Vec<f64>| SoakLog {
+            from: 0.0,
+            to: 1.0,
+            charging_s: 0.0,
+            unplugged: None,
+            level_start_pct: None,
+            level_end_pct: None,
+            charge_used_mah: None,
+            energy_j: None,
+            series: Vec::new(),
+            brightness,
+            bluetooth_on: None,
+            node_energy: BTreeMap::new(),
+        };
+        assert_eq!(log(vec![0.5, 0.75, 0.25]).brightness_max_pct(), Some(75.0));
+        assert_eq!(log(vec![40.0, 55.0]).brightness_max_pct(), Some(55.0));
+        assert_eq!(log(Vec::new()).brightness_max_pct(), None);
     }
 
     #[test]

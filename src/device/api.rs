@@ -175,6 +175,11 @@ pub struct Collected {
     pub series: Vec<Series>,
     pub artifacts: Vec<ArtifactFile>,
     pub evidence: SoakEvidence,
+    /// What the device's own log says about the soak (an iPhone's powerlog: the brightest
+    /// the screen was, Bluetooth), marked `Provenance::Powerlog`; checked against the
+    /// preconditions like the readings before and after.
+    #[serde(default)]
+    pub soak_state: Option<StateSnapshot>,
 }
 
 /// What a device says about its battery's wear (`lab care` stores it, `lab status`

@@ -15,6 +15,21 @@ pub enum Provenance {
     App,
     /// Attested by an operator.
     Operator,
+    /// From the device's own log of the soak (an iPhone's powerlog), read after it.
+    Powerlog,
+}
+
+impl Provenance {
+    /// How the report and `lab status` name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provenance::Read => "read",
+            Provenance::Set => "set",
+            Provenance::App => "app",
+            Provenance::Operator => "attested",
+            Provenance::Powerlog => "powerlog",
+        }
+    }
 }
 
 /// A value that may be unknown (no API reads it on this platform).
@@ -32,6 +47,14 @@ pub enum Reading<T> {
 impl<T> Reading<T> {
     pub fn is_unknown(&self) -> bool {
         matches!(self, Reading::Unknown)
+    }
+
+    /// Where the value came from; `None` when unknown.
+    pub fn from(&self) -> Option<Provenance> {
+        match self {
+            Reading::Unknown => None,
+            Reading::Known { from, .. } => Some(*from),
+        }
     }
 }
 
@@ -92,6 +115,23 @@ pub struct StateSnapshot {
     /// Phones: the screen stays on while plugged in (Android `stay_on_while_plugged_in` ≠ 0).
     #[serde(default, skip_serializing_if = "Reading::is_unknown")]
     pub stay_awake: Reading<bool>,
+}
+
+impl StateSnapshot {
+    /// What a device's own log of the soak says (an iPhone's powerlog): the brightest the
+    /// screen was and whether Bluetooth was on at any time, as `Provenance::Powerlog`;
+    /// `None` when the log says neither.
+    pub fn from_soak_log(log: &crate::collect::powerlog::SoakLog) -> Option<StateSnapshot> {
+        let logged = |v| Reading::Known { value: v, from: Provenance::Powerlog };
+        let s = StateSnapshot {
+            brightness_pct: log.brightness_max_pct().map_or(Reading::Unknown, logged),
+            bluetooth_on: log
+                .bluetooth_on
+                .map_or(Reading::Unknown, |b| Reading::Known { value: b, from: Provenance::Powerlog }),
+            ..StateSnapshot::default()
+        };
+        (s != StateSnapshot::default()).then_some(s)
+    }
 }
 
 /// State the lab would like the device in; `None` leaves a field alone.

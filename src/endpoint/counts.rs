@@ -33,6 +33,8 @@ pub struct TokenCounts {
 #[derive(Debug, Default)]
 struct Counts {
     by_token: HashMap<String, TrafficCount>,
+    /// The app's state reports (`POST /t/<token>/state`), apart: they are not the workload.
+    reports: HashMap<String, TrafficCount>,
     unmatched: TrafficCount,
 }
 
@@ -45,6 +47,19 @@ impl TokenCounts {
         };
         slot.requests += 1;
         slot.bytes += bytes;
+    }
+
+    /// A state report to `token` (good or malformed): counted apart from the workload.
+    pub fn record_report(&self, token: &str, bytes: u64) {
+        let mut c = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let slot = c.reports.entry(token.to_string()).or_default();
+        slot.requests += 1;
+        slot.bytes += bytes;
+    }
+
+    /// The state reports `token` received.
+    pub fn reports(&self, token: &str) -> TrafficCount {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner).reports.get(token).copied().unwrap_or_default()
     }
 
     pub fn get(&self, token: &str) -> TrafficCount {
@@ -65,6 +80,15 @@ pub fn token_of(path: &str) -> Option<&str> {
     (!token.is_empty() && token.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')).then_some(token)
 }
 
+/// Whether `path` is a token's state-report path, `/t/<token>/state` (with an optional
+/// trailing slash).
+pub fn is_state_path(path: &str) -> bool {
+    token_of(path).is_some_and(|t| {
+        let rest = &path["/t/".len() + t.len()..];
+        rest == "/state" || rest == "/state/"
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,6 +101,11 @@ mod tests {
         assert_eq!(token_of("/t/a%20b"), None);
         assert_eq!(token_of("/favicon.ico"), None);
         assert_eq!(token_of("/tt/abc"), None);
+        assert!(is_state_path("/t/abc/state"));
+        assert!(is_state_path("/t/abc/state/"));
+        assert!(!is_state_path("/t/abc/states"));
+        assert!(!is_state_path("/t/abc/x/state"));
+        assert!(!is_state_path("/t/state"));
     }
 
     #[test]
@@ -86,7 +115,10 @@ mod tests {
         c.record(Some("a"), 5);
         c.record(Some("b"), 1);
         c.record(None, 7);
-        assert_eq!(c.get("a"), TrafficCount { requests: 2, bytes: 15 });
+        c.record_report("a", 100);
+        assert_eq!(c.get("a"), TrafficCount { requests: 2, bytes: 15 }, "state reports are not the workload's");
+        assert_eq!(c.reports("a"), TrafficCount { requests: 1, bytes: 100 });
+        assert_eq!(c.reports("b"), TrafficCount::default());
         assert_eq!(c.get("b"), TrafficCount { requests: 1, bytes: 1 });
         assert_eq!(c.get("zzz"), TrafficCount::default());
         assert_eq!(c.unmatched(), TrafficCount { requests: 1, bytes: 7 });

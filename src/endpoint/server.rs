@@ -1,5 +1,8 @@
 //! The traffic endpoint: an HTTP/1.1 server (hyper) that answers every request the
-//! same configured way and counts requests and bytes per trial token.
+//! same configured way and counts requests and bytes per trial token. A `POST` to
+//! `/t/<token>/state` is the app's state report instead: kept (the latest per token and
+//! moment), answered 204 (400 with the reason when malformed), and counted apart from
+//! the workload's requests.
 //!
 //! It runs on a thread of its own with a single-threaded tokio runtime, so that the
 //! lab can tell the endpoint's work (it wakes for every request the app sends) from its
@@ -12,11 +15,13 @@ use std::sync::Arc;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{CACHE_CONTROL, HeaderValue};
-use hyper::{Request, Response, StatusCode};
+use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::sync::oneshot;
 
-use super::counts::{TokenCounts, TrafficCount, token_of};
+use super::app_report::{AppReport, ReportAt};
+use super::counts::{TokenCounts, TrafficCount, is_state_path, token_of};
+use super::report_board::ReportBoard;
 use crate::config::EndpointSettings;
 
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +59,7 @@ pub struct Endpoint {
     addr: SocketAddr,
     public_url: Option<String>,
     counts: Arc<TokenCounts>,
+    reports: Arc<ReportBoard>,
     tid: i32,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -88,9 +94,10 @@ impl Endpoint {
         listener.set_nonblocking(true).map_err(start_err("making the socket non-blocking"))?;
         let addr = listener.local_addr().map_err(start_err("reading the bound address"))?;
         let counts = Arc::new(TokenCounts::default());
+        let reports = Arc::new(ReportBoard::default());
         let (stop_tx, stop_rx) = oneshot::channel();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let thread_counts = counts.clone();
+        let shared = Shared { answer, counts: counts.clone(), reports: reports.clone() };
         let thread = std::thread::Builder::new()
             .name("lab-endpoint".into())
             .spawn(move || {
@@ -111,7 +118,7 @@ impl Endpoint {
                 };
                 // SAFETY: gettid has no preconditions.
                 let _ = ready_tx.send(Ok(unsafe { libc::gettid() }));
-                rt.block_on(serve(listener, answer, thread_counts, stop_rx));
+                rt.block_on(serve(listener, Arc::new(shared), stop_rx));
             })
             .map_err(start_err("starting its thread"))?;
         let tid = ready_rx
@@ -120,7 +127,7 @@ impl Endpoint {
             .and_then(|r| r)
             .map_err(start_err("starting its runtime"))?;
         let public_url = settings.public_url.as_ref().map(|u| u.trim_end_matches('/').to_string());
-        Ok(Endpoint { addr, public_url, counts, tid, stop: Some(stop_tx), thread: Some(thread) })
+        Ok(Endpoint { addr, public_url, counts, reports, tid, stop: Some(stop_tx), thread: Some(thread) })
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -147,6 +154,16 @@ impl Endpoint {
         self.counts.get(token)
     }
 
+    /// The latest state report the app sent for `token` at `at`.
+    pub fn app_report(&self, token: &str, at: ReportAt) -> Option<AppReport> {
+        self.reports.get(token, at)
+    }
+
+    /// The state reports `token` received (good or malformed), apart from [`count`](Self::count).
+    pub fn report_count(&self, token: &str) -> TrafficCount {
+        self.counts.reports(token)
+    }
+
     /// Requests that named no token.
     pub fn unmatched(&self) -> TrafficCount {
         self.counts.unmatched()
@@ -170,12 +187,14 @@ impl Drop for Endpoint {
     }
 }
 
-async fn serve(
-    listener: tokio::net::TcpListener,
+/// What every connection's handler shares.
+struct Shared {
     answer: Arc<Answer>,
     counts: Arc<TokenCounts>,
-    mut stop: oneshot::Receiver<()>,
-) {
+    reports: Arc<ReportBoard>,
+}
+
+async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>, mut stop: oneshot::Receiver<()>) {
     loop {
         let accepted = tokio::select! {
             _ = &mut stop => return,
@@ -184,9 +203,9 @@ async fn serve(
         // A failed accept (out of file descriptors, a reset connection) loses one client, not the endpoint.
         let Ok((stream, _)) = accepted else { continue };
         let _ = stream.set_nodelay(true);
-        let (answer, counts) = (answer.clone(), counts.clone());
+        let shared = shared.clone();
         tokio::spawn(async move {
-            let svc = hyper::service::service_fn(move |req| handle(req, answer.clone(), counts.clone()));
+            let svc = hyper::service::service_fn(move |req| handle(req, shared.clone()));
             let _ = hyper::server::conn::http1::Builder::new()
                 .keep_alive(true)
                 .serve_connection(TokioIo::new(stream), svc)
@@ -195,21 +214,41 @@ async fn serve(
     }
 }
 
-async fn handle(
-    req: Request<Incoming>,
-    answer: Arc<Answer>,
-    counts: Arc<TokenCounts>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
+async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Result<Response<Full<Bytes>>, Infallible> {
     let head = head_len(&req);
-    let token = token_of(req.uri().path()).map(str::to_string);
-    let body = req.into_body().collect().await.map(|b| b.to_bytes().len() as u64).unwrap_or(0);
-    counts.record(token.as_deref(), head + body);
-    if token.is_none() {
-        let mut r = Response::new(Full::new(Bytes::from_static(b"no trial token: requests go to /t/<token>\n")));
-        *r.status_mut() = StatusCode::NOT_FOUND;
-        return Ok(r);
+    let path = req.uri().path();
+    let token = token_of(path).map(str::to_string);
+    let report = req.method() == Method::POST && is_state_path(path);
+    let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let bytes = head + body.len() as u64;
+    match token {
+        None => {
+            shared.counts.record(None, bytes);
+            Ok(plain(StatusCode::NOT_FOUND, "no trial token: requests go to /t/<token>".into()))
+        }
+        Some(token) if report => {
+            shared.counts.record_report(&token, bytes);
+            Ok(match AppReport::parse(&body) {
+                Ok(r) => {
+                    shared.reports.put(&token, r);
+                    plain(StatusCode::NO_CONTENT, String::new())
+                }
+                Err(why) => plain(StatusCode::BAD_REQUEST, why),
+            })
+        }
+        Some(token) => {
+            shared.counts.record(Some(&token), bytes);
+            Ok(shared.answer.response())
+        }
     }
-    Ok(answer.response())
+}
+
+/// An answer of one line of text (none for 204).
+fn plain(status: StatusCode, line: String) -> Response<Full<Bytes>> {
+    let body = if line.is_empty() { Bytes::new() } else { Bytes::from(line + "\n") };
+    let mut r = Response::new(Full::new(body));
+    *r.status_mut() = status;
+    r
 }
 
 /// Size of the request head as HTTP/1.1 writes it (RFC 9112 §2.1): request line,
@@ -265,6 +304,50 @@ mod tests {
         assert_eq!(ep.unmatched().requests, 1);
         assert_eq!(ep.count("tok-1").requests, 2, "a request without a token counts for no trial");
         assert!(ep.thread_id() > 0);
+    }
+
+    fn post(addr: SocketAddr, path: &str, body: &str) -> String {
+        let req = format!(
+            "POST {path} HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        raw_request(addr, &req)
+    }
+
+    #[test]
+    fn state_reports_are_kept_latest_first_and_counted_apart_from_the_workload() {
+        let ep = Endpoint::start(&EndpointSettings::default()).unwrap();
+        let workload = "GET /t/tok-3/ping HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
+        raw_request(ep.addr(), workload);
+        let launch = r#"{"v":1,"at":"launch","brightness_pct":50,"low_power":false,"thermal_state":"nominal"}"#;
+        let resp = post(ep.addr(), "/t/tok-3/state", launch);
+        assert!(resp.starts_with("HTTP/1.1 204 "), "{resp}");
+        let got = ep.app_report("tok-3", ReportAt::Launch).unwrap();
+        assert_eq!((got.brightness_pct, got.low_power), (Some(50.0), Some(false)));
+        assert_eq!(ep.app_report("tok-3", ReportAt::End), None, "nothing was said at the end yet");
+
+        post(ep.addr(), "/t/tok-3/state", r#"{"v":1,"at":"end","low_power":false}"#);
+        post(ep.addr(), "/t/tok-3/state/", r#"{"v":1,"at":"end","low_power":true}"#);
+        assert_eq!(ep.app_report("tok-3", ReportAt::End).unwrap().low_power, Some(true), "the latest report wins");
+        assert_eq!(ep.app_report("tok-3", ReportAt::Launch).unwrap().low_power, Some(false), "per moment");
+
+        let bad = post(ep.addr(), "/t/tok-3/state", r#"{"v":1,"at":"end","brightness_pct":0.4,"low_power":"yes"}"#);
+        assert!(bad.starts_with("HTTP/1.1 400 "), "{bad}");
+        let reason = bad.split("\r\n\r\n").nth(1).unwrap();
+        assert!(reason.starts_with("not a state report: invalid type: string \"yes\", expected a boolean"), "{reason}");
+        assert_eq!(reason.lines().count(), 1, "{reason}");
+        assert_eq!(
+            ep.app_report("tok-3", ReportAt::End).unwrap().low_power,
+            Some(true),
+            "a bad report changes nothing"
+        );
+
+        assert_eq!(ep.count("tok-3").requests, 1, "only the workload's request is the workload's");
+        assert_eq!(ep.report_count("tok-3").requests, 4, "the malformed report is counted with the reports");
+        // A GET of the same path is the app's own traffic, answered as configured.
+        let get = raw_request(ep.addr(), "GET /t/tok-3/state HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+        assert!(get.starts_with("HTTP/1.1 200 "), "{get}");
+        assert_eq!((ep.count("tok-3").requests, ep.report_count("tok-3").requests), (2, 4));
     }
 
     #[test]

@@ -151,6 +151,7 @@ pub fn build_report(data: &CampaignData) -> Report {
         models,
         invalid_attempts,
         attested: attested_rows(data, &trial_rows),
+        state: super::state_rows::state_rows(data, &trial_rows),
         warnings,
     }
 }

@@ -365,6 +365,26 @@ fn validity(out: &mut String, report: &Report) {
         }
         out.push_str("</table>\n");
     }
+    if !report.state.is_empty() {
+        out.push_str(
+            "<h3>Device state and its sources</h3>\n<p>Each value with where it came from: <em>read</em> or <em>set</em> by the lab, reported by the <em>app</em>, <em>attested</em> by an operator, or from the device's <em>powerlog</em> (during the soak).</p>\n\
+<table><tr><th>device</th><th>when</th><th>setting</th><th>value</th><th>source</th><th>attempts</th></tr>\n",
+        );
+        for r in &report.state {
+            let _ = writeln!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td><em>{}</em></td><td class=\"num\">{} ({} valid)</td></tr>",
+                esc(&r.device),
+                esc(r.when),
+                esc(r.setting),
+                esc(&r.values),
+                esc(r.source),
+                r.attempts,
+                r.valid_attempts
+            );
+        }
+        out.push_str("</table>\n");
+    }
 }
 
 /// Escapes text for HTML element content and attribute values.

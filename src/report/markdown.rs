@@ -168,6 +168,24 @@ metric's family; Mann–Whitney p as a check; n/arm: trials per arm that would d
         table(&mut out, &["device", "step", "when", "asked", "answer", "by", "attempts"], rows);
     }
 
+    if !report.state.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n### Device state and its sources\n\nEach value with where it came from: *read* or *set* by the lab, reported by the *app*, *attested* by an operator, or from the device's *powerlog* (during the soak).\n"
+        );
+        let rows = report.state.iter().map(|r| {
+            vec![
+                md(&r.device),
+                md(r.when),
+                code(r.setting),
+                md(&r.values),
+                md(r.source),
+                format!("{} ({} valid)", r.attempts, r.valid_attempts),
+            ]
+        });
+        table(&mut out, &["device", "when", "setting", "value", "source", "attempts"], rows);
+    }
+
     if let Some(obj) = c.content_hashes.as_object().filter(|o| !o.is_empty()) {
         let _ = writeln!(out, "\n## Content hashes\n");
         let rows = obj.iter().map(|(name, v)| {

@@ -15,6 +15,7 @@ mod metric_order;
 mod metric_tables;
 mod model;
 mod plots;
+mod state_rows;
 mod summary_csv;
 mod table;
 #[cfg(test)]
@@ -34,7 +35,7 @@ pub use markdown::render_markdown;
 pub use metric_order::{KNOWN_METRICS, metric_order};
 pub use model::{
     CampaignMeta, ComparisonKind, InvalidAttempt, MetricComparison, MetricRow, ModelReport, Report, SCHEMA_VERSION,
-    StatisticsMeta, VariantSummary, VariantVerdict,
+    StateRow, StatisticsMeta, VariantSummary, VariantVerdict,
 };
 pub use summary_csv::{SUMMARY_CSV_HEADER, write_summary_csv};
 pub use table::render_table;

@@ -29,6 +29,10 @@ pub struct Report {
     /// step and answer. Absent when nobody attested anything.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub attested: Vec<AttestedRow>,
+    /// The devices' state before, during and after the soaks, each value with its source
+    /// (read, set, app, attested, powerlog). Absent when no attempt kept any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub state: Vec<StateRow>,
     /// Inconsistencies found while building (mixed units, unknown trials, non-finite values).
     pub warnings: Vec<String>,
 }
@@ -226,6 +230,23 @@ impl AttestedRow {
     pub fn answer(&self) -> String {
         crate::config::attested_text(&self.values)
     }
+}
+
+/// One setting of one device at one moment, from one source, over the attempts that
+/// had it so.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct StateRow {
+    pub device: String,
+    /// `before`, `during` (the device's own log of the soak) or `after`.
+    pub when: &'static str,
+    /// brightness, low_power, thermal_status, charging, external_power, bluetooth, wifi, …
+    pub setting: &'static str,
+    /// What was seen, as shown: `50 %`, `40–60 %`, `off`, `on, off`.
+    pub values: String,
+    /// read, set, app, attested or powerlog.
+    pub source: &'static str,
+    pub attempts: usize,
+    pub valid_attempts: usize,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]

@@ -109,6 +109,7 @@ pub(crate) fn attempt(
         series: Vec::new(),
         state_before: json!({}),
         state_after: json!({}),
+        state_soak: serde_json::Value::Null,
         untether: None,
         labels: Vec::new(),
         attestations: Vec::new(),
@@ -170,5 +171,12 @@ pub(crate) fn campaign(id: &str) -> CampaignData {
         attempt(id, 4, 1, &["app died during the soak"], &[]),
         attempt(id, 6, 0, &[], &m(3.2, 11.5, 18010.0)),
     ];
+    let mut attempts = attempts;
+    // One attempt's state, from each kind of source.
+    let known = |value: serde_json::Value, from: &str| json!({"state": "known", "value": value, "from": from});
+    attempts[1].state_before =
+        json!({"brightness_pct": known(json!(50.0), "set"), "low_power": known(json!(false), "app")});
+    attempts[1].state_soak = json!({"brightness_pct": known(json!(52.0), "powerlog")});
+    attempts[1].state_after = json!({"bluetooth_on": known(json!(false), "operator")});
     CampaignData::new(record, trial_records, attempts).expect("fixture plan parses")
 }

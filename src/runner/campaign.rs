@@ -449,11 +449,11 @@ fn per_device(trials: &[crate::store::PlannedTrialRow]) -> Vec<DeviceProgress> {
 }
 
 impl Campaign {
-    /// The traffic endpoint, when the workload sends requests and a device's app really
-    /// sends them to it (simulated devices model their traffic themselves).
+    /// The traffic endpoint, when a device's app really talks to it: to send the
+    /// workload's requests, and to report its device's state (`POST …/state`), which it
+    /// may do whatever the workload (simulated devices model both themselves).
     fn start_endpoint(&self) -> Result<Option<Arc<Endpoint>>, RunError> {
-        let needed = self.runbook.workload.request_interval.is_some()
-            && self.devices.values().any(|(d, _)| d.talks_to_endpoint());
+        let needed = self.devices.values().any(|(d, _)| d.talks_to_endpoint());
         if !needed {
             return Ok(None);
         }

@@ -18,7 +18,7 @@ use super::validate;
 use crate::clock::Clock;
 use crate::config::{Runbook, StepWhen};
 use crate::device::{AppHandle, Collected, DesiredState, Device, DeviceError, LaunchSpec, Measurement, StateSnapshot};
-use crate::endpoint::{Endpoint, EndpointError};
+use crate::endpoint::{Endpoint, EndpointError, ReportAt};
 use crate::store::{AttemptRecord, AttemptStatus, DeviceStatusRow, PlannedTrialRow, Store, StoreError};
 use crate::tether::{Tether, TetherError, UntetherMode};
 
@@ -129,6 +129,8 @@ struct Progress {
     soak_start: Duration,
     before: Option<StateSnapshot>,
     after: Option<StateSnapshot>,
+    /// What the device's own log said about the soak.
+    soak: Option<StateSnapshot>,
     app: Option<AppHandle>,
     /// USB power is (or may be) off: whatever happens next, the attempt gives it back
     /// before it returns.
@@ -341,6 +343,7 @@ impl Attempt<'_> {
             soak_start: Duration::ZERO,
             before: None,
             after: None,
+            soak: None,
             app: None,
             untethered: false,
             mode: UntetherMode::None,
@@ -362,7 +365,7 @@ impl Attempt<'_> {
             let _ = tokio::time::timeout(self.ctx.runbook.timeouts.launch, self.device.stop(app)).await;
         }
         let (collected, mut reasons, offline) = match result {
-            Ok(Step::Done(c, reasons)) => (Some(c), reasons, None),
+            Ok(Step::Done(c, reasons)) => (Some(*c), reasons, None),
             Ok(Step::Cancelled) => {
                 let _ = std::fs::remove_dir_all(&partial);
                 return Ok(AttemptOutcome::Cancelled);
@@ -421,6 +424,7 @@ impl Attempt<'_> {
             series,
             state_before: serde_json::to_value(&p.before).unwrap_or_default(),
             state_after: serde_json::to_value(&p.after).unwrap_or_default(),
+            state_soak: p.soak.as_ref().and_then(|s| serde_json::to_value(s).ok()).unwrap_or_default(),
             untether: Some(p.mode),
             labels: p.labels.clone(),
             attestations: self.ctx.desk.attested(self.device.name()),
@@ -628,7 +632,7 @@ impl Attempt<'_> {
         // it is read once the device is back (a late reading shows in the soak's length).
         let mut collected: Collected =
             self.retried(Phase::Collect, rb.timeouts.collect, || self.device.collect(&app, dir)).await?;
-        if let Some(t) = traffic {
+        if let Some(t) = traffic.filter(|_| rb.workload.request_interval.is_some()) {
             // What the endpoint counted is the truth about the app's traffic.
             collected.evidence.requests_seen = Some(t.requests);
             let source = "lab traffic endpoint (requests to the trial's token during the soak)";
@@ -638,12 +642,30 @@ impl Attempt<'_> {
 
         self.operator_steps(StepWhen::AfterTrial).await?;
         let mut after = after;
+        // What the app reported fills what no API read, before an operator's word does
+        // (read > app > attested); its launch report fills the state before the soak,
+        // which is checked again on what it added.
+        if let Some(e) = endpoint {
+            if let Some(r) = e.app_report(&token, ReportAt::Launch) {
+                let mut before = before.clone();
+                p.labels.extend(validate::fill_reported(&mut before, &r, "at launch"));
+                reasons.extend(validate::precondition_violations(pre, &before, "before"));
+                p.before = Some(before);
+            }
+            if let Some(r) = e.app_report(&token, ReportAt::End) {
+                p.labels.extend(validate::fill_reported(&mut after, &r, "at the end"));
+            }
+        }
         validate::fill_attested(&mut after, &self.ctx.desk.attested(self.device.name()), &StepWhen::AFTER);
         p.after = Some(after.clone());
 
         // validate
         self.enter(p, Phase::Validate);
         reasons.extend(validate::precondition_violations(pre, &after, "after"));
+        if let Some(log) = &collected.soak_state {
+            reasons.extend(validate::precondition_violations(pre, log, "during"));
+            p.soak = Some(log.clone());
+        }
         reasons.extend(validate::soak_violations(
             pre,
             &rb.workload,
@@ -660,7 +682,7 @@ impl Attempt<'_> {
         {
             reasons.push(format!("app not in the foreground after the soak (foreground: {fg})"));
         }
-        Ok(Step::Done(collected, reasons))
+        Ok(Step::Done(Box::new(collected), reasons))
     }
 
     /// Device status is for people watching `lab status`; failing to write it must not fail a trial.
@@ -670,7 +692,7 @@ impl Attempt<'_> {
 }
 
 enum Step {
-    Done(Collected, Vec<String>),
+    Done(Box<Collected>, Vec<String>),
     Cancelled,
 }
 

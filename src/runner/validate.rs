@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::config::{AttestKey, Preconditions, StepWhen, Workload};
 use crate::device::{Provenance, Reading, SoakEvidence, StateSnapshot, UntetherMode};
+use crate::endpoint::AppReport;
 use crate::store::Attestation;
 
 /// The label of a soft-untethered attempt whose phone still said it charged after the unplug.
@@ -11,24 +12,28 @@ pub const STILL_CHARGING_SOFT: &str =
     "still charging after the software unplug (soft-untethered: the phone stays on USB power)";
 
 /// Problems with the device's state against the runbook's preconditions.
-/// `when` is "before" or "after" (the soak). Unknown readings are not violations:
-/// the report says which fields could not be read.
+/// `when` is "before", "after" or "during" (the soak). Unknown readings are not
+/// violations: the report says which fields could not be read. A value the lab did not
+/// read itself says where it came from (the app, an operator, the powerlog).
 pub fn precondition_violations(p: &Preconditions, s: &StateSnapshot, when: &str) -> Vec<String> {
     let mut out = Vec::new();
     if let (Some((lo, hi)), Some(b)) = (p.brightness, s.brightness_pct.value())
         && !(lo..=hi).contains(&b)
     {
-        out.push(format!("brightness {b:.0} % {when} the soak, outside [{lo:.0}, {hi:.0}] %"));
+        let from = source_note(s.brightness_pct.from());
+        out.push(format!("brightness {b:.0} % {when} the soak, outside [{lo:.0}, {hi:.0}] %{from}"));
     }
     if let (Some(want), Some(got)) = (p.bluetooth, s.bluetooth_on.value())
         && want != got
     {
-        out.push(format!("bluetooth {} {when} the soak, expected {}", on_off(got), on_off(want)));
+        let from = source_note(s.bluetooth_on.from());
+        out.push(format!("bluetooth {} {when} the soak, expected {}{from}", on_off(got), on_off(want)));
     }
     if let (Some(want), Some(got)) = (p.wifi, s.wifi_on.value())
         && want != got
     {
-        out.push(format!("wifi {} {when} the soak, expected {}", on_off(got), on_off(want)));
+        let from = source_note(s.wifi_on.from());
+        out.push(format!("wifi {} {when} the soak, expected {}{from}", on_off(got), on_off(want)));
     }
     if p.ac_power == Some(true) && s.external_power.value() == Some(false) {
         out.push(format!("host on battery {when} the soak; plug in AC power (ac_power = true)"));
@@ -57,6 +62,69 @@ pub fn fill_attested(s: &mut StateSnapshot, attested: &[Attestation], whens: &[S
             }
         }
     }
+}
+
+/// What a reason adds about a value the lab did not read itself.
+fn source_note(from: Option<Provenance>) -> &'static str {
+    match from {
+        None | Some(Provenance::Read | Provenance::Set) => "",
+        Some(Provenance::App) => " (reported by the app)",
+        Some(Provenance::Operator) => " (attested)",
+        Some(Provenance::Powerlog) => " (from the powerlog)",
+    }
+}
+
+/// Fills `s` with what the app reported (`Provenance::App`): a field no API read, or one
+/// only an operator attested (a measurement beats a word: read > app > attested). A field
+/// the lab read keeps its reading; where the app says otherwise, the returned labels say
+/// so (`moment` is "at launch" or "at the end"), and the reading is what is checked.
+pub fn fill_reported(s: &mut StateSnapshot, r: &AppReport, moment: &str) -> Vec<String> {
+    let mut labels = Vec::new();
+    let mut said = |name: &str, disagree: Option<(String, String)>| {
+        if let Some((app, read)) = disagree {
+            labels.push(format!("the app reported {name} {app} {moment}, the lab read {read}"));
+        }
+    };
+    let near = |tolerance: f64| move |a: &f64, b: &f64| (a - b).abs() <= tolerance;
+    let (charging, external) = r.battery_state.and_then(|b| b.power()).unzip();
+    said("brightness", take(&mut s.brightness_pct, r.brightness_pct, near(5.0), pct));
+    said("battery", take(&mut s.battery_pct, r.battery_pct, near(2.0), pct));
+    said("low_power", take(&mut s.low_power, r.low_power, bool::eq, on_off));
+    said("bluetooth", take(&mut s.bluetooth_on, r.bluetooth_on, bool::eq, on_off));
+    said("wifi", take(&mut s.wifi_on, r.wifi_on, bool::eq, on_off));
+    let thermal = r.thermal_state.map(|t| t.status());
+    said("thermal_status", take(&mut s.thermal_status, thermal, |a, b| a == b, |t: u32| t.to_string()));
+    said("charging", take(&mut s.charging, charging, bool::eq, yes_no));
+    said("external_power", take(&mut s.external_power, external, bool::eq, yes_no));
+    labels
+}
+
+/// Puts the app's value `said` into `r` unless the lab measured it (read, set, powerlog);
+/// then returns (the app's, the lab's) as shown when they do not `agree`.
+fn take<T: Copy, S: ToString>(
+    r: &mut Reading<T>,
+    said: Option<T>,
+    agree: impl Fn(&T, &T) -> bool,
+    show: fn(T) -> S,
+) -> Option<(String, String)> {
+    let said = said?;
+    match *r {
+        Reading::Known { value, from: Provenance::Read | Provenance::Set | Provenance::Powerlog } => {
+            (!agree(&said, &value)).then(|| (show(said).to_string(), show(value).to_string()))
+        }
+        Reading::Unknown | Reading::Known { from: Provenance::App | Provenance::Operator, .. } => {
+            *r = Reading::Known { value: said, from: Provenance::App };
+            None
+        }
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{x:.0} %")
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
 }
 
 fn on_off(b: bool) -> &'static str {
@@ -163,6 +231,54 @@ mod tests {
         );
         let desktop = StateSnapshot::default();
         assert!(precondition_violations(&p, &desktop, "before").is_empty());
+    }
+
+    #[test]
+    fn the_app_fills_what_nobody_read_replaces_an_operators_word_and_never_a_reading() {
+        let report = AppReport::parse(
+            br#"{"v":1,"at":"end","brightness_pct":80,"low_power":true,"thermal_state":"fair",
+                "battery_state":"unplugged","battery_pct":71,"bluetooth_on":true,"wifi_on":true}"#,
+        )
+        .unwrap();
+        let mut s = StateSnapshot {
+            brightness_pct: Reading::read(50.0),
+            battery_pct: Reading::read(70.0),
+            charging: Reading::read(true),
+            bluetooth_on: Reading::Known { value: false, from: Provenance::Operator },
+            ..Default::default()
+        };
+        let labels = fill_reported(&mut s, &report, "at the end");
+        assert_eq!(
+            labels,
+            [
+                "the app reported brightness 80 % at the end, the lab read 50 %",
+                "the app reported charging no at the end, the lab read yes",
+            ],
+            "battery 71 against 70 agrees"
+        );
+        assert_eq!(s.brightness_pct, Reading::read(50.0), "the reading is kept");
+        assert_eq!(s.battery_pct, Reading::read(70.0));
+        let app = |v| Reading::Known { value: v, from: Provenance::App };
+        assert_eq!(s.low_power, app(true));
+        assert_eq!(s.bluetooth_on, app(true), "the app's measurement beats the operator's word");
+        assert_eq!(s.wifi_on, app(true));
+        assert_eq!(s.external_power, app(false));
+        assert_eq!(s.thermal_status, Reading::Known { value: 1, from: Provenance::App });
+
+        // What the app reports is checked like a reading, and the reason names it.
+        let p = Preconditions { bluetooth: Some(false), ..pre() };
+        assert_eq!(
+            precondition_violations(&p, &s, "after"),
+            ["bluetooth on after the soak, expected off (reported by the app)"]
+        );
+        let logged = StateSnapshot {
+            brightness_pct: Reading::Known { value: 100.0, from: Provenance::Powerlog },
+            ..Default::default()
+        };
+        assert_eq!(
+            precondition_violations(&pre(), &logged, "during"),
+            ["brightness 100 % during the soak, outside [40, 60] % (from the powerlog)"]
+        );
     }
 
     /// What a uhubctl tether on hub 1-1 port 2 asks (`Tether::cut_question`).

@@ -152,6 +152,10 @@ pub struct AttemptRecord {
     /// State snapshots before and after the soak, as JSON.
     pub state_before: serde_json::Value,
     pub state_after: serde_json::Value,
+    /// What the device's own log says about the soak (`Collected::soak_state`), as JSON;
+    /// `Null` where it keeps none.
+    #[serde(default)]
+    pub state_soak: serde_json::Value,
     /// How it was cut from USB power (`None`: recorded before the store kept it).
     #[serde(default)]
     pub untether: Option<UntetherMode>,

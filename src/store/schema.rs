@@ -165,6 +165,11 @@ pub const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX battery_readings_by_device ON battery_readings (device, at);
     "#,
+    // 7 (app state): what the device's own log says about the soak (an iPhone's powerlog:
+    // brightness, Bluetooth), as a state snapshot's JSON; NULL where the device keeps no log.
+    r#"
+    ALTER TABLE attempts ADD COLUMN state_soak TEXT;
+    "#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<u32> {

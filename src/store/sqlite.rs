@@ -367,8 +367,8 @@ impl Store {
         let tx = conn.transaction()?;
         let inserted = tx.execute(
             "INSERT OR IGNORE INTO attempts (campaign, trial_idx, attempt, status, reasons, phases, started_at, ended_at,
-                soak_start_s, artifact_dir, state_before, state_after, device, untether, labels)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                soak_start_s, artifact_dir, state_before, state_after, device, untether, labels, state_soak)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
             params![
                 a.campaign,
                 a.trial_idx,
@@ -384,7 +384,8 @@ impl Store {
                 json_text(&a.state_after),
                 a.device,
                 a.untether.map(UntetherMode::as_str),
-                serde_json::to_string(&a.labels)?
+                serde_json::to_string(&a.labels)?,
+                (!a.state_soak.is_null()).then(|| json_text(&a.state_soak))
             ],
         )?;
         if inserted == 0 {
@@ -440,7 +441,7 @@ impl Store {
         let conn = self.lock();
         let mut st = conn.prepare(
             "SELECT a.trial_idx, a.attempt, a.status, a.reasons, a.phases, a.started_at, a.ended_at, a.soak_start_s,
-                    a.artifact_dir, a.state_before, a.state_after, COALESCE(a.device, t.device), a.untether, a.labels
+                    a.artifact_dir, a.state_before, a.state_after, COALESCE(a.device, t.device), a.untether, a.labels, a.state_soak
              FROM attempts a JOIN trials t ON t.campaign = a.campaign AND t.idx = a.trial_idx
              WHERE a.campaign = ?1 ORDER BY a.trial_idx, a.attempt",
         )?;
@@ -453,6 +454,7 @@ impl Store {
                 let after: String = r.get(10)?;
                 let untether: Option<String> = r.get(12)?;
                 let labels: String = r.get(13)?;
+                let soak: Option<String> = r.get(14)?;
                 Ok(AttemptRecord {
                     campaign: id.to_string(),
                     trial_idx: r.get(0)?,
@@ -469,6 +471,7 @@ impl Store {
                     series: Vec::new(),
                     state_before: serde_json::from_str(&before).unwrap_or_default(),
                     state_after: serde_json::from_str(&after).unwrap_or_default(),
+                    state_soak: soak.and_then(|s| serde_json::from_str(&s).ok()).unwrap_or_default(),
                     untether: untether.as_deref().and_then(UntetherMode::parse),
                     labels: serde_json::from_str(&labels).unwrap_or_default(),
                     attestations: Vec::new(),
@@ -634,6 +637,7 @@ mod tests {
             ],
             state_before: serde_json::json!({"b": 1}),
             state_after: serde_json::Value::Null,
+            state_soak: serde_json::Value::Null,
             untether: Some(UntetherMode::SoftUntethered),
             labels: vec!["charged on".into()],
             attestations: Vec::new(),

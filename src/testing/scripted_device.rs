@@ -325,6 +325,7 @@ impl Device for ScriptedDevice {
                 app_died: running.id != app.id,
                 ..SoakEvidence::default()
             },
+            soak_state: None,
         })
     }
 

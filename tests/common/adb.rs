@@ -212,13 +212,22 @@ pub fn sha256(bytes: &[u8]) -> String {
 
 /// A lab named `name` with `phone` as its one device, `pixel-1`, on this machine's private
 /// adb server, with `tether` as its TOML value and `android_extra` as more
-/// `[device.android]` lines. Phones must be given an address they can reach: the endpoint
-/// is not started by these tests, so a name that resolves nowhere is enough.
+/// `[device.android]` lines. Phones must be given an address they can reach: nothing in these
+/// tests connects to it, so a name that resolves nowhere is enough.
 pub fn android_lab(name: &str, adb: &Adb, phone: &Phone, tether: &str, android_extra: &str) -> TempLab {
     TempLab::from_text(&format!(
-        "[lab]\nname = \"{name}\"\nendpoint_bind = \"0.0.0.0:18765\"\nendpoint_url = \"http://lab-machine.invalid:18765\"\n\n\
+        "[lab]\nname = \"{name}\"\n{}\n\n\
          [[device]]\nname = \"pixel-1\"\nplatform = \"android\"\nmodel = \"Pixel 5\"\ntether = {tether}\n\
          [device.android]\nserial = \"{}\"\nadb_server = \"127.0.0.1:{}\"\n{android_extra}",
-        phone.serial, adb.port
+        endpoint_keys(),
+        phone.serial,
+        adb.port
     ))
+}
+
+/// `endpoint_bind` and `endpoint_url` on a port free now: the runner starts the endpoint
+/// for every campaign whose devices talk to it, and these tests run side by side.
+pub fn endpoint_keys() -> String {
+    let port = std::net::TcpListener::bind("0.0.0.0:0").unwrap().local_addr().unwrap().port();
+    format!("endpoint_bind = \"0.0.0.0:{port}\"\nendpoint_url = \"http://lab-machine.invalid:{port}\"")
 }

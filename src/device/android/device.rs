@@ -759,6 +759,7 @@ impl Device for AndroidDevice {
                 measured_duration: Some(window),
                 ..SoakEvidence::default()
             },
+            soak_state: None,
         })
     }
 

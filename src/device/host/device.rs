@@ -566,6 +566,7 @@ impl Device for HostDevice {
                 lost_contact: false,
                 app_exit,
             },
+            soak_state: None,
         })
     }
 

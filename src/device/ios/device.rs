@@ -396,6 +396,8 @@ impl Device for IosDevice {
             c.evidence.measured_duration = Some(Duration::from_secs_f64((to - from).max(0.0)));
             c.measurements.extend(metrics_map::powerlog(&soak));
             c.series.push(Series::new(BATTERY_PCT, "%", "iOS powerlog battery level", soak.series.clone()));
+            // Brightness and Bluetooth during the soak, as the phone logged them.
+            c.soak_state = StateSnapshot::from_soak_log(&soak);
         }
         Ok(c)
     }

@@ -212,6 +212,7 @@ impl Device for SimDevice {
         })?;
         let mut artifacts = vec![ArtifactFile::of(DUMP_FILE, text.as_bytes())];
         let mut charging_s = summary.charging_s;
+        let mut soak_state = None;
         // A simulated iPhone also leaves its powerlog, and its untethered evidence is read
         // from there, as a real iPhone's is.
         if header.emulates == Platform::Ios {
@@ -220,6 +221,7 @@ impl Device for SimDevice {
             tokio::fs::write(&path, &bytes).await.map_err(|e| self.io(&path, e))?;
             artifacts.push(ArtifactFile::of(POWERLOG_FILE, &bytes));
             charging_s = soak.charging_s;
+            soak_state = StateSnapshot::from_soak_log(&soak);
         }
         Ok(Collected {
             measurements: summary.measurements(),
@@ -233,6 +235,7 @@ impl Device for SimDevice {
                 lost_contact: summary.lost_contact,
                 app_exit: None,
             },
+            soak_state,
         })
     }
 

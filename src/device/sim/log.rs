@@ -13,6 +13,10 @@ pub struct TrialLog {
     pub events: Vec<LogEvent>,
     /// Set when the measurement window closes (re-tether, stop or collect).
     pub end: Option<LogEnd>,
+    /// The screen's brightness (percent) and Bluetooth at launch, as a phone's own log
+    /// has them (changes are `events`).
+    pub brightness_pct: f64,
+    pub bluetooth_on: bool,
 }
 
 impl TrialLog {

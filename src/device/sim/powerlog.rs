@@ -1,6 +1,7 @@
-//! The powerlog a simulated iPhone leaves: its battery timeline written as an iOS powerlog
-//! database (the real tables' names and columns, a subset of them), so a simulated trial
-//! reads its untethered evidence the way a real iPhone's is read (`collect::powerlog`).
+//! The powerlog a simulated iPhone leaves: its battery timeline, screen brightness and
+//! Bluetooth written as an iOS powerlog database (the real tables' names and columns, a
+//! subset of them), so a simulated trial reads its untethered evidence and its soak's
+//! state the way a real iPhone's are read (`collect::powerlog`).
 //!
 //! The powerlog clock runs `CLOCK_OFFSET_S` behind wall time, with the time-offset row
 //! that says so, as a phone whose clock was set after boot does: the reader must apply it.
@@ -8,7 +9,7 @@
 use rusqlite::{Connection, MAIN_DB, params};
 
 use super::dump::DumpHeader;
-use super::log::TrialLog;
+use super::log::{EventKind, TrialLog};
 
 pub const POWERLOG_FILE: &str = "powerlog.PLSQL";
 
@@ -24,6 +25,10 @@ CREATE TABLE 'PLBatteryAgent_EventBackward_Battery' ('ID' INTEGER PRIMARY KEY AU
   'IsCharging' INTEGER, 'Temperature' REAL, 'ExternalConnected' INTEGER);
 CREATE TABLE 'PLStorageOperator_EventForward_TimeOffset' ('ID' INTEGER PRIMARY KEY AUTOINCREMENT, 'timestamp' REAL,
   'baseband' REAL, 'kernel' REAL, 'system' REAL);
+CREATE TABLE 'PLDisplayAgent_EventForward_Display' ('ID' INTEGER PRIMARY KEY AUTOINCREMENT, 'timestamp' REAL,
+  'Brightness' REAL);
+CREATE TABLE 'PLBluetoothAgent_EventForward_DeviceState' ('ID' INTEGER PRIMARY KEY AUTOINCREMENT, 'timestamp' REAL,
+  'DevicePowered' INTEGER);
 ";
 
 /// The launch's wall time: the device clock's launch time after `WALL_EPOCH_S`.
@@ -59,5 +64,19 @@ pub fn write(header: &DumpHeader, log: &TrialLog) -> rusqlite::Result<Vec<u8>> {
         ])?;
     }
     drop(st);
+    // Brightness as recent iOS logs it, a 0–1 fraction: at launch, then at every change.
+    let mut st =
+        conn.prepare("INSERT INTO PLDisplayAgent_EventForward_Display (timestamp, Brightness) VALUES (?1, ?2)")?;
+    st.execute(params![launch, log.brightness_pct / 100.0])?;
+    for e in &log.events {
+        if let EventKind::Brightness { pct } = e.kind {
+            st.execute(params![launch + e.t.as_secs_f64(), pct / 100.0])?;
+        }
+    }
+    drop(st);
+    conn.execute(
+        "INSERT INTO PLBluetoothAgent_EventForward_DeviceState (timestamp, DevicePowered) VALUES (?1, ?2)",
+        params![launch, i64::from(log.bluetooth_on)],
+    )?;
     Ok(conn.serialize(MAIN_DB)?.to_vec())
 }

@@ -301,7 +301,11 @@ impl SimState {
             external_power: false,
             pending,
             window_end: None,
-            log: TrialLog::default(),
+            log: TrialLog {
+                brightness_pct: self.brightness.value,
+                bluetooth_on: self.bluetooth.value,
+                ..TrialLog::default()
+            },
         });
         // Logs the launch record (and any fault due at once).
         self.apply_due();
