@@ -16,11 +16,16 @@ use common::iphone::{StandIn, UDID, phone_toml};
 /// A lab whose `iphone-1` is `udid` behind the stand-in's socket, and a runbook of one
 /// build (an .ipa the stand-in made) and one trial.
 fn lab_for(standin: &StandIn, udid: &str) -> (TempLab, PathBuf) {
+    lab_on(standin, udid, "[[host]]\nname = \"local\"\n", "local")
+}
+
+/// The same, with the phone on `host` (described by `host_table`).
+fn lab_on(standin: &StandIn, udid: &str, host_table: &str, host: &str) -> (TempLab, PathBuf) {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let lab = TempLab::from_text(&format!(
         "[lab]\nname = \"ios\"\nendpoint_bind = \"0.0.0.0:{port}\"\nendpoint_url = \"http://lab-machine.invalid:{port}\"\n\n\
-         [[host]]\nname = \"local\"\n\n\
-         [[device]]\nname = \"iphone-1\"\nhost = \"local\"\nplatform = \"ios\"\nmodel = \"iPhone 13 Pro\"\n\
+         {host_table}\n\
+         [[device]]\nname = \"iphone-1\"\nhost = \"{host}\"\nplatform = \"ios\"\nmodel = \"iPhone 13 Pro\"\n\
          [device.ios]\nudid = \"{udid}\"\nusbmuxd = \"{}\"\n",
         standin.socket.display()
     ));
@@ -141,4 +146,26 @@ fn a_usable_phone_gets_the_ipa_installed_once_and_its_battery_read_over_usb() {
         assert_eq!(v["battery_temp_c"]["value"], 30.0, "{s}");
         assert!(v["brightness_pct"]["state"] == "unknown", "no host-side API: {s}");
     }
+}
+
+#[test]
+fn a_phone_on_an_ssh_lab_host_is_reached_through_a_forward_of_that_hosts_usbmuxd() {
+    let Some(sshd) = common::sshd::start() else { return };
+    let standin = StandIn::start(&[(UDID, "")]);
+    let (lab, rb) = lab_on(&standin, UDID, &sshd.host_table(""), "shelf-1");
+    let before = sshd.accepted_logins();
+    let out = lab.cmd(&["run", rb.to_str().unwrap()]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    // Everything the phone was asked came through sshd (a stream-local forward to the
+    // socket on the host), on the lab's one connection pool for that host.
+    assert!(sshd.accepted_logins() > before, "no SSH login: {stderr}");
+    assert_eq!(standin.journalled("com.apple.mobile.installation_proxy", "Install").len(), 1);
+    let s: Vec<String> = lab.sql("SELECT state_before FROM attempts");
+    let v: serde_json::Value = serde_json::from_str(&s[0]).unwrap();
+    assert_eq!(
+        (v["battery_pct"]["value"].as_f64(), v["battery_pct"]["from"].as_str()),
+        (Some(85.0), Some("read")),
+        "{v}"
+    );
 }
