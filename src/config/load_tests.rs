@@ -334,6 +334,7 @@ cache_control = "max-age=60"
 brightness = [0, 100]
 bluetooth = false
 wifi = true
+low_power = false
 battery_min = 80.5
 temperature_max = 35
 untethered = false
@@ -454,6 +455,7 @@ fn every_runbook_key_is_read() {
             brightness: Some((0.0, 100.0)),
             bluetooth: Some(false),
             wifi: Some(true),
+            low_power: Some(false),
             battery_min: Some(80.5),
             temperature_max: Some(35.0),
             untethered: false,

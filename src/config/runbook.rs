@@ -295,6 +295,8 @@ pub struct Preconditions {
     pub brightness: Option<(f64, f64)>,
     pub bluetooth: Option<bool>,
     pub wifi: Option<bool>,
+    /// Low Power Mode (iOS) / battery saver (Android) must be on or off.
+    pub low_power: Option<bool>,
     /// Charge to at least this battery level (percent) before a trial.
     pub battery_min: Option<f64>,
     /// Cool down to at most this temperature (°C) before a trial.

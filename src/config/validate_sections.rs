@@ -14,6 +14,7 @@ const PRECONDITION_KEYS: &[&str] = &[
     "brightness",
     "bluetooth",
     "wifi",
+    "low_power",
     "battery_min",
     "temperature_max",
     "untethered",
@@ -57,6 +58,7 @@ pub(crate) fn read_preconditions(f: Option<Field>, p: &mut Problems) -> Precondi
     c.brightness = t.get("brightness").and_then(|f| read_range(&f, p));
     c.bluetooth = t.get("bluetooth").and_then(|f| f.bool(p));
     c.wifi = t.get("wifi").and_then(|f| f.bool(p));
+    c.low_power = t.get("low_power").and_then(|f| f.bool(p));
     c.battery_min = t
         .get("battery_min")
         .and_then(|f| f.number_where(p, |v| (0.0..=100.0).contains(&v), "between 0 and 100 (percent)"));

@@ -35,6 +35,12 @@ pub fn precondition_violations(p: &Preconditions, s: &StateSnapshot, when: &str)
         let from = source_note(s.wifi_on.from());
         out.push(format!("wifi {} {when} the soak, expected {}{from}", on_off(got), on_off(want)));
     }
+    if let (Some(want), Some(got)) = (p.low_power, s.low_power.value())
+        && want != got
+    {
+        let from = source_note(s.low_power.from());
+        out.push(format!("low power mode {} {when} the soak, expected {}{from}", on_off(got), on_off(want)));
+    }
     if p.ac_power == Some(true) && s.external_power.value() == Some(false) {
         out.push(format!("host on battery {when} the soak; plug in AC power (ac_power = true)"));
     }
@@ -219,6 +225,20 @@ mod tests {
         );
         let ok = StateSnapshot { brightness_pct: Reading::read(50.0), ..Default::default() };
         assert!(precondition_violations(&pre(), &ok, "before").is_empty());
+    }
+
+    #[test]
+    fn low_power_mode_the_app_reported_breaks_low_power_false() {
+        let p = Preconditions { low_power: Some(false), ..Default::default() };
+        let on = StateSnapshot {
+            low_power: Reading::Known { value: true, from: crate::device::Provenance::App },
+            ..Default::default()
+        };
+        assert_eq!(
+            precondition_violations(&p, &on, "after"),
+            ["low power mode on after the soak, expected off (reported by the app)"]
+        );
+        assert!(precondition_violations(&p, &StateSnapshot::default(), "after").is_empty());
     }
 
     #[test]
