@@ -169,3 +169,32 @@ fn a_phone_on_an_ssh_lab_host_is_reached_through_a_forward_of_that_hosts_usbmuxd
         "{v}"
     );
 }
+
+#[test]
+fn a_configured_pair_record_is_used_when_usbmuxd_has_none_and_a_bad_one_is_refused() {
+    let standin = StandIn::start(&[(UDID, "fault = \"not_paired\"")]);
+    let (lab, rb) = lab_for(&standin, UDID);
+    let record = standin.root().join(format!("pair/{UDID}.plist"));
+    let with_record = |path: &std::path::Path| {
+        let text = std::fs::read_to_string(&lab.lab).unwrap();
+        let text = text.split("pair_record").next().unwrap().to_string();
+        std::fs::write(&lab.lab, format!("{text}pair_record = \"{}\"\n", path.display())).unwrap();
+    };
+    with_record(&record);
+    let out = lab.cmd(&["run", rb.to_str().unwrap()]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // Past every check (usbmuxd has no record for it: the file's was used) to the install.
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert_eq!(standin.journalled("com.apple.mobile.installation_proxy", "Install").len(), 1, "{stderr}");
+
+    let garbage = lab.dir.path().join("garbage.plist");
+    std::fs::write(&garbage, b"not a plist").unwrap();
+    with_record(&garbage);
+    let campaigns = lab.campaigns().len();
+    let out = lab.cmd(&["run", rb.to_str().unwrap()]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains(&format!("pair record {} is unusable", garbage.display())), "{stderr}");
+    assert!(stderr.contains(&format!("fix: copy `/var/lib/lockdown/{UDID}.plist`")), "{stderr}");
+    assert_eq!(lab.campaigns().len(), campaigns, "nothing recorded");
+}

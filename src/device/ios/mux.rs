@@ -121,3 +121,26 @@ impl IdeviceProvider for Provider {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::LocalTransport;
+
+    #[tokio::test]
+    async fn the_iphones_of_one_host_share_its_usbmuxd_and_other_hosts_do_not() {
+        let t: Arc<dyn Transport> = Arc::new(LocalTransport::new("local"));
+        let at = UsbmuxdAddress::Socket("/tmp/lab-test-usbmuxd".into());
+        let a = Mux::open("local", false, &t, Some(&at)).await.unwrap();
+        let b = Mux::open("local", false, &t, Some(&at)).await.unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        let other = Mux::open("shelf-2", false, &t, Some(&at)).await.unwrap();
+        assert!(!Arc::ptr_eq(&a, &other));
+        let system = Mux::open("local", false, &t, None).await.unwrap();
+        assert_eq!(system.shown, SYSTEM_SOCKET);
+        // Once no device holds it, the next open makes a new one (an SSH forward is closed).
+        let weak = Arc::downgrade(&other);
+        drop(other);
+        assert!(weak.upgrade().is_none());
+    }
+}
