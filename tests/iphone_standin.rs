@@ -396,3 +396,17 @@ async fn an_ios_17_phone_without_a_tunnel_refuses_core_device_proxy() {
     let e = idevice::core_device_proxy::CoreDeviceProxy::connect(&provider(&standin, "a-17").await).await.unwrap_err();
     assert!(matches!(&e, IdeviceError::UnknownErrorType(s) if s == "InvalidService"), "{e:?}");
 }
+
+#[tokio::test]
+async fn the_real_captures_replay_through_the_idevice_crate() {
+    let standin = StandIn::start(&[(REPLAY_UDID, "replay = true")]);
+    // ListDevices answered with appium's capture: the crate finds its one iPhone.
+    let devices = standin.addr().connect(1).await.unwrap().get_devices().await.unwrap();
+    assert_eq!(devices.len(), 1);
+    assert_eq!(devices[0].udid, REPLAY_UDID);
+    assert_eq!(devices[0].connection_type, idevice::usbmuxd::Connection::Usb);
+    // Connect answered with the capture's `Result 0`, then lockdown's QueryType with its capture.
+    let p = devices[0].to_provider(standin.addr(), "lab-test");
+    let mut ld = LockdownClient::connect(&p).await.unwrap();
+    assert_eq!(ld.idevice.get_type().await.unwrap(), "com.apple.mobile.lockdown");
+}
