@@ -46,3 +46,32 @@ fn a_configured_iphone_that_usbmuxd_does_not_list_stops_the_run_before_any_trial
     // Nothing was recorded: no campaign in the store.
     assert!(lab.campaigns().is_empty(), "{:?}", lab.campaigns());
 }
+
+/// Debian's usbmuxd keeps pair records in /var/lib/lockdown: the crate reads one the test
+/// made (with the stand-in's `pair`, in usbmuxd's own format), and a phone without one gets
+/// usbmuxd's `Result 2` — the answer the backend reports as "not paired".
+#[tokio::test]
+async fn the_real_daemon_hands_out_pair_records_and_refuses_unknown_phones() {
+    let Some(_daemon) = usbmuxd() else { return };
+    let made = tempfile::tempdir().unwrap();
+    let udid = "00008030-00FEEDFACE00";
+    let paired = std::process::Command::new(common::example("iphone"))
+        .args(["pair", "--root"])
+        .arg(made.path())
+        .args(["--udid", udid])
+        .output()
+        .unwrap();
+    assert!(paired.status.success(), "{}", String::from_utf8_lossy(&paired.stderr));
+    let record = std::fs::read(made.path().join(format!("pair/{udid}.plist"))).unwrap();
+    let dir = std::path::Path::new("/var/lib/lockdown");
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join(format!("{udid}.plist"));
+    std::fs::write(&path, &record).unwrap();
+    let addr = idevice::usbmuxd::UsbmuxdAddr::UnixSocket(common::usbmuxd::SOCKET.into());
+    let got = addr.connect(1).await.unwrap().get_pair_record(udid).await;
+    let _ = std::fs::remove_file(&path);
+    let want: plist::Dictionary = plist::from_bytes(&record).unwrap();
+    assert_eq!(Some(got.unwrap().host_id.as_str()), want.get("HostID").and_then(plist::Value::as_string));
+    let missing = addr.connect(2).await.unwrap().get_pair_record("00008030-00000000DEAD").await;
+    assert!(matches!(missing, Err(idevice::IdeviceError::UnexpectedResponse(_))), "{missing:?}");
+}
