@@ -396,3 +396,81 @@ async fn an_ios_17_phone_without_a_tunnel_refuses_core_device_proxy() {
     let e = idevice::core_device_proxy::CoreDeviceProxy::connect(&provider(&standin, "a-17").await).await.unwrap_err();
     assert!(matches!(&e, IdeviceError::UnknownErrorType(s) if s == "InvalidService"), "{e:?}");
 }
+
+// ---- d) DVT process control ----
+
+fn running(standin: &StandIn, udid: &str) -> Vec<serde_json::Value> {
+    let path = standin.root().join(format!("phones/{udid}.processes.json"));
+    let state: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    state["running"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn the_idevice_crate_launches_an_installed_app_over_dvt_and_kills_it() {
+    use idevice::dvt::process_control::ProcessControlClient;
+    use idevice::dvt::remote_server::RemoteServerClient;
+    let standin = StandIn::start(&[(
+        UDID,
+        "[[apps]]\nCFBundleIdentifier = \"io.example.control\"\nCFBundleVersion = \"42\"\nCFBundleShortVersionString = \"1.0\"",
+    )]);
+    let p = provider(&standin, UDID).await;
+    let mut rs = RemoteServerClient::connect(&p).await.unwrap();
+    let mut pc = ProcessControlClient::new(&mut rs).await.unwrap();
+    let env: plist::Dictionary = [("ZETA", "1"), ("ALPHA", "two words")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), plist::Value::from(v)))
+        .collect();
+    let args: plist::Dictionary =
+        ["--soak", "-v", "x y"].iter().enumerate().map(|(i, a)| (i.to_string(), plist::Value::from(*a))).collect();
+    let pid = pc.launch_app("io.example.control", Some(env), Some(args), false, true).await.unwrap();
+    let launches = standin.journalled("dvt", "launch");
+    assert_eq!(launches.len(), 1, "{launches:?}");
+    assert_eq!(launches[0]["bundle_id"], "io.example.control");
+    assert_eq!(launches[0]["pid"], pid);
+    assert_eq!(launches[0]["args"], serde_json::json!(["--soak", "-v", "x y"]));
+    assert_eq!(launches[0]["env"], serde_json::json!({"ZETA": "1", "ALPHA": "two words"}));
+    assert_eq!(launches[0]["options"], serde_json::json!({"StartSuspendedKey": false, "KillExisting": true}));
+    let channels = standin.journalled("dvt", "channel");
+    assert_eq!(channels[0]["identifier"], "com.apple.instruments.server.services.processcontrol");
+    assert_eq!(running(&standin, UDID).iter().map(|p| p["pid"].clone()).collect::<Vec<_>>(), [pid]);
+    pc.disable_memory_limit(pid).await.unwrap();
+
+    // KillExisting: launching again replaces the running copy.
+    let again = pc.launch_app("io.example.control", None, None, false, true).await.unwrap();
+    assert_ne!(again, pid);
+    assert_eq!(standin.journalled("dvt", "launch")[1]["killed"], serde_json::json!([pid]));
+    assert_eq!(running(&standin, UDID).len(), 1);
+
+    // killPid: asks for no reply; the next call's round trip shows it was acted on.
+    pc.kill_app(again).await.unwrap();
+    let e = pc.disable_memory_limit(again).await.unwrap_err();
+    assert!(matches!(e, IdeviceError::Dvt(_)), "{e:?}");
+    assert_eq!(
+        standin.journalled("dvt", "kill"),
+        [serde_json::json!({"udid": UDID, "service": "dvt",
+        "request": "kill", "pid": again, "running": true})]
+    );
+    assert!(running(&standin, UDID).is_empty());
+
+    // A bundle the phone does not have: the process-control NSError, which the crate
+    // reports as a reply without a pid; nothing starts.
+    let e = pc.launch_app("io.example.missing", None, None, false, true).await.unwrap_err();
+    assert!(matches!(&e, IdeviceError::UnexpectedResponse(m) if m.contains("PID")), "{e:?}");
+    let failed = standin.journalled("dvt", "launch").pop().unwrap();
+    assert_eq!(failed["error"], "Request to launch io.example.missing failed.", "{failed}");
+    assert!(running(&standin, UDID).is_empty());
+}
+
+#[tokio::test]
+async fn the_remote_server_needs_developer_mode_and_the_developer_image() {
+    use idevice::dvt::remote_server::RemoteServerClient;
+    let standin = StandIn::start(&[
+        ("f-no-devmode", "developer_mode = false"),
+        ("g-no-image", "developer_image_mounted = false"),
+    ]);
+    for udid in ["f-no-devmode", "g-no-image"] {
+        let e = RemoteServerClient::connect(&provider(&standin, udid).await).await.unwrap_err();
+        assert!(matches!(&e, IdeviceError::UnknownErrorType(s) if s == "InvalidService"), "{udid}: {e:?}");
+    }
+    assert!(standin.journalled("dvt", "launch").is_empty());
+}

@@ -2,7 +2,7 @@
 //! real `idevice` crate and libimobiledevice's tools with no phone and no USB. It speaks
 //! usbmuxd's plist protocol on a Unix socket the test picks, and behind each Connect the
 //! phone's side: lockdownd (with its TLS session), the diagnostics relay, the image
-//! mounter, AFC and installation_proxy.
+//! mounter, AFC, installation_proxy and Instruments' process control (DTX).
 //!
 //! ```text
 //! iphone serve --socket PATH --root DIR
@@ -19,11 +19,15 @@
 //! says what is modelled, the phone file's keys and what each service answers.
 
 mod afc;
+mod archive;
+mod dtx;
+mod dvt;
 mod ipa;
 mod lockdown;
 mod mux;
 mod pair;
 mod phone;
+mod processes;
 mod services;
 mod wire;
 

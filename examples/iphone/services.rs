@@ -1,6 +1,6 @@
 //! The services lockdownd starts on a port of their own (plain, no service TLS, as over
 //! USB): the diagnostics relay, the image mounter and installation_proxy here, AFC in
-//! afc.rs. Each is reached by a new usbmuxd Connect to the port StartService gave.
+//! afc.rs, Instruments' remote server in dvt.rs. Each is reached by a new usbmuxd Connect to the port StartService gave.
 
 use std::io::{self, Write};
 use std::os::unix::net::UnixStream;
@@ -38,7 +38,8 @@ pub fn serve(stream: UnixStream, server: &Arc<Server>, udid: &str, service: &str
         IMAGE_MOUNTER => image_mounter(stream, server, udid),
         AFC => crate::afc::serve(stream, server, udid),
         INSTALLATION_PROXY => installation_proxy(stream, server, udid),
-        // Offered but not modelled (DVT, the iOS 17 tunnel): the host sees the stream close.
+        s if INSTRUMENTS.contains(&s) => crate::dvt::serve(stream, server, udid),
+        // Offered but not modelled (the iOS 17 tunnel): the host sees the stream close.
         _ => {
             server.store.journal(udid, service, "connect", serde_json::json!({"modelled": false}));
             Ok(())
