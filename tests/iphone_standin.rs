@@ -474,3 +474,49 @@ async fn the_remote_server_needs_developer_mode_and_the_developer_image() {
     }
     assert!(standin.journalled("dvt", "launch").is_empty());
 }
+
+// ---- e) crash reports and the operator's sysdiagnose ----
+
+#[tokio::test]
+async fn a_sysdiagnose_is_flushed_listed_pulled_and_removed_through_crash_report_copy() {
+    use idevice::crashreportcopymobile::{CrashReportCopyMobileClient, flush_reports};
+    let standin = StandIn::start(&[(UDID, "")]);
+    let (from, to, charging) = (1_772_359_200.0, 1_772_362_800.0, 120.0);
+    let made = Command::new(common::example("iphone"))
+        .args(["sysdiagnose", "--root"])
+        .arg(standin.root())
+        .args(["--udid", UDID, "--from", &from.to_string(), "--to", &to.to_string(), "--charging-s", "120"])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let written = Path::new(String::from_utf8(made.stdout).unwrap().trim()).to_path_buf();
+    let name = written.file_name().unwrap().to_string_lossy().into_owned();
+    assert_eq!(name, "sysdiagnose_2026.03.01_11-00-00+0000_iPhone-OS_iPhone_20H115.tar.gz");
+
+    let p = provider(&standin, UDID).await;
+    flush_reports(&p).await.unwrap();
+    assert_eq!(standin.journalled("com.apple.crashreportmover", "flush").len(), 1);
+    let mut crc = CrashReportCopyMobileClient::connect(&p).await.unwrap();
+    assert_eq!(crc.ls(None).await.unwrap(), ["DiagnosticLogs"]);
+    assert_eq!(crc.ls(Some("DiagnosticLogs/sysdiagnose")).await.unwrap(), [name.clone()]);
+    let bytes = crc.pull(format!("DiagnosticLogs/sysdiagnose/{name}")).await.unwrap();
+    assert_eq!(bytes, std::fs::read(&written).unwrap());
+
+    // What lab reads out of it: one powerlog whose soak is the window asked for.
+    let logs = lab::collect::sysdiagnose::powerlogs(bytes.as_slice()).unwrap();
+    assert_eq!(logs.len(), 1, "{:?}", logs.iter().map(|l| &l.path).collect::<Vec<_>>());
+    let log = lab::collect::powerlog::parse(&logs[0].bytes).unwrap();
+    assert_eq!(log.time_offsets, 1);
+    let soak = log.soak(from, to);
+    assert!((soak.charging_s - charging).abs() < 1e-6, "{}", soak.charging_s);
+    assert_eq!(soak.unplugged.map(|(a, _)| a), Some(from), "unplugged from the window's start");
+    assert_eq!(log.soak(from - 300.0, from).charging_s, 300.0, "plugged in before it");
+    assert_eq!(log.soak(to, to + 300.0).charging_s, 300.0, "and after it");
+    assert!(soak.level_end_pct < soak.level_start_pct, "{soak:?}");
+    assert!(soak.charge_used_mah.is_some_and(|c| c > 0.0), "{soak:?}");
+    assert_eq!((soak.bluetooth_on, soak.brightness.as_slice()), (Some(false), &[0.5][..]));
+
+    crc.remove(format!("DiagnosticLogs/sysdiagnose/{name}")).await.unwrap();
+    assert!(!written.exists());
+    assert!(crc.ls(Some("DiagnosticLogs/sysdiagnose")).await.unwrap().iter().all(|n| n.starts_with('.')));
+}

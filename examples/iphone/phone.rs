@@ -193,6 +193,11 @@ impl Store {
         self.root.join("media").join(udid)
     }
 
+    /// The folder crash-report copy serves for a phone (its /var/mobile/Library/Logs/CrashReporter).
+    pub fn crashes(&self, udid: &str) -> PathBuf {
+        self.root.join("crashes").join(udid)
+    }
+
     fn installed_path(&self, udid: &str) -> PathBuf {
         self.phones_dir().join(format!("{udid}.installed.json"))
     }
