@@ -498,7 +498,7 @@ async fn a_sysdiagnose_is_flushed_listed_pulled_and_removed_through_crash_report
     assert_eq!(standin.journalled("com.apple.crashreportmover", "flush").len(), 1);
     let mut crc = CrashReportCopyMobileClient::connect(&p).await.unwrap();
     assert_eq!(crc.ls(None).await.unwrap(), ["DiagnosticLogs"]);
-    assert_eq!(crc.ls(Some("DiagnosticLogs/sysdiagnose")).await.unwrap(), [name.clone()]);
+    assert_eq!(crc.ls(Some("DiagnosticLogs/sysdiagnose")).await.unwrap(), std::slice::from_ref(&name));
     let bytes = crc.pull(format!("DiagnosticLogs/sysdiagnose/{name}")).await.unwrap();
     assert_eq!(bytes, std::fs::read(&written).unwrap());
 
