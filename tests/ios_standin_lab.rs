@@ -2,8 +2,8 @@
 //! stand-in iPhone (examples/iphone) on a Unix socket: every way a phone can be unusable
 //! stops `lab run` with exit 3 and one line that names the fix, before anything is
 //! recorded; a usable phone gets the .ipa installed over AFC and the installation proxy
-//! (once: the second campaign finds the recorded hash and bundle version), and its battery
-//! read over USB before the trial.
+//! (once: the second campaign finds the recorded hash and bundle version), its battery
+//! read over USB before the trial, and the app launched and stopped over DVT.
 
 mod common;
 
@@ -15,6 +15,8 @@ use common::iphone::{StandIn, UDID, phone_toml};
 
 /// A lab whose `iphone-1` is `udid` behind the stand-in's socket, and a runbook of one
 /// build (an .ipa the stand-in made) and one trial.
+/// Its tether is the default for a phone (manual) and nobody answers the unplug step: the
+/// short tether and operator timeouts end an attempt there in seconds.
 fn lab_for(standin: &StandIn, udid: &str) -> (TempLab, PathBuf) {
     lab_on(standin, udid, "[[host]]\nname = \"local\"\n", "local")
 }
@@ -40,6 +42,7 @@ fn lab_on(standin: &StandIn, udid: &str, host_table: &str, host: &str) -> (TempL
     std::fs::write(
         &rb,
         "name = \"ios\"\nduration = \"5s\"\nrepeats = 1\nretries = 0\ndevices = [\"iphone-1\"]\n\n\
+         [timeouts]\ntether = \"1s\"\noperator = \"2s\"\n\n\
          [builds.control]\nbaseline = true\n[builds.control.ios]\nipa = \"Control.ipa\"\nbundle_id = \"io.example.control\"\n\n\
          [configs.default]\n[configs.default.ios]\nenv = { ENVOY_DNS_REFRESH_S = \"60\" }\n",
     )
@@ -114,18 +117,25 @@ fn a_phone_usbmuxd_does_not_list_is_not_connected_and_the_listed_ones_are_named(
 }
 
 #[test]
-fn a_usable_phone_gets_the_ipa_installed_once_and_its_battery_read_over_usb() {
+fn a_usable_phone_gets_the_ipa_installed_once_its_battery_read_and_the_app_launched_and_stopped_over_dvt() {
     let standin = StandIn::start(&[(UDID, "")]);
     let (lab, rb) = lab_for(&standin, UDID);
     let ipa_sha = common::adb::sha256(&std::fs::read(lab.dir.path().join("Control.ipa")).unwrap());
     for round in 0..2 {
         let out = lab.cmd(&["run", rb.to_str().unwrap()]).output().unwrap();
         let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        // The stand-in has no DVT process control: the launch fails, so the trial does (exit 4);
-        // everything before it ran against the phone.
+        // Launched over DVT, then nobody confirms the unplug: the untether times out, the
+        // attempt is invalid (exit 4) and the app is stopped over DVT again.
         assert_eq!(out.status.code(), Some(4), "round {round}: {stdout}\n{stderr}");
         let reasons: Vec<String> = lab.sql("SELECT reasons FROM attempts");
-        assert!(reasons.last().is_some_and(|r| r.contains("launch")), "{reasons:?}");
+        assert!(reasons.last().is_some_and(|r| r.contains("untether did not finish")), "{reasons:?}");
+        let (launches, kills) = (standin.journalled("dvt", "launch"), standin.journalled("dvt", "kill"));
+        assert_eq!((launches.len(), kills.len()), (round + 1, round + 1), "{launches:?} {kills:?}");
+        let launch = &launches[round];
+        assert_eq!(launch["bundle_id"], "io.example.control", "{launch}");
+        assert_eq!(launch["env"]["LAB_TRIAL"], "0000-iphone-1-control-r0", "{launch}");
+        assert_eq!(launch["env"]["ENVOY_DNS_REFRESH_S"], "60", "the config's env: {launch}");
+        assert_eq!((&kills[round]["pid"], &kills[round]["running"]), (&launch["pid"], &serde_json::json!(true)));
     }
     // Installed over AFC + the installation proxy once, with the .ipa's bytes; the second
     // campaign found the recorded hash and bundle version and skipped it.

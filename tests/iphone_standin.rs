@@ -410,3 +410,127 @@ async fn the_real_captures_replay_through_the_idevice_crate() {
     let mut ld = LockdownClient::connect(&p).await.unwrap();
     assert_eq!(ld.idevice.get_type().await.unwrap(), "com.apple.mobile.lockdown");
 }
+
+// ---- d) DVT process control ----
+
+fn running(standin: &StandIn, udid: &str) -> Vec<serde_json::Value> {
+    let path = standin.root().join(format!("phones/{udid}.processes.json"));
+    let state: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    state["running"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn the_idevice_crate_launches_an_installed_app_over_dvt_and_kills_it() {
+    use idevice::dvt::process_control::ProcessControlClient;
+    use idevice::dvt::remote_server::RemoteServerClient;
+    let standin = StandIn::start(&[(
+        UDID,
+        "[[apps]]\nCFBundleIdentifier = \"io.example.control\"\nCFBundleVersion = \"42\"\nCFBundleShortVersionString = \"1.0\"",
+    )]);
+    let p = provider(&standin, UDID).await;
+    let mut rs = RemoteServerClient::connect(&p).await.unwrap();
+    let mut pc = ProcessControlClient::new(&mut rs).await.unwrap();
+    let env: plist::Dictionary = [("ZETA", "1"), ("ALPHA", "two words")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), plist::Value::from(v)))
+        .collect();
+    let args: plist::Dictionary =
+        ["--soak", "-v", "x y"].iter().enumerate().map(|(i, a)| (i.to_string(), plist::Value::from(*a))).collect();
+    let pid = pc.launch_app("io.example.control", Some(env), Some(args), false, true).await.unwrap();
+    let launches = standin.journalled("dvt", "launch");
+    assert_eq!(launches.len(), 1, "{launches:?}");
+    assert_eq!(launches[0]["bundle_id"], "io.example.control");
+    assert_eq!(launches[0]["pid"], pid);
+    assert_eq!(launches[0]["args"], serde_json::json!(["--soak", "-v", "x y"]));
+    assert_eq!(launches[0]["env"], serde_json::json!({"ZETA": "1", "ALPHA": "two words"}));
+    assert_eq!(launches[0]["options"], serde_json::json!({"StartSuspendedKey": false, "KillExisting": true}));
+    let channels = standin.journalled("dvt", "channel");
+    assert_eq!(channels[0]["identifier"], "com.apple.instruments.server.services.processcontrol");
+    assert_eq!(running(&standin, UDID).iter().map(|p| p["pid"].clone()).collect::<Vec<_>>(), [pid]);
+    pc.disable_memory_limit(pid).await.unwrap();
+
+    // KillExisting: launching again replaces the running copy.
+    let again = pc.launch_app("io.example.control", None, None, false, true).await.unwrap();
+    assert_ne!(again, pid);
+    assert_eq!(standin.journalled("dvt", "launch")[1]["killed"], serde_json::json!([pid]));
+    assert_eq!(running(&standin, UDID).len(), 1);
+
+    // killPid: asks for no reply; the next call's round trip shows it was acted on.
+    pc.kill_app(again).await.unwrap();
+    let e = pc.disable_memory_limit(again).await.unwrap_err();
+    assert!(matches!(e, IdeviceError::Dvt(_)), "{e:?}");
+    assert_eq!(
+        standin.journalled("dvt", "kill"),
+        [serde_json::json!({"udid": UDID, "service": "dvt",
+        "request": "kill", "pid": again, "running": true})]
+    );
+    assert!(running(&standin, UDID).is_empty());
+
+    // A bundle the phone does not have: the process-control NSError, which the crate
+    // reports as a reply without a pid; nothing starts.
+    let e = pc.launch_app("io.example.missing", None, None, false, true).await.unwrap_err();
+    assert!(matches!(&e, IdeviceError::UnexpectedResponse(m) if m.contains("PID")), "{e:?}");
+    let failed = standin.journalled("dvt", "launch").pop().unwrap();
+    assert_eq!(failed["error"], "Request to launch io.example.missing failed.", "{failed}");
+    assert!(running(&standin, UDID).is_empty());
+}
+
+#[tokio::test]
+async fn the_remote_server_needs_developer_mode_and_the_developer_image() {
+    use idevice::dvt::remote_server::RemoteServerClient;
+    let standin = StandIn::start(&[
+        ("f-no-devmode", "developer_mode = false"),
+        ("g-no-image", "developer_image_mounted = false"),
+    ]);
+    for udid in ["f-no-devmode", "g-no-image"] {
+        let e = RemoteServerClient::connect(&provider(&standin, udid).await).await.unwrap_err();
+        assert!(matches!(&e, IdeviceError::UnknownErrorType(s) if s == "InvalidService"), "{udid}: {e:?}");
+    }
+    assert!(standin.journalled("dvt", "launch").is_empty());
+}
+
+// ---- e) crash reports and the operator's sysdiagnose ----
+
+#[tokio::test]
+async fn a_sysdiagnose_is_flushed_listed_pulled_and_removed_through_crash_report_copy() {
+    use idevice::crashreportcopymobile::{CrashReportCopyMobileClient, flush_reports};
+    let standin = StandIn::start(&[(UDID, "")]);
+    let (from, to, charging) = (1_772_359_200.0, 1_772_362_800.0, 120.0);
+    let made = Command::new(common::example("iphone"))
+        .args(["sysdiagnose", "--root"])
+        .arg(standin.root())
+        .args(["--udid", UDID, "--from", &from.to_string(), "--to", &to.to_string(), "--charging-s", "120"])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let written = Path::new(String::from_utf8(made.stdout).unwrap().trim()).to_path_buf();
+    let name = written.file_name().unwrap().to_string_lossy().into_owned();
+    assert_eq!(name, "sysdiagnose_2026.03.01_11-00-00+0000_iPhone-OS_iPhone_20H115.tar.gz");
+
+    let p = provider(&standin, UDID).await;
+    flush_reports(&p).await.unwrap();
+    assert_eq!(standin.journalled("com.apple.crashreportmover", "flush").len(), 1);
+    let mut crc = CrashReportCopyMobileClient::connect(&p).await.unwrap();
+    assert_eq!(crc.ls(None).await.unwrap(), ["DiagnosticLogs"]);
+    assert_eq!(crc.ls(Some("DiagnosticLogs/sysdiagnose")).await.unwrap(), std::slice::from_ref(&name));
+    let bytes = crc.pull(format!("DiagnosticLogs/sysdiagnose/{name}")).await.unwrap();
+    assert_eq!(bytes, std::fs::read(&written).unwrap());
+
+    // What lab reads out of it: one powerlog whose soak is the window asked for.
+    let logs = lab::collect::sysdiagnose::powerlogs(bytes.as_slice()).unwrap();
+    assert_eq!(logs.len(), 1, "{:?}", logs.iter().map(|l| &l.path).collect::<Vec<_>>());
+    let log = lab::collect::powerlog::parse(&logs[0].bytes).unwrap();
+    assert_eq!(log.time_offsets, 1);
+    let soak = log.soak(from, to);
+    assert!((soak.charging_s - charging).abs() < 1e-6, "{}", soak.charging_s);
+    assert_eq!(soak.unplugged.map(|(a, _)| a), Some(from), "unplugged from the window's start");
+    assert_eq!(log.soak(from - 300.0, from).charging_s, 300.0, "plugged in before it");
+    assert_eq!(log.soak(to, to + 300.0).charging_s, 300.0, "and after it");
+    assert!(soak.level_end_pct < soak.level_start_pct, "{soak:?}");
+    assert!(soak.charge_used_mah.is_some_and(|c| c > 0.0), "{soak:?}");
+    assert_eq!((soak.bluetooth_on, soak.brightness.as_slice()), (Some(false), &[0.5][..]));
+
+    crc.remove(format!("DiagnosticLogs/sysdiagnose/{name}")).await.unwrap();
+    assert!(!written.exists());
+    assert!(crc.ls(Some("DiagnosticLogs/sysdiagnose")).await.unwrap().iter().all(|n| n.starts_with('.')));
+}

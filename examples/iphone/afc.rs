@@ -1,12 +1,13 @@
-//! AFC (com.apple.afc), the part an install uses: ReadDir, MakeDir, GetFileInfo,
-//! RemovePath, FileRefOpen/Write/Read/Close, GetDeviceInfo. A packet is a 40-byte header
+//! AFC (com.apple.afc, and com.apple.crashreportcopymobile on the crash-report folder),
+//! the part an install and a crash-report pull use: ReadDir, MakeDir, GetFileInfo,
+//! RemovePath, FileRefOpen/Write/Read/Seek/Tell/Close, GetDeviceInfo. A packet is a 40-byte header
 //! of little-endian u64s (magic "CFA6LPAA", whole length, header+header-payload length,
 //! packet number, opcode), the header payload, then the data. The phone's jail is
-//! DIR/media/<UDID>.
+//! DIR/media/<UDID> (crash-report copy: DIR/crashes/<UDID>).
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -27,6 +28,9 @@ pub const OP_FILE_OPEN: u64 = 0x0d;
 pub const OP_FILE_OPEN_RES: u64 = 0x0e;
 pub const OP_READ: u64 = 0x0f;
 pub const OP_WRITE: u64 = 0x10;
+pub const OP_FILE_SEEK: u64 = 0x11;
+pub const OP_FILE_TELL: u64 = 0x12;
+pub const OP_FILE_TELL_RES: u64 = 0x13;
 pub const OP_FILE_CLOSE: u64 = 0x14;
 
 // AFC status codes (afc.h `afc_error_t`).
@@ -202,6 +206,23 @@ impl Afc {
                 self.files.insert(self.next_fd, file);
                 (OP_FILE_OPEN_RES, self.next_fd.to_le_bytes().to_vec(), Vec::new())
             }
+            OP_FILE_SEEK | OP_FILE_TELL => {
+                let fd = u64_at(&p.header_payload, 0).ok_or(io::ErrorKind::InvalidInput)?;
+                let Some(file) = self.files.get_mut(&fd) else { return Ok(status(E_INVALID_ARG)) };
+                if p.op == OP_FILE_TELL {
+                    return Ok((OP_FILE_TELL_RES, file.stream_position()?.to_le_bytes().to_vec(), Vec::new()));
+                }
+                // fd, whence (0 set, 1 cur, 2 end), offset (signed).
+                let offset = u64_at(&p.header_payload, 2).ok_or(io::ErrorKind::InvalidInput)? as i64;
+                let to = match u64_at(&p.header_payload, 1) {
+                    Some(0) => SeekFrom::Start(offset.max(0) as u64),
+                    Some(1) => SeekFrom::Current(offset),
+                    Some(2) => SeekFrom::End(offset),
+                    _ => return Ok(status(E_INVALID_ARG)),
+                };
+                file.seek(to)?;
+                status(E_SUCCESS)
+            }
             OP_WRITE | OP_READ | OP_FILE_CLOSE => {
                 let fd = u64_at(&p.header_payload, 0).ok_or(io::ErrorKind::InvalidInput)?;
                 if p.op == OP_FILE_CLOSE {
@@ -234,12 +255,15 @@ fn op_name(op: u64) -> &'static str {
         OP_READ => "FileRefRead",
         OP_WRITE => "FileRefWrite",
         OP_FILE_CLOSE => "FileRefClose",
+        OP_FILE_SEEK => "FileRefSeek",
+        OP_FILE_TELL => "FileRefTell",
         _ => "Unknown",
     }
 }
 
-pub fn serve(mut s: UnixStream, server: &Arc<Server>, udid: &str) -> io::Result<()> {
-    let jail = server.store.media(udid);
+/// AFC rooted at `jail`: the media folder (com.apple.afc) or the crash reports
+/// (com.apple.crashreportcopymobile); journalled under `service`.
+pub fn serve(mut s: UnixStream, server: &Arc<Server>, udid: &str, service: &str, jail: PathBuf) -> io::Result<()> {
     std::fs::create_dir_all(&jail)?;
     let mut afc = Afc { jail, files: HashMap::new(), next_fd: 0 };
     while let Some(p) = Packet::read_from(&mut s)? {
@@ -247,11 +271,11 @@ pub fn serve(mut s: UnixStream, server: &Arc<Server>, udid: &str) -> io::Result<
         let arg = match p.op {
             OP_FILE_OPEN => serde_json::json!({"path": text(p.header_payload.get(8..).unwrap_or_default())}),
             OP_WRITE => serde_json::json!({"bytes": p.payload.len()}),
-            OP_READ | OP_FILE_CLOSE => serde_json::json!({}),
+            OP_READ | OP_FILE_CLOSE | OP_FILE_SEEK | OP_FILE_TELL => serde_json::json!({}),
             _ => serde_json::json!({"path": text(&p.header_payload)}),
         };
         if p.op != OP_WRITE && p.op != OP_READ {
-            server.store.journal(udid, crate::services::AFC, op_name(p.op), arg);
+            server.store.journal(udid, service, op_name(p.op), arg);
         }
         let (op, header_payload, payload) = afc.handle(&p).unwrap_or_else(|e| status(status_of(&e)));
         s.write_all(&Packet { number: p.number, op, header_payload, payload }.encode())?;

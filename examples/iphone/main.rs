@@ -2,12 +2,13 @@
 //! real `idevice` crate and libimobiledevice's tools with no phone and no USB. It speaks
 //! usbmuxd's plist protocol on a Unix socket the test picks, and behind each Connect the
 //! phone's side: lockdownd (with its TLS session), the diagnostics relay, the image
-//! mounter, AFC and installation_proxy.
+//! mounter, AFC, installation_proxy and Instruments' process control (DTX).
 //!
 //! ```text
 //! iphone serve --socket PATH --root DIR
 //! iphone pair --root DIR --udid UDID [--out FILE]
 //! iphone ipa --bundle-id ID --version V --out FILE [--size BYTES]
+//! iphone sysdiagnose --root DIR --udid UDID --from UNIX_S --to UNIX_S [--charging-s N]
 //! ```
 //!
 //! `serve` prints `listening PATH` once it accepts and serves until killed (one thread
@@ -15,16 +16,24 @@
 //! `DIR/phones/<UDID>.toml`, read again on every request; `DIR/journal.jsonl` gets one
 //! JSON line per request handled. `pair` makes the certificates, leaves the phone's half
 //! in DIR and writes the host's pair record (usbmuxd's format) to DIR/pair/<UDID>.plist.
-//! `ipa` writes a minimal app package for install tests. docs/platforms/ios-standin.md
+//! `ipa` writes a minimal app package for install tests. `sysdiagnose` leaves in the
+//! phone's crash reports what the operator's button press would (a sysdiagnose archive
+//! holding a powerlog of the window) and prints its path. docs/platforms/ios-standin.md
 //! says what is modelled, the phone file's keys and what each service answers.
 
 mod afc;
+mod archive;
+mod dtx;
+mod dvt;
 mod ipa;
 mod lockdown;
 mod mux;
 mod pair;
 mod phone;
+mod powerlog;
+mod processes;
 mod services;
+mod sysdiagnose;
 mod wire;
 
 use std::collections::HashMap;
@@ -36,7 +45,7 @@ use std::sync::{Arc, Mutex};
 
 use phone::Store;
 
-const USAGE: &str = "usage: iphone serve --socket PATH --root DIR\n       iphone pair --root DIR --udid UDID [--out FILE]\n       iphone ipa --bundle-id ID --version V --out FILE [--size BYTES]";
+const USAGE: &str = "usage: iphone serve --socket PATH --root DIR\n       iphone pair --root DIR --udid UDID [--out FILE]\n       iphone ipa --bundle-id ID --version V --out FILE [--size BYTES]\n       iphone sysdiagnose --root DIR --udid UDID --from UNIX_S --to UNIX_S [--charging-s N]";
 
 /// What every host connection shares: the phones' DIR and the ports StartService opened.
 pub struct Server {
@@ -85,6 +94,7 @@ fn run(argv: &[String]) -> Result<(), String> {
             "serve" => &["socket", "root"],
             "pair" => &["root", "udid", "out"],
             "ipa" => &["bundle-id", "version", "out", "size"],
+            "sysdiagnose" => &["root", "udid", "from", "to", "charging-s"],
             other => return Err(format!("unknown command `{other}`")),
         };
         if !known.contains(&k.as_str()) {
@@ -105,6 +115,19 @@ fn run(argv: &[String]) -> Result<(), String> {
                 opts.get("size").map_or(Ok(4096), |s| s.parse().map_err(|_| format!("--size {s}: not a number")))?;
             let bytes = ipa::make_ipa(&need("bundle-id")?, &need("version")?, size);
             std::fs::write(need("out")?, bytes).map_err(|e| e.to_string())
+        }
+        "sysdiagnose" => {
+            let seconds =
+                |k: &str, v: &str| v.parse::<f64>().map_err(|_| format!("--{k} {v}: not a number of seconds"));
+            let w = sysdiagnose::window(
+                seconds("from", &need("from")?)?,
+                seconds("to", &need("to")?)?,
+                opts.get("charging-s").map_or(Ok(0.0), |v| seconds("charging-s", v))?,
+            )?;
+            let path = sysdiagnose::write(&Store::new(&PathBuf::from(need("root")?)), &need("udid")?, &w)
+                .map_err(|e| e.to_string())?;
+            println!("{}", path.display());
+            Ok(())
         }
         _ => serve(PathBuf::from(need("socket")?), PathBuf::from(need("root")?)),
     }

@@ -105,6 +105,7 @@ pub struct DevicePairing {
 pub struct Store {
     root: PathBuf,
     journal: Mutex<()>,
+    state: Mutex<()>,
 }
 
 fn invalid(path: &Path, e: impl std::fmt::Display) -> io::Error {
@@ -113,7 +114,7 @@ fn invalid(path: &Path, e: impl std::fmt::Display) -> io::Error {
 
 impl Store {
     pub fn new(root: &Path) -> Self {
-        Store { root: root.to_path_buf(), journal: Mutex::new(()) }
+        Store { root: root.to_path_buf(), journal: Mutex::new(()), state: Mutex::new(()) }
     }
 
     pub fn root(&self) -> &Path {
@@ -192,6 +193,11 @@ impl Store {
         self.root.join("media").join(udid)
     }
 
+    /// The folder crash-report copy serves for a phone (its /var/mobile/Library/Logs/CrashReporter).
+    pub fn crashes(&self, udid: &str) -> PathBuf {
+        self.root.join("crashes").join(udid)
+    }
+
     fn installed_path(&self, udid: &str) -> PathBuf {
         self.phones_dir().join(format!("{udid}.installed.json"))
     }
@@ -215,11 +221,19 @@ impl Store {
     }
 
     pub fn record_install(&self, udid: &str, app: App) -> io::Result<()> {
-        let _guard = self.journal.lock().unwrap();
-        let mut apps = self.installed(udid)?;
-        apps.retain(|a| a.bundle_id != app.bundle_id);
-        apps.push(app);
-        std::fs::write(self.installed_path(udid), serde_json::to_vec_pretty(&apps)?)
+        self.locked(|| {
+            let mut apps = self.installed(udid)?;
+            apps.retain(|a| a.bundle_id != app.bundle_id);
+            apps.push(app);
+            std::fs::write(self.installed_path(udid), serde_json::to_vec_pretty(&apps)?)
+        })
+    }
+
+    /// Runs `f` alone among the threads that change a phone's state files (not the journal:
+    /// `f` may not write it).
+    pub fn locked<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _guard = self.state.lock().unwrap();
+        f()
     }
 
     /// One line of `DIR/journal.jsonl`: `{"udid", "service", "request", …}`.

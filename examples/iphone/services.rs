@@ -1,6 +1,6 @@
 //! The services lockdownd starts on a port of their own (plain, no service TLS, as over
 //! USB): the diagnostics relay, the image mounter and installation_proxy here, AFC in
-//! afc.rs. Each is reached by a new usbmuxd Connect to the port StartService gave.
+//! afc.rs (also crash-report copy), Instruments' remote server in dvt.rs. Each is reached by a new usbmuxd Connect to the port StartService gave.
 
 use std::io::{self, Write};
 use std::os::unix::net::UnixStream;
@@ -17,6 +17,8 @@ pub const DIAGNOSTICS: &str = "com.apple.mobile.diagnostics_relay";
 pub const IMAGE_MOUNTER: &str = "com.apple.mobile.mobile_image_mounter";
 pub const AFC: &str = "com.apple.afc";
 pub const INSTALLATION_PROXY: &str = "com.apple.mobile.installation_proxy";
+pub const CRASH_MOVER: &str = "com.apple.crashreportmover";
+pub const CRASH_COPY: &str = "com.apple.crashreportcopymobile";
 const INSTRUMENTS: [&str; 2] =
     ["com.apple.instruments.remoteserver", "com.apple.instruments.remoteserver.DVTSecureSocketProxy"];
 const CORE_DEVICE_PROXY: &str = "com.apple.internal.devicecompute.CoreDeviceProxy";
@@ -25,7 +27,7 @@ const CORE_DEVICE_PROXY: &str = "com.apple.internal.devicecompute.CoreDeviceProx
 /// answers for a service the phone does not run now).
 pub fn offered(phone: &Phone, service: &str) -> bool {
     match service {
-        DIAGNOSTICS | IMAGE_MOUNTER | AFC | INSTALLATION_PROXY => true,
+        DIAGNOSTICS | IMAGE_MOUNTER | AFC | INSTALLATION_PROXY | CRASH_MOVER | CRASH_COPY => true,
         s if INSTRUMENTS.contains(&s) => phone.developer_mode && phone.developer_image_mounted,
         CORE_DEVICE_PROXY => phone.major_version() >= 17 && phone.fault != Some(Fault::NoTunnel),
         _ => false,
@@ -36,9 +38,12 @@ pub fn serve(stream: UnixStream, server: &Arc<Server>, udid: &str, service: &str
     match service {
         DIAGNOSTICS => diagnostics(stream, server, udid),
         IMAGE_MOUNTER => image_mounter(stream, server, udid),
-        AFC => crate::afc::serve(stream, server, udid),
+        AFC => crate::afc::serve(stream, server, udid, AFC, server.store.media(udid)),
+        CRASH_COPY => crate::afc::serve(stream, server, udid, CRASH_COPY, server.store.crashes(udid)),
+        CRASH_MOVER => crash_mover(stream, server, udid),
         INSTALLATION_PROXY => installation_proxy(stream, server, udid),
-        // Offered but not modelled (DVT, the iOS 17 tunnel): the host sees the stream close.
+        s if INSTRUMENTS.contains(&s) => crate::dvt::serve(stream, server, udid),
+        // Offered but not modelled (the iOS 17 tunnel): the host sees the stream close.
         _ => {
             server.store.journal(udid, service, "connect", serde_json::json!({"modelled": false}));
             Ok(())
@@ -48,6 +53,14 @@ pub fn serve(stream: UnixStream, server: &Arc<Server>, udid: &str, service: &str
 
 fn phone(server: &Server, udid: &str) -> io::Result<Phone> {
     server.store.phone(udid)?.ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{udid} detached")))
+}
+
+/// The mover takes finished reports (a sysdiagnose among them) to where crash-report
+/// copy sees them, then says "ping"; here they are written there already.
+fn crash_mover(mut s: UnixStream, server: &Arc<Server>, udid: &str) -> io::Result<()> {
+    server.store.journal(udid, CRASH_MOVER, "flush", serde_json::json!({}));
+    s.write_all(b"ping")?;
+    s.flush()
 }
 
 fn diagnostics(mut s: UnixStream, server: &Arc<Server>, udid: &str) -> io::Result<()> {

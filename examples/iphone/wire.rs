@@ -59,7 +59,7 @@ pub fn with_tag(frame: &[u8], tag: u32) -> Vec<u8> {
 }
 
 /// True when `buf` was filled, false when the stream ended before its first byte.
-fn read_exact_or_eof(r: &mut impl Read, buf: &mut [u8]) -> io::Result<bool> {
+pub fn read_exact_or_eof(r: &mut impl Read, buf: &mut [u8]) -> io::Result<bool> {
     let mut got = 0;
     while got < buf.len() {
         match r.read(&mut buf[got..]) {
