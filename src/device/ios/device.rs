@@ -380,12 +380,6 @@ impl Device for IosDevice {
         })?;
         let mut c = Collected::default();
         let (after, after_bytes) = self.power_source().await?;
-        if let Some((b, bytes)) = &before {
-            c.artifacts.push(self.write(dir, "iopmpowersource-before.plist", bytes)?);
-            c.measurements.extend(metrics_map::ios_battery_delta(b, &after));
-        }
-        c.artifacts.push(self.write(dir, "iopmpowersource-after.plist", &after_bytes)?);
-        c.measurements.extend(metrics_map::ios_battery(&after));
         // The untethered stretch is read from the phone's own record of it.
         if let (Some(from), Some(to)) = (untethered, retethered) {
             let (bytes, artifact) = self.powerlog(dir).await?;
@@ -398,6 +392,19 @@ impl Device for IosDevice {
             c.series.push(Series::new(BATTERY_PCT, "%", "iOS powerlog battery level", soak.series.clone()));
             // Brightness and Bluetooth during the soak, as the phone logged them.
             c.soak_state = StateSnapshot::from_soak_log(&soak);
+        }
+        // Then what USB reads say (before launch, after re-tether): only for metrics the
+        // powerlog did not give, so each metric has one value per attempt.
+        let mut usb = metrics_map::ios_battery(&after);
+        if let Some((b, bytes)) = &before {
+            c.artifacts.push(self.write(dir, "iopmpowersource-before.plist", bytes)?);
+            usb.extend(metrics_map::ios_battery_delta(b, &after));
+        }
+        c.artifacts.push(self.write(dir, "iopmpowersource-after.plist", &after_bytes)?);
+        for m in usb {
+            if !c.measurements.iter().any(|have| have.metric == m.metric) {
+                c.measurements.push(m);
+            }
         }
         Ok(c)
     }
