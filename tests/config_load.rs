@@ -302,3 +302,33 @@ fn durations_as_documented() {
     assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
     assert!(parse_duration("abc").is_err());
 }
+
+/// The audit's iPhone half: on a lab with real iPhones 6s the same runbook plans them, and
+/// wants its three .ipa files (here made empty next to a copy of it).
+#[test]
+fn envoy_audit_runs_unchanged_on_a_lab_of_real_iphones() {
+    let dir = tempfile::tempdir().unwrap();
+    let lab_file = dir.path().join("lab.toml");
+    std::fs::write(
+        &lab_file,
+        "[lab]\nname = \"shelf\"\nendpoint_bind = \"0.0.0.0:8765\"\nendpoint_url = \"http://192.0.2.10:8765\"\n\
+         [[host]]\nname = \"local\"\n\
+         [[device]]\nname = \"iphone-1\"\nplatform = \"ios\"\nmodel = \"iPhone 6s\"\ntether = \"manual\"\n\
+         [device.ios]\nudid = \"0123456789abcdef0123456789abcdef01234567\"\n",
+    )
+    .unwrap();
+    let lab = load_lab(&lab_file).unwrap_or_else(|e| panic!("{e}"));
+    let rb_file = dir.path().join("envoy-battery-audit.toml");
+    std::fs::copy("runbooks/envoy-battery-audit.toml", &rb_file).unwrap();
+    let missing = load_runbook(&rb_file, &lab).unwrap_err().to_string();
+    assert!(missing.contains("builds.control.ios.ipa: missing build file"), "{missing}");
+    std::fs::create_dir_all(dir.path().join("builds")).unwrap();
+    for b in ["control", "envoy-poll", "envoy-kqueue"] {
+        std::fs::write(dir.path().join(format!("builds/{b}.ipa")), b.as_bytes()).unwrap();
+    }
+    let rb = load_runbook(&rb_file, &lab).unwrap_or_else(|e| panic!("{e}"));
+    let plan = lab::plan::build(&rb, &lab).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(plan.devices.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(), ["iphone-1"]);
+    assert_eq!(plan.trials.len(), 3 * 6);
+    assert!(rb.builds.iter().all(|b| b.ios.as_ref().is_some_and(|i| !i.sha256.is_empty())));
+}
