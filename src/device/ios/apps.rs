@@ -7,6 +7,7 @@ use plist::{Dictionary, Value};
 
 use super::error::IosError;
 use super::phone::{CALL, Phone, major};
+use super::tunnel::{OPENING_TUNNEL, TunnelError, rsd_service};
 
 /// How a launched app is reached again to stop it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,20 +104,11 @@ enum TunnelCall {
     Signal(u64, u32),
 }
 
-const OPENING_TUNNEL: &str = "opening the CoreDevice tunnel";
-
-async fn tunnel_call(p: super::mux::Provider, call: TunnelCall) -> Result<u64, (&'static str, idevice::IdeviceError)> {
+async fn tunnel_call(p: super::mux::Provider, call: TunnelCall) -> Result<u64, TunnelError> {
     use idevice::RsdService;
-    let proxy = idevice::core_device_proxy::CoreDeviceProxy::connect(&p).await.map_err(|e| (OPENING_TUNNEL, e))?;
-    let rsd_port = proxy.tunnel_info().server_rsd_port;
-    let mut tunnel = proxy.create_software_tunnel().map_err(|e| (OPENING_TUNNEL, e))?.to_async_handle();
-    let rsd = tunnel.connect(rsd_port).await.map_err(|e| (OPENING_TUNNEL, e.into()))?;
-    let hs = idevice::rsd::RsdHandshake::new(rsd).await.map_err(|e| ("the RSD handshake", e))?;
-    let service = "com.apple.coredevice.appservice";
-    let port =
-        hs.services.get(service).ok_or(("finding the app service", idevice::IdeviceError::ServiceNotFound))?.port;
-    let stream: Box<dyn idevice::ReadWrite> =
-        Box::new(tunnel.connect(port).await.map_err(|e| ("connecting to the app service", e.into()))?);
+    let connecting = "connecting to the app service";
+    let (_tunnel, stream) =
+        rsd_service(&p, "com.apple.coredevice.appservice", "finding the app service", connecting).await?;
     let mut app = idevice::core_device::AppServiceClient::from_stream(stream)
         .await
         .map_err(|e| ("connecting to the app service", e))?;

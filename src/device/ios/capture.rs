@@ -14,6 +14,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::error::IosError;
 use super::phone::{CALL, Phone};
+use super::tunnel::{TunnelError, rsd_service};
 
 /// Writing a sysdiagnose takes the phone several minutes.
 pub const SYSDIAGNOSE: Duration = Duration::from_secs(20 * 60);
@@ -101,24 +102,10 @@ fn is_sysdiagnose(name: &str) -> bool {
     n.starts_with("sysdiagnose_") && n.ends_with(".tar.gz")
 }
 
-async fn stream_sysdiagnose(
-    p: super::mux::Provider,
-    to: PathBuf,
-) -> Result<u64, (&'static str, idevice::IdeviceError)> {
+async fn stream_sysdiagnose(p: super::mux::Provider, to: PathBuf) -> Result<u64, TunnelError> {
     use idevice::RsdService;
-    let opening = "opening the CoreDevice tunnel";
-    let proxy = idevice::core_device_proxy::CoreDeviceProxy::connect(&p).await.map_err(|e| (opening, e))?;
-    let rsd_port = proxy.tunnel_info().server_rsd_port;
-    let mut tunnel = proxy.create_software_tunnel().map_err(|e| (opening, e))?.to_async_handle();
-    let rsd = tunnel.connect(rsd_port).await.map_err(|e| (opening, e.into()))?;
-    let hs = idevice::rsd::RsdHandshake::new(rsd).await.map_err(|e| ("the RSD handshake", e))?;
     let what = "capturing a sysdiagnose over the diagnostics service";
-    let port = hs
-        .services
-        .get("com.apple.coredevice.diagnosticsservice")
-        .ok_or((what, idevice::IdeviceError::ServiceNotFound))?
-        .port;
-    let stream: Box<dyn idevice::ReadWrite> = Box::new(tunnel.connect(port).await.map_err(|e| (what, e.into()))?);
+    let (_tunnel, stream) = rsd_service(&p, "com.apple.coredevice.diagnosticsservice", what, what).await?;
     let mut diag = idevice::core_device::DiagnostisServiceClient::from_stream(stream).await.map_err(|e| (what, e))?;
     let mut res = diag.capture_sysdiagnose(false).await.map_err(|e| (what, e))?;
     let mut file = tokio::fs::File::create(&to).await.map_err(|e| (what, e.into()))?;

@@ -7,6 +7,7 @@ mod error;
 mod installs;
 mod mux;
 mod phone;
+mod tunnel;
 
 pub use apps::{Launch, Launcher};
 pub use device::{IosDevice, SYSDIAGNOSE_STEP};
