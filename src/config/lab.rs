@@ -267,6 +267,34 @@ pub struct IosDevice {
     /// The host's pair record for this phone (`/var/lib/lockdown/<UDID>.plist`), read on the
     /// machine that runs lab; `None`: the one usbmuxd keeps.
     pub pair_record: Option<PathBuf>,
+    /// What is sampled over USB while a tethered trial runs (`samples = ["energy", "cpu",
+    /// "packets"]`); empty: nothing, the phone is only read before and after.
+    pub samples: Vec<IosSample>,
+}
+
+/// A tethered sample an iPhone can take during a trial (docs/platforms/ios.md).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum IosSample {
+    /// Xcode's energy gauge over DVT: unitless cost values (the 0–20 level).
+    Energy,
+    /// CPU (% of one core) and memory footprint from DVT sysmontap.
+    Cpu,
+    /// The app's packets through pcapd: packet and byte counts, HTTP requests.
+    Packets,
+}
+
+impl IosSample {
+    pub const NAMES: [&'static str; 3] = ["energy", "cpu", "packets"];
+
+    pub fn from_name(name: &str) -> Option<IosSample> {
+        match name {
+            "energy" => Some(IosSample::Energy),
+            "cpu" => Some(IosSample::Cpu),
+            "packets" => Some(IosSample::Packets),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]

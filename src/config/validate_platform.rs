@@ -9,14 +9,15 @@ use super::files::existing_file;
 use super::problems::Problems;
 use super::table::{Field, Table};
 use super::validate_sim::read_sim;
-use super::{AdbServer, AndroidDevice, DeviceKind, IosDevice, Platform, UsbmuxdAddress};
+use super::suggest::closest;
+use super::{AdbServer, AndroidDevice, DeviceKind, IosDevice, IosSample, Platform, UsbmuxdAddress};
 
 /// The device keys this file reads.
 pub(crate) const SECTION_KEYS: &[&str] = &["sim", "android", "ios"];
 /// `ids` was replaced by the sections; it is reported here, never suggested for a typo.
 pub(crate) const REMOVED_KEYS: &[&str] = &["ids"];
 const ANDROID_KEYS: &[&str] = &["serial", "adb_server", "perfetto"];
-const IOS_KEYS: &[&str] = &["udid", "usbmuxd", "pair_record"];
+const IOS_KEYS: &[&str] = &["udid", "usbmuxd", "pair_record", "samples"];
 const SERIAL_EXAMPLE: &str = "serial = \"0A1B2C3D\"";
 const UDID_EXAMPLE: &str = "udid = \"00008020-001A2B3C4D5E6F7A\"";
 
@@ -217,7 +218,32 @@ fn read_ios(t: &Table, p: &mut Problems, base: &Path) -> Option<IosDevice> {
         None => Some(None),
         Some(f) => existing_file(&f, p, base, "pair record").map(|(path, _)| Some(path)),
     };
-    Some(IosDevice { udid: udid?, usbmuxd: usbmuxd?, pair_record: pair_record? })
+    let samples = match t.get("samples") {
+        None => Some(Vec::new()),
+        Some(f) => read_samples(&f, p),
+    };
+    Some(IosDevice { udid: udid?, usbmuxd: usbmuxd?, pair_record: pair_record?, samples: samples? })
+}
+
+/// `samples = ["energy", "cpu", "packets"]`: each known, duplicates dropped, kept in order.
+fn read_samples(f: &Field, p: &mut Problems) -> Option<Vec<IosSample>> {
+    let mut out = Vec::new();
+    let mut ok = true;
+    for (i, (name, span)) in f.strings(p)?.into_iter().enumerate() {
+        match IosSample::from_name(&name) {
+            Some(s) if !out.contains(&s) => out.push(s),
+            Some(_) => {}
+            None => {
+                let fix = match closest(&name, &IosSample::NAMES) {
+                    Some(c) => format!("did you mean \"{c}\"?"),
+                    None => "use \"energy\", \"cpu\" or \"packets\"".to_string(),
+                };
+                p.push(span, &format!("{}[{i}]", f.path), format!("unknown sample \"{name}\""), fix);
+                ok = false;
+            }
+        }
+    }
+    ok.then_some(out)
 }
 
 /// `"/var/run/usbmuxd"` (a socket on the device's host) or `"127.0.0.1:27015"`.
