@@ -43,6 +43,7 @@ model = "iPhone 6s"
 [device.ios]
 udid = "00008020-001A"
 usbmuxd = "/var/run/usbmuxd-shelf"
+samples = ["cpu", "energy", "cpu", "packets"]
 
 [[device]]
 name = "iphone-2"
@@ -143,9 +144,11 @@ fn phone_sections_and_the_endpoint_address() {
     let ios = socket.ios().unwrap();
     assert_eq!(ios.udid, "00008020-001A");
     assert_eq!(ios.usbmuxd, Some(UsbmuxdAddress::Socket("/var/run/usbmuxd-shelf".into())));
+    assert_eq!(ios.samples, [IosSample::Cpu, IosSample::Energy, IosSample::Packets], "in order, once each");
     let tcp = lab.device("iphone-2").unwrap().ios().unwrap();
     assert_eq!(tcp.usbmuxd, Some(UsbmuxdAddress::Tcp { host: "::1".into(), port: 27015 }));
     assert_eq!(tcp.usbmuxd.as_ref().unwrap().to_string(), "[::1]:27015");
+    assert!(tcp.samples.is_empty(), "nothing sampled unless asked");
 
     // The trailing `/` is dropped: trial URLs are `<url>/t/<token>`.
     let endpoint =

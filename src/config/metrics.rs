@@ -34,6 +34,9 @@ pub const KNOWN_METRICS: &[&str] = &[
     "net_tx_bytes",
     "net_rx_packets",
     "net_tx_packets",
+    // Both directions together (an iPhone's pcapd count of the app's packets).
+    "net_packets",
+    "net_bytes",
     "wakelock_ms",
     "screen_on_ms",
     "memory_rss_mb",

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use super::address::parse_host_port;
 use super::files::existing_file;
 use super::problems::Problems;
+use super::suggest::closest;
 use super::table::{Field, Table};
 use super::validate_sim::read_sim;
-use super::suggest::closest;
 use super::{AdbServer, AndroidDevice, DeviceKind, IosDevice, IosSample, Platform, UsbmuxdAddress};
 
 /// The device keys this file reads.

@@ -165,6 +165,13 @@ pub struct SoakEvidence {
     /// The device dropped off (USB, network) at some point during the trial.
     #[serde(default)]
     pub lost_contact: bool,
+    /// Requests to the lab's endpoint the phone's own packet tap saw the app send (an
+    /// iPhone's pcapd in a tethered trial): a second count beside the endpoint's.
+    #[serde(default)]
+    pub requests_on_wire: Option<u64>,
+    /// What the attempt's figures must be read with (a tethered sample that ended early).
+    #[serde(default)]
+    pub notes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]

@@ -674,7 +674,7 @@ impl Attempt<'_> {
             p.mode,
             &self.tether.cut_question(),
         ));
-        p.labels.extend(validate::soak_labels(p.mode, &collected.evidence));
+        p.labels.extend(validate::soak_labels(p.mode, &collected.evidence, rb.workload.request_tolerance));
         if pre.app_foreground
             && !collected.evidence.app_died
             && let Some(fg) = after.foreground_app.text()

@@ -565,6 +565,7 @@ impl Device for HostDevice {
                 measured_duration: Some(Duration::from_secs_f64(usage.window_s)),
                 lost_contact: false,
                 app_exit,
+                ..SoakEvidence::default()
             },
             soak_state: None,
         })

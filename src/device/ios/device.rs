@@ -20,6 +20,7 @@ use super::error::{IosError, Where};
 use super::installs::{Installed, Installs};
 use super::mux::{Mux, SYSTEM_SOCKET};
 use super::phone::{Phone, major};
+use super::samples::Sampler;
 use crate::clock::Clock;
 use crate::collect::{ios_battery, metrics_map, powerlog, sysdiagnose};
 use crate::config::{Build, DeviceSpec, IosArtifact, StepWhen, VariantConfig};
@@ -59,6 +60,16 @@ struct Running {
     launcher: Launcher,
     pid: u64,
     before: Option<(ios_battery::IosBattery, Vec<u8>)>,
+    /// Tethered samples of this run (`[device.ios] samples`), until collect or the unplug.
+    sampler: Option<Sampler>,
+    /// The workload talks to the lab's endpoint: the packet tap counts its requests.
+    to_endpoint: bool,
+}
+
+/// The port of the trial's endpoint URL (`http://host:port/t/…`).
+fn endpoint_port(url: &str) -> Option<u16> {
+    let uri: hyper::Uri = url.parse().ok()?;
+    uri.port_u16().or_else(|| (uri.scheme_str() == Some("http")).then_some(80))
 }
 
 fn wall_s() -> f64 {
@@ -184,6 +195,23 @@ impl IosDevice {
     }
 }
 
+impl IosDevice {
+    /// The samplers `[device.ios] samples` asks for, each on its own connection.
+    async fn start_samples(&self, pid: u64, spec: &LaunchSpec) -> Result<Option<Sampler>, DeviceError> {
+        let kinds = &self.spec.ios().expect("checked in new").samples;
+        if kinds.is_empty() {
+            return Ok(None);
+        }
+        let phone = self.phone().await?;
+        let mut with = Vec::new();
+        for k in kinds {
+            with.push((*k, phone.provider().await?));
+        }
+        let port = spec.endpoint_url.as_deref().and_then(endpoint_port);
+        Ok(Some(Sampler::start(with, u32::try_from(pid).unwrap_or(u32::MAX), port)))
+    }
+}
+
 /// What the battery domain says, as state readings.
 fn battery_state(domain: &Dictionary, into: &mut StateSnapshot) {
     let num = |k: &str| domain.get(k).and_then(|v| v.as_signed_integer().map(|i| i as f64).or_else(|| v.as_real()));
@@ -227,6 +255,17 @@ impl Device for IosDevice {
         }
         if major(&version) >= 17 {
             phone.check_tunnel(&version).await?;
+            // The samplers reach DVT and pcapd through lockdown; over the tunnel they are not built.
+            let samples = &self.spec.ios().expect("checked in new").samples;
+            if !samples.is_empty() {
+                return Err(DeviceError::Unavailable {
+                    device: self.spec.name.clone(),
+                    detail: format!(
+                        "tethered samples ({samples:?}) are taken on iOS 16 and older only; this phone runs iOS \
+                         {version}; fix: remove `samples` from its `[device.ios]` section"
+                    ),
+                });
+            }
         }
         Ok(())
     }
@@ -334,9 +373,11 @@ impl Device for IosDevice {
         });
         self.write(&spec.dir, "launch.json", record.to_string().as_bytes())?;
         let id = format!("{}:{pid}", ipa.bundle_id);
+        let sampler = self.start_samples(pid, spec).await?;
+        let to_endpoint = spec.endpoint_url.is_some() && spec.request_interval.is_some();
         let mut inner = self.inner.lock().await;
         (inner.untethered_at, inner.retethered_at) = (None, None);
-        inner.running.insert(id.clone(), Running { launcher: how, pid, before });
+        inner.running.insert(id.clone(), Running { launcher: how, pid, before, sampler, to_endpoint });
         Ok(AppHandle { id, app_id: ipa.bundle_id.clone(), launched_at: self.clock.now() })
     }
 
@@ -346,6 +387,10 @@ impl Device for IosDevice {
             inner.retethered_at = Some(wall_s());
         } else {
             (inner.untethered_at, inner.retethered_at) = (Some(wall_s()), None);
+            // Off USB nothing can be sampled: what was taken before the unplug is not the soak.
+            for r in inner.running.values_mut() {
+                r.sampler = None;
+            }
         }
         Ok(())
     }
@@ -365,13 +410,14 @@ impl Device for IosDevice {
     }
 
     async fn collect(&self, app: &AppHandle, dir: &Path) -> Result<Collected, DeviceError> {
-        let (before, untethered, retethered) = {
-            let inner = self.inner.lock().await;
+        let (before, untethered, retethered, sampler, to_endpoint) = {
+            let mut inner = self.inner.lock().await;
+            let (untethered, retethered) = (inner.untethered_at, inner.retethered_at);
             let r = inner
                 .running
-                .get(&app.id)
+                .get_mut(&app.id)
                 .ok_or_else(|| self.failed("collect", format!("app {} is not running here", app.id)))?;
-            (r.before.clone(), inner.untethered_at, inner.retethered_at)
+            (r.before.clone(), untethered, retethered, r.sampler.take(), r.to_endpoint)
         };
         std::fs::create_dir_all(dir).map_err(|source| DeviceError::Io {
             device: self.spec.name.clone(),
@@ -379,6 +425,12 @@ impl Device for IosDevice {
             source,
         })?;
         let mut c = Collected::default();
+        if let Some(s) = sampler {
+            let g = s.finish().await;
+            c.measurements.extend(g.measurements(to_endpoint));
+            c.evidence.requests_on_wire = g.packets.filter(|_| to_endpoint).map(|p| p.requests);
+            c.evidence.notes.extend(g.problems.into_iter().map(|p| format!("tethered samples cut short: {p}")));
+        }
         let (after, after_bytes) = self.power_source().await?;
         // The untethered stretch is read from the phone's own record of it.
         if let (Some(from), Some(to)) = (untethered, retethered) {
@@ -436,6 +488,14 @@ impl Device for IosDevice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_endpoint_port_is_read_from_the_trial_url() {
+        assert_eq!(endpoint_port("http://192.0.2.10:8765/t/abc"), Some(8765));
+        assert_eq!(endpoint_port("http://lab.example/t/abc"), Some(80));
+        assert_eq!(endpoint_port("http://[2001:db8::1]:9000/t/abc"), Some(9000));
+        assert_eq!(endpoint_port("not a url"), None);
+    }
 
     #[test]
     fn the_battery_domain_is_read_as_state() {

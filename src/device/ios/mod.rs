@@ -7,6 +7,7 @@ mod error;
 mod installs;
 mod mux;
 mod phone;
+mod samples;
 mod tunnel;
 
 pub use apps::{Launch, Launcher};
@@ -15,3 +16,4 @@ pub use error::{IosError, Where};
 pub use installs::{Installed, Installs};
 pub use mux::{Mux, Provider, SYSTEM_SOCKET};
 pub use phone::{IDENTITY_KEYS, Phone, major};
+pub use samples::{Gathered, Packets, Sampler};

@@ -234,6 +234,7 @@ impl Device for SimDevice {
                 measured_duration: Some(Duration::from_secs_f64(summary.duration_s)),
                 lost_contact: summary.lost_contact,
                 app_exit: None,
+                ..SoakEvidence::default()
             },
             soak_state,
         })
