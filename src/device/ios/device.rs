@@ -468,9 +468,11 @@ impl Device for IosDevice {
 
     /// Before iOS 17 nothing on the host can start a sysdiagnose: the operator does, on
     /// the phone, right after re-tether.
+    /// Only after an untethered soak: a tethered trial reads no powerlog.
     fn operator_steps(&self) -> Vec<DeviceStep> {
-        let old = self.inner.try_lock().ok().and_then(|i| i.version.clone()).is_some_and(|v| major(&v) < 17);
-        if !old {
+        let Ok(inner) = self.inner.try_lock() else { return Vec::new() };
+        let old = inner.version.as_deref().is_some_and(|v| major(v) < 17);
+        if !old || inner.untethered_at.is_none() {
             return Vec::new();
         }
         vec![DeviceStep {
