@@ -34,7 +34,7 @@ fn setup(standin: &StandIn) -> (TempLab, PathBuf) {
         "[lab]\nname = \"ios\"\nendpoint_bind = \"0.0.0.0:{port}\"\nendpoint_url = \"http://lab-machine.invalid:{port}\"\n\n\
          [[host]]\nname = \"local\"\n\n\
          [[device]]\nname = \"iphone-1\"\nhost = \"local\"\nplatform = \"ios\"\nmodel = \"iPhone 14\"\ntether = \"manual\"\n\
-         [device.ios]\nudid = \"{UDID}\"\nusbmuxd = \"{}\"\n",
+         [device.ios]\nudid = \"{UDID}\"\nusbmuxd = \"{}\"\nsamples = [\"cpu\", \"energy\"]\n",
         standin.socket.display()
     ));
     ipa(lab.dir.path(), "Control.ipa", "io.example.control");
@@ -138,6 +138,10 @@ fn an_iphone_campaign_reads_the_untethered_soak_from_the_phones_own_powerlog() {
     // One value per metric: the soak's from the powerlog, the rest read over USB.
     let all: Vec<String> = lab.sql("SELECT metric FROM measurements WHERE trial_idx = 0");
     assert_eq!(all.len(), metrics.len(), "{all:?}");
+    // Tethered samples stop at the unplug: nothing of an untethered soak is from them.
+    for m in ["cpu_pct", "energy_level", "memory_mb"] {
+        assert!(!metrics.iter().any(|x| x == m), "{m} in {metrics:?}");
+    }
     let drop_source: Vec<String> =
         lab.sql("SELECT source FROM measurements WHERE trial_idx = 0 AND metric = 'charge_used_mah'");
     assert!(drop_source[0].contains("powerlog"), "{drop_source:?}");

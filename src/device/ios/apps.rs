@@ -63,6 +63,25 @@ impl Phone {
         .await
     }
 
+    /// Whether process `pid` still runs (DVT's device info `isRunningPid:`; the app
+    /// service's process list on iOS 17+).
+    pub async fn is_running(&self, how: Launcher, pid: u64) -> Result<bool, IosError> {
+        self.bounded("asking whether the app runs", CALL, async {
+            match how {
+                Launcher::Dvt => {
+                    let p = self.provider().await?;
+                    let what = "asking DVT whether the app runs";
+                    let err = |e| IosError::from_idevice(&self.at, what, e);
+                    let mut rs = idevice::dvt::remote_server::RemoteServerClient::connect(&p).await.map_err(err)?;
+                    let mut info = idevice::dvt::device_info::DeviceInfoClient::new(&mut rs).await.map_err(err)?;
+                    info.is_running_pid(u32::try_from(pid).unwrap_or(u32::MAX)).await.map_err(err)
+                }
+                Launcher::AppService => self.on_tunnel(TunnelCall::Running(pid)).await.map(|n| n > 0),
+            }
+        })
+        .await
+    }
+
     async fn launch_dvt(&self, l: &Launch) -> Result<u64, IosError> {
         let p = self.provider().await?;
         let what = "launching the app over DVT (Instruments' remote server)";
@@ -102,6 +121,8 @@ impl Phone {
 enum TunnelCall {
     Launch(Launch),
     Signal(u64, u32),
+    /// 1 when the pid is among the app service's processes, else 0.
+    Running(u64),
 }
 
 async fn tunnel_call(p: super::mux::Provider, call: TunnelCall) -> Result<u64, TunnelError> {
@@ -121,6 +142,10 @@ async fn tunnel_call(p: super::mux::Provider, call: TunnelCall) -> Result<u64, T
                 .await
                 .map_err(|e| ("launching the app over the app service", e))?;
             Ok(u64::from(r.pid))
+        }
+        TunnelCall::Running(pid) => {
+            let listed = app.list_processes().await.map_err(|e| ("listing processes over the app service", e))?;
+            Ok(u64::from(listed.iter().any(|p| u64::from(p.pid) == pid)))
         }
         TunnelCall::Signal(pid, sig) => {
             let pid = u32::try_from(pid).unwrap_or(u32::MAX);

@@ -410,14 +410,14 @@ impl Device for IosDevice {
     }
 
     async fn collect(&self, app: &AppHandle, dir: &Path) -> Result<Collected, DeviceError> {
-        let (before, untethered, retethered, sampler, to_endpoint) = {
+        let (before, untethered, retethered, sampler, to_endpoint, launcher, pid) = {
             let mut inner = self.inner.lock().await;
             let (untethered, retethered) = (inner.untethered_at, inner.retethered_at);
             let r = inner
                 .running
                 .get_mut(&app.id)
                 .ok_or_else(|| self.failed("collect", format!("app {} is not running here", app.id)))?;
-            (r.before.clone(), untethered, retethered, r.sampler.take(), r.to_endpoint)
+            (r.before.clone(), untethered, retethered, r.sampler.take(), r.to_endpoint, r.launcher, r.pid)
         };
         std::fs::create_dir_all(dir).map_err(|source| DeviceError::Io {
             device: self.spec.name.clone(),
@@ -425,6 +425,17 @@ impl Device for IosDevice {
             source,
         })?;
         let mut c = Collected::default();
+        // An app iOS ended during the soak (jetsam, a crash) did not do the trial's work.
+        match self.phone().await?.is_running(launcher, pid).await {
+            Ok(true) => {}
+            Ok(false) => {
+                c.evidence.app_died = true;
+                c.evidence.app_exit = Some(format!("pid {pid} no longer ran on the phone at collection"));
+            }
+            Err(e) if e.is_disconnect() => return Err(e.into()),
+            // Not knowing is not a death: said with the figures.
+            Err(e) => c.evidence.notes.push(format!("whether the app still ran is not known: {e}")),
+        }
         if let Some(s) = sampler {
             let g = s.finish().await;
             c.measurements.extend(g.measurements(to_endpoint));
