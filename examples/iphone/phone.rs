@@ -43,6 +43,12 @@ pub struct App {
     pub version: String,
     #[serde(rename = "CFBundleShortVersionString", default)]
     pub short_version: String,
+    /// The binary's name: what pcapd shows as the process's `comm`.
+    #[serde(rename = "CFBundleExecutable", default, skip_serializing_if = "Option::is_none")]
+    pub executable: Option<String>,
+    /// What it does when launched (profile.rs); none: the default profile.
+    #[serde(rename = "LabStandIn", default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<crate::profile::Profile>,
 }
 
 fn default_true() -> bool {
@@ -304,7 +310,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("phones")).unwrap();
         let store = Store::new(dir.path());
-        let app = |v: &str| App { bundle_id: "com.x".into(), version: v.into(), short_version: "1.0".into() };
+        let app = |v: &str| App {
+            bundle_id: "com.x".into(),
+            version: v.into(),
+            short_version: "1.0".into(),
+            executable: None,
+            profile: None,
+        };
         store.record_install("U", app("1")).unwrap();
         store.record_install("U", app("2")).unwrap();
         let phone: Phone = toml::from_str(
