@@ -1,6 +1,6 @@
-//! com.apple.pcapd, the phone's packet tap: a stream of frames (4-byte big-endian length
-//! + a binary plist whose value is Data: pcapd's packet header and the packet, see
-//! packets.rs) for as long as the host stays connected. Like a real tap it shows only
+//! com.apple.pcapd, the phone's packet tap: a stream of frames (a 4-byte big-endian
+//! length and a binary plist whose value is Data: pcapd's packet header and the packet,
+//! see packets.rs) for as long as the host stays connected. Like a real tap it shows only
 //! live traffic: each packet goes to the clients connected when it is sent, none is kept.
 //! The traffic is what running apps' workloads send (workload.rs).
 

@@ -248,12 +248,15 @@ impl Store {
         if let (Some(line), serde_json::Value::Object(args)) = (line.as_object_mut(), args) {
             line.extend(args);
         }
+        // One write of the whole line: a test reading the journal meanwhile (the workloads
+        // journal from threads of their own) never sees half of one.
+        let text = format!("{line}\n");
         let _guard = self.journal.lock().unwrap();
         let written = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.root.join("journal.jsonl"))
-            .and_then(|mut f| writeln!(f, "{line}"));
+            .and_then(|mut f| f.write_all(text.as_bytes()));
         if let Err(e) = written {
             eprintln!("iphone: journal: {e}");
         }
