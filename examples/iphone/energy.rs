@@ -111,13 +111,8 @@ mod tests {
         assert_eq!(samples.len(), 2);
         for s in &samples {
             assert!((s.total_energy - 12.0).abs() <= 0.6, "{s:?}");
-            let parts = s.cpu_energy
-                + s.gpu_energy
-                + s.networking_energy
-                + s.display_energy
-                + s.location_energy
-                + s.appstate_energy;
-            assert!((parts - s.total_energy).abs() < 1e-9, "{s:?}");
+            let parts = [s.cpu_energy, s.gpu_energy, s.networking_energy, s.display_energy, s.location_energy];
+            assert!((parts.iter().sum::<f64>() + s.appstate_energy - s.total_energy).abs() < 1e-9, "{s:?}");
         }
         let by_pid = |pid| samples.iter().find(|s| s.pid == pid).unwrap();
         assert_eq!(by_pid(1001).networking_energy, 0.0, "no workload, no networking");
