@@ -301,19 +301,19 @@ impl Session<'_> {
             "startSamplingForPIDs:" => {
                 let pids = pids(m, 0)?;
                 e.start(&pids);
-                self.journal("energy.start", serde_json::json!({"pids": pids}));
+                self.journal("start_sampling", serde_json::json!({"pids": pids}));
                 Answer::Ok
             }
             "stopSamplingForPIDs:" => {
                 let pids = pids(m, 0)?;
                 e.stop(&pids);
-                self.journal("energy.stop", serde_json::json!({"pids": pids}));
+                self.journal("stop_sampling", serde_json::json!({"pids": pids}));
                 Answer::Ok
             }
             "sampleAttributes:forPIDs:" => {
                 let asked = pids(m, 1)?;
                 let (reply, present) = e.sample(&asked, &running);
-                self.journal("energy.sample", serde_json::json!({"pids": asked, "present": present}));
+                self.journal("sample_attributes", serde_json::json!({"pids": asked, "present": present}));
                 Answer::Archive(archive::encode_obj(&reply))
             }
             other => Answer::Error(unsupported(format!("unrecognized selector {other} on {}", energy::SERVICE))),
@@ -348,9 +348,9 @@ impl Session<'_> {
             }
         };
         let request = match selector {
-            "setConfig:" => "sysmontap.config",
-            "start" => "sysmontap.start",
-            _ => "sysmontap.stop",
+            "setConfig:" => "sysmontap_config",
+            "start" => "sysmontap_start",
+            _ => "sysmontap_stop",
         };
         self.journal(request, line);
         Ok(Answer::Ok)

@@ -12,6 +12,8 @@ use std::time::Duration;
 use crate::Server;
 
 pub const SERVICE: &str = "com.apple.pcapd";
+/// Its journal lines' service.
+pub const JOURNAL: &str = "pcapd";
 /// A host that stops reading is dropped rather than stalling the app's workload.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -79,13 +81,13 @@ pub fn serve(s: UnixStream, server: &Arc<Server>, udid: &str) -> io::Result<()> 
     let writer = s.try_clone()?;
     writer.set_write_timeout(Some(WRITE_TIMEOUT))?;
     let id = server.taps.add(udid, writer);
-    server.store.journal(udid, SERVICE, "connect", serde_json::json!({"client": id}));
+    server.store.journal(udid, JOURNAL, "connect", serde_json::json!({"client": id}));
     // The host sends nothing; its hang-up ends the tap.
     let mut s = s;
     let mut sink = [0u8; 256];
     while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
     let packets = server.taps.remove(id);
-    server.store.journal(udid, SERVICE, "disconnect", serde_json::json!({"client": id, "packets": packets}));
+    server.store.journal(udid, JOURNAL, "disconnect", serde_json::json!({"client": id, "packets": packets}));
     Ok(())
 }
 

@@ -92,6 +92,10 @@ pub struct Phone {
     pub replay: bool,
     #[serde(default)]
     pub apps: Vec<App>,
+    /// Names the phone resolves to these IPv4 addresses (its network's DNS), for the
+    /// workloads of launched apps: `hosts = { "lab.invalid" = "127.0.0.1" }`.
+    #[serde(default)]
+    pub hosts: BTreeMap<String, String>,
 }
 
 impl Phone {

@@ -4,7 +4,8 @@
 //! `LAB_DURATION_MS` has passed. One connection per request (`Connection: close`), so
 //! every request is a whole TCP conversation the tap can show; the packets pcapd shows are
 //! made from the bytes really sent and received (packets.rs), on the connection's real
-//! IPv4 addresses and ports. Only IPv4 addresses of the host are tried. A URL that does
+//! IPv4 addresses and ports. The phone file's `hosts` resolve names first (the phone's
+//! DNS on the lab's network), then the system; only IPv4 addresses are tried. A URL that does
 //! not resolve, refuses or times out gives no traffic, only journal lines.
 
 use std::io::{self, Read, Write};
@@ -78,9 +79,19 @@ fn ipv4(a: SocketAddr) -> Option<SocketAddrV4> {
     }
 }
 
-fn request_once(plan: &Plan, comm: &str) -> io::Result<Exchange> {
-    let addrs: Vec<SocketAddr> =
-        (plan.host.as_str(), plan.port).to_socket_addrs()?.filter(|a| ipv4(*a).is_some()).collect();
+/// Where the phone sends a request to `plan`'s host: the phone file's `hosts` first.
+fn resolve(plan: &Plan, pinned: Option<&str>) -> io::Result<Vec<SocketAddr>> {
+    if let Some(ip) = pinned {
+        let ip: std::net::Ipv4Addr = ip
+            .parse()
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("hosts: {ip} is not an IPv4 address")))?;
+        return Ok(vec![SocketAddr::V4(SocketAddrV4::new(ip, plan.port))]);
+    }
+    Ok((plan.host.as_str(), plan.port).to_socket_addrs()?.filter(|a| ipv4(*a).is_some()).collect())
+}
+
+fn request_once(plan: &Plan, comm: &str, pinned: Option<&str>) -> io::Result<Exchange> {
+    let addrs = resolve(plan, pinned)?;
     let addr = addrs.first().ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no IPv4 address"))?;
     let mut s = TcpStream::connect_timeout(addr, IO_TIMEOUT)?;
     s.set_read_timeout(Some(IO_TIMEOUT))?;
@@ -163,7 +174,9 @@ pub fn start(server: &Arc<Server>, udid: &str, p: &Process) {
             if plan.duration.is_some_and(|d| began.elapsed() >= d) {
                 break "duration";
             }
-            match request_once(&plan, &comm) {
+            // The phone file is read again: a test may change its hosts while the app runs.
+            let pinned = server.store.phone(&udid).ok().flatten().and_then(|p| p.hosts.get(&plan.host).cloned());
+            match request_once(&plan, &comm, pinned.as_deref()) {
                 Ok(x) => {
                     requests += 1;
                     responses += u64::from(!x.response.is_empty());
@@ -228,5 +241,13 @@ mod tests {
         );
         assert!(Plan::of(&process(serde_json::json!({"LAB_ENDPOINT_URL": "https://x"}))).unwrap().is_err());
         assert!(Plan::of(&process(serde_json::json!({"OTHER": "1"}))).is_none());
+    }
+
+    #[test]
+    fn the_phones_hosts_come_before_the_systems_resolver() {
+        let plan =
+            Plan::of(&process(serde_json::json!({"LAB_ENDPOINT_URL": "http://lab.invalid:8080/"}))).unwrap().unwrap();
+        assert_eq!(resolve(&plan, Some("127.0.0.1")).unwrap(), ["127.0.0.1:8080".parse::<SocketAddr>().unwrap()]);
+        assert!(resolve(&plan, Some("::1")).unwrap_err().to_string().contains("not an IPv4 address"));
     }
 }
