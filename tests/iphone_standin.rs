@@ -534,3 +534,269 @@ async fn a_sysdiagnose_is_flushed_listed_pulled_and_removed_through_crash_report
     assert!(!written.exists());
     assert!(crc.ls(Some("DiagnosticLogs/sysdiagnose")).await.unwrap().iter().all(|n| n.starts_with('.')));
 }
+
+// ---- e) tethered samples: the energy gauge, sysmontap, pcapd ----
+
+/// Builds an .ipa of `bundle_id` with these `iphone ipa` options and installs it.
+async fn install_app(standin: &StandIn, p: &idevice::provider::UsbmuxdProvider, bundle_id: &str, options: &[&str]) {
+    let ipa = standin.dir.path().join(format!("{bundle_id}.ipa"));
+    let made = Command::new(common::example("iphone"))
+        .args(["ipa", "--bundle-id", bundle_id, "--version", "1", "--out"])
+        .arg(&ipa)
+        .args(options)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    idevice::utils::installation::install_package(p, &ipa, None).await.unwrap();
+}
+
+async fn launch(
+    rs: &mut idevice::dvt::remote_server::RemoteServerClient<Box<dyn idevice::ReadWrite>>,
+    bundle_id: &str,
+    env: &[(&str, String)],
+) -> u64 {
+    let mut pc = idevice::dvt::process_control::ProcessControlClient::new(rs).await.unwrap();
+    let env: plist::Dictionary = env.iter().map(|(k, v)| (k.to_string(), plist::Value::from(v.as_str()))).collect();
+    pc.launch_app(bundle_id, Some(env), None, false, true).await.unwrap()
+}
+
+#[tokio::test]
+async fn the_energy_gauge_reports_the_launched_apps_profile_split_into_parts() {
+    use idevice::dvt::energy_monitor::{EnergyMonitorClient, EnergySample};
+    use idevice::dvt::remote_server::RemoteServerClient;
+    let standin = StandIn::start(&[(UDID, "")]);
+    let p = provider(&standin, UDID).await;
+    install_app(&standin, &p, "com.example.energy", &["--energy-cost", "12"]).await;
+    let mut rs = RemoteServerClient::connect(&p).await.unwrap();
+    let pid = launch(&mut rs, "com.example.energy", &[]).await;
+    let mut energy = EnergyMonitorClient::new(&mut rs).await.unwrap();
+    energy.start_sampling(&[pid as u32]).await.unwrap();
+    let not_running = pid as u32 + 100;
+    for _ in 0..3 {
+        let samples =
+            EnergySample::from_bytes(&energy.sample_attributes(&[pid as u32, not_running]).await.unwrap()).unwrap();
+        assert_eq!(samples.iter().map(|s| s.pid).collect::<Vec<_>>(), [pid as u32], "{samples:?}");
+        let s = samples[0];
+        assert!((s.total_energy - 12.0).abs() <= 12.0 * 0.05, "{s:?}");
+        let parts = s.cpu_energy
+            + s.gpu_energy
+            + s.networking_energy
+            + s.display_energy
+            + s.location_energy
+            + s.appstate_energy;
+        assert!((parts - s.total_energy).abs() < 1e-9, "{s:?}");
+        assert!(s.cpu_energy > 0.0 && s.display_energy > 0.0, "{s:?}");
+    }
+    energy.stop_sampling(&[pid as u32]).await.unwrap();
+    // stop asks for no reply: a further sample's round trip shows it arrived.
+    energy.sample_attributes(&[pid as u32]).await.unwrap();
+
+    let channels: Vec<_> = standin.journalled("dvt", "channel").iter().map(|c| c["identifier"].clone()).collect();
+    assert!(channels.contains(&"com.apple.xcode.debug-gauge-data-providers.Energy".into()), "{channels:?}");
+    assert_eq!(standin.journalled("dvt", "start_sampling")[0]["pids"], serde_json::json!([pid]));
+    assert_eq!(standin.journalled("dvt", "stop_sampling")[0]["pids"], serde_json::json!([pid]));
+    let sampled = standin.journalled("dvt", "sample_attributes");
+    assert_eq!(sampled.len(), 4);
+    assert_eq!(
+        (sampled[0]["pids"].clone(), sampled[0]["present"].clone()),
+        (serde_json::json!([pid, not_running]), serde_json::json!([pid]))
+    );
+}
+
+#[tokio::test]
+async fn sysmontap_samples_the_apps_cpu_and_footprint_among_the_system_daemons() {
+    use idevice::dvt::remote_server::RemoteServerClient;
+    use idevice::dvt::sysmontap::{SysmontapClient, SysmontapConfig};
+    let standin = StandIn::start(&[(UDID, "")]);
+    let p = provider(&standin, UDID).await;
+    install_app(&standin, &p, "com.example.busy", &["--cpu-pct", "35", "--footprint-mb", "120"]).await;
+    let mut rs = RemoteServerClient::connect(&p).await.unwrap();
+    let pid = launch(&mut rs, "com.example.busy", &[]).await;
+    let mut tap = SysmontapClient::new(&mut rs).await.unwrap();
+    let attrs = ["pid", "name", "cpuUsage", "physFootprint", "memResidentSize", "ppid"];
+    let config = SysmontapConfig {
+        interval_ms: 100,
+        process_attributes: attrs.iter().map(|a| a.to_string()).collect(),
+        system_attributes: vec!["vmFreeCount".into()],
+    };
+    tap.set_config(&config).await.unwrap();
+    tap.start().await.unwrap();
+    let column = |name: &str| attrs.iter().position(|a| *a == name).unwrap();
+    let row = |s: &idevice::dvt::sysmontap::SysmontapSample, pid: u64| {
+        s.processes.as_ref().unwrap().get(&pid.to_string()).and_then(|v| v.as_array()).cloned()
+    };
+    // The first sample's cpuUsage is meaningless on a real phone (0 here): skipped.
+    let first = tap.next_sample().await.unwrap();
+    assert_eq!(row(&first, pid).unwrap()[column("cpuUsage")].as_real(), Some(0.0));
+    let mib = 1048576.0;
+    for _ in 0..3 {
+        let s = tap.next_sample().await.unwrap();
+        let app = row(&s, pid).expect("the app's pid is sampled");
+        assert_eq!(app[column("pid")].as_unsigned_integer(), Some(pid));
+        assert_eq!(app[column("name")].as_string(), Some("App"));
+        let cpu = app[column("cpuUsage")].as_real().unwrap();
+        assert!((cpu - 35.0).abs() <= 35.0 * 0.05, "{app:?}");
+        let footprint = app[column("physFootprint")].as_unsigned_integer().unwrap() as f64;
+        assert!((footprint - 120.0 * mib).abs() <= 120.0 * mib * 0.05, "{app:?}");
+        assert!(app[column("memResidentSize")].as_unsigned_integer().unwrap() as f64 >= footprint);
+        assert_eq!(app[column("ppid")].as_unsigned_integer(), Some(0), "not modelled");
+        let names: Vec<String> = s
+            .processes
+            .as_ref()
+            .unwrap()
+            .values()
+            .filter_map(|v| v.as_array()?.get(column("name"))?.as_string().map(str::to_string))
+            .collect();
+        assert!(names.contains(&"SpringBoard".into()) && names.contains(&"backboardd".into()), "{names:?}");
+        assert_eq!(s.system.as_ref().unwrap().len(), 1);
+        let total = s.system_cpu_usage.as_ref().unwrap()["CPU_TotalLoad"].as_real().unwrap();
+        assert!(total > cpu, "the app's share and the daemons': {total}");
+    }
+    tap.stop().await.unwrap();
+    let config_line = standin.journalled("dvt", "sysmontap_config").pop().unwrap();
+    assert_eq!(
+        (config_line["interval_ms"].clone(), config_line["procAttrs"].clone()),
+        (serde_json::json!(100), serde_json::json!(attrs))
+    );
+    assert_eq!(standin.journalled("dvt", "sysmontap_start").len(), 1);
+    // stop asks for no reply: wait for the journal to show it.
+    for _ in 0..50 {
+        if !standin.journalled("dvt", "sysmontap_stop").is_empty() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("no sysmontap_stop in the journal");
+}
+
+/// A plain HTTP server answering 200 to every request; the count of requests it got.
+fn http_server() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let count = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = std::sync::Arc::clone(&count);
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let mut conn = conn;
+            let mut got = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            }
+            if got.starts_with(b"GET ") {
+                counted.fetch_add(1, Ordering::SeqCst);
+                let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+            }
+        }
+    });
+    (port, count)
+}
+
+/// The TCP payload and destination port of an en0 packet (Ethernet, IPv4, TCP).
+fn tcp_payload(data: &[u8]) -> (u16, &[u8]) {
+    let ip = &data[14..];
+    assert_eq!(ip[0] >> 4, 4, "IPv4");
+    assert_eq!(u16::from_be_bytes([ip[2], ip[3]]) as usize, ip.len(), "the IPv4 total length");
+    let tcp = &ip[usize::from(ip[0] & 0xf) * 4..];
+    (u16::from_be_bytes([tcp[2], tcp[3]]), &tcp[usize::from(tcp[12] >> 4) * 4..])
+}
+
+#[tokio::test]
+async fn pcapd_shows_the_launched_apps_real_http_requests_under_its_pid() {
+    use idevice::dvt::remote_server::RemoteServerClient;
+    use idevice::pcapd::PcapdClient;
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+    // The phone resolves the lab's name to this machine, as a phone on the lab's Wi-Fi would.
+    let standin = StandIn::start(&[(UDID, "hosts = { \"lab-machine.invalid\" = \"127.0.0.1\" }")]);
+    let p = provider(&standin, UDID).await;
+    install_app(&standin, &p, "com.example.net", &[]).await;
+    let (port, received) = http_server();
+    let mut pcap = PcapdClient::connect(&p).await.unwrap();
+    let mut rs = RemoteServerClient::connect(&p).await.unwrap();
+    let env = [
+        ("LAB_ENDPOINT_URL", format!("http://lab-machine.invalid:{port}/ping")),
+        ("LAB_REQUEST_INTERVAL_MS", "100".to_string()),
+        ("LAB_DURATION_MS", "1000".to_string()),
+    ];
+    let pid = launch(&mut rs, "com.example.net", &env).await;
+
+    // Read for as long as packets come; the workload ends itself after a second.
+    let mut packets = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while tokio::time::Instant::now() < deadline {
+        match tokio::time::timeout(Duration::from_millis(500), pcap.next_packet()).await {
+            Ok(packet) => packets.push(packet.unwrap()),
+            Err(_) if !standin.journalled("workload", "end").is_empty() => break,
+            Err(_) => {}
+        }
+    }
+    let end = standin.journalled("workload", "end");
+    assert_eq!(end.len(), 1, "{end:?}");
+    assert_eq!((end[0]["pid"].clone(), end[0]["reason"].clone()), (serde_json::json!(pid), "duration".into()));
+    let served = received.load(Ordering::SeqCst);
+    assert!(served >= 5, "about ten requests in a second at 100 ms: {served}");
+    assert_eq!(end[0]["requests"], served, "{end:?}");
+    assert_eq!(end[0]["responses"], served, "{end:?}");
+
+    assert!(packets.iter().all(|p| p.pid == pid as u32 && p.comm == "App" && p.interface_name == "en0"));
+    assert!(packets.iter().all(|p| p.header_version == 2 && p.frame_pre_length == 14));
+    let gets = packets
+        .iter()
+        .filter(|p| {
+            let (dst, payload) = tcp_payload(&p.data);
+            p.io == 1 && dst == port && payload.starts_with(b"GET ")
+        })
+        .count();
+    assert!(gets.abs_diff(served) <= 1, "{gets} GET packets, {served} requests served");
+    let answers = packets.iter().filter(|p| tcp_payload(&p.data).1.starts_with(b"HTTP/1.1 200")).count();
+    assert!(answers.abs_diff(served) <= 1, "{answers} answers, {served} requests served");
+    assert_eq!(standin.journalled("pcapd", "connect").len(), 1);
+    assert_eq!(standin.journalled("workload", "start")[0]["interval_ms"], 100);
+
+    // A server that refuses: no traffic, the failure journalled once, the count 0.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let env = [
+        ("LAB_ENDPOINT_URL", format!("http://127.0.0.1:{closed}/")),
+        ("LAB_REQUEST_INTERVAL_MS", "50".to_string()),
+        ("LAB_DURATION_MS", "300".to_string()),
+    ];
+    let refused = launch(&mut rs, "com.example.net", &env).await;
+    for _ in 0..100 {
+        if standin.journalled("workload", "end").len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let end = standin.journalled("workload", "end").pop().unwrap();
+    assert_eq!((end["pid"].clone(), end["requests"].clone()), (serde_json::json!(refused), serde_json::json!(0)));
+    assert!(end["failures"].as_u64().unwrap() > 1, "{end}");
+    let errors = standin.journalled("workload", "error");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(tokio::time::timeout(Duration::from_millis(300), pcap.next_packet()).await.is_err(), "no packets");
+
+    // Without a duration the workload runs until its pid is killed.
+    let env =
+        [("LAB_ENDPOINT_URL", format!("http://127.0.0.1:{port}/")), ("LAB_REQUEST_INTERVAL_MS", "50".to_string())];
+    let before = received.load(Ordering::SeqCst);
+    let endless = launch(&mut rs, "com.example.net", &env).await;
+    while received.load(Ordering::SeqCst) < before + 3 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut pc = idevice::dvt::process_control::ProcessControlClient::new(&mut rs).await.unwrap();
+    pc.kill_app(endless).await.unwrap();
+    for _ in 0..100 {
+        if standin.journalled("workload", "end").len() == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let end = standin.journalled("workload", "end").pop().unwrap();
+    assert_eq!((end["pid"].clone(), end["reason"].clone()), (serde_json::json!(endless), "killed".into()));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(end["requests"], received.load(Ordering::SeqCst) - before, "nothing sent after the kill");
+}

@@ -19,6 +19,36 @@ pub struct NsError {
     pub underlying: Option<Box<NsError>>,
 }
 
+/// A value to archive whose dictionaries may have NSNumber keys, as the phone's gauges
+/// send (pids); `plist::Value` dictionaries have string keys only.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Obj {
+    Plain(Value),
+    Array(Vec<Obj>),
+    /// An NSDictionary, its keys (strings or numbers) in this order.
+    Dict(Vec<(Obj, Obj)>),
+}
+
+impl From<Value> for Obj {
+    fn from(v: Value) -> Self {
+        Obj::Plain(v)
+    }
+}
+
+impl Obj {
+    pub fn int(n: u64) -> Obj {
+        Obj::Plain(Value::Integer(n.into()))
+    }
+
+    pub fn real(x: f64) -> Obj {
+        Obj::Plain(Value::Real(x))
+    }
+
+    pub fn str(s: &str) -> Obj {
+        Obj::Plain(Value::String(s.into()))
+    }
+}
+
 #[derive(Default)]
 struct Archiver {
     objects: Vec<Value>,
@@ -53,16 +83,36 @@ impl Archiver {
                 self.dictionary(pairs)
             }
             Value::Array(a) => {
-                let items: Vec<Value> = a.iter().map(|v| Value::Uid(self.value(v))).collect();
-                let class = self.class("NSArray");
-                self.push(Value::Dictionary(
-                    [("NS.objects".to_string(), Value::Array(items)), ("$class".to_string(), Value::Uid(class))]
-                        .into_iter()
-                        .collect(),
-                ))
+                let items = a.iter().map(|v| self.value(v)).collect();
+                self.array(items)
             }
             other => self.push(other.clone()),
         }
+    }
+
+    /// An NSNumber key is stored as itself, like any NSNumber.
+    fn obj(&mut self, o: &Obj) -> Uid {
+        match o {
+            Obj::Plain(v) => self.value(v),
+            Obj::Array(a) => {
+                let items = a.iter().map(|o| self.obj(o)).collect();
+                self.array(items)
+            }
+            Obj::Dict(pairs) => {
+                let pairs = pairs.iter().map(|(k, v)| (self.obj(k), self.obj(v))).collect();
+                self.dictionary(pairs)
+            }
+        }
+    }
+
+    fn array(&mut self, items: Vec<Uid>) -> Uid {
+        let items = items.into_iter().map(Value::Uid).collect();
+        let class = self.class("NSArray");
+        self.push(Value::Dictionary(
+            [("NS.objects".to_string(), Value::Array(items)), ("$class".to_string(), Value::Uid(class))]
+                .into_iter()
+                .collect(),
+        ))
     }
 
     fn dictionary(&mut self, pairs: Vec<(Uid, Uid)>) -> Uid {
@@ -135,6 +185,12 @@ pub fn encode(v: &Value) -> Vec<u8> {
     a.finish(root)
 }
 
+pub fn encode_obj(o: &Obj) -> Vec<u8> {
+    let mut a = Archiver::new();
+    let root = a.obj(o);
+    a.finish(root)
+}
+
 pub fn encode_error(e: &NsError) -> Vec<u8> {
     let mut a = Archiver::new();
     let root = a.error(e);
@@ -157,6 +213,25 @@ mod tests {
         let v = Value::Array(vec![Value::Integer(1234.into()), Value::Dictionary(env), "x".into(), true.into()]);
         assert_eq!(decode(&encode(&v)).unwrap(), v);
         assert_eq!(decode(&encode(&Value::Integer(7.into()))).unwrap(), Value::Integer(7.into()));
+    }
+
+    #[test]
+    fn number_keys_stay_numbers_and_the_crates_decoders_read_them() {
+        let inner = Obj::Dict(vec![(Obj::str("energy.cost"), Obj::real(12.0))]);
+        let o = Obj::Dict(vec![(Obj::int(1001), inner), (Obj::int(7), Obj::Array(vec![Obj::int(1), Obj::str("x")]))]);
+        let bytes = encode_obj(&o);
+        let archive: Dictionary = plist::from_bytes(&bytes).unwrap();
+        let objects = archive["$objects"].as_array().unwrap();
+        let Value::Uid(root) = archive["$top"].as_dictionary().unwrap()["root"] else { panic!("no root") };
+        let keys = objects[root.get() as usize].as_dictionary().unwrap()["NS.keys"].as_array().unwrap().clone();
+        let Value::Uid(first) = keys[0] else { panic!("a key is a UID") };
+        assert_eq!(objects[first.get() as usize], Value::Integer(1001.into()), "an NSNumber, not a string");
+        // The host side: ns-keyed-archive (the DTX reader's) and the energy client's own decoder.
+        let decoded = decode(&bytes).unwrap();
+        assert_eq!(decoded.as_dictionary().unwrap()["7"].as_array().unwrap()[1].as_string(), Some("x"));
+        // (It reads only the entries whose value is a dictionary.)
+        let samples = idevice::dvt::energy_monitor::EnergySample::from_bytes(&bytes).unwrap();
+        assert_eq!(samples.iter().map(|s| (s.pid, s.total_energy)).collect::<Vec<_>>(), [(1001, 12.0)]);
     }
 
     #[test]

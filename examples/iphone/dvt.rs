@@ -4,28 +4,35 @@
 //! `_requestChannelWithCode:identifier:` on channel 0; on the process-control channel
 //! `launchSuspendedProcessWithDevicePath:bundleIdentifier:environment:arguments:options:`
 //! answers a pid, `killPid:` stops it and `requestDisableMemoryLimitsForPid:` answers
-//! whether the pid runs. What runs is in processes.rs.
+//! whether the pid runs. What runs is in processes.rs. The energy gauge (energy.rs) and
+//! the system monitor tap (sysmontap.rs) are channels too; the tap's samples are pushed
+//! from a thread of its own, so every message goes out through one shared writer.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
 use std::os::unix::net::UnixStream;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use plist::{Dictionary, Value};
 
 use crate::Server;
 use crate::archive::{self, NsError};
 use crate::dtx::{Aux, Dtx, KIND_ERROR, KIND_OBJECT, KIND_OK};
+use crate::energy::{self, Energy};
 use crate::processes::{Process, Processes};
+use crate::sysmontap::{self, Tap};
 
 pub const JOURNAL: &str = "dvt";
 pub const PROCESS_CONTROL: &str = "com.apple.instruments.server.services.processcontrol";
 const LAUNCH: &str = "launchSuspendedProcessWithDevicePath:bundleIdentifier:environment:arguments:options:";
 
-/// What a call gets back: an empty acknowledgement, a value, or an NSError.
+/// What a call gets back: an empty acknowledgement, a value (or one archived already),
+/// or an NSError.
 enum Answer {
     Ok,
     Value(Value),
+    Archive(Vec<u8>),
     Error(NsError),
 }
 
@@ -36,6 +43,8 @@ fn capabilities() -> Dtx {
         // No compressed messages are sent.
         ("com.apple.private.DTXBlockCompression", 0),
         (PROCESS_CONTROL, 1),
+        (energy::SERVICE, 1),
+        (sysmontap::SERVICE, 1),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), Value::Integer(v.into())))
@@ -121,11 +130,60 @@ fn integer(m: &Dtx, i: usize) -> Option<u64> {
     }
 }
 
+/// The phone's side of the stream's writing half, shared with the threads that push.
+struct Out {
+    stream: Mutex<UnixStream>,
+    /// Identifiers of the phone's own messages (1 was its capabilities).
+    next: AtomicU32,
+}
+
+impl Out {
+    fn send(&self, m: &Dtx) -> io::Result<()> {
+        let mut s = self.stream.lock().unwrap();
+        s.write_all(&m.encode())?;
+        s.flush()
+    }
+
+    /// A message of the phone's on the host's channel `code` (sent as its negation), an
+    /// object without a selector, asking no reply.
+    fn push(&self, code: i32, payload: Vec<u8>) -> io::Result<()> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.send(&Dtx { kind: KIND_OBJECT, ..Dtx::call(id, -code, payload, Vec::new()) })
+    }
+}
+
+/// A channel the host opened, with the service's state.
+enum Channel {
+    ProcessControl,
+    Energy(Energy),
+    Sysmontap { config: sysmontap::Config, tap: Option<Tap> },
+}
+
+impl Channel {
+    fn open(identifier: &str) -> Option<Channel> {
+        match identifier {
+            PROCESS_CONTROL => Some(Channel::ProcessControl),
+            energy::SERVICE => Some(Channel::Energy(Energy::default())),
+            sysmontap::SERVICE => Some(Channel::Sysmontap { config: sysmontap::Config::default(), tap: None }),
+            _ => None,
+        }
+    }
+}
+
+/// The pids of a `…ForPIDs:` argument (an archived NSArray of NSNumber).
+fn pids(m: &Dtx, i: usize) -> io::Result<Vec<u64>> {
+    Ok(match archived(m, i)? {
+        Value::Array(a) => a.iter().filter_map(Value::as_unsigned_integer).collect(),
+        _ => Vec::new(),
+    })
+}
+
 struct Session<'a> {
     server: &'a Arc<Server>,
     udid: &'a str,
-    /// The channels the host opened: its code → the service's identifier.
-    channels: HashMap<i32, String>,
+    out: Arc<Out>,
+    /// The channels the host opened, by its code.
+    channels: HashMap<i32, Channel>,
 }
 
 impl Session<'_> {
@@ -144,9 +202,9 @@ impl Session<'_> {
                 let code = integer(m, 0).and_then(|c| i32::try_from(c).ok());
                 let identifier = archived(m, 1)?.as_string().unwrap_or_default().to_string();
                 self.journal("channel", serde_json::json!({"code": code, "identifier": identifier}));
-                match code {
-                    Some(code) if identifier == PROCESS_CONTROL => {
-                        self.channels.insert(code, identifier);
+                match (code, Channel::open(&identifier)) {
+                    (Some(code), Some(channel)) => {
+                        self.channels.insert(code, channel);
                         Answer::Ok
                     }
                     _ => Answer::Error(unsupported(format!("no service {identifier} on this stand-in"))),
@@ -182,21 +240,28 @@ impl Session<'_> {
                 let phone = store
                     .phone(self.udid)?
                     .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{} detached", self.udid)))?;
-                let installed = store.apps(&phone)?.iter().any(|a| a.bundle_id == bundle_id);
+                let app = store.apps(&phone)?.into_iter().find(|a| a.bundle_id == bundle_id);
                 let mut line = serde_json::json!({"bundle_id": bundle_id, "env": env, "args": args,
                     "options": to_json(&options)});
-                if !installed {
+                let Some(app) = app else {
                     let e = not_installed(&bundle_id);
                     line["error"] = e.info[0].1.clone().into();
                     self.journal("launch", line);
                     return Ok(Answer::Error(e));
-                }
-                let process = Process {
+                };
+                // The process's name is its bundle's executable (else the id's last part).
+                let executable = app
+                    .executable
+                    .clone()
+                    .unwrap_or_else(|| bundle_id.rsplit('.').next().unwrap_or_default().to_string());
+                let mut process = Process {
                     pid: 0,
                     bundle_id: bundle_id.clone(),
                     env,
                     args,
                     suspended: option("StartSuspendedKey") == Some(true),
+                    executable,
+                    profile: app.profile.unwrap_or_default(),
                 };
                 let (killed, pid) = Processes::update(store, self.udid, |p| {
                     // KillExisting: the running copies go first.
@@ -204,11 +269,13 @@ impl Session<'_> {
                     for pid in &killed {
                         p.kill(*pid);
                     }
-                    (killed, p.start(process))
+                    (killed, p.start(process.clone()))
                 })?;
                 line["pid"] = pid.into();
                 line["killed"] = killed.into();
                 self.journal("launch", line);
+                process.pid = pid;
+                crate::workload::start(self.server, self.udid, &process);
                 Answer::Value(Value::Integer(pid.into()))
             }
             "killPid:" => {
@@ -227,6 +294,68 @@ impl Session<'_> {
         })
     }
 
+    fn energy(&mut self, code: i32, selector: &str, m: &Dtx) -> io::Result<Answer> {
+        let running = Processes::load(&self.server.store, self.udid)?.running;
+        let Some(Channel::Energy(e)) = self.channels.get_mut(&code) else { unreachable!("an energy channel") };
+        Ok(match selector {
+            "startSamplingForPIDs:" => {
+                let pids = pids(m, 0)?;
+                e.start(&pids);
+                self.journal("start_sampling", serde_json::json!({"pids": pids}));
+                Answer::Ok
+            }
+            "stopSamplingForPIDs:" => {
+                let pids = pids(m, 0)?;
+                e.stop(&pids);
+                self.journal("stop_sampling", serde_json::json!({"pids": pids}));
+                Answer::Ok
+            }
+            "sampleAttributes:forPIDs:" => {
+                let asked = pids(m, 1)?;
+                let (reply, present) = e.sample(&asked, &running);
+                self.journal("sample_attributes", serde_json::json!({"pids": asked, "present": present}));
+                Answer::Archive(archive::encode_obj(&reply))
+            }
+            other => Answer::Error(unsupported(format!("unrecognized selector {other} on {}", energy::SERVICE))),
+        })
+    }
+
+    fn sysmontap(&mut self, code: i32, selector: &str, m: &Dtx) -> io::Result<Answer> {
+        let Some(Channel::Sysmontap { config, tap }) = self.channels.get_mut(&code) else {
+            unreachable!("a sysmontap channel")
+        };
+        let line = match selector {
+            "setConfig:" => {
+                *config = sysmontap::Config::from_value(&archived(m, 0)?);
+                serde_json::json!({"interval_ms": config.interval.as_millis() as u64,
+                    "procAttrs": config.proc_attrs, "sysAttrs": config.sys_attrs})
+            }
+            "start" => {
+                let out = Arc::clone(&self.out);
+                // A second start restarts the tap (the old thread stops with its Tap).
+                *tap = Some(sysmontap::start(self.server, self.udid, config.clone(), move |p| out.push(code, p))?);
+                serde_json::json!({"interval_ms": config.interval.as_millis() as u64})
+            }
+            "stop" => {
+                *tap = None;
+                serde_json::json!({})
+            }
+            other => {
+                return Ok(Answer::Error(unsupported(format!(
+                    "unrecognized selector {other} on {}",
+                    sysmontap::SERVICE
+                ))));
+            }
+        };
+        let request = match selector {
+            "setConfig:" => "sysmontap_config",
+            "start" => "sysmontap_start",
+            _ => "sysmontap_stop",
+        };
+        self.journal(request, line);
+        Ok(Answer::Ok)
+    }
+
     /// The answer to a call of the host's, `None` for a message that is not a call.
     fn handle(&mut self, m: &Dtx) -> io::Result<Option<Answer>> {
         // Replies and acknowledgements of the host's (to nothing the phone asked) are dropped.
@@ -238,16 +367,20 @@ impl Session<'_> {
         if m.channel == 0 {
             return self.control(selector, m).map(Some);
         }
-        match self.channels.get(&m.channel).map(String::as_str) {
-            Some(PROCESS_CONTROL) => self.process_control(selector, m).map(Some),
-            _ => Ok(Some(Answer::Error(unsupported(format!("no channel {}", m.channel))))),
+        match self.channels.get(&m.channel) {
+            Some(Channel::ProcessControl) => self.process_control(selector, m).map(Some),
+            Some(Channel::Energy(_)) => self.energy(m.channel, selector, m).map(Some),
+            Some(Channel::Sysmontap { .. }) => self.sysmontap(m.channel, selector, m).map(Some),
+            None => Ok(Some(Answer::Error(unsupported(format!("no channel {}", m.channel))))),
         }
     }
 }
 
 pub fn serve(mut s: UnixStream, server: &Arc<Server>, udid: &str) -> io::Result<()> {
-    s.write_all(&capabilities().encode())?;
-    let mut session = Session { server, udid, channels: HashMap::new() };
+    let out = Arc::new(Out { stream: Mutex::new(s.try_clone()?), next: AtomicU32::new(2) });
+    out.send(&capabilities())?;
+    // Dropping the session (the host hung up) stops its taps.
+    let mut session = Session { server, udid, out: Arc::clone(&out), channels: HashMap::new() };
     while let Some(m) = Dtx::read_from(&mut s)? {
         let Some(answer) = session.handle(&m)? else { continue };
         // A call that asks for no reply (killPid:) gets none, not even an error.
@@ -257,9 +390,10 @@ pub fn serve(mut s: UnixStream, server: &Arc<Server>, udid: &str) -> io::Result<
         let reply = match answer {
             Answer::Ok => m.reply(KIND_OK, Vec::new()),
             Answer::Value(v) => m.reply(KIND_OBJECT, archive::encode(&v)),
+            Answer::Archive(bytes) => m.reply(KIND_OBJECT, bytes),
             Answer::Error(e) => m.reply(KIND_ERROR, archive::encode_error(&e)),
         };
-        s.write_all(&reply.encode())?;
+        out.send(&reply)?;
     }
     Ok(())
 }

@@ -6,6 +6,7 @@
 use std::io::{self, Read};
 
 use crate::phone::App;
+use crate::profile::{self, Profile};
 
 const LOCAL: u32 = 0x0403_4b50;
 const CENTRAL: u32 = 0x0201_4b50;
@@ -80,6 +81,8 @@ pub fn bundle_info(zip: &[u8]) -> io::Result<App> {
         bundle_id: get("CFBundleIdentifier").ok_or_else(|| bad("Info.plist has no CFBundleIdentifier"))?,
         version: get("CFBundleVersion").unwrap_or_default(),
         short_version: get("CFBundleShortVersionString").unwrap_or_default(),
+        executable: get("CFBundleExecutable"),
+        profile: Profile::from_info(&info),
     })
 }
 
@@ -123,19 +126,20 @@ pub fn stored_zip(files: &[(&str, &[u8])]) -> Vec<u8> {
     out
 }
 
-/// An .ipa holding one app with this identity (and a binary of `size` bytes, for bulk).
-pub fn make_ipa(bundle_id: &str, version: &str, size: usize) -> Vec<u8> {
-    let info = plist::Value::Dictionary(
-        [
-            ("CFBundleExecutable", "App"),
-            ("CFBundleIdentifier", bundle_id),
-            ("CFBundleShortVersionString", version),
-            ("CFBundleVersion", version),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), plist::Value::from(v)))
-        .collect(),
-    );
+/// An .ipa holding one app with this identity and behaviour (and a binary of `size`
+/// bytes, for bulk).
+pub fn make_ipa(bundle_id: &str, version: &str, size: usize, behaviour: Profile) -> Vec<u8> {
+    let mut info: plist::Dictionary = [
+        ("CFBundleExecutable", "App"),
+        ("CFBundleIdentifier", bundle_id),
+        ("CFBundleShortVersionString", version),
+        ("CFBundleVersion", version),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), plist::Value::from(v)))
+    .collect();
+    info.insert(profile::INFO_KEY.into(), behaviour.to_info());
+    let info = plist::Value::Dictionary(info);
     let binary: Vec<u8> = (0..size).map(|i| (i * 31 % 251) as u8).collect();
     stored_zip(&[("Payload/App.app/Info.plist", &crate::wire::xml(&info)), ("Payload/App.app/App", &binary)])
 }
@@ -146,11 +150,13 @@ mod tests {
 
     #[test]
     fn the_bundle_identity_comes_from_the_top_info_plist() {
-        let app = bundle_info(&make_ipa("com.example.energy", "42", 1000)).unwrap();
+        let behaviour = Profile { cpu_pct: 20.0, footprint_mb: 50.0, energy_cost: 12.0 };
+        let app = bundle_info(&make_ipa("com.example.energy", "42", 1000, behaviour)).unwrap();
         assert_eq!(
             (app.bundle_id.as_str(), app.version.as_str(), app.short_version.as_str()),
             ("com.example.energy", "42", "42")
         );
+        assert_eq!((app.executable.as_deref(), app.profile), (Some("App"), Some(behaviour)));
         // A nested framework's Info.plist is not the app's.
         let nested = stored_zip(&[("Payload/A.app/Frameworks/F.framework/Info.plist", b"<plist/>")]);
         assert!(bundle_info(&nested).unwrap_err().to_string().contains("no Payload"));

@@ -2,12 +2,13 @@
 //! real `idevice` crate and libimobiledevice's tools with no phone and no USB. It speaks
 //! usbmuxd's plist protocol on a Unix socket the test picks, and behind each Connect the
 //! phone's side: lockdownd (with its TLS session), the diagnostics relay, the image
-//! mounter, AFC, installation_proxy and Instruments' process control (DTX).
+//! mounter, AFC, installation_proxy, Instruments' process control, energy gauge and
+//! sysmontap (DTX), and pcapd with the packets of launched apps' real HTTP workloads.
 //!
 //! ```text
 //! iphone serve --socket PATH --root DIR
 //! iphone pair --root DIR --udid UDID [--out FILE]
-//! iphone ipa --bundle-id ID --version V --out FILE [--size BYTES]
+//! iphone ipa --bundle-id ID --version V --out FILE [--size BYTES] [--cpu-pct F] [--footprint-mb F] [--energy-cost F]
 //! iphone sysdiagnose --root DIR --udid UDID --from UNIX_S --to UNIX_S [--charging-s N]
 //! ```
 //!
@@ -25,16 +26,22 @@ mod afc;
 mod archive;
 mod dtx;
 mod dvt;
+mod energy;
 mod ipa;
 mod lockdown;
 mod mux;
+mod packets;
 mod pair;
+mod pcapd;
 mod phone;
 mod powerlog;
 mod processes;
+mod profile;
 mod services;
 mod sysdiagnose;
+mod sysmontap;
 mod wire;
+mod workload;
 
 use std::collections::HashMap;
 use std::io::{ErrorKind, Write};
@@ -45,12 +52,14 @@ use std::sync::{Arc, Mutex};
 
 use phone::Store;
 
-const USAGE: &str = "usage: iphone serve --socket PATH --root DIR\n       iphone pair --root DIR --udid UDID [--out FILE]\n       iphone ipa --bundle-id ID --version V --out FILE [--size BYTES]\n       iphone sysdiagnose --root DIR --udid UDID --from UNIX_S --to UNIX_S [--charging-s N]";
+const USAGE: &str = "usage: iphone serve --socket PATH --root DIR\n       iphone pair --root DIR --udid UDID [--out FILE]\n       iphone ipa --bundle-id ID --version V --out FILE [--size BYTES] [--cpu-pct F] [--footprint-mb F] [--energy-cost F]\n       iphone sysdiagnose --root DIR --udid UDID --from UNIX_S --to UNIX_S [--charging-s N]";
 
-/// What every host connection shares: the phones' DIR and the ports StartService opened.
+/// What every host connection shares: the phones' DIR, the ports StartService opened and
+/// the pcapd clients connected.
 pub struct Server {
     pub store: Store,
     ports: Mutex<Ports>,
+    pub taps: pcapd::Taps,
 }
 
 struct Ports {
@@ -93,7 +102,7 @@ fn run(argv: &[String]) -> Result<(), String> {
         let known: &[&str] = match command.as_str() {
             "serve" => &["socket", "root"],
             "pair" => &["root", "udid", "out"],
-            "ipa" => &["bundle-id", "version", "out", "size"],
+            "ipa" => &["bundle-id", "version", "out", "size", "cpu-pct", "footprint-mb", "energy-cost"],
             "sysdiagnose" => &["root", "udid", "from", "to", "charging-s"],
             other => return Err(format!("unknown command `{other}`")),
         };
@@ -113,7 +122,19 @@ fn run(argv: &[String]) -> Result<(), String> {
         "ipa" => {
             let size =
                 opts.get("size").map_or(Ok(4096), |s| s.parse().map_err(|_| format!("--size {s}: not a number")))?;
-            let bytes = ipa::make_ipa(&need("bundle-id")?, &need("version")?, size);
+            let number = |k: &str, default: f64| {
+                opts.get(k).map_or(Ok(default), |v| match v.parse::<f64>() {
+                    Ok(n) if n.is_finite() && n >= 0.0 => Ok(n),
+                    _ => Err(format!("--{k} {v}: not a number of 0 or more")),
+                })
+            };
+            let d = profile::Profile::default();
+            let behaviour = profile::Profile {
+                cpu_pct: number("cpu-pct", d.cpu_pct)?,
+                footprint_mb: number("footprint-mb", d.footprint_mb)?,
+                energy_cost: number("energy-cost", d.energy_cost)?,
+            };
+            let bytes = ipa::make_ipa(&need("bundle-id")?, &need("version")?, size, behaviour);
             std::fs::write(need("out")?, bytes).map_err(|e| e.to_string())
         }
         "sysdiagnose" => {
@@ -137,8 +158,11 @@ fn serve(socket: PathBuf, root: PathBuf) -> Result<(), String> {
     std::fs::create_dir_all(root.join("phones")).map_err(|e| format!("{}: {e}", root.display()))?;
     let _ = std::fs::remove_file(&socket); // a socket left by an earlier run
     let listener = UnixListener::bind(&socket).map_err(|e| format!("listen on {}: {e}", socket.display()))?;
-    let server =
-        Arc::new(Server { store: Store::new(&root), ports: Mutex::new(Ports { next: 49152, open: HashMap::new() }) });
+    let server = Arc::new(Server {
+        store: Store::new(&root),
+        ports: Mutex::new(Ports { next: 49152, open: HashMap::new() }),
+        taps: pcapd::Taps::default(),
+    });
     println!("listening {}", socket.display());
     let _ = std::io::stdout().flush();
     for conn in listener.incoming().flatten() {

@@ -43,6 +43,12 @@ pub struct App {
     pub version: String,
     #[serde(rename = "CFBundleShortVersionString", default)]
     pub short_version: String,
+    /// The binary's name: what pcapd shows as the process's `comm`.
+    #[serde(rename = "CFBundleExecutable", default, skip_serializing_if = "Option::is_none")]
+    pub executable: Option<String>,
+    /// What it does when launched (profile.rs); none: the default profile.
+    #[serde(rename = "LabStandIn", default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<crate::profile::Profile>,
 }
 
 fn default_true() -> bool {
@@ -86,6 +92,10 @@ pub struct Phone {
     pub replay: bool,
     #[serde(default)]
     pub apps: Vec<App>,
+    /// Names the phone resolves to these IPv4 addresses (its network's DNS), for the
+    /// workloads of launched apps: `hosts = { "lab.invalid" = "127.0.0.1" }`.
+    #[serde(default)]
+    pub hosts: BTreeMap<String, String>,
 }
 
 impl Phone {
@@ -242,12 +252,15 @@ impl Store {
         if let (Some(line), serde_json::Value::Object(args)) = (line.as_object_mut(), args) {
             line.extend(args);
         }
+        // One write of the whole line: a test reading the journal meanwhile (the workloads
+        // journal from threads of their own) never sees half of one.
+        let text = format!("{line}\n");
         let _guard = self.journal.lock().unwrap();
         let written = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.root.join("journal.jsonl"))
-            .and_then(|mut f| writeln!(f, "{line}"));
+            .and_then(|mut f| f.write_all(text.as_bytes()));
         if let Err(e) = written {
             eprintln!("iphone: journal: {e}");
         }
@@ -304,7 +317,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("phones")).unwrap();
         let store = Store::new(dir.path());
-        let app = |v: &str| App { bundle_id: "com.x".into(), version: v.into(), short_version: "1.0".into() };
+        let app = |v: &str| App {
+            bundle_id: "com.x".into(),
+            version: v.into(),
+            short_version: "1.0".into(),
+            executable: None,
+            profile: None,
+        };
         store.record_install("U", app("1")).unwrap();
         store.record_install("U", app("2")).unwrap();
         let phone: Phone = toml::from_str(

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::phone::Store;
+use crate::profile::Profile;
 
 /// pids handed out start here (a fresh phone's apps get pids in the hundreds to thousands).
 const FIRST_PID: u64 = 1001;
@@ -18,6 +19,12 @@ pub struct Process {
     pub env: serde_json::Map<String, serde_json::Value>,
     pub args: Vec<String>,
     pub suspended: bool,
+    /// The bundle's executable name (pcapd's `comm`), from the installed app.
+    #[serde(default)]
+    pub executable: String,
+    /// What it does while it runs (sysmontap, energy), from the installed app.
+    #[serde(default)]
+    pub profile: Profile,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -66,6 +73,10 @@ impl Processes {
         self.running.len() < before
     }
 
+    pub fn get(&self, pid: u64) -> Option<&Process> {
+        self.running.iter().find(|p| p.pid == pid)
+    }
+
     /// The pids running `bundle_id`.
     pub fn of(&self, bundle_id: &str) -> Vec<u64> {
         self.running.iter().filter(|p| p.bundle_id == bundle_id).map(|p| p.pid).collect()
@@ -87,6 +98,8 @@ mod tests {
             env: serde_json::Map::new(),
             args: vec![],
             suspended: false,
+            executable: "App".into(),
+            profile: Profile::default(),
         };
         let a = Processes::update(&store, "U", |p| p.start(app("com.a"))).unwrap();
         let b = Processes::update(&store, "U", |p| p.start(app("com.b"))).unwrap();

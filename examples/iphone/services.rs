@@ -1,6 +1,6 @@
 //! The services lockdownd starts on a port of their own (plain, no service TLS, as over
 //! USB): the diagnostics relay, the image mounter and installation_proxy here, AFC in
-//! afc.rs (also crash-report copy), Instruments' remote server in dvt.rs. Each is reached by a new usbmuxd Connect to the port StartService gave.
+//! afc.rs (also crash-report copy), Instruments' remote server in dvt.rs, the packet tap in pcapd.rs. Each is reached by a new usbmuxd Connect to the port StartService gave.
 
 use std::io::{self, Write};
 use std::os::unix::net::UnixStream;
@@ -27,7 +27,10 @@ const CORE_DEVICE_PROXY: &str = "com.apple.internal.devicecompute.CoreDeviceProx
 /// answers for a service the phone does not run now).
 pub fn offered(phone: &Phone, service: &str) -> bool {
     match service {
-        DIAGNOSTICS | IMAGE_MOUNTER | AFC | INSTALLATION_PROXY | CRASH_MOVER | CRASH_COPY => true,
+        // pcapd needs no developer image (rvictl uses it on any phone over USB).
+        DIAGNOSTICS | IMAGE_MOUNTER | AFC | INSTALLATION_PROXY | CRASH_MOVER | CRASH_COPY | crate::pcapd::SERVICE => {
+            true
+        }
         s if INSTRUMENTS.contains(&s) => phone.developer_mode && phone.developer_image_mounted,
         CORE_DEVICE_PROXY => phone.major_version() >= 17 && phone.fault != Some(Fault::NoTunnel),
         _ => false,
@@ -43,6 +46,7 @@ pub fn serve(stream: UnixStream, server: &Arc<Server>, udid: &str, service: &str
         CRASH_MOVER => crash_mover(stream, server, udid),
         INSTALLATION_PROXY => installation_proxy(stream, server, udid),
         s if INSTRUMENTS.contains(&s) => crate::dvt::serve(stream, server, udid),
+        crate::pcapd::SERVICE => crate::pcapd::serve(stream, server, udid),
         // Offered but not modelled (the iOS 17 tunnel): the host sees the stream close.
         _ => {
             server.store.journal(udid, service, "connect", serde_json::json!({"modelled": false}));
