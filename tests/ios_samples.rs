@@ -114,3 +114,39 @@ fn without_samples_nothing_is_sampled() {
     assert!(metrics.iter().any(|x| x == "endpoint_requests"), "{metrics:?}");
     assert!(standin.journalled("pcapd", "connect").is_empty());
 }
+
+#[test]
+fn an_app_ios_ended_during_the_soak_makes_the_trial_invalid() {
+    let standin = StandIn::start(&[(UDID, ON_THE_LAB_NETWORK)]);
+    let (lab, rb) = setup(&standin, "[]");
+    // One trial is enough: the control build alone.
+    let text = std::fs::read_to_string(&rb).unwrap();
+    let envoy = "[builds.envoy]\n[builds.envoy.ios]\nipa = \"Envoy.ipa\"\nbundle_id = \"io.example.envoy\"\n\n";
+    assert!(text.contains(envoy));
+    std::fs::write(&rb, text.replace(envoy, "")).unwrap();
+    let mut run = std::process::Command::new(assert_cmd::cargo::cargo_bin("lab"))
+        .current_dir(common::root())
+        .env_remove("LAB_CONFIG")
+        .args(["--lab", lab.lab.to_str().unwrap(), "run", rb.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // jetsam: once the app was launched, the phone ends it.
+    let started = std::time::Instant::now();
+    while standin.journalled("dvt", "launch").is_empty() {
+        assert!(started.elapsed().as_secs() < 60, "never launched: {:?}", standin.journal());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let procs = standin.root().join(format!("phones/{UDID}.processes.json"));
+    let mut p: serde_json::Value = serde_json::from_slice(&std::fs::read(&procs).unwrap()).unwrap();
+    p["running"] = serde_json::json!([]);
+    std::fs::write(&procs, serde_json::to_vec(&p).unwrap()).unwrap();
+    let status = run.wait().unwrap();
+    assert_eq!(status.code(), Some(4), "the only trial failed");
+    let rows: Vec<String> = lab.sql("SELECT status || ' ' || reasons FROM attempts");
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert!(rows[0].starts_with("invalid") && rows[0].contains("app died during the soak (pid "), "{rows:?}");
+    let asked = standin.journalled("dvt", "is_running");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0]["running"], false);
+}

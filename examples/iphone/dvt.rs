@@ -25,6 +25,8 @@ use crate::sysmontap::{self, Tap};
 
 pub const JOURNAL: &str = "dvt";
 pub const PROCESS_CONTROL: &str = "com.apple.instruments.server.services.processcontrol";
+/// Device info: `isRunningPid:` (what the lab asks at collection).
+pub const DEVICE_INFO: &str = "com.apple.instruments.server.services.deviceinfo";
 const LAUNCH: &str = "launchSuspendedProcessWithDevicePath:bundleIdentifier:environment:arguments:options:";
 
 /// What a call gets back: an empty acknowledgement, a value (or one archived already),
@@ -43,6 +45,7 @@ fn capabilities() -> Dtx {
         // No compressed messages are sent.
         ("com.apple.private.DTXBlockCompression", 0),
         (PROCESS_CONTROL, 1),
+        (DEVICE_INFO, 1),
         (energy::SERVICE, 1),
         (sysmontap::SERVICE, 1),
     ]
@@ -155,6 +158,7 @@ impl Out {
 /// A channel the host opened, with the service's state.
 enum Channel {
     ProcessControl,
+    DeviceInfo,
     Energy(Energy),
     Sysmontap { config: sysmontap::Config, tap: Option<Tap> },
 }
@@ -163,6 +167,7 @@ impl Channel {
     fn open(identifier: &str) -> Option<Channel> {
         match identifier {
             PROCESS_CONTROL => Some(Channel::ProcessControl),
+            DEVICE_INFO => Some(Channel::DeviceInfo),
             energy::SERVICE => Some(Channel::Energy(Energy::default())),
             sysmontap::SERVICE => Some(Channel::Sysmontap { config: sysmontap::Config::default(), tap: None }),
             _ => None,
@@ -294,6 +299,21 @@ impl Session<'_> {
         })
     }
 
+    fn device_info(&mut self, selector: &str, m: &Dtx) -> io::Result<Answer> {
+        Ok(match selector {
+            "isRunningPid:" => {
+                // The pid comes archived (an NSNumber), or as a plain integer argument.
+                let pid = archived(m, 0).ok().and_then(|v| v.as_unsigned_integer()).or_else(|| integer(m, 0));
+                let runs = pid.is_some_and(|pid| {
+                    Processes::load(&self.server.store, self.udid).is_ok_and(|p| p.running.iter().any(|r| r.pid == pid))
+                });
+                self.journal("is_running", serde_json::json!({"pid": pid, "running": runs}));
+                Answer::Value(Value::Boolean(runs))
+            }
+            other => Answer::Error(unsupported(format!("unrecognized selector {other} on {DEVICE_INFO}"))),
+        })
+    }
+
     fn energy(&mut self, code: i32, selector: &str, m: &Dtx) -> io::Result<Answer> {
         let running = Processes::load(&self.server.store, self.udid)?.running;
         let Some(Channel::Energy(e)) = self.channels.get_mut(&code) else { unreachable!("an energy channel") };
@@ -369,6 +389,7 @@ impl Session<'_> {
         }
         match self.channels.get(&m.channel) {
             Some(Channel::ProcessControl) => self.process_control(selector, m).map(Some),
+            Some(Channel::DeviceInfo) => self.device_info(selector, m).map(Some),
             Some(Channel::Energy(_)) => self.energy(m.channel, selector, m).map(Some),
             Some(Channel::Sysmontap { .. }) => self.sysmontap(m.channel, selector, m).map(Some),
             None => Ok(Some(Answer::Error(unsupported(format!("no channel {}", m.channel))))),
