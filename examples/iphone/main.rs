@@ -23,8 +23,11 @@
 
 mod afc;
 mod archive;
+mod coredevice;
+mod diagnostics;
 mod dtx;
 mod dvt;
+mod http2;
 mod ipa;
 mod lockdown;
 mod mux;
@@ -32,9 +35,13 @@ mod pair;
 mod phone;
 mod powerlog;
 mod processes;
+mod rsd;
 mod services;
 mod sysdiagnose;
+mod tcp;
+mod tunnel;
 mod wire;
+mod xpc;
 
 use std::collections::HashMap;
 use std::io::{ErrorKind, Write};

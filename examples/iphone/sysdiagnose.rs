@@ -30,7 +30,13 @@ pub fn write(store: &Store, udid: &str, w: &Window) -> io::Result<PathBuf> {
     let log = format!("{top}/logs/powerlogs/powerlog_{}_{id}.PLSQL", utc(w.from - MARGIN_S, "%Y-%m-%d_%H-%M")?);
     let db = powerlog::write(w).map_err(|e| io::Error::other(format!("powerlog: {e}")))?;
 
-    let dir = store.crashes(udid).join("DiagnosticLogs/sysdiagnose");
+    // Before iOS 17 where crash-report copy finds it; from 17 where the diagnostics
+    // service's capture takes it (diagnostics.rs).
+    let dir = if phone.major_version() >= 17 {
+        crate::diagnostics::staged_dir(store, udid)
+    } else {
+        store.crashes(udid).join("DiagnosticLogs/sysdiagnose")
+    };
     std::fs::create_dir_all(&dir)?;
     let path = dir.join(format!("{top}.tar.gz"));
     // Written beside and renamed: a pull never sees half an archive.
