@@ -108,11 +108,17 @@ fn launch(server: &Server, udid: &str, input: &Xpc) -> io::Result<Result<Xpc, Xp
         Some(serde_json::Value::Object(env)) => env,
         _ => serde_json::Map::new(),
     };
+    // The journal's objects sort their keys: the order the host sent them in, beside.
+    let env_order: Vec<&str> = match options.get("environmentVariables") {
+        Some(Xpc::Dictionary(d)) => d.iter().map(|(k, _)| k.as_str()).collect(),
+        _ => Vec::new(),
+    };
     let args = strings(options.get("arguments"));
     let flag = |k: &str| options.get(k).and_then(Xpc::as_bool).unwrap_or(false);
     let (terminate, stopped) = (flag("terminateExisting"), flag("startStopped"));
     let journal_options = serde_json::json!({"terminateExisting": terminate, "startStopped": stopped});
-    let mut line = serde_json::json!({"bundle_id": bundle_id, "env": env, "args": args, "options": journal_options});
+    let mut line = serde_json::json!({"bundle_id": bundle_id, "env": env, "env_order": env_order, "args": args,
+        "options": journal_options});
     let phone =
         store.phone(udid)?.ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{udid} detached")))?;
     if !store.apps(&phone)?.iter().any(|a| a.bundle_id == bundle_id) {

@@ -21,6 +21,11 @@ pub fn phone_toml(extra: &str) -> String {
     )
 }
 
+/// An iOS 17 phone (the CoreDevice tunnel, RSD, the app and diagnostics services).
+pub fn phone17_toml(extra: &str) -> String {
+    phone_toml(extra).replace("\"16.7.2\"", "\"17.5.1\"").replace("\"20H115\"", "\"21F90\"")
+}
+
 pub struct StandIn {
     pub child: Child,
     pub dir: tempfile::TempDir,
@@ -31,11 +36,17 @@ impl StandIn {
     /// Phones are `(udid, extra toml lines)`; each is paired unless its lines say `fault = "not_paired"`
     /// (its record is then still written, so the fault, not a missing file, answers).
     pub fn start(phones: &[(&str, &str)]) -> Self {
+        let files: Vec<(&str, String)> = phones.iter().map(|(udid, extra)| (*udid, phone_toml(extra))).collect();
+        Self::start_files(&files)
+    }
+
+    /// As `start`, each phone given by its whole file.
+    pub fn start_files(phones: &[(&str, String)]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("root");
         std::fs::create_dir_all(root.join("phones")).unwrap();
-        for (udid, extra) in phones {
-            std::fs::write(root.join(format!("phones/{udid}.toml")), phone_toml(extra)).unwrap();
+        for (udid, text) in phones {
+            std::fs::write(root.join(format!("phones/{udid}.toml")), text).unwrap();
             let paired = Command::new(super::example("iphone"))
                 .args(["pair", "--root"])
                 .arg(&root)
@@ -67,6 +78,13 @@ impl StandIn {
         UsbmuxdAddr::UnixSocket(self.socket.display().to_string())
     }
 
+    /// The crate's provider for one phone, as the backend makes it.
+    pub async fn provider(&self, udid: &str) -> idevice::provider::UsbmuxdProvider {
+        let addr = self.addr();
+        let dev = addr.connect(1).await.unwrap().get_device(udid).await.unwrap();
+        dev.to_provider(addr, "lab-test")
+    }
+
     pub fn journal(&self) -> Vec<serde_json::Value> {
         let text = std::fs::read_to_string(self.root().join("journal.jsonl")).unwrap_or_default();
         text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
@@ -74,6 +92,19 @@ impl StandIn {
 
     pub fn journalled(&self, service: &str, request: &str) -> Vec<serde_json::Value> {
         self.journal().into_iter().filter(|j| j["service"] == service && j["request"] == request).collect()
+    }
+
+    /// What `iphone sysdiagnose` printed: the archive it left for the phone.
+    pub fn sysdiagnose(&self, udid: &str, from: f64, to: f64, charging_s: Option<f64>) -> PathBuf {
+        let mut c = Command::new(super::example("iphone"));
+        c.args(["sysdiagnose", "--root"]).arg(self.root()).args(["--udid", udid]);
+        c.args(["--from", &format!("{from:.3}"), "--to", &format!("{to:.3}")]);
+        if let Some(s) = charging_s {
+            c.args(["--charging-s", &s.to_string()]);
+        }
+        let made = c.output().unwrap();
+        assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+        PathBuf::from(String::from_utf8(made.stdout).unwrap().trim())
     }
 }
 
