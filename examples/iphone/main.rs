@@ -2,7 +2,8 @@
 //! real `idevice` crate and libimobiledevice's tools with no phone and no USB. It speaks
 //! usbmuxd's plist protocol on a Unix socket the test picks, and behind each Connect the
 //! phone's side: lockdownd (with its TLS session), the diagnostics relay, the image
-//! mounter, AFC, installation_proxy and Instruments' process control (DTX).
+//! mounter, AFC, installation_proxy and Instruments' process control (DTX); from iOS 17
+//! the CoreDevice tunnel and, inside it, RSD, the app service and the diagnostics service.
 //!
 //! ```text
 //! iphone serve --socket PATH --root DIR
