@@ -9,7 +9,8 @@
 mod common;
 
 use common::iphone::{
-    StandIn, UDID, assert_soaks_read_from_the_powerlog, campaign, left_in, now_s, phone17_toml, plugged, run_campaign,
+    StandIn, UDID, assert_launched_with_the_trials_settings, assert_soaks_read_from_the_powerlog, campaign, left_in,
+    now_s, phone17_toml, plugged, run_campaign,
 };
 
 #[test]
@@ -47,12 +48,8 @@ fn an_ios_17_campaign_launches_over_the_app_service_and_captures_its_own_sysdiag
     // trial's settings in order, stopped with SIGTERM after collection.
     assert_eq!(standin.journalled("com.apple.mobile.installation_proxy", "Install").len(), 2);
     let launches = standin.journalled("appservice", "launch");
-    assert_eq!(launches.len(), 2, "{launches:?}");
+    assert_launched_with_the_trials_settings(&launches);
     for l in &launches {
-        assert_eq!(l["env"]["ENVOY_DNS_REFRESH_S"], "60", "{l}");
-        assert_eq!(l["env"]["LAB_DURATION_MS"], "3000", "{l}");
-        assert!(l["env"]["LAB_ENDPOINT_URL"].as_str().unwrap().starts_with("http://lab-machine.invalid:"), "{l}");
-        assert_eq!(l["args"], serde_json::json!(["-EnvoyTrace", "YES"]), "{l}");
         assert_eq!(l["options"]["terminateExisting"], true, "{l}");
         let order: Vec<&str> = l["env_order"].as_array().unwrap().iter().map(|k| k.as_str().unwrap()).collect();
         assert!(order.starts_with(&["LAB_TRIAL"]), "the backend's names first, then the config's: {order:?}");

@@ -8,7 +8,8 @@
 mod common;
 
 use common::iphone::{
-    StandIn, UDID, assert_soaks_read_from_the_powerlog, campaign, left_in, now_s, plugged, run_campaign,
+    StandIn, UDID, assert_launched_with_the_trials_settings, assert_soaks_read_from_the_powerlog, campaign, left_in,
+    now_s, plugged, run_campaign,
 };
 
 #[test]
@@ -34,14 +35,7 @@ fn an_iphone_campaign_reads_the_untethered_soak_from_the_phones_own_powerlog() {
     assert_eq!(run.code, Some(4), "one trial charged: {out}\n{err}");
 
     // Launched over DVT with the trial's settings, in order; stopped after collection.
-    let launches = standin.journalled("dvt", "launch");
-    assert_eq!(launches.len(), 2, "{launches:?}");
-    for l in &launches {
-        assert_eq!(l["env"]["ENVOY_DNS_REFRESH_S"], "60", "{l}");
-        assert_eq!(l["env"]["LAB_DURATION_MS"], "3000", "{l}");
-        assert!(l["env"]["LAB_ENDPOINT_URL"].as_str().unwrap().starts_with("http://lab-machine.invalid:"), "{l}");
-        assert_eq!(l["args"], serde_json::json!(["-EnvoyTrace", "YES"]), "{l}");
-    }
+    assert_launched_with_the_trials_settings(&standin.journalled("dvt", "launch"));
     assert_eq!(standin.journalled("dvt", "kill").len(), 2);
 
     assert_soaks_read_from_the_powerlog(&lab);

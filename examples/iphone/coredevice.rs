@@ -141,13 +141,7 @@ fn launch(server: &Server, udid: &str, input: &Xpc) -> io::Result<Result<Xpc, Xp
         return Ok(Err(error(10002, &text, Some(not_found))));
     }
     let process = Process { pid: 0, bundle_id: bundle_id.clone(), env, args, suspended: stopped };
-    let (killed, pid) = Processes::update(store, udid, |p| {
-        let killed = if terminate { p.of(&bundle_id) } else { Vec::new() };
-        for pid in &killed {
-            p.kill(*pid);
-        }
-        (killed, p.start(process))
-    })?;
+    let (killed, pid) = Processes::update(store, udid, |p| p.launch(process, terminate))?;
     line["pid"] = pid.into();
     line["killed"] = killed.into();
     store.journal(udid, JOURNAL, "launch", line);

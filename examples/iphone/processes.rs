@@ -59,6 +59,16 @@ impl Processes {
         self.next_pid - 1
     }
 
+    /// Starts `process`, killing the bundle's running copies first when `kill_existing`;
+    /// the pids killed and the new one.
+    pub fn launch(&mut self, process: Process, kill_existing: bool) -> (Vec<u64>, u64) {
+        let killed = if kill_existing { self.of(&process.bundle_id) } else { Vec::new() };
+        for pid in &killed {
+            self.kill(*pid);
+        }
+        (killed, self.start(process))
+    }
+
     /// Kills `pid`; whether it ran.
     pub fn kill(&mut self, pid: u64) -> bool {
         let before = self.running.len();

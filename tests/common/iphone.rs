@@ -240,3 +240,15 @@ pub fn assert_soaks_read_from_the_powerlog(lab: &super::TempLab) {
 pub fn left_in(dir: &Path) -> Vec<PathBuf> {
     std::fs::read_dir(dir).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default()
 }
+
+/// Each launch of the campaign (`campaign`) had the trial's environment and the config's
+/// arguments, in order.
+pub fn assert_launched_with_the_trials_settings(launches: &[serde_json::Value]) {
+    assert_eq!(launches.len(), 2, "{launches:?}");
+    for l in launches {
+        assert_eq!(l["env"]["ENVOY_DNS_REFRESH_S"], "60", "{l}");
+        assert_eq!(l["env"]["LAB_DURATION_MS"], "3000", "{l}");
+        assert!(l["env"]["LAB_ENDPOINT_URL"].as_str().unwrap().starts_with("http://lab-machine.invalid:"), "{l}");
+        assert_eq!(l["args"], serde_json::json!(["-EnvoyTrace", "YES"]), "{l}");
+    }
+}
