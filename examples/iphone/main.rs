@@ -19,7 +19,8 @@
 //! in DIR and writes the host's pair record (usbmuxd's format) to DIR/pair/<UDID>.plist.
 //! `ipa` writes a minimal app package for install tests. `sysdiagnose` leaves in the
 //! phone's crash reports what the operator's button press would (a sysdiagnose archive
-//! holding a powerlog of the window) and prints its path. docs/platforms/ios-standin.md
+//! holding a powerlog of the window; for iOS 17+ staged for the diagnostics service's
+//! capture instead) and prints its path. docs/platforms/ios-standin.md
 //! says what is modelled, the phone file's keys and what each service answers.
 
 mod afc;

@@ -3,6 +3,8 @@
 //! `DiagnosticLogs/sysdiagnose/sysdiagnose_<YYYY.MM.DD_HH-MM-SS+0000>_iPhone-OS_iPhone_<build>.tar.gz`,
 //! a gzipped tar whose top folder (the same name without `.tar.gz`) holds
 //! `logs/powerlogs/powerlog_<YYYY-MM-DD_HH-MM>_<8 hex>.PLSQL`.
+//! For an iOS 17+ phone the same archive is staged in `DIR/sysdiagnose/<UDID>/` instead,
+//! where the diagnostics service's capture (diagnostics.rs) takes it.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
