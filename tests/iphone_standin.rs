@@ -271,9 +271,7 @@ fn libimobiledevice_reports_an_untrusted_and_a_locked_phone() {
 // ---- c) the idevice crate ----
 
 async fn provider(standin: &StandIn, udid: &str) -> idevice::provider::UsbmuxdProvider {
-    let addr = standin.addr();
-    let dev = addr.connect(1).await.unwrap().get_device(udid).await.unwrap();
-    dev.to_provider(addr, "lab-test")
+    standin.provider(udid).await
 }
 
 async fn session(standin: &StandIn, udid: &str) -> Result<LockdownClient, IdeviceError> {

@@ -254,28 +254,10 @@ impl Session<'_> {
                     self.journal("launch", line);
                     return Ok(Answer::Error(e));
                 };
-                // The process's name is its bundle's executable (else the id's last part).
-                let executable = app
-                    .executable
-                    .clone()
-                    .unwrap_or_else(|| bundle_id.rsplit('.').next().unwrap_or_default().to_string());
-                let mut process = Process {
-                    pid: 0,
-                    bundle_id: bundle_id.clone(),
-                    env,
-                    args,
-                    suspended: option("StartSuspendedKey") == Some(true),
-                    executable,
-                    profile: app.profile.unwrap_or_default(),
-                };
-                let (killed, pid) = Processes::update(store, self.udid, |p| {
-                    // KillExisting: the running copies go first.
-                    let killed = if option("KillExisting") == Some(true) { p.of(&bundle_id) } else { Vec::new() };
-                    for pid in &killed {
-                        p.kill(*pid);
-                    }
-                    (killed, p.start(process.clone()))
-                })?;
+                let mut process = Process::of(&app, env, args, option("StartSuspendedKey") == Some(true));
+                // KillExisting: the running copies go first.
+                let kill = option("KillExisting") == Some(true);
+                let (killed, pid) = Processes::update(store, self.udid, |p| p.launch(process.clone(), kill))?;
                 line["pid"] = pid.into();
                 line["killed"] = killed.into();
                 self.journal("launch", line);

@@ -2,8 +2,10 @@
 //! real `idevice` crate and libimobiledevice's tools with no phone and no USB. It speaks
 //! usbmuxd's plist protocol on a Unix socket the test picks, and behind each Connect the
 //! phone's side: lockdownd (with its TLS session), the diagnostics relay, the image
-//! mounter, AFC, installation_proxy, Instruments' process control, energy gauge and
-//! sysmontap (DTX), and pcapd with the packets of launched apps' real HTTP workloads.
+//! mounter, AFC, installation_proxy, Instruments' process control, device info, energy
+//! gauge and sysmontap (DTX), and pcapd with the packets of launched apps' real HTTP
+//! workloads; from iOS 17 the CoreDevice tunnel and, inside it, RSD, the app service and
+//! the diagnostics service.
 //!
 //! ```text
 //! iphone serve --socket PATH --root DIR
@@ -19,14 +21,18 @@
 //! in DIR and writes the host's pair record (usbmuxd's format) to DIR/pair/<UDID>.plist.
 //! `ipa` writes a minimal app package for install tests. `sysdiagnose` leaves in the
 //! phone's crash reports what the operator's button press would (a sysdiagnose archive
-//! holding a powerlog of the window) and prints its path. docs/platforms/ios-standin.md
+//! holding a powerlog of the window; for iOS 17+ staged for the diagnostics service's
+//! capture instead) and prints its path. docs/platforms/ios-standin.md
 //! says what is modelled, the phone file's keys and what each service answers.
 
 mod afc;
 mod archive;
+mod coredevice;
+mod diagnostics;
 mod dtx;
 mod dvt;
 mod energy;
+mod http2;
 mod ipa;
 mod lockdown;
 mod mux;
@@ -37,11 +43,15 @@ mod phone;
 mod powerlog;
 mod processes;
 mod profile;
+mod rsd;
 mod services;
 mod sysdiagnose;
 mod sysmontap;
+mod tcp;
+mod tunnel;
 mod wire;
 mod workload;
+mod xpc;
 
 use std::collections::HashMap;
 use std::io::{ErrorKind, Write};

@@ -27,6 +27,29 @@ pub struct Process {
     pub profile: Profile,
 }
 
+impl Process {
+    /// A launch of installed `app` (its executable name and profile), not started yet (pid 0).
+    pub fn of(
+        app: &crate::phone::App,
+        env: serde_json::Map<String, serde_json::Value>,
+        args: Vec<String>,
+        suspended: bool,
+    ) -> Process {
+        // The process's name is its bundle's executable (else the id's last part).
+        let executable =
+            app.executable.clone().unwrap_or_else(|| app.bundle_id.rsplit('.').next().unwrap_or_default().to_string());
+        Process {
+            pid: 0,
+            bundle_id: app.bundle_id.clone(),
+            env,
+            args,
+            suspended,
+            executable,
+            profile: app.profile.clone().unwrap_or_default(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Processes {
     pub next_pid: u64,
@@ -64,6 +87,16 @@ impl Processes {
         self.next_pid = process.pid + 1;
         self.running.push(process);
         self.next_pid - 1
+    }
+
+    /// Starts `process`, killing the bundle's running copies first when `kill_existing`;
+    /// the pids killed and the new one.
+    pub fn launch(&mut self, process: Process, kill_existing: bool) -> (Vec<u64>, u64) {
+        let killed = if kill_existing { self.of(&process.bundle_id) } else { Vec::new() };
+        for pid in &killed {
+            self.kill(*pid);
+        }
+        (killed, self.start(process))
     }
 
     /// Kills `pid`; whether it ran.

@@ -21,7 +21,7 @@ pub const CRASH_MOVER: &str = "com.apple.crashreportmover";
 pub const CRASH_COPY: &str = "com.apple.crashreportcopymobile";
 const INSTRUMENTS: [&str; 2] =
     ["com.apple.instruments.remoteserver", "com.apple.instruments.remoteserver.DVTSecureSocketProxy"];
-const CORE_DEVICE_PROXY: &str = "com.apple.internal.devicecompute.CoreDeviceProxy";
+const CORE_DEVICE_PROXY: &str = crate::tunnel::SERVICE;
 
 /// Whether StartService gives a port for `service` (else InvalidService, as lockdownd
 /// answers for a service the phone does not run now).
@@ -32,7 +32,13 @@ pub fn offered(phone: &Phone, service: &str) -> bool {
             true
         }
         s if INSTRUMENTS.contains(&s) => phone.developer_mode && phone.developer_image_mounted,
-        CORE_DEVICE_PROXY => phone.major_version() >= 17 && phone.fault != Some(Fault::NoTunnel),
+        // iOS 17+ runs it once the personalized image is mounted (Developer Mode on).
+        CORE_DEVICE_PROXY => {
+            phone.major_version() >= 17
+                && phone.fault != Some(Fault::NoTunnel)
+                && phone.developer_mode
+                && phone.developer_image_mounted
+        }
         _ => false,
     }
 }
@@ -47,7 +53,8 @@ pub fn serve(stream: UnixStream, server: &Arc<Server>, udid: &str, service: &str
         INSTALLATION_PROXY => installation_proxy(stream, server, udid),
         s if INSTRUMENTS.contains(&s) => crate::dvt::serve(stream, server, udid),
         crate::pcapd::SERVICE => crate::pcapd::serve(stream, server, udid),
-        // Offered but not modelled (the iOS 17 tunnel): the host sees the stream close.
+        CORE_DEVICE_PROXY => crate::tunnel::serve(stream, server, udid),
+        // Offered but not modelled: the host sees the stream close.
         _ => {
             server.store.journal(udid, service, "connect", serde_json::json!({"modelled": false}));
             Ok(())

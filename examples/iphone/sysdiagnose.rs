@@ -3,6 +3,8 @@
 //! `DiagnosticLogs/sysdiagnose/sysdiagnose_<YYYY.MM.DD_HH-MM-SS+0000>_iPhone-OS_iPhone_<build>.tar.gz`,
 //! a gzipped tar whose top folder (the same name without `.tar.gz`) holds
 //! `logs/powerlogs/powerlog_<YYYY-MM-DD_HH-MM>_<8 hex>.PLSQL`.
+//! For an iOS 17+ phone the same archive is staged in `DIR/sysdiagnose/<UDID>/` instead,
+//! where the diagnostics service's capture (diagnostics.rs) takes it.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -30,7 +32,13 @@ pub fn write(store: &Store, udid: &str, w: &Window) -> io::Result<PathBuf> {
     let log = format!("{top}/logs/powerlogs/powerlog_{}_{id}.PLSQL", utc(w.from - MARGIN_S, "%Y-%m-%d_%H-%M")?);
     let db = powerlog::write(w).map_err(|e| io::Error::other(format!("powerlog: {e}")))?;
 
-    let dir = store.crashes(udid).join("DiagnosticLogs/sysdiagnose");
+    // Before iOS 17 where crash-report copy finds it; from 17 where the diagnostics
+    // service's capture takes it (diagnostics.rs).
+    let dir = if phone.major_version() >= 17 {
+        crate::diagnostics::staged_dir(store, udid)
+    } else {
+        store.crashes(udid).join("DiagnosticLogs/sysdiagnose")
+    };
     std::fs::create_dir_all(&dir)?;
     let path = dir.join(format!("{top}.tar.gz"));
     // Written beside and renamed: a pull never sees half an archive.

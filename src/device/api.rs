@@ -269,6 +269,12 @@ pub trait Device: Send + Sync {
 
     async fn launch(&self, spec: &LaunchSpec) -> Result<AppHandle, DeviceError>;
 
+    /// An untethered soak is over and re-tethering is about to begin. A device whose own
+    /// log is read for the soak afterwards notes the moment: it logs the plug-in before
+    /// the lab hears of it (an operator's confirmation, a hub's status), so the lab's
+    /// re-tether time is too late to end the soak's window with.
+    async fn soak_ended(&self) {}
+
     /// The lab switched this device's USB power (a hub port, an operator's cable). Real
     /// devices notice by themselves; a simulated phone models what a real one would do
     /// (stop charging, drop off USB while the port is off).

@@ -608,6 +608,7 @@ impl Attempt<'_> {
             return Ok(Step::Cancelled);
         }
         if untether {
+            self.device.soak_ended().await;
             self.enter(p, Phase::Retether);
             if let Err(e) = self.timed(Phase::Retether, self.tether_limit(), self.tether.retether(self.device)).await? {
                 return Err(self.tether_fail(Phase::Retether, e).await);

@@ -3,8 +3,9 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use idevice::usbmuxd::UsbmuxdAddr;
 
@@ -21,6 +22,11 @@ pub fn phone_toml(extra: &str) -> String {
     )
 }
 
+/// An iOS 17 phone (the CoreDevice tunnel, RSD, the app and diagnostics services).
+pub fn phone17_toml(extra: &str) -> String {
+    phone_toml(extra).replace("\"16.7.2\"", "\"17.5.1\"").replace("\"20H115\"", "\"21F90\"")
+}
+
 pub struct StandIn {
     pub child: Child,
     pub dir: tempfile::TempDir,
@@ -31,11 +37,17 @@ impl StandIn {
     /// Phones are `(udid, extra toml lines)`; each is paired unless its lines say `fault = "not_paired"`
     /// (its record is then still written, so the fault, not a missing file, answers).
     pub fn start(phones: &[(&str, &str)]) -> Self {
+        let files: Vec<(&str, String)> = phones.iter().map(|(udid, extra)| (*udid, phone_toml(extra))).collect();
+        Self::start_files(&files)
+    }
+
+    /// As `start`, each phone given by its whole file.
+    pub fn start_files(phones: &[(&str, String)]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("root");
         std::fs::create_dir_all(root.join("phones")).unwrap();
-        for (udid, extra) in phones {
-            std::fs::write(root.join(format!("phones/{udid}.toml")), phone_toml(extra)).unwrap();
+        for (udid, text) in phones {
+            std::fs::write(root.join(format!("phones/{udid}.toml")), text).unwrap();
             let paired = Command::new(super::example("iphone"))
                 .args(["pair", "--root"])
                 .arg(&root)
@@ -67,6 +79,13 @@ impl StandIn {
         UsbmuxdAddr::UnixSocket(self.socket.display().to_string())
     }
 
+    /// The crate's provider for one phone, as the backend makes it.
+    pub async fn provider(&self, udid: &str) -> idevice::provider::UsbmuxdProvider {
+        let addr = self.addr();
+        let dev = addr.connect(1).await.unwrap().get_device(udid).await.unwrap();
+        dev.to_provider(addr, "lab-test")
+    }
+
     pub fn journal(&self) -> Vec<serde_json::Value> {
         let text = std::fs::read_to_string(self.root().join("journal.jsonl")).unwrap_or_default();
         text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
@@ -75,11 +94,161 @@ impl StandIn {
     pub fn journalled(&self, service: &str, request: &str) -> Vec<serde_json::Value> {
         self.journal().into_iter().filter(|j| j["service"] == service && j["request"] == request).collect()
     }
+
+    /// What `iphone sysdiagnose` printed: the archive it left for the phone.
+    pub fn sysdiagnose(&self, udid: &str, from: f64, to: f64, charging_s: Option<f64>) -> PathBuf {
+        let mut c = Command::new(super::example("iphone"));
+        c.args(["sysdiagnose", "--root"]).arg(self.root()).args(["--udid", udid]);
+        c.args(["--from", &format!("{from:.3}"), "--to", &format!("{to:.3}")]);
+        if let Some(s) = charging_s {
+            c.args(["--charging-s", &s.to_string()]);
+        }
+        let made = c.output().unwrap();
+        assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+        PathBuf::from(String::from_utf8(made.stdout).unwrap().trim())
+    }
 }
 
 impl Drop for StandIn {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+pub fn now_s() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64()
+}
+
+/// A minimal `.ipa` of `bundle` at `dir/name`.
+pub fn ipa(dir: &Path, name: &str, bundle: &str) {
+    let made = Command::new(super::example("iphone"))
+        .args(["ipa", "--bundle-id", bundle, "--version", "7", "--out"])
+        .arg(dir.join(name))
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+}
+
+/// A lab with the stand-in's phone (manual tether) and a campaign of two builds, one trial
+/// each, untethered, with a config's environment and arguments.
+pub fn campaign(standin: &StandIn) -> (super::TempLab, PathBuf) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let lab = super::TempLab::from_text(&format!(
+        "[lab]\nname = \"ios\"\nendpoint_bind = \"0.0.0.0:{port}\"\nendpoint_url = \"http://lab-machine.invalid:{port}\"\n\n\
+         [[host]]\nname = \"local\"\n\n\
+         [[device]]\nname = \"iphone-1\"\nhost = \"local\"\nplatform = \"ios\"\nmodel = \"iPhone 14\"\ntether = \"manual\"\n\
+         [device.ios]\nudid = \"{UDID}\"\nusbmuxd = \"{}\"\n",
+        standin.socket.display()
+    ));
+    ipa(lab.dir.path(), "Control.ipa", "io.example.control");
+    ipa(lab.dir.path(), "Envoy.ipa", "io.example.envoy");
+    let rb = lab.dir.path().join("ios.toml");
+    std::fs::write(
+        &rb,
+        "name = \"ios\"\nduration = \"3s\"\nrepeats = 1\nretries = 0\norder = \"sequential\"\ndevices = [\"iphone-1\"]\n\n\
+         [builds.control]\nbaseline = true\n[builds.control.ios]\nipa = \"Control.ipa\"\nbundle_id = \"io.example.control\"\n\n\
+         [builds.envoy]\n[builds.envoy.ios]\nipa = \"Envoy.ipa\"\nbundle_id = \"io.example.envoy\"\n\n\
+         [configs.dns-1m]\n[configs.dns-1m.ios]\nenv = { ENVOY_DNS_REFRESH_S = \"60\" }\nargs = [\"-EnvoyTrace\", \"YES\"]\n\n\
+         [preconditions]\nuntethered = true\n",
+    )
+    .unwrap();
+    (lab, rb)
+}
+
+/// The phone's battery as lockdown reports it: on the cable or off it (the rest of its file kept).
+pub fn plugged(standin: &StandIn, on: bool) {
+    let file = standin.root().join(format!("phones/{UDID}.toml"));
+    let text: String = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|l| match l.split_once(" = ") {
+            Some((k @ ("BatteryIsCharging" | "ExternalConnected"), _)) => format!("{k} = {on}\n"),
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    std::fs::write(file, text).unwrap();
+}
+
+/// What `lab run` did: the operator steps it asked for (each answered with `lab confirm` from
+/// another process, after `at_step`), its exit code, stdout and stderr.
+pub struct Run {
+    pub steps: Vec<String>,
+    pub code: Option<i32>,
+    pub out: String,
+    pub err: String,
+}
+
+pub fn run_campaign(lab: &super::TempLab, rb: &Path, mut at_step: impl FnMut(&str)) -> Run {
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("lab"))
+        .current_dir(super::root())
+        .env_remove("LAB_CONFIG")
+        .args(["--lab", lab.lab.to_str().unwrap(), "run", rb.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (mut out, mut steps) = (String::new(), Vec::new());
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        out.push_str(&line);
+        out.push('\n');
+        let Some(cmd) = line.contains("OPERATOR").then(|| line.split('`').nth(1)).flatten() else { continue };
+        let args: Vec<&str> = cmd.split_whitespace().collect();
+        assert_eq!(args[..2], ["lab", "confirm"], "{line}");
+        let step = args.iter().skip_while(|a| **a != "--step").nth(1).expect("--step").to_string();
+        at_step(&step);
+        let o = lab.cmd(&args[1..]).output().unwrap();
+        assert!(o.status.success(), "{cmd}: {}", String::from_utf8_lossy(&o.stderr));
+        steps.push(step);
+    }
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    Run { steps, code: status.code(), out, err }
+}
+
+/// The first trial valid and read from the powerlog (its figures, its battery curve, only
+/// the powerlog kept of the sysdiagnose); the second, which charged 2 s, invalid.
+pub fn assert_soaks_read_from_the_powerlog(lab: &super::TempLab) {
+    let status: Vec<String> = lab.sql("SELECT status FROM attempts ORDER BY trial_idx");
+    let reasons: Vec<String> = lab.sql("SELECT reasons FROM attempts ORDER BY trial_idx");
+    let rows: Vec<(String, String)> = status.into_iter().zip(reasons).collect();
+    assert_eq!(rows[0].0, "valid", "{rows:?}");
+    assert_eq!(rows[1].0, "invalid", "{rows:?}");
+    assert!(rows[1].1.contains("charg"), "{rows:?}");
+    let metrics: Vec<String> = lab.sql("SELECT DISTINCT metric FROM measurements WHERE trial_idx = 0 ORDER BY metric");
+    for m in ["battery_drop_pct", "charge_used_mah", "energy_j", "battery_temp_c", "cycle_count"] {
+        assert!(metrics.iter().any(|x| x == m), "{m} missing from {metrics:?}");
+    }
+    // One value per metric: the soak's from the powerlog, the rest read over USB.
+    let all: Vec<String> = lab.sql("SELECT metric FROM measurements WHERE trial_idx = 0");
+    assert_eq!(all.len(), metrics.len(), "{all:?}");
+    let drop_source: Vec<String> =
+        lab.sql("SELECT source FROM measurements WHERE trial_idx = 0 AND metric = 'charge_used_mah'");
+    assert!(drop_source[0].contains("powerlog"), "{drop_source:?}");
+    let series: Vec<String> = lab.sql("SELECT source FROM series WHERE trial_idx = 0");
+    assert!(series.iter().any(|s| s.contains("powerlog")), "{series:?}");
+    let kept: Vec<String> = lab.sql("SELECT artifact_dir FROM attempts ORDER BY trial_idx");
+    let dir = lab.artifacts().join(&kept[0]);
+    assert!(dir.join("powerlog.PLSQL").exists(), "{}", dir.display());
+    assert!(!dir.join("sysdiagnose.tar.gz").exists());
+}
+
+/// The files left in a folder of the stand-in's root (none when it does not exist).
+pub fn left_in(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default()
+}
+
+/// Each launch of the campaign (`campaign`) had the trial's environment and the config's
+/// arguments, in order.
+pub fn assert_launched_with_the_trials_settings(launches: &[serde_json::Value]) {
+    assert_eq!(launches.len(), 2, "{launches:?}");
+    for l in launches {
+        assert_eq!(l["env"]["ENVOY_DNS_REFRESH_S"], "60", "{l}");
+        assert_eq!(l["env"]["LAB_DURATION_MS"], "3000", "{l}");
+        assert!(l["env"]["LAB_ENDPOINT_URL"].as_str().unwrap().starts_with("http://lab-machine.invalid:"), "{l}");
+        assert_eq!(l["args"], serde_json::json!(["-EnvoyTrace", "YES"]), "{l}");
     }
 }

@@ -54,6 +54,8 @@ struct Inner {
     /// Wall-clock seconds of the last power cut and return: the soak, in the powerlog's time.
     untethered_at: Option<f64>,
     retethered_at: Option<f64>,
+    /// When the soak ended, just before re-tethering began: the end of the powerlog's window.
+    soak_ended_at: Option<f64>,
 }
 
 struct Running {
@@ -376,9 +378,13 @@ impl Device for IosDevice {
         let sampler = self.start_samples(pid, spec).await?;
         let to_endpoint = spec.endpoint_url.is_some() && spec.request_interval.is_some();
         let mut inner = self.inner.lock().await;
-        (inner.untethered_at, inner.retethered_at) = (None, None);
+        (inner.untethered_at, inner.retethered_at, inner.soak_ended_at) = (None, None, None);
         inner.running.insert(id.clone(), Running { launcher: how, pid, before, sampler, to_endpoint });
         Ok(AppHandle { id, app_id: ipa.bundle_id.clone(), launched_at: self.clock.now() })
+    }
+
+    async fn soak_ended(&self) {
+        self.inner.lock().await.soak_ended_at = Some(wall_s());
     }
 
     async fn usb_power_changed(&self, on: bool) -> Result<(), DeviceError> {
@@ -386,7 +392,7 @@ impl Device for IosDevice {
         if on {
             inner.retethered_at = Some(wall_s());
         } else {
-            (inner.untethered_at, inner.retethered_at) = (Some(wall_s()), None);
+            (inner.untethered_at, inner.retethered_at, inner.soak_ended_at) = (Some(wall_s()), None, None);
             // Off USB nothing can be sampled: what was taken before the unplug is not the soak.
             for r in inner.running.values_mut() {
                 r.sampler = None;
@@ -412,7 +418,9 @@ impl Device for IosDevice {
     async fn collect(&self, app: &AppHandle, dir: &Path) -> Result<Collected, DeviceError> {
         let (before, untethered, retethered, sampler, to_endpoint, launcher, pid) = {
             let mut inner = self.inner.lock().await;
-            let (untethered, retethered) = (inner.untethered_at, inner.retethered_at);
+            // The window ends where the soak did; it counts only once the phone was re-tethered.
+            let retethered = inner.retethered_at.map(|at| inner.soak_ended_at.unwrap_or(at));
+            let untethered = inner.untethered_at;
             let r = inner
                 .running
                 .get_mut(&app.id)
