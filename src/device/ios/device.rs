@@ -20,7 +20,7 @@ use super::error::{IosError, Where};
 use super::installs::{Installed, Installs};
 use super::mux::{Mux, SYSTEM_SOCKET};
 use super::phone::{Phone, major};
-use super::samples::Sampler;
+use super::samples::{Sampler, Via};
 use crate::clock::Clock;
 use crate::collect::{ios_battery, metrics_map, powerlog, sysdiagnose};
 use crate::config::{Build, DeviceSpec, IosArtifact, StepWhen, VariantConfig};
@@ -210,7 +210,8 @@ impl IosDevice {
             with.push((*k, phone.provider().await?));
         }
         let port = spec.endpoint_url.as_deref().and_then(endpoint_port);
-        Ok(Some(Sampler::start(with, u32::try_from(pid).unwrap_or(u32::MAX), port)))
+        let via = if major(&self.version().await?) >= 17 { Via::Tunnel } else { Via::Lockdown };
+        Ok(Some(Sampler::start(with, via, u32::try_from(pid).unwrap_or(u32::MAX), port)))
     }
 }
 
@@ -257,17 +258,6 @@ impl Device for IosDevice {
         }
         if major(&version) >= 17 {
             phone.check_tunnel(&version).await?;
-            // The samplers reach DVT and pcapd through lockdown; over the tunnel they are not built.
-            let samples = &self.spec.ios().expect("checked in new").samples;
-            if !samples.is_empty() {
-                return Err(DeviceError::Unavailable {
-                    device: self.spec.name.clone(),
-                    detail: format!(
-                        "tethered samples ({samples:?}) are taken on iOS 16 and older only; this phone runs iOS \
-                         {version}; fix: remove `samples` from its `[device.ios]` section"
-                    ),
-                });
-            }
         }
         Ok(())
     }

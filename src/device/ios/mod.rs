@@ -16,4 +16,4 @@ pub use error::{IosError, Where};
 pub use installs::{Installed, Installs};
 pub use mux::{Mux, Provider, SYSTEM_SOCKET};
 pub use phone::{IDENTITY_KEYS, Phone, major};
-pub use samples::{Gathered, Packets, Sampler};
+pub use samples::{Gathered, Packets, Sampler, Via};

@@ -4,20 +4,27 @@
 //! gathered when told to stop; a phone that drops off ends the task with what it had and
 //! a note of why. None of this runs during an untethered soak: the phone is off USB then,
 //! and the sampler is dropped at the unplug.
+//!
+//! Before iOS 17 the services are lockdown's (`com.apple.instruments.remoteserver`,
+//! `com.apple.pcapd`); from 17 the same ones are reached over RSD inside the CoreDevice
+//! tunnel (`com.apple.instruments.dtservicehub`, `com.apple.pcapd.shim.remote`), each task
+//! holding its own tunnel.
 
 use std::time::Duration;
 
-use idevice::IdeviceService;
 use idevice::dvt::energy_monitor::{EnergyMonitorClient, EnergySample};
 use idevice::dvt::remote_server::RemoteServerClient;
 use idevice::dvt::sysmontap::{SysmontapClient, SysmontapConfig};
 use idevice::pcapd::{DevicePacket, PcapdClient};
+use idevice::tcp::handle::AdapterHandle;
+use idevice::{IdeviceService, ReadWrite, RsdService};
 use plist::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::mux::Provider;
 use super::phone::CALL;
+use super::tunnel::rsd_service;
 use crate::config::IosSample;
 use crate::measure::Measurement;
 
@@ -53,6 +60,53 @@ pub struct Packets {
     pub requests: u64,
 }
 
+/// How the phone's services are reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// Lockdown's services (iOS ≤ 16).
+    Lockdown,
+    /// RSD inside the CoreDevice tunnel (iOS 17+).
+    Tunnel,
+}
+
+/// A DVT connection; on iOS 17+ with the tunnel it runs in, kept up while it is used.
+async fn dvt(p: &Provider, via: Via, what: &'static str) -> Result<(Option<AdapterHandle>, Dvt), String> {
+    match via {
+        Via::Lockdown => Ok((None, bounded(what, RemoteServerClient::connect(p)).await?)),
+        Via::Tunnel => {
+            let (tunnel, stream) = tokio::time::timeout(
+                CALL,
+                rsd_service(p, "com.apple.instruments.dtservicehub", "finding DVT over RSD", "connecting to DVT"),
+            )
+            .await
+            .map_err(|_| format!("{what}: no tunnel within {} s", CALL.as_secs()))?
+            .map_err(|(step, e)| format!("{what}: {step}: {e}"))?;
+            Ok((Some(tunnel), RemoteServerClient::new(stream)))
+        }
+    }
+}
+
+type Dvt = RemoteServerClient<Box<dyn ReadWrite>>;
+
+/// The packet tap; on iOS 17+ with its tunnel.
+async fn tap(p: &Provider, via: Via) -> Result<(Option<AdapterHandle>, PcapdClient), String> {
+    let what = "pcapd";
+    match via {
+        Via::Lockdown => Ok((None, bounded(what, PcapdClient::connect(p)).await?)),
+        Via::Tunnel => {
+            let (tunnel, stream) = tokio::time::timeout(
+                CALL,
+                rsd_service(p, "com.apple.pcapd.shim.remote", "finding pcapd over RSD", "connecting to pcapd"),
+            )
+            .await
+            .map_err(|_| format!("{what}: no tunnel within {} s", CALL.as_secs()))?
+            .map_err(|(step, e)| format!("{what}: {step}: {e}"))?;
+            let client = bounded(what, <PcapdClient as RsdService>::from_stream(stream)).await?;
+            Ok((Some(tunnel), client))
+        }
+    }
+}
+
 /// The running sample tasks of one launched app.
 pub struct Sampler {
     stop: watch::Sender<bool>,
@@ -62,17 +116,26 @@ pub struct Sampler {
 impl Sampler {
     /// Starts one task per kind in `kinds`, each on the connection `providers` gives it.
     /// `endpoint_port`: the lab's endpoint as the app reaches it, when the workload talks to it.
-    pub fn start(kinds: Vec<(IosSample, Provider)>, pid: u32, endpoint_port: Option<u16>) -> Sampler {
+    ///
+    /// Each runs on a blocking thread of its own, driven by this runtime's handle: the
+    /// crate's RSD futures are not `Send`. A dropped sampler's tasks end at their next
+    /// step, when they see the stop channel closed.
+    pub fn start(kinds: Vec<(IosSample, Provider)>, via: Via, pid: u32, endpoint_port: Option<u16>) -> Sampler {
         let (stop, rx) = watch::channel(false);
+        let handle = tokio::runtime::Handle::current();
         let tasks = kinds
             .into_iter()
             .map(|(kind, p)| {
-                let rx = rx.clone();
-                let task = match kind {
-                    IosSample::Energy => tokio::spawn(energy(p, pid, rx)),
-                    IosSample::Cpu => tokio::spawn(cpu(p, pid, rx)),
-                    IosSample::Packets => tokio::spawn(packets(p, pid, endpoint_port, rx)),
-                };
+                let (rx, handle) = (rx.clone(), handle.clone());
+                let task = tokio::task::spawn_blocking(move || {
+                    handle.block_on(async move {
+                        match kind {
+                            IosSample::Energy => energy(p, via, pid, rx).await,
+                            IosSample::Cpu => cpu(p, via, pid, rx).await,
+                            IosSample::Packets => packets(p, via, pid, endpoint_port, rx).await,
+                        }
+                    })
+                });
                 (kind, task)
             })
             .collect();
@@ -133,11 +196,11 @@ async fn bounded<T>(what: &str, fut: impl Future<Output = Result<T, idevice::Ide
 }
 
 /// Asks Xcode's energy gauge for the app's pid once per interval.
-async fn energy(p: Provider, pid: u32, mut stop: watch::Receiver<bool>) -> Gathered {
+async fn energy(p: Provider, via: Via, pid: u32, mut stop: watch::Receiver<bool>) -> Gathered {
     let mut g = Gathered::default();
     let run = async {
         let what = "energy gauge";
-        let mut rs = bounded(what, RemoteServerClient::connect(&p)).await?;
+        let (_tunnel, mut rs) = dvt(&p, via, what).await?;
         let mut gauge = bounded(what, EnergyMonitorClient::new(&mut rs)).await?;
         bounded(what, gauge.start_sampling(&[pid])).await?;
         while tick(&mut stop).await {
@@ -166,11 +229,11 @@ pub fn process_row(processes: &plist::Dictionary, pid: u32) -> Option<(f64, f64)
 }
 
 /// sysmontap's rows for the app's pid, as the phone pushes them.
-async fn cpu(p: Provider, pid: u32, mut stop: watch::Receiver<bool>) -> Gathered {
+async fn cpu(p: Provider, via: Via, pid: u32, mut stop: watch::Receiver<bool>) -> Gathered {
     let mut g = Gathered::default();
     let run = async {
         let what = "sysmontap";
-        let mut rs = bounded(what, RemoteServerClient::connect(&p)).await?;
+        let (_tunnel, mut rs) = dvt(&p, via, what).await?;
         let mut tap = bounded(what, SysmontapClient::new(&mut rs)).await?;
         let config = SysmontapConfig {
             interval_ms: EVERY.as_millis() as u32,
@@ -225,12 +288,12 @@ pub fn is_http_request(p: &DevicePacket, port: u16) -> bool {
 }
 
 /// The app's packets (pcapd tags every packet with the pid that sent or received it).
-async fn packets(p: Provider, pid: u32, port: Option<u16>, mut stop: watch::Receiver<bool>) -> Gathered {
+async fn packets(p: Provider, via: Via, pid: u32, port: Option<u16>, mut stop: watch::Receiver<bool>) -> Gathered {
     let mut g = Gathered::default();
     let mut count = Packets::default();
     let run = async {
         let what = "pcapd";
-        let mut tap = bounded(what, PcapdClient::connect(&p)).await?;
+        let (_tunnel, mut tap) = tap(&p, via).await?;
         loop {
             let packet = tokio::select! {
                 _ = stop.changed() => break,
