@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 
 use common::TempLab;
-use common::iphone::{StandIn, UDID};
+use common::iphone::{StandIn, UDID, iphone_lab, phone_toml, phone17_toml};
 
 fn ipa(dir: &Path, name: &str, bundle: &str, cpu: &str, mb: &str, cost: &str) {
     let made = Command::new(common::example("iphone"))
@@ -23,14 +23,7 @@ fn ipa(dir: &Path, name: &str, bundle: &str, cpu: &str, mb: &str, cost: &str) {
 }
 
 fn setup(standin: &StandIn, samples: &str) -> (TempLab, std::path::PathBuf) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let lab = TempLab::from_text(&format!(
-        "[lab]\nname = \"ios\"\nendpoint_bind = \"0.0.0.0:{port}\"\nendpoint_url = \"http://lab-machine.invalid:{port}\"\n\n\
-         [[host]]\nname = \"local\"\n\n\
-         [[device]]\nname = \"iphone-1\"\nhost = \"local\"\nplatform = \"ios\"\nmodel = \"iPhone 14\"\ntether = \"manual\"\n\
-         [device.ios]\nudid = \"{UDID}\"\nusbmuxd = \"{}\"\nsamples = {samples}\n",
-        standin.socket.display()
-    ));
+    let lab = iphone_lab(standin, &format!("samples = {samples}\n"));
     // The seed's figures: control 12 % CPU, 6 MB, energy 1/20; Envoy on poll 185 %, 12 MB, 12/20.
     ipa(lab.dir.path(), "Control.ipa", "io.example.control", "12", "6", "1");
     ipa(lab.dir.path(), "Envoy.ipa", "io.example.envoy", "185", "12", "12");
@@ -63,8 +56,23 @@ fn value(lab: &TempLab, build: &str, metric: &str) -> (f64, String) {
 
 #[test]
 fn a_tethered_iphone_trial_is_sampled_live_for_energy_cpu_memory_and_its_packets() {
-    let standin = StandIn::start(&[(UDID, ON_THE_LAB_NETWORK)]);
-    let (lab, rb) = setup(&standin, "[\"energy\", \"cpu\", \"packets\"]");
+    let standin = StandIn::start_files(&[(UDID, phone_toml(ON_THE_LAB_NETWORK))]);
+    sampled_live(&standin);
+    assert!(standin.journalled("coredeviceproxy", "handshake").is_empty(), "iOS 16: lockdown's services");
+}
+
+#[test]
+fn on_ios_17_the_samples_come_over_rsd_inside_the_tunnel() {
+    let standin = StandIn::start_files(&[(UDID, phone17_toml(ON_THE_LAB_NETWORK))]);
+    sampled_live(&standin);
+    // Preflight, two launches and stops, two is-running checks and three samplers a trial.
+    let tunnels = standin.journalled("coredeviceproxy", "handshake");
+    assert!(tunnels.len() >= 13, "{tunnels:?}");
+}
+
+/// A tethered campaign of the two builds with every sample, checked against their profiles.
+fn sampled_live(standin: &StandIn) {
+    let (lab, rb) = setup(standin, "[\"energy\", \"cpu\", \"packets\"]");
     let out = lab.cmd(&["run", rb.to_str().unwrap()]).output().unwrap();
     let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{text}");

@@ -130,17 +130,23 @@ pub fn ipa(dir: &Path, name: &str, bundle: &str) {
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
 }
 
-/// A lab with the stand-in's phone (manual tether) and a campaign of two builds, one trial
-/// each, untethered, with a config's environment and arguments.
-pub fn campaign(standin: &StandIn) -> (super::TempLab, PathBuf) {
+/// A lab with the stand-in's phone on a manual tether, the lab's endpoint on this machine
+/// under a name the phone resolves (its file's `hosts`); `ios_extra`: more `[device.ios]` lines.
+pub fn iphone_lab(standin: &StandIn, ios_extra: &str) -> super::TempLab {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let lab = super::TempLab::from_text(&format!(
+    super::TempLab::from_text(&format!(
         "[lab]\nname = \"ios\"\nendpoint_bind = \"0.0.0.0:{port}\"\nendpoint_url = \"http://lab-machine.invalid:{port}\"\n\n\
          [[host]]\nname = \"local\"\n\n\
          [[device]]\nname = \"iphone-1\"\nhost = \"local\"\nplatform = \"ios\"\nmodel = \"iPhone 14\"\ntether = \"manual\"\n\
-         [device.ios]\nudid = \"{UDID}\"\nusbmuxd = \"{}\"\n",
+         [device.ios]\nudid = \"{UDID}\"\nusbmuxd = \"{}\"\n{ios_extra}",
         standin.socket.display()
-    ));
+    ))
+}
+
+/// A lab with the stand-in's phone (manual tether) and a campaign of two builds, one trial
+/// each, untethered, with a config's environment and arguments.
+pub fn campaign(standin: &StandIn) -> (super::TempLab, PathBuf) {
+    let lab = iphone_lab(standin, "");
     ipa(lab.dir.path(), "Control.ipa", "io.example.control");
     ipa(lab.dir.path(), "Envoy.ipa", "io.example.envoy");
     let rb = lab.dir.path().join("ios.toml");
@@ -167,7 +173,10 @@ pub fn plugged(standin: &StandIn, on: bool) {
             _ => format!("{l}\n"),
         })
         .collect();
-    std::fs::write(file, text).unwrap();
+    // Whole or not at all: the stand-in reads the file on every connection.
+    let tmp = file.with_extension("toml.tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(tmp, file).unwrap();
 }
 
 /// What `lab run` did: the operator steps it asked for (each answered with `lab confirm` from
