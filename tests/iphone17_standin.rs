@@ -55,6 +55,13 @@ async fn service(handle: &mut AdapterHandle, hs: &RsdHandshake, name: &str) -> B
     Box::new(handle.connect(hs.services[name].port).await.unwrap())
 }
 
+/// The names of the services RSD listed, sorted.
+fn listed(hs: &RsdHandshake) -> Vec<&str> {
+    let mut names: Vec<&str> = hs.services.keys().map(String::as_str).collect();
+    names.sort();
+    names
+}
+
 /// No packet of the crate's was dropped (its checksums held, its addresses were the tunnel's).
 fn no_drops(s: &StandIn) {
     assert_eq!(s.journalled("tunnel", "drop"), Vec::<serde_json::Value>::new());
@@ -74,9 +81,7 @@ async fn the_tunnel_opens_and_rsd_lists_the_core_device_instruments_and_pcapd_se
     assert_eq!(hs.properties["OSVersion"].as_string(), Some("17.5.1"));
     assert_eq!(hs.properties["BuildVersion"].as_string(), Some("21F90"));
     assert!(hs.protocol_version > 0 && !hs.uuid.is_empty());
-    let mut names: Vec<&str> = hs.services.keys().map(String::as_str).collect();
-    names.sort();
-    assert_eq!(names, [APP, DIAG, HUB, PCAPD]);
+    assert_eq!(listed(&hs), [APP, DIAG, HUB, PCAPD]);
     let (app, diag) = (&hs.services[APP], &hs.services[DIAG]);
     assert_eq!((app.port, diag.port), (50056, 50063));
     assert!(app.uses_remote_xpc && diag.uses_remote_xpc);
@@ -85,6 +90,18 @@ async fn the_tunnel_opens_and_rsd_lists_the_core_device_instruments_and_pcapd_se
         assert!(features.contains(&format!("com.apple.coredevice.feature.{f}")), "{features:?}");
     }
     assert_eq!(diag.features.clone().unwrap(), ["com.apple.coredevice.feature.capturesysdiagnose"]);
+    // DTX on the stream, not RemoteXPC; the lockdown shim's RSDCheckin first.
+    let hub = &hs.services[HUB];
+    assert_eq!(
+        (hub.port, hub.entitlement.as_str(), hub.uses_remote_xpc),
+        (49664, "com.apple.private.dt.instruments.dtservicehub.client", false)
+    );
+    assert_eq!(hub.features.clone().unwrap(), ["com.apple.dt.profile"]);
+    let shim = &hs.services[PCAPD];
+    assert_eq!(
+        (shim.port, shim.entitlement.as_str(), shim.uses_remote_xpc, shim.features.clone()),
+        (49614, "com.apple.mobile.lockdown.remote.trusted", false, None)
+    );
 
     // A port with nothing behind it answers the SYN with a reset.
     let e = handle.connect(4242).await.unwrap_err();
@@ -210,12 +227,6 @@ async fn dtservicehub_launches_the_app_and_samples_its_energy_and_cpu_over_dtx()
     use idevice::dvt::sysmontap::{SysmontapClient, SysmontapConfig};
     let s = standin("");
     let (_, hs, mut handle) = tunnel(&s).await;
-    let hub = &hs.services[HUB];
-    assert_eq!(
-        (hub.port, hub.entitlement.as_str(), hub.uses_remote_xpc),
-        (49664, "com.apple.private.dt.instruments.dtservicehub.client", false)
-    );
-    assert_eq!(hub.features.clone().unwrap(), ["com.apple.dt.profile"]);
     let mut rs = <RemoteServer as RsdService>::from_stream(service(&mut handle, &hs, HUB).await).await.unwrap();
     let pid = launch(&mut rs, BUNDLE, &[]).await;
     let launched = s.journalled("dvt", "launch");
@@ -254,11 +265,6 @@ async fn the_pcapd_shim_checks_in_and_taps_the_launched_apps_http_requests_under
     use idevice::pcapd::PcapdClient;
     let s = standin("hosts = { \"lab-machine.invalid\" = \"127.0.0.1\" }");
     let (_, hs, mut handle) = tunnel(&s).await;
-    let shim = &hs.services[PCAPD];
-    assert_eq!(
-        (shim.port, shim.entitlement.as_str(), shim.uses_remote_xpc, shim.features.clone()),
-        (49614, "com.apple.mobile.lockdown.remote.trusted", false, None)
-    );
     let (port, received) = http_server();
     let mut pcap = <PcapdClient as RsdService>::from_stream(service(&mut handle, &hs, PCAPD).await).await.unwrap();
     let checkins = s.journalled("rsd", "RSDCheckin");
@@ -279,9 +285,7 @@ async fn the_pcapd_shim_checks_in_and_taps_the_launched_apps_http_requests_under
 async fn without_the_image_the_tunnel_opens_but_rsd_lists_only_the_lockdown_shim() {
     let s = standin("developer_image_mounted = false");
     let (_, hs, mut handle) = tunnel(&s).await;
-    let mut names: Vec<&str> = hs.services.keys().map(String::as_str).collect();
-    names.sort();
-    assert_eq!(names, [PCAPD], "no dtservicehub nor CoreDevice service without the image");
+    assert_eq!(listed(&hs), [PCAPD], "no dtservicehub nor CoreDevice service without the image");
     // Their ports have no listener: a reset, as for any port with none.
     for port in [49664, 50056] {
         let e = handle.connect(port).await.unwrap_err();
