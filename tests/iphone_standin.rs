@@ -5,7 +5,10 @@
 
 mod common;
 
-use common::iphone::{IOREG, REPLAY_UDID, StandIn, UDID, phone_toml};
+use common::iphone::{
+    IOREG, REPLAY_UDID, StandIn, UDID, assert_the_workloads_requests_were_captured, http_server, launch, phone_toml,
+    pinging,
+};
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -548,16 +551,6 @@ async fn install_app(standin: &StandIn, p: &idevice::provider::UsbmuxdProvider, 
     idevice::utils::installation::install_package(p, &ipa, None).await.unwrap();
 }
 
-async fn launch(
-    rs: &mut idevice::dvt::remote_server::RemoteServerClient<Box<dyn idevice::ReadWrite>>,
-    bundle_id: &str,
-    env: &[(&str, String)],
-) -> u64 {
-    let mut pc = idevice::dvt::process_control::ProcessControlClient::new(rs).await.unwrap();
-    let env: plist::Dictionary = env.iter().map(|(k, v)| (k.to_string(), plist::Value::from(v.as_str()))).collect();
-    pc.launch_app(bundle_id, Some(env), None, false, true).await.unwrap()
-}
-
 #[tokio::test]
 async fn the_energy_gauge_reports_the_launched_apps_profile_split_into_parts() {
     use idevice::dvt::energy_monitor::{EnergyMonitorClient, EnergySample};
@@ -667,42 +660,6 @@ async fn sysmontap_samples_the_apps_cpu_and_footprint_among_the_system_daemons()
     panic!("no sysmontap_stop in the journal");
 }
 
-/// A plain HTTP server answering 200 to every request; the count of requests it got.
-fn http_server() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let count = std::sync::Arc::new(AtomicUsize::new(0));
-    let counted = std::sync::Arc::clone(&count);
-    std::thread::spawn(move || {
-        for conn in listener.incoming().flatten() {
-            let mut conn = conn;
-            let mut got = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-                match conn.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => got.extend_from_slice(&buf[..n]),
-                }
-            }
-            if got.starts_with(b"GET ") {
-                counted.fetch_add(1, Ordering::SeqCst);
-                let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
-            }
-        }
-    });
-    (port, count)
-}
-
-/// The TCP payload and destination port of an en0 packet (Ethernet, IPv4, TCP).
-fn tcp_payload(data: &[u8]) -> (u16, &[u8]) {
-    let ip = &data[14..];
-    assert_eq!(ip[0] >> 4, 4, "IPv4");
-    assert_eq!(u16::from_be_bytes([ip[2], ip[3]]) as usize, ip.len(), "the IPv4 total length");
-    let tcp = &ip[usize::from(ip[0] & 0xf) * 4..];
-    (u16::from_be_bytes([tcp[2], tcp[3]]), &tcp[usize::from(tcp[12] >> 4) * 4..])
-}
-
 #[tokio::test]
 async fn pcapd_shows_the_launched_apps_real_http_requests_under_its_pid() {
     use idevice::dvt::remote_server::RemoteServerClient;
@@ -716,43 +673,9 @@ async fn pcapd_shows_the_launched_apps_real_http_requests_under_its_pid() {
     let (port, received) = http_server();
     let mut pcap = PcapdClient::connect(&p).await.unwrap();
     let mut rs = RemoteServerClient::connect(&p).await.unwrap();
-    let env = [
-        ("LAB_ENDPOINT_URL", format!("http://lab-machine.invalid:{port}/ping")),
-        ("LAB_REQUEST_INTERVAL_MS", "100".to_string()),
-        ("LAB_DURATION_MS", "1000".to_string()),
-    ];
-    let pid = launch(&mut rs, "com.example.net", &env).await;
+    let pid = launch(&mut rs, "com.example.net", &pinging(port)).await;
 
-    // Read for as long as packets come; the workload ends itself after a second.
-    let mut packets = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    while tokio::time::Instant::now() < deadline {
-        match tokio::time::timeout(Duration::from_millis(500), pcap.next_packet()).await {
-            Ok(packet) => packets.push(packet.unwrap()),
-            Err(_) if !standin.journalled("workload", "end").is_empty() => break,
-            Err(_) => {}
-        }
-    }
-    let end = standin.journalled("workload", "end");
-    assert_eq!(end.len(), 1, "{end:?}");
-    assert_eq!((end[0]["pid"].clone(), end[0]["reason"].clone()), (serde_json::json!(pid), "duration".into()));
-    let served = received.load(Ordering::SeqCst);
-    assert!(served >= 5, "about ten requests in a second at 100 ms: {served}");
-    assert_eq!(end[0]["requests"], served, "{end:?}");
-    assert_eq!(end[0]["responses"], served, "{end:?}");
-
-    assert!(packets.iter().all(|p| p.pid == pid as u32 && p.comm == "App" && p.interface_name == "en0"));
-    assert!(packets.iter().all(|p| p.header_version == 2 && p.frame_pre_length == 14));
-    let gets = packets
-        .iter()
-        .filter(|p| {
-            let (dst, payload) = tcp_payload(&p.data);
-            p.io == 1 && dst == port && payload.starts_with(b"GET ")
-        })
-        .count();
-    assert!(gets.abs_diff(served) <= 1, "{gets} GET packets, {served} requests served");
-    let answers = packets.iter().filter(|p| tcp_payload(&p.data).1.starts_with(b"HTTP/1.1 200")).count();
-    assert!(answers.abs_diff(served) <= 1, "{answers} answers, {served} requests served");
+    assert_the_workloads_requests_were_captured(&standin, &mut pcap, pid, port, &received, "App").await;
     assert_eq!(standin.journalled("pcapd", "connect").len(), 1);
     assert_eq!(standin.journalled("workload", "start")[0]["interval_ms"], 100);
 

@@ -10,7 +10,6 @@
 
 use std::collections::HashMap;
 use std::io::{self, Write};
-use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -19,6 +18,7 @@ use plist::{Dictionary, Value};
 use crate::Server;
 use crate::archive::{self, NsError};
 use crate::dtx::{Aux, Dtx, KIND_ERROR, KIND_OBJECT, KIND_OK};
+use crate::duplex::Duplex;
 use crate::energy::{self, Energy};
 use crate::processes::{Process, Processes};
 use crate::sysmontap::{self, Tap};
@@ -135,7 +135,7 @@ fn integer(m: &Dtx, i: usize) -> Option<u64> {
 
 /// The phone's side of the stream's writing half, shared with the threads that push.
 struct Out {
-    stream: Mutex<UnixStream>,
+    stream: Mutex<Box<dyn Write + Send>>,
     /// Identifiers of the phone's own messages (1 was its capabilities).
     next: AtomicU32,
 }
@@ -379,8 +379,10 @@ impl Session<'_> {
     }
 }
 
-pub fn serve(mut s: UnixStream, server: &Arc<Server>, udid: &str) -> io::Result<()> {
-    let out = Arc::new(Out { stream: Mutex::new(s.try_clone()?), next: AtomicU32::new(2) });
+/// One host's connection: the lockdown service's (a usbmuxd stream) or dtservicehub's (TCP
+/// in the tunnel); the protocol is the same.
+pub fn serve(mut s: impl Duplex, server: &Arc<Server>, udid: &str) -> io::Result<()> {
+    let out = Arc::new(Out { stream: Mutex::new(Box::new(s.try_clone()?)), next: AtomicU32::new(2) });
     out.send(&capabilities())?;
     // Dropping the session (the host hung up) stops its taps.
     let mut session = Session { server, udid, out: Arc::clone(&out), channels: HashMap::new() };

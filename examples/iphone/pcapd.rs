@@ -4,12 +4,12 @@
 //! live traffic: each packet goes to the clients connected when it is sent, none is kept.
 //! The traffic is what running apps' workloads send (workload.rs).
 
-use std::io::{self, Read, Write};
-use std::os::unix::net::UnixStream;
+use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::Server;
+use crate::duplex::Duplex;
 
 pub const SERVICE: &str = "com.apple.pcapd";
 /// Its journal lines' service.
@@ -20,7 +20,7 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 struct Client {
     id: u64,
     udid: String,
-    stream: UnixStream,
+    stream: Box<dyn Write + Send>,
     packets: u64,
 }
 
@@ -39,7 +39,7 @@ fn frame(record: &[u8]) -> Vec<u8> {
 }
 
 impl Taps {
-    fn add(&self, udid: &str, stream: UnixStream) -> u64 {
+    fn add(&self, udid: &str, stream: Box<dyn Write + Send>) -> u64 {
         let id = {
             let mut n = self.next.lock().unwrap();
             *n += 1;
@@ -77,10 +77,12 @@ impl Taps {
     }
 }
 
-pub fn serve(s: UnixStream, server: &Arc<Server>, udid: &str) -> io::Result<()> {
+/// One host's tap: the lockdown service's (a usbmuxd stream) or, after its RSDCheckin,
+/// pcapd.shim.remote's (TCP in the tunnel); the packets are the same.
+pub fn serve(s: impl Duplex, server: &Arc<Server>, udid: &str) -> io::Result<()> {
     let writer = s.try_clone()?;
     writer.set_write_timeout(Some(WRITE_TIMEOUT))?;
-    let id = server.taps.add(udid, writer);
+    let id = server.taps.add(udid, Box::new(writer));
     server.store.journal(udid, JOURNAL, "connect", serde_json::json!({"client": id}));
     // The host sends nothing; its hang-up ends the tap.
     let mut s = s;
@@ -94,14 +96,16 @@ pub fn serve(s: UnixStream, server: &Arc<Server>, udid: &str) -> io::Result<()> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Read;
+    use std::os::unix::net::UnixStream;
 
     #[test]
     fn packets_go_to_the_phones_connected_clients_as_binary_plist_data() {
         let taps = Taps::default();
         let (a_host, a_phone) = UnixStream::pair().unwrap();
         let (b_host, b_phone) = UnixStream::pair().unwrap();
-        let a = taps.add("U", a_phone);
-        taps.add("OTHER", b_phone);
+        let a = taps.add("U", Box::new(a_phone));
+        taps.add("OTHER", Box::new(b_phone));
         assert_eq!(taps.deliver("U", &[b"one".to_vec(), b"two".to_vec()]), 1);
         assert_eq!(taps.remove(a), 2);
         assert_eq!(taps.deliver("U", &[b"late".to_vec()]), 0, "no client: the packet is gone");

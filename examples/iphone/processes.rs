@@ -45,7 +45,7 @@ impl Process {
             args,
             suspended,
             executable,
-            profile: app.profile.clone().unwrap_or_default(),
+            profile: app.profile.unwrap_or_default(),
         }
     }
 }

@@ -23,6 +23,12 @@ const INSTRUMENTS: [&str; 2] =
     ["com.apple.instruments.remoteserver", "com.apple.instruments.remoteserver.DVTSecureSocketProxy"];
 const CORE_DEVICE_PROXY: &str = crate::tunnel::SERVICE;
 
+/// Whether the services the developer image brings run: Developer Mode on and the image
+/// mounted (lockdown's instruments services, RSD's dtservicehub and CoreDevice services).
+pub fn developer_services(phone: &Phone) -> bool {
+    phone.developer_mode && phone.developer_image_mounted
+}
+
 /// Whether StartService gives a port for `service` (else InvalidService, as lockdownd
 /// answers for a service the phone does not run now).
 pub fn offered(phone: &Phone, service: &str) -> bool {
@@ -31,13 +37,12 @@ pub fn offered(phone: &Phone, service: &str) -> bool {
         DIAGNOSTICS | IMAGE_MOUNTER | AFC | INSTALLATION_PROXY | CRASH_MOVER | CRASH_COPY | crate::pcapd::SERVICE => {
             true
         }
-        s if INSTRUMENTS.contains(&s) => phone.developer_mode && phone.developer_image_mounted,
-        // iOS 17+ runs it once the personalized image is mounted (Developer Mode on).
+        s if INSTRUMENTS.contains(&s) => developer_services(phone),
+        // iOS 17+ runs it with Developer Mode on, the image mounted or not: hosts mount it
+        // through the tunnel too (pymobiledevice3's `cryptex auto-install` "needs an RSD
+        // tunnel"), and what needs the image is missing from RSD until then (rsd.rs).
         CORE_DEVICE_PROXY => {
-            phone.major_version() >= 17
-                && phone.fault != Some(Fault::NoTunnel)
-                && phone.developer_mode
-                && phone.developer_image_mounted
+            phone.major_version() >= 17 && phone.fault != Some(Fault::NoTunnel) && phone.developer_mode
         }
         _ => false,
     }

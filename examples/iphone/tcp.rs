@@ -10,6 +10,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::Ipv6Addr;
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -206,6 +207,8 @@ struct State {
     /// Reset by the peer, or the tunnel is gone.
     broken: bool,
     advertised: u16,
+    /// How long a write waits for the peer's window to open.
+    window_wait: Duration,
 }
 
 impl State {
@@ -221,6 +224,8 @@ pub struct Conn {
     peer_port: u16,
     state: Mutex<State>,
     changed: Condvar,
+    /// The service's Streams of this connection: the last one dropped sends the FIN.
+    handles: AtomicUsize,
 }
 
 impl Conn {
@@ -256,6 +261,14 @@ pub struct Stack {
 impl Stack {
     pub fn new(link: Arc<Link>, listening: Vec<u16>, iss_seed: u32) -> Self {
         Stack { link, listening, conns: HashMap::new(), next_iss: iss_seed }
+    }
+
+    /// Starts or stops listening on `port` (connections made stay).
+    pub fn listen(&mut self, port: u16, on: bool) {
+        self.listening.retain(|p| *p != port);
+        if on {
+            self.listening.push(port);
+        }
     }
 
     fn reset_for(&self, s: &Segment) -> io::Result<()> {
@@ -380,7 +393,9 @@ impl Stack {
                 fin_sent: false,
                 broken: false,
                 advertised: 0,
+                window_wait: WINDOW_WAIT,
             }),
+            handles: AtomicUsize::new(0),
             changed: Condvar::new(),
         });
         let mut st = conn.state.lock().unwrap();
@@ -407,8 +422,26 @@ fn mss_option() -> Vec<u8> {
     vec![2, 4, hi, lo]
 }
 
-/// A service's end of a connection: blocking reads and writes, FIN when dropped.
-pub struct Stream(pub Arc<Conn>);
+/// A service's end of a connection: blocking reads and writes, FIN when the last handle
+/// of it is dropped.
+pub struct Stream(Arc<Conn>);
+
+impl Stream {
+    pub fn new(conn: Arc<Conn>) -> Stream {
+        conn.handles.fetch_add(1, Ordering::AcqRel);
+        Stream(conn)
+    }
+
+    /// Another handle of the connection (reads and writes share its state).
+    pub fn handle(&self) -> Stream {
+        Stream::new(Arc::clone(&self.0))
+    }
+
+    /// How long a write waits for the host's window; `None`: the default.
+    pub fn set_window_wait(&self, wait: Option<Duration>) {
+        self.0.state.lock().unwrap().window_wait = wait.unwrap_or(WINDOW_WAIT);
+    }
+}
 
 impl Read for Stream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
@@ -456,7 +489,8 @@ impl Write for Stream {
                 conn.link.send(&segment)?;
                 return Ok(n);
             }
-            let (next, timeout) = conn.changed.wait_timeout(st, WINDOW_WAIT).unwrap();
+            let wait = st.window_wait;
+            let (next, timeout) = conn.changed.wait_timeout(st, wait).unwrap();
             st = next;
             if timeout.timed_out() {
                 return Err(io::Error::new(io::ErrorKind::TimedOut, "the host's receive window stayed shut"));
@@ -472,6 +506,9 @@ impl Write for Stream {
 impl Drop for Stream {
     fn drop(&mut self) {
         let conn = &self.0;
+        if conn.handles.fetch_sub(1, Ordering::AcqRel) > 1 {
+            return; // another handle still serves the connection
+        }
         let mut st = conn.state.lock().unwrap();
         if st.broken || st.fin_sent {
             return;
@@ -560,7 +597,7 @@ mod tests {
         assert_eq!((syn_ack.flags, syn_ack.seq, syn_ack.ack), (SYN | ACK, 1000, 501));
         assert_eq!(syn_ack.mss_option(), Some(crate::tunnel::MTU - 60));
         let conn = stack.handle(&host_segment(ACK, 501, 1001, b"")).unwrap().expect("established");
-        let mut stream = Stream(conn);
+        let mut stream = Stream::new(conn);
 
         assert!(stack.handle(&host_segment(PSH | ACK, 501, 1001, b"ping")).unwrap().is_none());
         let ack = next(&mut host);
@@ -596,7 +633,7 @@ mod tests {
         next(&mut host);
         let mut ack = host_segment(ACK, 1, 1001, b"");
         ack.window = 1500;
-        let mut stream = Stream(stack.handle(&ack).unwrap().unwrap());
+        let mut stream = Stream::new(stack.handle(&ack).unwrap().unwrap());
         let writer = std::thread::spawn(move || {
             stream.write_all(&[7u8; 2000]).unwrap();
             stream
@@ -627,9 +664,39 @@ mod tests {
 
         stack.handle(&host_segment(SYN, 0, 0, b"")).unwrap();
         next(&mut host);
-        let mut stream = Stream(stack.handle(&host_segment(ACK, 1, 1001, b"")).unwrap().unwrap());
+        let mut stream = Stream::new(stack.handle(&host_segment(ACK, 1, 1001, b"")).unwrap().unwrap());
         stack.handle(&host_segment(RST, 1, 0, b"")).unwrap();
         assert_eq!(stream.read(&mut [0; 4]).unwrap_err().kind(), io::ErrorKind::ConnectionReset);
         assert_eq!(stream.write(b"x").unwrap_err().kind(), io::ErrorKind::BrokenPipe);
+    }
+
+    #[test]
+    fn the_fin_waits_for_the_last_handle_and_a_shut_window_fails_writes_after_the_wait() {
+        let (mut stack, mut host) = pair();
+        stack.handle(&host_segment(SYN, 0, 0, b"")).unwrap();
+        next(&mut host);
+        let mut ack = host_segment(ACK, 1, 1001, b"");
+        ack.window = 4;
+        let stream = Stream::new(stack.handle(&ack).unwrap().unwrap());
+        let mut writer = stream.handle();
+        drop(stream);
+        assert_eq!(writer.write(b"still").unwrap(), 4, "open after the first handle went");
+        assert_eq!(next(&mut host).payload, b"stil");
+        writer.set_window_wait(Some(Duration::from_millis(50)));
+        let e = writer.write(b"l").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        drop(writer);
+        assert_eq!(next(&mut host).flags, FIN | ACK, "the last handle's drop");
+    }
+
+    #[test]
+    fn a_port_stops_and_starts_listening() {
+        let (mut stack, mut host) = pair();
+        stack.listen(58783, false);
+        stack.handle(&host_segment(SYN, 0, 0, b"")).unwrap();
+        assert_eq!(next(&mut host).flags, RST | ACK);
+        stack.listen(58783, true);
+        stack.handle(&host_segment(SYN, 0, 0, b"")).unwrap();
+        assert_eq!(next(&mut host).flags, SYN | ACK);
     }
 }

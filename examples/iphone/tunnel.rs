@@ -27,6 +27,8 @@ pub const MTU: u16 = 16000;
 pub const RSD_PORT: u16 = 56307;
 pub const APP_SERVICE_PORT: u16 = 50056;
 pub const DIAGNOSTICS_PORT: u16 = 50063;
+pub const DTSERVICEHUB_PORT: u16 = 49664;
+pub const PCAPD_SHIM_PORT: u16 = 49614;
 
 /// The phone's and the host's tunnel addresses.
 pub fn addresses(udid: &str) -> (Ipv6Addr, Ipv6Addr) {
@@ -83,7 +85,8 @@ pub fn serve(mut s: UnixStream, server: &Arc<Server>, udid: &str) -> io::Result<
     let seed = u32::from_be_bytes(
         Sha256::digest(format!("{udid} {:?}", std::time::SystemTime::now()))[..4].try_into().unwrap(),
     );
-    let mut stack = Stack::new(Arc::clone(&link), vec![RSD_PORT, APP_SERVICE_PORT, DIAGNOSTICS_PORT], seed);
+    // RSD listens always; each service's port only while the phone runs it (listen_now).
+    let mut stack = Stack::new(Arc::clone(&link), vec![RSD_PORT], seed);
     let ended = packets(&mut s, &mut stack, server, udid, host_ip);
     // The host closed the tunnel (or it broke): every connection in it ends.
     stack.shut();
@@ -115,16 +118,21 @@ fn packets(s: &mut UnixStream, stack: &mut Stack, server: &Arc<Server>, udid: &s
                 continue;
             }
         };
+        if segment.flags & (crate::tcp::SYN | crate::tcp::ACK) == crate::tcp::SYN {
+            listen_now(stack, server, udid, segment.dst_port)?;
+        }
         if let Some(conn) = stack.handle(&segment)? {
             let port = conn.local_port();
             server.store.journal(udid, "tunnel", "connect", serde_json::json!({"port": port}));
             let (server, udid) = (Arc::clone(server), udid.to_string());
             std::thread::spawn(move || {
-                let stream = Stream(conn);
+                let stream = Stream::new(conn);
                 let served = match port {
                     RSD_PORT => crate::rsd::serve(stream, &server, &udid),
                     APP_SERVICE_PORT => crate::coredevice::serve_app_service(stream, &server, &udid),
-                    _ => crate::diagnostics::serve(stream, &server, &udid),
+                    DIAGNOSTICS_PORT => crate::diagnostics::serve(stream, &server, &udid),
+                    DTSERVICEHUB_PORT => crate::dvt::serve(stream, &server, &udid),
+                    _ => crate::shim::serve_pcapd(stream, &server, &udid),
                 };
                 if let Err(e) = served
                     && !matches!(e.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe)
@@ -134,6 +142,15 @@ fn packets(s: &mut UnixStream, stack: &mut Stack, server: &Arc<Server>, udid: &s
             });
         }
     }
+}
+
+/// A SYN to a service's port finds a listener only while the phone runs the service (the
+/// developer image mounted, for most): else the host gets a reset, as from a port with none.
+fn listen_now(stack: &mut Stack, server: &Server, udid: &str, port: u16) -> io::Result<()> {
+    let Some((_, name)) = crate::rsd::PORTS.iter().find(|(p, _)| *p == port) else { return Ok(()) };
+    let runs = server.store.phone(udid)?.is_some_and(|p| crate::rsd::runs(&p, name));
+    stack.listen(port, runs);
+    Ok(())
 }
 
 fn drop_packet(server: &Server, udid: &str, why: &str) {

@@ -2,10 +2,12 @@
 //! socket of the test's own, each phone paired (its pair record in the stand-in's root).
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use idevice::usbmuxd::UsbmuxdAddr;
 
@@ -260,4 +262,107 @@ pub fn assert_launched_with_the_trials_settings(launches: &[serde_json::Value]) 
         assert!(l["env"]["LAB_ENDPOINT_URL"].as_str().unwrap().starts_with("http://lab-machine.invalid:"), "{l}");
         assert_eq!(l["args"], serde_json::json!(["-EnvoyTrace", "YES"]), "{l}");
     }
+}
+
+// ---- tethered samples: shared by the lockdown (iphone_standin.rs) and RSD (iphone17_standin.rs) tests ----
+
+pub type RemoteServer = idevice::dvt::remote_server::RemoteServerClient<Box<dyn idevice::ReadWrite>>;
+
+/// Launches `bundle_id` through DVT's process control; its pid.
+pub async fn launch(rs: &mut RemoteServer, bundle_id: &str, env: &[(&str, String)]) -> u64 {
+    let mut pc = idevice::dvt::process_control::ProcessControlClient::new(rs).await.unwrap();
+    let env: plist::Dictionary = env.iter().map(|(k, v)| (k.to_string(), plist::Value::from(v.as_str()))).collect();
+    pc.launch_app(bundle_id, Some(env), None, false, true).await.unwrap()
+}
+
+/// A plain HTTP server answering 200 to every request; the count of requests it got.
+pub fn http_server() -> (u16, Arc<AtomicUsize>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let count = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&count);
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let mut conn = conn;
+            let mut got = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            }
+            if got.starts_with(b"GET ") {
+                counted.fetch_add(1, Ordering::SeqCst);
+                let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+            }
+        }
+    });
+    (port, count)
+}
+
+/// A workload's environment: GET the server on `port` by the name the phone file's `hosts`
+/// gives (`lab-machine.invalid`) every 100 ms for a second.
+pub fn pinging(port: u16) -> [(&'static str, String); 3] {
+    [
+        ("LAB_ENDPOINT_URL", format!("http://lab-machine.invalid:{port}/ping")),
+        ("LAB_REQUEST_INTERVAL_MS", "100".to_string()),
+        ("LAB_DURATION_MS", "1000".to_string()),
+    ]
+}
+
+/// The TCP payload and destination port of an en0 packet (Ethernet, IPv4, TCP).
+pub fn tcp_payload(data: &[u8]) -> (u16, &[u8]) {
+    let ip = &data[14..];
+    assert_eq!(ip[0] >> 4, 4, "IPv4");
+    assert_eq!(u16::from_be_bytes([ip[2], ip[3]]) as usize, ip.len(), "the IPv4 total length");
+    let tcp = &ip[usize::from(ip[0] & 0xf) * 4..];
+    (u16::from_be_bytes([tcp[2], tcp[3]]), &tcp[usize::from(tcp[12] >> 4) * 4..])
+}
+
+/// Reads the tap until the `pinging` workload of `pid` ends itself: every request the server
+/// got, and each answer, is a packet of the app's (`comm`) under its pid.
+pub async fn assert_the_workloads_requests_were_captured(
+    standin: &StandIn,
+    pcap: &mut idevice::pcapd::PcapdClient,
+    pid: u64,
+    port: u16,
+    received: &AtomicUsize,
+    comm: &str,
+) {
+    let mut packets = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while tokio::time::Instant::now() < deadline {
+        match tokio::time::timeout(Duration::from_millis(500), pcap.next_packet()).await {
+            Ok(packet) => packets.push(packet.unwrap()),
+            Err(_) if !standin.journalled("workload", "end").is_empty() => break,
+            Err(_) => {}
+        }
+    }
+    let end = standin.journalled("workload", "end");
+    assert_eq!(end.len(), 1, "{end:?}");
+    assert_eq!((end[0]["pid"].clone(), end[0]["reason"].clone()), (serde_json::json!(pid), "duration".into()));
+    let served = received.load(Ordering::SeqCst);
+    assert!(served >= 5, "about ten requests in a second at 100 ms: {served}");
+    assert_eq!(end[0]["requests"], served, "{end:?}");
+    assert_eq!(end[0]["responses"], served, "{end:?}");
+
+    let strays: Vec<_> = packets
+        .iter()
+        .filter(|p| p.pid != pid as u32 || p.comm != comm || p.interface_name != "en0")
+        .map(|p| (p.pid, p.comm.clone(), p.interface_name.clone()))
+        .take(3)
+        .collect();
+    assert!(strays.is_empty(), "packets not of {pid} ({comm}) on en0: {strays:?}");
+    assert!(packets.iter().all(|p| p.header_version == 2 && p.frame_pre_length == 14));
+    let gets = packets
+        .iter()
+        .filter(|p| {
+            let (dst, payload) = tcp_payload(&p.data);
+            p.io == 1 && dst == port && payload.starts_with(b"GET ")
+        })
+        .count();
+    assert!(gets.abs_diff(served) <= 1, "{gets} GET packets, {served} requests served");
+    let answers = packets.iter().filter(|p| tcp_payload(&p.data).1.starts_with(b"HTTP/1.1 200")).count();
+    assert!(answers.abs_diff(served) <= 1, "{answers} answers, {served} requests served");
 }
