@@ -45,6 +45,9 @@ pub enum Command {
     /// Keep each hub-powered phone between the charge limits of `[care]` by switching its
     /// port, until Ctrl-C; every port it cut is switched on again when it stops.
     Care(CareArgs),
+    /// Change points of one column of a CSV file (E-divisive means with a t-test, as Apache
+    /// Otava finds them): where the series moved to a new level.
+    Changes(super::changes_cmd::ChangesArgs),
     /// Answer an operator step a running campaign waits on (a `[[steps]]` entry, a manual
     /// tether's unplug / plug-in), with what it asks to attest.
     Confirm(super::confirm_cmd::ConfirmArgs),

@@ -3,6 +3,7 @@
 mod app;
 pub mod args;
 mod care_cmd;
+mod changes_cmd;
 mod compare_cmd;
 mod confirm_cmd;
 pub mod context;

@@ -59,6 +59,13 @@ pub struct ChangePoint {
     pub qhat: f64,
 }
 
+impl ChangePoint {
+    /// mean after / mean before − 1 (+0.25: 25 % higher); `None` when the mean before is 0.
+    pub fn relative_change(&self) -> Option<f64> {
+        (self.test.mean_before != 0.0).then(|| self.test.mean_after / self.test.mean_before - 1.0)
+    }
+}
+
 #[derive(Debug, Error, PartialEq)]
 pub enum ChangePointError {
     #[error("window_len is {0}; fix: use a window of at least 2 points (default 50)")]
