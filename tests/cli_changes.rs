@@ -58,44 +58,25 @@ fn every_window_from_3_finds_the_same_points_and_window_2_none() {
     assert!(out.contains("no change points"), "{out}");
 }
 
+/// `lab changes ARGS --json`, its change-point indices.
+fn json_indices(args: &[&str]) -> (Value, Vec<u64>) {
+    let v: Value = serde_json::from_str(&stdout(&[&["changes"], args, &["--json"]].concat())).unwrap();
+    let found = indices(&v);
+    (v, found)
+}
+
 #[test]
 fn a_named_column_and_the_thresholds() {
-    let v: Value =
-        serde_json::from_str(&stdout(&["changes", OUTLIER, "--column", "cpu_pct", "--window", "20", "--json"]))
-            .unwrap();
-    assert_eq!(indices(&v), [20, 40, 41]);
+    let cpu = [OUTLIER, "--column", "cpu_pct", "--window", "20"];
+    let (v, found) = json_indices(&cpu);
+    assert_eq!(found, [20, 40, 41]);
     assert_eq!(v["change_points"][1]["label"], "c40");
     // 41 (the level after the outlier) is a change of 6.6 %: a 10 % minimum drops it, 15 %
     // drops 20 (12.6 %) too; 40 is then re-tested against x[0..40] (Otava 0.8.0: [20, 40], [40]).
-    let v: Value = serde_json::from_str(&stdout(&[
-        "changes",
-        OUTLIER,
-        "--column",
-        "cpu_pct",
-        "--window",
-        "20",
-        "--min-magnitude",
-        "0.1",
-        "--json",
-    ]))
-    .unwrap();
-    assert_eq!(indices(&v), [20, 40]);
-    let v: Value = serde_json::from_str(&stdout(&[
-        "changes",
-        OUTLIER,
-        "--column",
-        "cpu_pct",
-        "--window",
-        "20",
-        "--min-magnitude",
-        "0.15",
-        "--json",
-    ]))
-    .unwrap();
-    assert_eq!(indices(&v), [40]);
+    assert_eq!(json_indices(&[&cpu[..], &["--min-magnitude", "0.1"]].concat()).1, [20, 40]);
+    assert_eq!(json_indices(&[&cpu[..], &["--min-magnitude", "0.15"]].concat()).1, [40]);
     // A p-value limit of 1e-30 keeps nothing.
-    let v: Value = serde_json::from_str(&stdout(&["changes", BRIEF, "--max-pvalue", "1e-30", "--json"])).unwrap();
-    assert_eq!(indices(&v), Vec::<u64>::new());
+    assert_eq!(json_indices(&[BRIEF, "--max-pvalue", "1e-30"]).1, Vec::<u64>::new());
 }
 
 #[test]
