@@ -8,7 +8,8 @@ use clap::Parser;
 use super::args::{Cli, Command};
 use super::exit::{self, CliError};
 use super::{
-    care_cmd, compare_cmd, confirm_cmd, hosts_cmd, hubs_cmd, import_cmd, plan_cmd, report_cmd, run_cmd, status_cmd,
+    care_cmd, compare_cmd, confirm_cmd, hosts_cmd, hubs_cmd, import_cmd, plan_cmd, report_cmd, run_cmd, schedule_cmd,
+    status_cmd,
 };
 
 pub fn main() -> ExitCode {
@@ -36,6 +37,7 @@ pub fn main() -> ExitCode {
         Command::Compare(a) => compare_cmd::run(lab, a),
         Command::Confirm(a) => confirm_cmd::run(lab, a).map(|s| (s, exit::OK)),
         Command::Care(a) => runtime.block_on(care_cmd::run(lab, a)),
+        Command::Schedule(a) => runtime.block_on(schedule_cmd::run(lab, a)),
     };
     match result {
         Ok((out, code)) => {

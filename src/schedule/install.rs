@@ -36,7 +36,8 @@ pub struct Paths {
 
 impl Paths {
     fn argv(&self, s: Option<&Schedule>) -> Vec<String> {
-        let mut a = vec![path_text(&self.binary), "--lab".into(), path_text(&self.lab), "schedule".into(), "run-due".into()];
+        let mut a =
+            vec![path_text(&self.binary), "--lab".into(), path_text(&self.lab), "schedule".into(), "run-due".into()];
         if let Some(s) = s {
             a.extend(["--schedule".into(), s.name.clone()]);
         }
@@ -240,7 +241,10 @@ pub fn launchd_plist(s: &Schedule, p: &Paths) -> String {
     d.insert("WorkingDirectory".into(), Value::String(path_text(&p.workdir)));
     match calendar_intervals(s) {
         Some(intervals) => {
-            d.insert("StartCalendarInterval".into(), Value::Array(intervals.into_iter().map(Value::Dictionary).collect()));
+            d.insert(
+                "StartCalendarInterval".into(),
+                Value::Array(intervals.into_iter().map(Value::Dictionary).collect()),
+            );
         }
         None => {
             d.insert("StartInterval".into(), Value::Integer(900.into()));
@@ -263,7 +267,8 @@ fn calendar_intervals(s: &Schedule) -> Option<Vec<plist::Dictionary>> {
     use plist::{Dictionary, Value};
     let f = Fields::of(&s.cron)?;
     let mut times: Vec<(Option<u16>, Option<u16>)> = Vec::new();
-    let hours: Vec<Option<u16>> = if f.hours.len() == 24 { vec![None] } else { f.hours.iter().map(|h| Some(*h)).collect() };
+    let hours: Vec<Option<u16>> =
+        if f.hours.len() == 24 { vec![None] } else { f.hours.iter().map(|h| Some(*h)).collect() };
     let minutes: Vec<Option<u16>> =
         if f.minutes.len() == 60 { vec![None] } else { f.minutes.iter().map(|m| Some(*m)).collect() };
     for h in &hours {
@@ -357,10 +362,8 @@ mod tests {
     fn launchd_entries_follow_the_pattern_and_the_gap() {
         let s = schedule("30 2 * * 0", chrono_tz::Europe::Berlin);
         let e = calendar_intervals(&s).unwrap();
-        let got: Vec<Vec<(String, i64)>> = e
-            .iter()
-            .map(|d| d.iter().map(|(k, v)| (k.clone(), v.as_signed_integer().unwrap())).collect())
-            .collect();
+        let got: Vec<Vec<(String, i64)>> =
+            e.iter().map(|d| d.iter().map(|(k, v)| (k.clone(), v.as_signed_integer().unwrap())).collect()).collect();
         let want = |h, m| vec![("Weekday".to_string(), 0), ("Hour".into(), h), ("Minute".into(), m)];
         assert_eq!(got, [want(2, 30), want(3, 0)]);
     }

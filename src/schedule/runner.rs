@@ -155,11 +155,12 @@ impl SlotRunner<'_> {
         let at = utc_text(now.get());
         if !gone || !self.store.take_over_slot(&row, &self.claimant(&at))? {
             let current = self.store.slot(&row.schedule, &row.due_utc)?.unwrap_or(row.clone());
-            return Ok(self.report(s, due, current.campaign.clone(), SlotAction::Claimed {
-                pid: current.claimed_pid,
-                host: current.claimed_host,
-                state: current.state,
-            }));
+            return Ok(self.report(
+                s,
+                due,
+                current.campaign.clone(),
+                SlotAction::Claimed { pid: current.claimed_pid, host: current.claimed_host, state: current.state },
+            ));
         }
         let campaign = match &row.campaign {
             Some(c) => Some(c.clone()),
@@ -189,19 +190,24 @@ impl SlotRunner<'_> {
         let due = due_slots(s, checkpoint(last, first_seen), at_time)?;
         let Some(slot) = due.run else { return Ok(()) };
         let id = self.new_campaign_id(s);
-        let because = format!(
-            "missed: the runner came at {at}, when the later slot {} was due too (only the latest missed slot runs)",
-            utc_text(slot)
-        );
+        let because =
+            format!("missed: at {at} the later slot {} was due too, and only the latest due slot runs", utc_text(slot));
         let skipped: Vec<(String, String)> = due.skipped.iter().map(|d| (utc_text(*d), because.clone())).collect();
         let key = utc_text(slot);
-        match self.store.claim_slot(&s.name, &key, id.as_ref().ok().map(String::as_str), &self.claimant(&at), &skipped)? {
+        match self.store.claim_slot(
+            &s.name,
+            &key,
+            id.as_ref().ok().map(String::as_str),
+            &self.claimant(&at),
+            &skipped,
+        )? {
             Claim::Taken(row) => {
-                report.slots.push(self.report(s, slot, row.campaign.clone(), SlotAction::Claimed {
-                    pid: row.claimed_pid,
-                    host: row.claimed_host,
-                    state: row.state,
-                }));
+                report.slots.push(self.report(
+                    s,
+                    slot,
+                    row.campaign.clone(),
+                    SlotAction::Claimed { pid: row.claimed_pid, host: row.claimed_host, state: row.state },
+                ));
             }
             Claim::Won => {
                 for d in &due.skipped {

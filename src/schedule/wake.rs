@@ -35,14 +35,11 @@ async fn sleep_until(deadline: DateTime<Utc>, _left: std::time::Duration) -> Res
     }
     let err = |e: std::io::Error| ScheduleError::Timer(e.to_string());
     let nix_err = |e: nix::Error| ScheduleError::Timer(e.to_string());
-    let fd = TimerFd::new(ClockId::CLOCK_REALTIME, TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC)
-        .map_err(nix_err)?;
+    let fd =
+        TimerFd::new(ClockId::CLOCK_REALTIME, TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC).map_err(nix_err)?;
     let at = TimeSpec::new(deadline.timestamp(), i64::from(deadline.timestamp_subsec_nanos()));
-    fd.set(
-        Expiration::OneShot(at),
-        TimerSetTimeFlags::TFD_TIMER_ABSTIME | TimerSetTimeFlags::TFD_TIMER_CANCEL_ON_SET,
-    )
-    .map_err(nix_err)?;
+    fd.set(Expiration::OneShot(at), TimerSetTimeFlags::TFD_TIMER_ABSTIME | TimerSetTimeFlags::TFD_TIMER_CANCEL_ON_SET)
+        .map_err(nix_err)?;
     // SAFETY: `Timer` owns the descriptor, which lives as long as the AsyncFd and is
     // closed only when it is dropped (after deregistration).
     let fd = unsafe { AsyncFd::register_with_interest(Timer(fd), Interest::READABLE) }
