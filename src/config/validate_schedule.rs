@@ -67,7 +67,8 @@ fn read_cron(f: &Field, p: &mut Problems) -> Option<croner::Cron> {
     let cron = match parse_cron(&text) {
         Ok(c) => c,
         Err(e) => {
-            f.problem(p, format!("`{text}` is not a cron pattern: {e}"), CRON_FIX);
+            let why = e.to_string();
+            f.problem(p, format!("`{text}` is not a cron pattern: {}", why.trim_end_matches('.')), CRON_FIX);
             return None;
         }
     };
@@ -196,4 +197,55 @@ fn webhook_problem(url: &str) -> Option<&'static str> {
         return Some("has no host");
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::config::{BaselinePolicy, parse_lab};
+
+    const LAB: &str = "[lab]\nname = \"l\"\n";
+
+    #[test]
+    fn every_key_is_read() {
+        let text = format!(
+            "{LAB}[[schedule]]\nname = \"weekly-cpu\"\ncron = \"30 2 * * 0\"\ntimezone = \"Europe/Berlin\"\n\
+             runbook = \"runbooks/quickstart.toml\"\nbaseline = {{ campaign = \"quickstart-1\" }}\n\
+             [schedule.confirm]\nenabled = false\nmin_trials_per_arm = 12\n\
+             [schedule.notify]\nwebhook = \"http://127.0.0.1:9000/hook\"\ncommand = [\"/bin/echo\", \"x\"]\n\
+             [[schedule]]\nname = \"daily\"\ncron = \"0 6 * * 1-5\"\ntimezone = \"UTC\"\nrunbook = \"runbooks/quickstart.toml\"\n\
+             baseline = \"previous\"\n"
+        );
+        let lab = parse_lab(&text, Path::new("lab.toml")).unwrap();
+        let w = lab.schedule("weekly-cpu").unwrap();
+        assert_eq!((w.cron.as_str(), w.timezone.name()), ("30 2 * * 0", "Europe/Berlin"));
+        assert!(w.runbook.is_absolute() && w.runbook.ends_with("runbooks/quickstart.toml"));
+        assert_eq!(w.baseline, BaselinePolicy::Campaign("quickstart-1".into()));
+        assert_eq!((w.confirm.enabled, w.confirm.min_trials_per_arm, w.confirm.max_trials_per_arm), (false, 12, 40));
+        assert_eq!(w.notify.webhook.as_deref(), Some("http://127.0.0.1:9000/hook"));
+        assert_eq!(w.notify.command, Some(vec!["/bin/echo".to_string(), "x".to_string()]));
+        let d = lab.schedule("daily").unwrap();
+        assert_eq!(
+            (d.baseline.clone(), d.confirm.enabled, d.notify.command.clone()),
+            (BaselinePolicy::Previous, true, None)
+        );
+        // Defaults: the last change point; no schedule at all is fine.
+        assert!(parse_lab(LAB, Path::new("lab.toml")).unwrap().schedules.is_empty());
+    }
+
+    #[test]
+    fn weekdays_are_posix() {
+        use chrono::TimeZone;
+        let text = format!(
+            "{LAB}[[schedule]]\nname = \"m\"\ncron = \"0 9 * * 1\"\ntimezone = \"UTC\"\nrunbook = \"runbooks/quickstart.toml\"\n\
+             [[schedule]]\nname = \"s\"\ncron = \"0 9 * * 7\"\ntimezone = \"UTC\"\nrunbook = \"runbooks/quickstart.toml\"\n"
+        );
+        let lab = parse_lab(&text, Path::new("lab.toml")).unwrap();
+        // 2026-03-28 is a Saturday.
+        let from = chrono::Utc.with_ymd_and_hms(2026, 3, 28, 0, 0, 0).unwrap();
+        let next = |n: &str| lab.schedule(n).unwrap().cron.find_next_occurrence(&from, false).unwrap().to_rfc3339();
+        assert_eq!(next("m"), "2026-03-30T09:00:00+00:00"); // 1 = Monday
+        assert_eq!(next("s"), "2026-03-29T09:00:00+00:00"); // 7 = Sunday
+    }
 }
