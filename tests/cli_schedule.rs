@@ -116,8 +116,9 @@ fn missed_slots_run_the_latest_once_and_name_the_others() {
 
 #[test]
 fn two_run_due_processes_started_together_run_the_slot_once() {
-    // Long enough (hundreds of trials) that the second runner sees the first one's claim.
-    let lab = scheduled_lab(WEEKLY, 50);
+    // Long enough (3,200 trials, seconds) that the second runner comes while the first
+    // one's campaign runs, however the two are scheduled on a loaded machine.
+    let lab = scheduled_lab(WEEKLY, 400);
     at(&lab, BEFORE, &["schedule", "run-due"]).assert().success();
     let spawn = || {
         Command::new(assert_cmd::cargo::cargo_bin("lab"))

@@ -63,7 +63,7 @@ pub enum Claim {
     /// This runner owns it now.
     Won,
     /// Another runner's row was there first.
-    Taken(SlotRow),
+    Taken(Box<SlotRow>),
 }
 
 const COLUMNS: &str = "schedule, due_utc, state, claimed_at, claimed_pid, claimed_host, campaign, finished_at, \
@@ -171,7 +171,7 @@ impl Store {
             let sql = format!("SELECT {COLUMNS} FROM schedule_slots WHERE schedule = ?1 AND due_utc = ?2");
             let row = tx.query_row(&sql, [schedule, due_utc], slot_row)?;
             tx.commit()?;
-            return Ok(Claim::Taken(row));
+            return Ok(Claim::Taken(Box::new(row)));
         }
         {
             let mut st = tx.prepare(
