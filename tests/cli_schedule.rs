@@ -114,23 +114,26 @@ fn missed_slots_run_the_latest_once_and_name_the_others() {
     assert_eq!(rows[3], "2026-03-22T01:30:00Z finished ok");
 }
 
+/// `lab schedule WHAT` at `now`, running on its own, stdout piped.
+fn spawn_schedule(lab: &TempLab, now: &str, what: &str, stderr: Stdio) -> Child {
+    Command::new(assert_cmd::cargo::cargo_bin("lab"))
+        .current_dir(root())
+        .args(["--lab", lab.lab.to_str().unwrap(), "schedule", what])
+        .env("LAB_NOW", now)
+        .env_remove("LAB_CONFIG")
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap()
+}
+
 #[test]
 fn two_run_due_processes_started_together_run_the_slot_once() {
     // Long enough (3,200 trials, seconds) that the second runner comes while the first
     // one's campaign runs, however the two are scheduled on a loaded machine.
     let lab = scheduled_lab(WEEKLY, 400);
     at(&lab, BEFORE, &["schedule", "run-due"]).assert().success();
-    let spawn = || {
-        Command::new(assert_cmd::cargo::cargo_bin("lab"))
-            .current_dir(root())
-            .args(["--lab", lab.lab.to_str().unwrap(), "schedule", "run-due"])
-            .env("LAB_NOW", AFTER_SLOT)
-            .env_remove("LAB_CONFIG")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
+    let spawn = || spawn_schedule(&lab, AFTER_SLOT, "run-due", Stdio::piped());
     let (a, b) = (spawn(), spawn());
     let outs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
     assert!(outs.iter().all(|o| o.status.success()), "{outs:?}");
@@ -150,15 +153,7 @@ struct Daemon {
 
 impl Daemon {
     fn start(lab: &TempLab, now: &str) -> Daemon {
-        let mut child = Command::new(assert_cmd::cargo::cargo_bin("lab"))
-            .current_dir(root())
-            .args(["--lab", lab.lab.to_str().unwrap(), "schedule", "daemon"])
-            .env("LAB_NOW", now)
-            .env_remove("LAB_CONFIG")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_schedule(lab, now, "daemon", Stdio::null());
         let lines = Arc::new(Mutex::new(Vec::new()));
         let out = child.stdout.take().unwrap();
         let sink = lines.clone();
@@ -214,14 +209,20 @@ fn assert_each_trial_once(lab: &TempLab) {
     assert!(valid.iter().all(|n| *n == 1), "a trial ran twice or not at all: {valid:?}");
 }
 
+/// A daemon in the middle of the spring-forward slot's campaign (1,200 trials), with at
+/// least `attempts` recorded.
+fn daemon_in_a_slot(attempts: i64) -> (TempLab, Daemon) {
+    let lab = scheduled_lab(WEEKLY, 150);
+    at(&lab, BEFORE, &["schedule", "run-due"]).assert().success();
+    let mut daemon = Daemon::start(&lab, AFTER_SLOT);
+    wait_for_attempts(&lab, attempts, &mut daemon);
+    (lab, daemon)
+}
+
 #[test]
 fn the_daemon_killed_during_a_slot_resumes_it_when_restarted_and_never_runs_it_twice() {
     use nix::sys::signal::Signal;
-    let lab = scheduled_lab(WEEKLY, 150);
-    at(&lab, BEFORE, &["schedule", "run-due"]).assert().success();
-
-    let mut first = Daemon::start(&lab, AFTER_SLOT);
-    wait_for_attempts(&lab, 100, &mut first);
+    let (lab, mut first) = daemon_in_a_slot(100);
     first.signal(Signal::SIGKILL);
     first.child.wait().unwrap();
     let dead_pid = first.child.id();
@@ -256,10 +257,7 @@ fn the_daemon_killed_during_a_slot_resumes_it_when_restarted_and_never_runs_it_t
 #[test]
 fn sigterm_during_a_slot_stops_the_daemon_cleanly_and_the_next_runner_resumes_the_slot() {
     use nix::sys::signal::Signal;
-    let lab = scheduled_lab(WEEKLY, 150);
-    at(&lab, BEFORE, &["schedule", "run-due"]).assert().success();
-    let mut daemon = Daemon::start(&lab, AFTER_SLOT);
-    wait_for_attempts(&lab, 50, &mut daemon);
+    let (lab, mut daemon) = daemon_in_a_slot(50);
     daemon.signal(Signal::SIGTERM);
     let status = daemon.child.wait().unwrap();
     assert_eq!(status.code(), Some(0), "{}", daemon.text());
