@@ -14,6 +14,7 @@ pub mod measure;
 pub mod plan;
 pub mod report;
 pub mod runner;
+pub mod schedule;
 pub mod seed;
 pub mod stats;
 pub mod store;

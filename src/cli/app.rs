@@ -9,7 +9,7 @@ use super::args::{Cli, Command};
 use super::exit::{self, CliError};
 use super::{
     care_cmd, changes_cmd, compare_cmd, confirm_cmd, hosts_cmd, hubs_cmd, import_cmd, plan_cmd, report_cmd, run_cmd,
-    status_cmd,
+    schedule_cmd, status_cmd,
 };
 
 pub fn main() -> ExitCode {
@@ -38,6 +38,7 @@ pub fn main() -> ExitCode {
         Command::Confirm(a) => confirm_cmd::run(lab, a).map(|s| (s, exit::OK)),
         Command::Care(a) => runtime.block_on(care_cmd::run(lab, a)),
         Command::Changes(a) => changes_cmd::run(a).map(|s| (s, exit::OK)),
+        Command::Schedule(a) => runtime.block_on(schedule_cmd::run(lab, a)),
     };
     match result {
         Ok((out, code)) => {

@@ -51,6 +51,9 @@ pub enum Command {
     /// Answer an operator step a running campaign waits on (a `[[steps]]` entry, a manual
     /// tether's unplug / plug-in), with what it asks to attest.
     Confirm(super::confirm_cmd::ConfirmArgs),
+    /// Schedules of lab.toml (`[[schedule]]`): list them, run what is due, keep running
+    /// them (`daemon`), or print a systemd timer, crontab line or launchd plist.
+    Schedule(super::schedule_cmd::ScheduleArgs),
 }
 
 #[derive(Debug, clap::Args)]

@@ -17,6 +17,7 @@ pub mod plan_cmd;
 mod report_cmd;
 pub mod reporter;
 mod run_cmd;
+mod schedule_cmd;
 pub mod status_care;
 pub mod status_cmd;
 mod status_operator;

@@ -1,7 +1,7 @@
 //! `lab run RUNBOOK` and `lab run --resume CAMPAIGN`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
@@ -27,16 +27,56 @@ pub struct RunOutcome {
 }
 
 pub async fn run(lab_arg: Option<&Path>, args: &RunArgs) -> Result<RunOutcome, CliError> {
-    let lab = Arc::new(context::load_lab(lab_arg)?);
+    let lab = context::load_lab(lab_arg)?;
+    let start = match (&args.runbook, &args.resume) {
+        (Some(path), _) => Start::Runbook { path: path.clone(), id: None },
+        (None, Some(id)) => Start::Resume(id.clone()),
+        (None, None) => return Err(CliError::bad_input(NO_RUNBOOK)),
+    };
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let ctrl_c = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            let _ = stop_tx.send(true);
+            // A second Ctrl-C does not wait for the current trials to wind down.
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(exit::INTERRUPTED as i32);
+            }
+        }
+    });
+    let result = run_campaign(lab, start, args.json, args.verbose, stop_rx).await;
+    ctrl_c.abort();
+    result
+}
+
+/// What a campaign run starts from.
+pub(super) enum Start {
+    /// A new campaign of a runbook; `id`: the id it gets (else `lab run`'s own choice).
+    Runbook { path: PathBuf, id: Option<String> },
+    /// An interrupted campaign, with the runbook it was started with.
+    Resume(String),
+}
+
+/// `lab run`'s whole path, for `lab run` and for scheduled slots: validate, open every
+/// device, create (or reopen) the campaign, run it until done or until `stop` is set
+/// (the way a first Ctrl-C stops it), write the report files.
+pub(super) async fn run_campaign(
+    lab: Lab,
+    start: Start,
+    json: bool,
+    verbose: bool,
+    stop: watch::Receiver<bool>,
+) -> Result<RunOutcome, CliError> {
+    let lab = Arc::new(lab);
     // Everything is validated, and every device opened, before the store is touched:
     // bad input changes nothing.
-    let (runbook, plan, resume) = match (&args.runbook, &args.resume) {
-        (Some(path), _) => {
-            let runbook = config::load_runbook(path, &lab)?;
+    let (runbook, plan, resume, new_id) = match start {
+        Start::Runbook { path, id } => {
+            let runbook = config::load_runbook(&path, &lab)?;
             let plan = plan::build(&runbook, &lab)?;
-            (runbook, plan, None)
+            (runbook, plan, None, id)
         }
-        (None, Some(id)) => {
+        Start::Resume(id) => {
+            let id = &id;
             let store = context::open_store_existing(&lab)?.ok_or_else(|| {
                 CliError::bad_input(format!("no store at {}; nothing to resume", display_path(&lab.store_path)))
             })?;
@@ -51,9 +91,8 @@ pub async fn run(lab_arg: Option<&Path>, args: &RunArgs) -> Result<RunOutcome, C
             let runbook = config::parse_runbook(&c.runbook_text, Path::new(&c.runbook_path), &lab)?;
             let plan: Plan = serde_json::from_value(c.plan_json.clone())
                 .map_err(|e| CliError::internal(format!("campaign {id}: stored plan unreadable: {e}")))?;
-            (runbook, plan, Some((store, id.clone())))
+            (runbook, plan, Some((store, id.clone())), None)
         }
-        (None, None) => return Err(CliError::bad_input(NO_RUNBOOK)),
     };
     // One transport per host, shared by its devices and their tethers.
     let hosts = crate::transport::Hosts::for_lab(&lab);
@@ -73,13 +112,16 @@ pub async fn run(lab_arg: Option<&Path>, args: &RunArgs) -> Result<RunOutcome, C
         }
         None => {
             let store = context::open_store(&lab)?;
-            let id = runner::new_id(&runbook.name, &store)?;
+            let id = match new_id {
+                Some(id) => id,
+                None => runner::new_id(&runbook.name, &store)?,
+            };
             let record = runner::new_record(&id, &lab, &runbook, &plan);
             store.create_campaign(&record, plan.max_attempts, std::process::id())?;
             (store, id, false)
         }
     };
-    execute(lab, hosts, runbook, plan, store, id, devices, resumed, args).await
+    execute(lab, hosts, runbook, plan, store, id, devices, resumed, json, verbose, stop).await
 }
 
 type Devices = BTreeMap<String, Arc<dyn crate::device::Device>>;
@@ -128,11 +170,13 @@ async fn execute(
     id: String,
     devices: Devices,
     resumed: bool,
-    args: &RunArgs,
+    json: bool,
+    verbose: bool,
+    stop_rx: watch::Receiver<bool>,
 ) -> Result<RunOutcome, CliError> {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let (report_tx, report_rx) = mpsc::unbounded_channel();
-    let reporter = tokio::spawn(Reporter::new(args.verbose, args.json).run(report_rx));
+    let reporter = tokio::spawn(Reporter::new(verbose, json).run(report_rx));
     // Steps the runner waits on go to the terminal's prompter too, when there is one.
     let prompter = operator::spawn_terminal(store.clone());
     let relay = tokio::spawn(async move {
@@ -141,16 +185,6 @@ async fn execute(
                 let _ = tx.send(p);
             }
             let _ = report_tx.send(e);
-        }
-    });
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let ctrl_c = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            let _ = stop_tx.send(true);
-            // A second Ctrl-C does not wait for the current trials to wind down.
-            if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(exit::INTERRUPTED as i32);
-            }
         }
     });
     let events = EventSink::new(tx);
@@ -182,14 +216,13 @@ async fn execute(
         desk,
     };
     let result = campaign.run(resumed).await;
-    ctrl_c.abort();
     let _ = relay.await;
     let _ = reporter.await;
     let summary = result?;
 
     let (files, tables) = report_cmd::write_files(&store, &id, &summary.artifacts)?;
     let mut output = String::new();
-    if args.json {
+    if json {
         let json = serde_json::json!({ "campaign": summary, "files": files });
         output.push_str(&serde_json::to_string_pretty(&json).map_err(CliError::internal)?);
         output.push('\n');

@@ -26,6 +26,8 @@ pub struct Lab {
     pub endpoint: LabEndpoint,
     /// `[care]`: how `lab care` keeps hub-powered phones between campaigns.
     pub care: CareSettings,
+    /// `[[schedule]]`: runbooks that run again on a calendar (docs/schedule.md).
+    pub schedules: Vec<super::schedule::Schedule>,
 }
 
 /// `[care]` (docs/care.md): the charge window `lab care` keeps each hub-powered phone in,
@@ -52,6 +54,9 @@ impl Lab {
     }
     pub fn host(&self, name: &str) -> Option<&Host> {
         self.hosts.iter().find(|h| h.name == name)
+    }
+    pub fn schedule(&self, name: &str) -> Option<&super::schedule::Schedule> {
+        self.schedules.iter().find(|s| s.name == name)
     }
 }
 

@@ -10,9 +10,10 @@ use super::validate_care::read_care;
 use super::validate_device::read_device;
 use super::validate_endpoint_address::{ENDPOINT_KEYS, check_phone_reaches, read_lab_endpoint};
 use super::validate_host::{SSH_KEYS, read_host_kind};
+use super::validate_schedule::read_schedules;
 use super::{Host, HostKind, Lab, LabEndpoint};
 
-const ROOT_KEYS: &[&str] = &["lab", "host", "device", "care"];
+const ROOT_KEYS: &[&str] = &["lab", "host", "device", "care", "schedule"];
 const LAB_KEYS: &[&str] = &["name", "artifacts", "store"];
 
 /// The host every lab has: this machine.
@@ -68,6 +69,7 @@ pub(crate) fn read_lab(root: &Table, p: &mut Problems, source: &Path, text: &str
     }
 
     let care = read_care(root, p);
+    let schedules = read_schedules(root, p, base);
 
     Lab {
         name,
@@ -79,6 +81,7 @@ pub(crate) fn read_lab(root: &Table, p: &mut Problems, source: &Path, text: &str
         devices,
         endpoint: endpoint.unwrap_or_default(),
         care,
+        schedules,
     }
 }
 

@@ -170,6 +170,30 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE attempts ADD COLUMN state_soak TEXT;
     "#,
+    // 8 (schedules): one row per (schedule, due time), the UTC instant croner gave, written
+    // `YYYY-MM-DDTHH:MM:SSZ` so text order is time order. A runner owns a slot by inserting
+    // its row (claimed); a skipped slot is a row too, so nothing is passed over unsaid.
+    // state: claimed | interrupted | finished | skipped. `schedules_seen`: when a runner
+    // first saw each schedule, where counting starts before it has a slot.
+    r#"
+    CREATE TABLE schedule_slots (
+        schedule        TEXT NOT NULL,
+        due_utc         TEXT NOT NULL,
+        state           TEXT NOT NULL,
+        claimed_at      TEXT,
+        claimed_pid     INTEGER,
+        claimed_host    TEXT,
+        campaign        TEXT,
+        finished_at     TEXT,
+        outcome         TEXT,
+        skipped_because TEXT,
+        UNIQUE (schedule, due_utc)
+    );
+    CREATE TABLE schedules_seen (
+        schedule        TEXT PRIMARY KEY,
+        first_seen_utc  TEXT NOT NULL
+    );
+    "#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<u32> {

@@ -1,0 +1,13 @@
+//! What can stop schedule work.
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScheduleError {
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error("schedule {schedule}: {message}")]
+    Cron { schedule: String, message: String },
+    #[error("stored time `{0}` is not RFC 3339; fix: check the store's schedule_slots table")]
+    Time(String),
+    #[error("the wake-up timer: {0}")]
+    Timer(String),
+}

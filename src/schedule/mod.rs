@@ -1,0 +1,18 @@
+//! Schedules (docs/schedule.md): which slots of each `[[schedule]]` are due, claiming
+//! and running them once whatever the number of runners, the daemon that sleeps until
+//! the next one, and the timer units that start `lab schedule run-due`.
+
+mod daemon;
+mod due;
+mod error;
+mod install;
+mod now;
+mod runner;
+mod wake;
+
+pub use daemon::{Daemon, DaemonEvent};
+pub use due::{Due, FIRST_SIGHT_LOOKBACK, checkpoint, due_slots, next_after, parse_utc, utc_text};
+pub use error::ScheduleError;
+pub use install::{InstallTarget, Paths, crontab, launchd_plist, systemd_units};
+pub use now::Now;
+pub use runner::{Launch, Launcher, RunDueReport, SlotAction, SlotOutcome, SlotReport, SlotRunner};

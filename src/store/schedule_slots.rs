@@ -1,0 +1,276 @@
+//! Schedule slots (docs/schedule.md): one row per (schedule, due time).
+//!
+//! A runner owns a slot by inserting its row inside an immediate transaction
+//! (`INSERT … ON CONFLICT DO NOTHING`): of two runners racing, one inserts, the other
+//! finds the row. Taking over a slot whose runner died is one conditional `UPDATE`.
+
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use serde::Serialize;
+
+use super::sqlite::{Store, StoreError};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SlotState {
+    /// A runner (claimed_pid on claimed_host) owns it and may be running its campaign.
+    Claimed,
+    /// Its campaign was stopped (SIGTERM, Ctrl-C, devices gone); the next runner resumes it.
+    Interrupted,
+    /// Its campaign ended; `outcome` says how.
+    Finished,
+    /// Never run: `skipped_because` says why.
+    Skipped,
+}
+
+impl SlotState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SlotState::Claimed => "claimed",
+            SlotState::Interrupted => "interrupted",
+            SlotState::Finished => "finished",
+            SlotState::Skipped => "skipped",
+        }
+    }
+    fn parse(s: &str) -> Self {
+        match s {
+            "claimed" => SlotState::Claimed,
+            "interrupted" => SlotState::Interrupted,
+            "skipped" => SlotState::Skipped,
+            _ => SlotState::Finished,
+        }
+    }
+}
+
+/// One slot's row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SlotRow {
+    pub schedule: String,
+    /// RFC 3339 UTC, seconds: `2026-03-29T01:00:00Z`.
+    pub due_utc: String,
+    pub state: SlotState,
+    pub claimed_at: Option<String>,
+    pub claimed_pid: Option<u32>,
+    pub claimed_host: Option<String>,
+    pub campaign: Option<String>,
+    pub finished_at: Option<String>,
+    pub outcome: Option<String>,
+    pub skipped_because: Option<String>,
+}
+
+/// What claiming a slot came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// This runner owns it now.
+    Won,
+    /// Another runner's row was there first.
+    Taken(Box<SlotRow>),
+}
+
+const COLUMNS: &str = "schedule, due_utc, state, claimed_at, claimed_pid, claimed_host, campaign, finished_at, \
+outcome, skipped_because";
+
+fn slot_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SlotRow> {
+    let state: String = r.get(2)?;
+    Ok(SlotRow {
+        schedule: r.get(0)?,
+        due_utc: r.get(1)?,
+        state: SlotState::parse(&state),
+        claimed_at: r.get(3)?,
+        claimed_pid: r.get(4)?,
+        claimed_host: r.get(5)?,
+        campaign: r.get(6)?,
+        finished_at: r.get(7)?,
+        outcome: r.get(8)?,
+        skipped_because: r.get(9)?,
+    })
+}
+
+/// Who claims, and when.
+#[derive(Debug, Clone)]
+pub struct Claimant<'a> {
+    pub pid: u32,
+    pub host: &'a str,
+    pub at: &'a str,
+}
+
+impl Store {
+    /// When a runner first saw `schedule`; records `now` if none has.
+    pub fn schedule_first_seen(&self, schedule: &str, now: &str) -> Result<String, StoreError> {
+        let conn = self.lock();
+        conn.execute(
+            "INSERT INTO schedules_seen (schedule, first_seen_utc) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+            params![schedule, now],
+        )?;
+        Ok(conn.query_row("SELECT first_seen_utc FROM schedules_seen WHERE schedule = ?1", [schedule], |r| r.get(0))?)
+    }
+
+    /// When a runner first saw `schedule`, without recording anything.
+    pub fn schedule_seen(&self, schedule: &str) -> Result<Option<String>, StoreError> {
+        let conn = self.lock();
+        Ok(conn
+            .query_row("SELECT first_seen_utc FROM schedules_seen WHERE schedule = ?1", [schedule], |r| r.get(0))
+            .optional()?)
+    }
+
+    /// The schedule's latest slot, whatever its state.
+    pub fn last_slot(&self, schedule: &str) -> Result<Option<SlotRow>, StoreError> {
+        let conn = self.lock();
+        let sql = format!("SELECT {COLUMNS} FROM schedule_slots WHERE schedule = ?1 ORDER BY due_utc DESC LIMIT 1");
+        Ok(conn.query_row(&sql, [schedule], slot_row).optional()?)
+    }
+
+    pub fn slot(&self, schedule: &str, due_utc: &str) -> Result<Option<SlotRow>, StoreError> {
+        let conn = self.lock();
+        let sql = format!("SELECT {COLUMNS} FROM schedule_slots WHERE schedule = ?1 AND due_utc = ?2");
+        Ok(conn.query_row(&sql, [schedule, due_utc], slot_row).optional()?)
+    }
+
+    /// Every slot, of one schedule or all, oldest first.
+    pub fn slots(&self, schedule: Option<&str>) -> Result<Vec<SlotRow>, StoreError> {
+        let conn = self.lock();
+        let sql = format!(
+            "SELECT {COLUMNS} FROM schedule_slots WHERE ?1 IS NULL OR schedule = ?1 ORDER BY due_utc, schedule"
+        );
+        let mut st = conn.prepare(&sql)?;
+        let rows = st.query_map([schedule], slot_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Slots claimed or interrupted: campaigns that may need a runner.
+    pub fn unfinished_slots(&self) -> Result<Vec<SlotRow>, StoreError> {
+        let conn = self.lock();
+        let sql = format!(
+            "SELECT {COLUMNS} FROM schedule_slots WHERE state IN ('claimed', 'interrupted') ORDER BY due_utc, schedule"
+        );
+        let mut st = conn.prepare(&sql)?;
+        let rows = st.query_map([], slot_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Claims the slot `(schedule, due_utc)` for `by` with its campaign id, and records the
+    /// missed slots `skipped` (due time, reason) with it, in one transaction; only the
+    /// runner that inserts the claim records them.
+    pub fn claim_slot(
+        &self,
+        schedule: &str,
+        due_utc: &str,
+        campaign: Option<&str>,
+        by: &Claimant<'_>,
+        skipped: &[(String, String)],
+    ) -> Result<Claim, StoreError> {
+        let mut conn = self.lock();
+        // IMMEDIATE takes the write lock at BEGIN, so the insert and the read of a
+        // competitor's row see one state.
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let inserted = tx.execute(
+            "INSERT INTO schedule_slots (schedule, due_utc, state, claimed_at, claimed_pid, claimed_host, campaign)
+             VALUES (?1, ?2, 'claimed', ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING",
+            params![schedule, due_utc, by.at, by.pid, by.host, campaign],
+        )?;
+        if inserted == 0 {
+            let sql = format!("SELECT {COLUMNS} FROM schedule_slots WHERE schedule = ?1 AND due_utc = ?2");
+            let row = tx.query_row(&sql, [schedule, due_utc], slot_row)?;
+            tx.commit()?;
+            return Ok(Claim::Taken(Box::new(row)));
+        }
+        {
+            let mut st = tx.prepare(
+                "INSERT INTO schedule_slots (schedule, due_utc, state, skipped_because, finished_at)
+                 VALUES (?1, ?2, 'skipped', ?3, ?4) ON CONFLICT DO NOTHING",
+            )?;
+            for (due, why) in skipped {
+                st.execute(params![schedule, due, why, by.at])?;
+            }
+        }
+        tx.commit()?;
+        Ok(Claim::Won)
+    }
+
+    /// Takes over an unfinished slot as it was seen (`seen`: same state and pid), for `by`.
+    /// False when another runner changed it first.
+    pub fn take_over_slot(&self, seen: &SlotRow, by: &Claimant<'_>) -> Result<bool, StoreError> {
+        let conn = self.lock();
+        let n = conn.execute(
+            "UPDATE schedule_slots SET state = 'claimed', claimed_at = ?3, claimed_pid = ?4, claimed_host = ?5
+             WHERE schedule = ?1 AND due_utc = ?2 AND state = ?6 AND claimed_pid IS ?7",
+            params![seen.schedule, seen.due_utc, by.at, by.pid, by.host, seen.state.as_str(), seen.claimed_pid],
+        )?;
+        Ok(n == 1)
+    }
+
+    /// Names the campaign a claimed slot runs (one started after its claim).
+    pub fn set_slot_campaign(&self, schedule: &str, due_utc: &str, campaign: &str) -> Result<(), StoreError> {
+        let conn = self.lock();
+        conn.execute(
+            "UPDATE schedule_slots SET campaign = ?3 WHERE schedule = ?1 AND due_utc = ?2",
+            params![schedule, due_utc, campaign],
+        )?;
+        Ok(())
+    }
+
+    /// Ends a claimed slot: `finished` with its outcome, or `interrupted` (resumable).
+    pub fn end_slot(
+        &self,
+        schedule: &str,
+        due_utc: &str,
+        state: SlotState,
+        outcome: &str,
+        at: &str,
+    ) -> Result<(), StoreError> {
+        let conn = self.lock();
+        conn.execute(
+            "UPDATE schedule_slots SET state = ?3, outcome = ?4, finished_at = ?5 WHERE schedule = ?1 AND due_utc = ?2",
+            params![schedule, due_utc, state.as_str(), outcome, at],
+        )?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("lab.db")).unwrap();
+        (dir, s)
+    }
+
+    #[test]
+    fn a_slot_is_claimed_once_and_the_loser_sees_the_winner() {
+        let (_d, s) = store();
+        let a = Claimant { pid: 10, host: "h", at: "2026-03-29T01:00:05Z" };
+        let b = Claimant { pid: 11, host: "h", at: "2026-03-29T01:00:06Z" };
+        let skipped = vec![("2026-03-22T01:30:00Z".to_string(), "missed".to_string())];
+        assert_eq!(s.claim_slot("w", "2026-03-29T01:00:00Z", Some("c-1"), &a, &skipped).unwrap(), Claim::Won);
+        let Claim::Taken(row) = s.claim_slot("w", "2026-03-29T01:00:00Z", Some("c-2"), &b, &[]).unwrap() else {
+            panic!("claimed twice");
+        };
+        assert_eq!((row.claimed_pid, row.campaign.as_deref()), (Some(10), Some("c-1")));
+        let all = s.slots(Some("w")).unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!((all[0].state, all[0].skipped_because.as_deref()), (SlotState::Skipped, Some("missed")));
+        assert_eq!(s.last_slot("w").unwrap().unwrap().due_utc, "2026-03-29T01:00:00Z");
+    }
+
+    #[test]
+    fn a_take_over_happens_once() {
+        let (_d, s) = store();
+        let a = Claimant { pid: 10, host: "h", at: "t0" };
+        s.claim_slot("w", "d", None, &a, &[]).unwrap();
+        let seen = s.slot("w", "d").unwrap().unwrap();
+        assert!(s.take_over_slot(&seen, &Claimant { pid: 20, host: "h", at: "t1" }).unwrap());
+        assert!(!s.take_over_slot(&seen, &Claimant { pid: 21, host: "h", at: "t2" }).unwrap());
+        assert_eq!(s.slot("w", "d").unwrap().unwrap().claimed_pid, Some(20));
+        s.end_slot("w", "d", SlotState::Finished, "ok", "t3").unwrap();
+        assert!(s.unfinished_slots().unwrap().is_empty());
+    }
+
+    #[test]
+    fn first_sight_is_kept() {
+        let (_d, s) = store();
+        assert_eq!(s.schedule_seen("w").unwrap(), None);
+        assert_eq!(s.schedule_first_seen("w", "t0").unwrap(), "t0");
+        assert_eq!(s.schedule_first_seen("w", "t1").unwrap(), "t0");
+    }
+}
