@@ -69,18 +69,27 @@ pub enum Via {
     Tunnel,
 }
 
+/// A stream to RSD service `service` inside a tunnel of its own, within a call's bound.
+async fn over_tunnel(
+    p: &Provider,
+    service: &str,
+    finding: &'static str,
+    connecting: &'static str,
+    what: &str,
+) -> Result<(AdapterHandle, Box<dyn ReadWrite>), String> {
+    tokio::time::timeout(CALL, rsd_service(p, service, finding, connecting))
+        .await
+        .map_err(|_| format!("{what}: no tunnel within {} s", CALL.as_secs()))?
+        .map_err(|(step, e)| format!("{what}: {step}: {e}"))
+}
+
 /// A DVT connection; on iOS 17+ with the tunnel it runs in, kept up while it is used.
 async fn dvt(p: &Provider, via: Via, what: &'static str) -> Result<(Option<AdapterHandle>, Dvt), String> {
     match via {
         Via::Lockdown => Ok((None, bounded(what, RemoteServerClient::connect(p)).await?)),
         Via::Tunnel => {
-            let (tunnel, stream) = tokio::time::timeout(
-                CALL,
-                rsd_service(p, "com.apple.instruments.dtservicehub", "finding DVT over RSD", "connecting to DVT"),
-            )
-            .await
-            .map_err(|_| format!("{what}: no tunnel within {} s", CALL.as_secs()))?
-            .map_err(|(step, e)| format!("{what}: {step}: {e}"))?;
+            let service = "com.apple.instruments.dtservicehub";
+            let (tunnel, stream) = over_tunnel(p, service, "finding DVT over RSD", "connecting to DVT", what).await?;
             Ok((Some(tunnel), RemoteServerClient::new(stream)))
         }
     }
@@ -94,13 +103,9 @@ async fn tap(p: &Provider, via: Via) -> Result<(Option<AdapterHandle>, PcapdClie
     match via {
         Via::Lockdown => Ok((None, bounded(what, PcapdClient::connect(p)).await?)),
         Via::Tunnel => {
-            let (tunnel, stream) = tokio::time::timeout(
-                CALL,
-                rsd_service(p, "com.apple.pcapd.shim.remote", "finding pcapd over RSD", "connecting to pcapd"),
-            )
-            .await
-            .map_err(|_| format!("{what}: no tunnel within {} s", CALL.as_secs()))?
-            .map_err(|(step, e)| format!("{what}: {step}: {e}"))?;
+            let service = "com.apple.pcapd.shim.remote";
+            let (tunnel, stream) =
+                over_tunnel(p, service, "finding pcapd over RSD", "connecting to pcapd", what).await?;
             let client = bounded(what, <PcapdClient as RsdService>::from_stream(stream)).await?;
             Ok((Some(tunnel), client))
         }
@@ -148,7 +153,6 @@ impl Sampler {
         let _ = self.stop.send(true);
         let mut all = Gathered::default();
         for (kind, task) in std::mem::take(&mut self.tasks) {
-            let abort = task.abort_handle();
             match tokio::time::timeout(CALL, task).await {
                 Ok(Ok(g)) => {
                     all.energy.extend(g.energy);
@@ -158,22 +162,12 @@ impl Sampler {
                 }
                 Ok(Err(e)) => all.problems.push(format!("{kind:?} sampling: {e}")),
                 Err(_) => {
-                    abort.abort();
+                    // Left to end at its next step, once it sees the stop (a blocking task cannot be aborted).
                     all.problems.push(format!("{kind:?} sampling did not stop within {} s", CALL.as_secs()));
                 }
             }
         }
         all
-    }
-}
-
-impl Drop for Sampler {
-    /// A sampler dropped without `finish` (an untethered trial's unplug, a failed attempt)
-    /// leaves no task behind.
-    fn drop(&mut self) {
-        for (_, t) in &self.tasks {
-            t.abort();
-        }
     }
 }
 
