@@ -114,6 +114,42 @@ fn missed_slots_run_the_latest_once_and_name_the_others() {
     assert_eq!(rows[3], "2026-03-22T01:30:00Z finished ok");
 }
 
+#[test]
+fn each_slot_runs_with_its_own_seed_unless_the_schedule_keeps_the_runbooks() {
+    let fixed = "seed = \"runbook\"\n";
+    let lab = scheduled_lab(&format!("{WEEKLY}{}", WEEKLY.replace("\"weekly\"", "\"fixed\"") + fixed), 1);
+    at(&lab, BEFORE, &["schedule", "run-due"]).assert().success();
+    at(&lab, AFTER_SLOT, &["schedule", "run-due"]).assert().success();
+    at(&lab, "2026-04-05T00:35:00Z", &["schedule", "run-due"]).assert().success();
+    // Stored as SQLite's signed 64 bits.
+    let seeds: Vec<String> = lab.sql(
+        "SELECT s.schedule || ' ' || s.due_utc || ' ' || c.seed FROM schedule_slots s JOIN campaigns c ON c.id = s.campaign
+         ORDER BY s.schedule, s.due_utc",
+    );
+    let slot = |due: &str| lab::schedule::slot_seed(3, "weekly", lab::schedule::parse_utc(due).unwrap()) as i64;
+    assert_eq!(
+        seeds,
+        [
+            format!("fixed {SLOT} 3"),
+            "fixed 2026-04-05T00:30:00Z 3".to_string(),
+            format!("weekly {SLOT} {}", slot(SLOT)),
+            format!("weekly 2026-04-05T00:30:00Z {}", slot("2026-04-05T00:30:00Z")),
+        ]
+    );
+    assert_ne!(slot(SLOT), slot("2026-04-05T00:30:00Z"));
+    // Different seeds, different (simulated) measurements; the same seed, the same.
+    let cpu = |schedule: &str| {
+        lab.sql::<String>(&format!(
+            "SELECT group_concat(v, ',') FROM (SELECT s.due_utc AS d, m.value AS v FROM measurements m
+             JOIN schedule_slots s ON s.campaign = m.campaign WHERE m.metric = 'cpu_pct' AND s.schedule = '{schedule}'
+             ORDER BY s.due_utc, m.trial_idx, m.attempt) GROUP BY d ORDER BY d"
+        ))
+    };
+    let (weekly, fixed) = (cpu("weekly"), cpu("fixed"));
+    assert_ne!(weekly[0], weekly[1]);
+    assert_eq!(fixed[0], fixed[1]);
+}
+
 /// `lab schedule WHAT` at `now`, running on its own, stdout piped.
 fn spawn_schedule(lab: &TempLab, now: &str, what: &str, stderr: Stdio) -> Child {
     Command::new(assert_cmd::cargo::cargo_bin("lab"))

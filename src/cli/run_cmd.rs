@@ -29,7 +29,7 @@ pub struct RunOutcome {
 pub async fn run(lab_arg: Option<&Path>, args: &RunArgs) -> Result<RunOutcome, CliError> {
     let lab = context::load_lab(lab_arg)?;
     let start = match (&args.runbook, &args.resume) {
-        (Some(path), _) => Start::Runbook { path: path.clone(), id: None },
+        (Some(path), _) => Start::Runbook { path: path.clone(), id: None, seed: None },
         (None, Some(id)) => Start::Resume(id.clone()),
         (None, None) => return Err(CliError::bad_input(NO_RUNBOOK)),
     };
@@ -50,8 +50,12 @@ pub async fn run(lab_arg: Option<&Path>, args: &RunArgs) -> Result<RunOutcome, C
 
 /// What a campaign run starts from.
 pub(super) enum Start {
-    /// A new campaign of a runbook; `id`: the id it gets (else `lab run`'s own choice).
-    Runbook { path: PathBuf, id: Option<String> },
+    /// A new campaign of a runbook; `id`: the id it gets (else `lab run`'s own choice);
+    /// `seed`: the seed it runs with instead of the runbook's (a scheduled slot's).
+    Runbook { path: PathBuf, id: Option<String>, seed: Option<u64> },
+    /// A new campaign of a runbook the lab wrote itself (a confirmation), read as if it
+    /// were the file `source` (relative paths in it resolve from there).
+    Generated { text: String, source: PathBuf, id: String },
     /// An interrupted campaign, with the runbook it was started with.
     Resume(String),
 }
@@ -70,10 +74,18 @@ pub(super) async fn run_campaign(
     // Everything is validated, and every device opened, before the store is touched:
     // bad input changes nothing.
     let (runbook, plan, resume, new_id) = match start {
-        Start::Runbook { path, id } => {
-            let runbook = config::load_runbook(&path, &lab)?;
+        Start::Runbook { path, id, seed } => {
+            let mut runbook = config::load_runbook(&path, &lab)?;
+            if let Some(seed) = seed {
+                runbook.seed = seed;
+            }
             let plan = plan::build(&runbook, &lab)?;
             (runbook, plan, None, id)
+        }
+        Start::Generated { text, source, id } => {
+            let runbook = config::parse_runbook(&text, &source, &lab)?;
+            let plan = plan::build(&runbook, &lab)?;
+            (runbook, plan, None, Some(id))
         }
         Start::Resume(id) => {
             let id = &id;
@@ -88,7 +100,9 @@ pub(super) async fn run_campaign(
                 )));
             }
             // The campaign goes on with the runbook it was started with, not today's file.
-            let runbook = config::parse_runbook(&c.runbook_text, Path::new(&c.runbook_path), &lab)?;
+            let mut runbook = config::parse_runbook(&c.runbook_text, Path::new(&c.runbook_path), &lab)?;
+            // … and its own seed (a scheduled slot's is not the one in the file).
+            runbook.seed = c.seed;
             let plan: Plan = serde_json::from_value(c.plan_json.clone())
                 .map_err(|e| CliError::internal(format!("campaign {id}: stored plan unreadable: {e}")))?;
             (runbook, plan, Some((store, id.clone())), None)

@@ -11,8 +11,8 @@ use super::exit::{self, CliError};
 use super::run_cmd::{self, Start};
 use crate::config::{Lab, Schedule};
 use crate::schedule::{
-    Daemon, DaemonEvent, InstallTarget, Launch, Launcher, Now, Paths, RunDueReport, SlotAction, SlotOutcome,
-    SlotReport, SlotRunner, checkpoint, due_slots, parse_utc, utc_text,
+    Daemon, DaemonEvent, InstallTarget, Job, JobRunbook, Launch, Launcher, Now, Paths, RunDueReport, SlotAction,
+    SlotOutcome, SlotReport, SlotRunner, checkpoint, due_slots, parse_utc, utc_text,
 };
 use crate::store::SlotState;
 
@@ -215,12 +215,17 @@ struct CliLauncher {
 
 #[async_trait::async_trait]
 impl Launcher for CliLauncher {
-    async fn launch(&self, s: &Schedule, id: &str) -> Launch {
+    async fn launch(&self, job: &Job) -> Launch {
+        let id = &job.id;
         let exists = context::open_store_existing(&self.lab).ok().flatten().is_some_and(|st| st.campaign(id).is_ok());
-        let start = if exists {
-            Start::Resume(id.into())
-        } else {
-            Start::Runbook { path: s.runbook.clone(), id: Some(id.into()) }
+        let start = match (&job.runbook, exists) {
+            (_, true) => Start::Resume(id.clone()),
+            (JobRunbook::File(path), false) => {
+                Start::Runbook { path: path.clone(), id: Some(id.clone()), seed: job.seed }
+            }
+            (JobRunbook::Text { text, source }, false) => {
+                Start::Generated { text: text.clone(), source: source.clone(), id: id.clone() }
+            }
         };
         match run_cmd::run_campaign(self.lab.clone(), start, false, self.verbose, self.stop.clone()).await {
             Ok(o) => {

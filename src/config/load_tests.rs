@@ -421,7 +421,8 @@ fn every_runbook_key_is_read() {
             wakeups_per_s: 20.5,
             memory_mb: 30.0,
             cache_hit_ratio: 0.1,
-            crash_probability: 0.01
+            crash_probability: 0.01,
+            build_id: None
         })
     );
     let candidate = &rb.builds[1];

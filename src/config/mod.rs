@@ -42,6 +42,6 @@ pub use load::{load_lab, load_runbook, parse_lab, parse_runbook};
 pub use metrics::{KNOWN_METRICS, RAIL_ENERGY_PREFIX, is_known_metric, rail_of};
 pub use names::is_valid_name;
 pub use runbook::*;
-pub use schedule::{BaselinePolicy, ConfirmSettings, NotifySettings, Schedule, parse_cron};
+pub use schedule::{BaselinePolicy, ConfirmSettings, NotifySettings, Schedule, SeedPolicy, parse_cron};
 pub use steps::{AttestKey, AttestValue, OperatorStep, StepWhen, attested_text};
 pub use validate_runbook::{DEFAULT_RETRIES, DEFAULT_SEED};

@@ -162,6 +162,11 @@ pub struct SimProfile {
     pub cache_hit_ratio: f64,
     /// Probability that the app dies during a trial.
     pub crash_probability: f64,
+    /// A label that makes this a different build (a new nightly of the same code): it
+    /// changes the build's hash, never its behaviour. Left out of the hash when absent,
+    /// so existing builds keep theirs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -269,6 +274,7 @@ impl SimAdjust {
             memory_mb: p.memory_mb + self.memory_mb_add,
             cache_hit_ratio: self.cache_hit_ratio.unwrap_or(p.cache_hit_ratio),
             crash_probability: self.crash_probability.unwrap_or(p.crash_probability),
+            build_id: p.build_id.clone(),
         }
     }
 }

@@ -7,6 +7,8 @@ use croner::Cron;
 use croner::parser::{CronParser, Seconds};
 use serde::{Serialize, Serializer};
 
+use crate::stats::ChangePointOptions;
+
 /// One validated `[[schedule]]`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Schedule {
@@ -22,6 +24,22 @@ pub struct Schedule {
     pub baseline: BaselinePolicy,
     pub confirm: ConfirmSettings,
     pub notify: NotifySettings,
+    pub seed: SeedPolicy,
+    /// `[schedule.changes]`: how the history's change points are found (Otava's defaults).
+    pub changes: ChangePointOptions,
+}
+
+/// `seed`: which seed a scheduled campaign runs with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SeedPolicy {
+    /// Each slot its own, derived from the runbook's seed, the schedule and the due time:
+    /// weeks get independent run orders (and simulated noise), and a slot re-run gets
+    /// the same. The default.
+    #[default]
+    PerSlot,
+    /// The runbook's own seed every week: the same run order each time.
+    Runbook,
 }
 
 /// What a scheduled campaign is compared with.

@@ -13,7 +13,8 @@ const BUILD_KEYS: &[&str] = &["baseline", "ios", "android", "host", "sim"];
 const IOS_KEYS: &[&str] = &["ipa", "bundle_id"];
 const ANDROID_KEYS: &[&str] = &["apk", "apks", "package", "activity"];
 const HOST_KEYS: &[&str] = &["command", "build", "env", "cwd"];
-const SIM_KEYS: &[&str] = &["cpu_pct", "wakeups_per_s", "memory_mb", "cache_hit_ratio", "crash_probability"];
+const SIM_KEYS: &[&str] =
+    &["cpu_pct", "wakeups_per_s", "memory_mb", "cache_hit_ratio", "crash_probability", "build_id"];
 
 /// Reads `[builds]`; reports a missing or doubled baseline. Builds stay in file order.
 /// `ios_devices`: whether the runbook selects any iPhone of the lab; only then must each
@@ -275,11 +276,16 @@ fn read_sim_profile(t: &Table, p: &mut Problems) -> Option<SimProfile> {
     };
     let cache_hit_ratio = frac(p, "cache_hit_ratio");
     let crash_probability = frac(p, "crash_probability");
+    let build_id = match t.get("build_id") {
+        None => Some(None),
+        Some(f) => f.text(p).map(Some),
+    };
     Some(SimProfile {
         cpu_pct: cpu_pct?,
         wakeups_per_s: wakeups_per_s?,
         memory_mb: memory_mb?,
         cache_hit_ratio: cache_hit_ratio?,
         crash_probability: crash_probability?,
+        build_id: build_id?,
     })
 }

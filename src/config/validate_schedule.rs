@@ -8,11 +8,14 @@ use chrono::TimeZone;
 use super::files::absolute;
 use super::names::{NameSet, check_name};
 use super::problems::Problems;
-use super::schedule::{BaselinePolicy, ConfirmSettings, NotifySettings, Schedule, parse_cron};
+use super::schedule::{BaselinePolicy, ConfirmSettings, NotifySettings, Schedule, SeedPolicy, parse_cron};
 use super::suggest::closest;
 use super::table::{Field, Table};
+use crate::stats::ChangePointOptions;
 
-const SCHEDULE_KEYS: &[&str] = &["name", "cron", "timezone", "runbook", "baseline", "confirm", "notify"];
+const SCHEDULE_KEYS: &[&str] =
+    &["name", "cron", "timezone", "runbook", "baseline", "confirm", "notify", "seed", "changes"];
+const CHANGES_KEYS: &[&str] = &["window_len", "max_pvalue", "min_magnitude"];
 const CONFIRM_KEYS: &[&str] = &["enabled", "min_trials_per_arm", "max_trials_per_arm"];
 const NOTIFY_KEYS: &[&str] = &["webhook", "command"];
 const BASELINES: &[&str] = &["last-change-point", "previous"];
@@ -53,10 +56,15 @@ pub(crate) fn read_schedules(root: &Table, p: &mut Problems, base: &Path) -> Vec
         let baseline = t.get("baseline").and_then(|f| read_baseline(&f, p)).unwrap_or_default();
         let confirm = read_confirm(t, p);
         let notify = read_notify(t, p);
+        let seed = match t.get("seed").and_then(|f| f.one_of(p, &["per-slot", "runbook"])) {
+            Some("runbook") => SeedPolicy::Runbook,
+            _ => SeedPolicy::PerSlot,
+        };
+        let changes = read_changes(t, p);
         if let (Some(name), Some(cron), Some(timezone), Some(runbook), true) =
             (name, cron, timezone, runbook, p.len() == before)
         {
-            out.push(Schedule { name, cron, timezone, runbook, baseline, confirm, notify });
+            out.push(Schedule { name, cron, timezone, runbook, baseline, confirm, notify, seed, changes });
         }
     }
     out
@@ -148,6 +156,26 @@ fn read_confirm(t: &Table, p: &mut Problems) -> ConfirmSettings {
     c
 }
 
+/// `[schedule.changes]`: the change-point options, as `lab changes` takes them.
+fn read_changes(t: &Table, p: &mut Problems) -> ChangePointOptions {
+    let mut c = ChangePointOptions::default();
+    let Some(ct) = t.get("changes").and_then(|f| f.table(p)) else {
+        return c;
+    };
+    ct.check_keys(p, CHANGES_KEYS);
+    // A window needs two points to have a split.
+    if let Some(n) = ct.get("window_len").and_then(|f| f.u32_at_least(p, 2)) {
+        c.window_len = n as usize;
+    }
+    if let Some(v) = ct.get("max_pvalue").and_then(|f| f.number_where(p, |v| v > 0.0 && v <= 1.0, "in (0, 1]")) {
+        c.max_pvalue = v;
+    }
+    if let Some(v) = ct.get("min_magnitude").and_then(|f| f.number_where(p, |v| v >= 0.0, "≥ 0")) {
+        c.min_magnitude = v;
+    }
+    c
+}
+
 fn read_notify(t: &Table, p: &mut Problems) -> NotifySettings {
     let mut n = NotifySettings::default();
     let Some(nt) = t.get("notify").and_then(|f| f.table(p)) else {
@@ -212,6 +240,7 @@ mod tests {
         let text = format!(
             "{LAB}[[schedule]]\nname = \"weekly-cpu\"\ncron = \"30 2 * * 0\"\ntimezone = \"Europe/Berlin\"\n\
              runbook = \"runbooks/quickstart.toml\"\nbaseline = {{ campaign = \"quickstart-1\" }}\n\
+             seed = \"runbook\"\n[schedule.changes]\nwindow_len = 12\nmax_pvalue = 0.01\nmin_magnitude = 0.05\n\
              [schedule.confirm]\nenabled = false\nmin_trials_per_arm = 12\n\
              [schedule.notify]\nwebhook = \"http://127.0.0.1:9000/hook\"\ncommand = [\"/bin/echo\", \"x\"]\n\
              [[schedule]]\nname = \"daily\"\ncron = \"0 6 * * 1-5\"\ntimezone = \"UTC\"\nrunbook = \"runbooks/quickstart.toml\"\n\
@@ -225,11 +254,17 @@ mod tests {
         assert_eq!((w.confirm.enabled, w.confirm.min_trials_per_arm, w.confirm.max_trials_per_arm), (false, 12, 40));
         assert_eq!(w.notify.webhook.as_deref(), Some("http://127.0.0.1:9000/hook"));
         assert_eq!(w.notify.command, Some(vec!["/bin/echo".to_string(), "x".to_string()]));
+        assert_eq!(w.seed, crate::config::SeedPolicy::Runbook);
+        assert_eq!(
+            w.changes,
+            crate::stats::ChangePointOptions { window_len: 12, max_pvalue: 0.01, min_magnitude: 0.05 }
+        );
         let d = lab.schedule("daily").unwrap();
         assert_eq!(
             (d.baseline.clone(), d.confirm.enabled, d.notify.command.clone()),
             (BaselinePolicy::Previous, true, None)
         );
+        assert_eq!((d.seed, d.changes), (crate::config::SeedPolicy::PerSlot, Default::default()));
         // Defaults: the last change point; no schedule at all is fine.
         assert!(parse_lab(LAB, Path::new("lab.toml")).unwrap().schedules.is_empty());
     }

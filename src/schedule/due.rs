@@ -82,6 +82,8 @@ mod tests {
             baseline: BaselinePolicy::default(),
             confirm: ConfirmSettings::default(),
             notify: NotifySettings::default(),
+            seed: Default::default(),
+            changes: Default::default(),
         }
     }
 

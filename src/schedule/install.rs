@@ -333,6 +333,8 @@ mod tests {
             baseline: BaselinePolicy::default(),
             confirm: ConfirmSettings::default(),
             notify: NotifySettings::default(),
+            seed: Default::default(),
+            changes: Default::default(),
         }
     }
 

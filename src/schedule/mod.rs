@@ -2,6 +2,7 @@
 //! and running them once whatever the number of runners, the daemon that sleeps until
 //! the next one, and the timer units that start `lab schedule run-due`.
 
+mod build_cache;
 mod daemon;
 mod due;
 mod error;
@@ -10,9 +11,12 @@ mod now;
 mod runner;
 mod wake;
 
+pub use build_cache::BuildCache;
 pub use daemon::{Daemon, DaemonEvent};
 pub use due::{Due, FIRST_SIGHT_LOOKBACK, checkpoint, due_slots, next_after, parse_utc, utc_text};
 pub use error::ScheduleError;
 pub use install::{InstallTarget, Paths, crontab, launchd_plist, systemd_units};
 pub use now::Now;
-pub use runner::{Launch, Launcher, RunDueReport, SlotAction, SlotOutcome, SlotReport, SlotRunner};
+pub use runner::{
+    Job, JobRunbook, Launch, Launcher, RunDueReport, SlotAction, SlotOutcome, SlotReport, SlotRunner, slot_seed,
+};

@@ -5,13 +5,16 @@
 //! taken over (one conditional update) and its campaign resumed with `lab run --resume`'s
 //! machinery, so what was recorded is kept and nothing runs twice.
 
+use std::path::PathBuf;
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio::sync::watch;
 
+use super::build_cache::BuildCache;
 use super::due::{checkpoint, due_slots, parse_utc, utc_text};
 use super::{Now, ScheduleError};
-use crate::config::{Lab, Schedule};
+use crate::config::{Lab, Schedule, SeedPolicy};
 use crate::store::{Claim, Claimant, SlotRow, SlotState, Store, pid_alive};
 
 /// How a slot's campaign ended.
@@ -52,11 +55,28 @@ pub struct Launch {
     pub output: String,
 }
 
-/// Runs a slot's campaign: the one in the store under `id` is resumed; one not there
-/// yet is started from the schedule's runbook under that id.
+/// Which runbook a job's campaign runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobRunbook {
+    /// A runbook file (the schedule's), read when the campaign starts.
+    File(PathBuf),
+    /// A runbook the lab wrote (a confirmation), read as if it were the file `source`.
+    Text { text: String, source: PathBuf },
+}
+
+/// A campaign to run under `id`, with `seed` instead of the runbook's when set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    pub runbook: JobRunbook,
+    pub id: String,
+    pub seed: Option<u64>,
+}
+
+/// Runs a job's campaign: the one in the store under its id is resumed (with the
+/// runbook and seed it was started with); one not there yet is started.
 #[async_trait::async_trait]
 pub trait Launcher: Send + Sync {
-    async fn launch(&self, schedule: &Schedule, id: &str) -> Launch;
+    async fn launch(&self, job: &Job) -> Launch;
 }
 
 /// What happened to one slot.
@@ -162,14 +182,17 @@ impl SlotRunner<'_> {
                 SlotAction::Claimed { pid: current.claimed_pid, host: current.claimed_host, state: current.state },
             ));
         }
-        let campaign = match &row.campaign {
-            Some(c) => Some(c.clone()),
-            None => self.new_campaign_id(s).ok(),
+        let job = match (self.new_job(s, due), &row.campaign) {
+            (Ok(job), Some(c)) => Ok(Job { id: c.clone(), ..job }),
+            // A campaign in the store resumes from its stored runbook, whatever today's file says.
+            (Err(_), Some(c)) => Ok(Job { runbook: JobRunbook::File(s.runbook.clone()), id: c.clone(), seed: None }),
+            (job, None) => job,
         };
+        let campaign = job.as_ref().ok().map(|j| j.id.clone());
         if let (None, Some(c)) = (&row.campaign, &campaign) {
             self.store.set_slot_campaign(&row.schedule, &row.due_utc, c)?;
         }
-        let launch = self.launch(s, campaign.as_deref(), launcher).await;
+        let launch = self.launch(job, launcher).await;
         self.end(s, due, &launch.outcome, now)?;
         let action = SlotAction::Resumed { from_pid: row.claimed_pid, was: row.state, outcome: launch.outcome };
         Ok(SlotReport { output: launch.output, ..self.report(s, due, campaign, action) })
@@ -189,7 +212,7 @@ impl SlotRunner<'_> {
         let last = self.store.last_slot(&s.name)?.map(|r| parse_utc(&r.due_utc)).transpose()?;
         let due = due_slots(s, checkpoint(last, first_seen), at_time)?;
         let Some(slot) = due.run else { return Ok(()) };
-        let id = self.new_campaign_id(s);
+        let job = self.new_job(s, slot);
         let because =
             format!("missed: at {at} the later slot {} was due too, and only the latest due slot runs", utc_text(slot));
         let skipped: Vec<(String, String)> = due.skipped.iter().map(|d| (utc_text(*d), because.clone())).collect();
@@ -197,7 +220,7 @@ impl SlotRunner<'_> {
         match self.store.claim_slot(
             &s.name,
             &key,
-            id.as_ref().ok().map(String::as_str),
+            job.as_ref().ok().map(|j| j.id.as_str()),
             &self.claimant(&at),
             &skipped,
         )? {
@@ -213,36 +236,48 @@ impl SlotRunner<'_> {
                 for d in &due.skipped {
                     report.slots.push(self.report(s, *d, None, SlotAction::Skipped { because: because.clone() }));
                 }
-                let launch = match &id {
-                    Ok(c) => self.launch(s, Some(c), launcher).await,
-                    Err(e) => Launch { outcome: e.clone(), output: String::new() },
-                };
+                let campaign = job.as_ref().ok().map(|j| j.id.clone());
+                let launch = self.launch(job, launcher).await;
                 self.end(s, slot, &launch.outcome, now)?;
                 report.slots.push(SlotReport {
                     output: launch.output,
-                    ..self.report(s, slot, id.ok(), SlotAction::Ran(launch.outcome))
+                    ..self.report(s, slot, campaign, SlotAction::Ran(launch.outcome))
                 });
             }
         }
         Ok(())
     }
 
-    async fn launch(&self, s: &Schedule, id: Option<&str>, launcher: &dyn Launcher) -> Launch {
-        match id {
-            Some(id) => launcher.launch(s, id).await,
-            None => Launch {
-                outcome: SlotOutcome::Failed { code: 2, message: "no campaign id".into() },
-                output: String::new(),
-            },
+    async fn launch(&self, job: Result<Job, SlotOutcome>, launcher: &dyn Launcher) -> Launch {
+        match job {
+            Ok(job) => launcher.launch(&job).await,
+            Err(outcome) => Launch { outcome, output: String::new() },
         }
     }
 
-    /// The id a new campaign of the schedule gets (`<runbook name>-<UTC time>`, as
-    /// `lab run` names it), or the outcome of a runbook that cannot be read.
-    fn new_campaign_id(&self, s: &Schedule) -> Result<String, SlotOutcome> {
+    /// The campaign a slot runs: a new id (`<runbook name>-<UTC time>`, as `lab run`
+    /// names it) and the slot's seed; or the outcome of a runbook that cannot be read.
+    /// The runbook's phone builds are kept in the build cache first, so a confirmation
+    /// can run this build again after next week's nightly replaced the file.
+    fn new_job(&self, s: &Schedule, due: DateTime<Utc>) -> Result<Job, SlotOutcome> {
         let runbook = crate::config::load_runbook(&s.runbook, self.lab)
             .map_err(|e| SlotOutcome::Failed { code: 2, message: e.to_string() })?;
-        self.store.free_campaign_id(&runbook.name).map_err(|e| SlotOutcome::Failed { code: 1, message: e.to_string() })
+        let id = self
+            .store
+            .free_campaign_id(&runbook.name)
+            .map_err(|e| SlotOutcome::Failed { code: 1, message: e.to_string() })?;
+        BuildCache::new(&self.lab.artifacts_dir).keep(&runbook).map_err(|e| SlotOutcome::Failed {
+            code: 1,
+            message: format!(
+                "keeping a copy of the runbook's builds in {}: {e}; fix: free disk space there",
+                self.lab.artifacts_dir.join(super::build_cache::CACHE_DIR).display()
+            ),
+        })?;
+        let seed = match s.seed {
+            SeedPolicy::PerSlot => Some(slot_seed(runbook.seed, &s.name, due)),
+            SeedPolicy::Runbook => None,
+        };
+        Ok(Job { runbook: JobRunbook::File(s.runbook.clone()), id, seed })
     }
 
     fn end(&self, s: &Schedule, due: DateTime<Utc>, outcome: &SlotOutcome, now: Now) -> Result<(), ScheduleError> {
@@ -254,4 +289,10 @@ impl SlotRunner<'_> {
     fn report(&self, s: &Schedule, due: DateTime<Utc>, campaign: Option<String>, action: SlotAction) -> SlotReport {
         SlotReport { schedule: s.name.clone(), due_utc: due, zone: s.timezone, campaign, action, output: String::new() }
     }
+}
+
+/// A slot's seed: the runbook's, the schedule's name and the due time, so weeks differ
+/// and the same slot always gets the same.
+pub fn slot_seed(runbook_seed: u64, schedule: &str, due: DateTime<Utc>) -> u64 {
+    crate::seed::derive(runbook_seed, &["schedule", schedule, &utc_text(due)])
 }

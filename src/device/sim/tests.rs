@@ -35,7 +35,7 @@ fn iphone(name: &str, seed: u64, tweak: impl FnOnce(&mut SimParams)) -> DeviceSp
 }
 
 fn profile(cpu_pct: f64, wakeups_per_s: f64, memory_mb: f64) -> SimProfile {
-    SimProfile { cpu_pct, wakeups_per_s, memory_mb, cache_hit_ratio: 0.0, crash_probability: 0.0 }
+    SimProfile { cpu_pct, wakeups_per_s, memory_mb, cache_hit_ratio: 0.0, crash_probability: 0.0, build_id: None }
 }
 
 fn build(name: &str, sim: SimProfile) -> Build {

@@ -164,7 +164,14 @@ mod tests {
     use crate::config::Platform;
 
     fn profile() -> SimProfile {
-        SimProfile { cpu_pct: 12.0, wakeups_per_s: 15.0, memory_mb: 6.0, cache_hit_ratio: 0.0, crash_probability: 0.0 }
+        SimProfile {
+            cpu_pct: 12.0,
+            wakeups_per_s: 15.0,
+            memory_mb: 6.0,
+            cache_hit_ratio: 0.0,
+            crash_probability: 0.0,
+            build_id: None,
+        }
     }
 
     #[test]
