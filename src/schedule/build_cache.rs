@@ -1,5 +1,6 @@
 //! `BuildCache`: a copy of every phone build a scheduled campaign ran, under
-//! `artifacts/_builds/<sha256>/<file name>`. A nightly overwrites its `.ipa` or APK at the
+//! `artifacts/_builds/<build sha256>/<file name>` (the hash the campaign stores for the
+//! build: the `.ipa`'s, or an Android build's over all its APKs). A nightly overwrites its `.ipa` or APK at the
 //! same path every day; a confirmation weeks later still needs the baseline build, and
 //! finds it here by the hash the campaign stored. (`_` never starts a campaign id, so
 //! the folder cannot meet one.)
@@ -26,20 +27,20 @@ impl BuildCache {
     pub fn keep(&self, runbook: &Runbook) -> std::io::Result<()> {
         for b in &runbook.builds {
             if let Some(a) = &b.ios {
-                self.keep_file(&a.ipa, &a.sha256)?;
+                self.keep_file(&a.ipa, &a.sha256, &a.sha256)?;
             }
             if let Some(a) = &b.android {
                 for apk in &a.apks {
-                    self.keep_file(&apk.path, &apk.sha256)?;
+                    self.keep_file(&apk.path, &apk.sha256, &a.sha256)?;
                 }
             }
         }
         Ok(())
     }
 
-    fn keep_file(&self, path: &Path, sha256: &str) -> std::io::Result<()> {
+    fn keep_file(&self, path: &Path, sha256: &str, build_sha256: &str) -> std::io::Result<()> {
         let Some(name) = path.file_name() else { return Ok(()) };
-        let dir = self.dir.join(sha256);
+        let dir = self.dir.join(build_sha256);
         let dest = dir.join(name);
         if dest.is_file() {
             return Ok(());
@@ -56,9 +57,9 @@ impl BuildCache {
         std::fs::rename(&tmp, &dest)
     }
 
-    /// The kept file of that hash and name, if there is one.
-    pub fn path(&self, sha256: &str, file_name: &str) -> Option<PathBuf> {
-        let p = self.dir.join(sha256).join(file_name);
+    /// The kept file of that build hash and file name, if there is one.
+    pub fn path(&self, build_sha256: &str, file_name: &str) -> Option<PathBuf> {
+        let p = self.dir.join(build_sha256).join(file_name);
         p.is_file().then_some(p)
     }
 }
@@ -74,14 +75,14 @@ mod tests {
         std::fs::write(&ipa, b"build one").unwrap();
         let sha = crate::seed::sha256_hex(b"build one");
         let cache = BuildCache::new(&dir.path().join("artifacts"));
-        cache.keep_file(&ipa, &sha).unwrap();
+        cache.keep_file(&ipa, &sha, &sha).unwrap();
         // Written over in place, as `cp` does.
         std::fs::write(&ipa, b"build two").unwrap();
         let kept = cache.path(&sha, "App.ipa").unwrap();
         assert_eq!(std::fs::read(kept).unwrap(), b"build one");
         // A file whose bytes are no longer the recorded build is not kept under that hash.
         let stale = crate::seed::sha256_hex(b"build three");
-        cache.keep_file(&ipa, &stale).unwrap();
+        cache.keep_file(&ipa, &stale, &stale).unwrap();
         assert!(cache.path(&stale, "App.ipa").is_none());
         assert!(cache.path(&sha, "Other.ipa").is_none());
     }

@@ -3,6 +3,7 @@
 //! the next one, and the timer units that start `lab schedule run-due`.
 
 mod build_cache;
+mod confirm;
 mod daemon;
 mod due;
 mod error;
@@ -12,6 +13,7 @@ mod runner;
 mod wake;
 
 pub use build_cache::BuildCache;
+pub use confirm::{CampaignSide, ConfirmPlan, ConfirmRequest, Unconfirmable, confirm_plan};
 pub use daemon::{Daemon, DaemonEvent};
 pub use due::{Due, FIRST_SIGHT_LOOKBACK, checkpoint, due_slots, next_after, parse_utc, utc_text};
 pub use error::ScheduleError;
