@@ -23,6 +23,22 @@ fn quickstart_ends_with_the_table_and_the_report_paths() {
     // 2 builds × 4 repeats × 2 models.
     let valid: Vec<i64> = lab.sql("SELECT COUNT(*) FROM attempts WHERE status = 'valid'");
     assert_eq!(valid, [16]);
+    // The run left its summaries in the store: every value of a valid attempt, once.
+    let measured: Vec<i64> = lab.sql(
+        "SELECT COUNT(*) FROM measurements m JOIN attempts a
+         ON a.campaign = m.campaign AND a.trial_idx = m.trial_idx AND a.attempt = m.attempt WHERE a.status = 'valid'",
+    );
+    assert_eq!(lab.sql::<i64>("SELECT SUM(n) FROM campaign_summaries"), measured);
+    let keys: Vec<i64> = lab.sql(
+        "SELECT COUNT(*) FROM (SELECT DISTINCT t.device_model, t.variant, m.metric FROM measurements m
+         JOIN trials t ON t.campaign = m.campaign AND t.idx = m.trial_idx)",
+    );
+    assert_eq!(lab.sql::<i64>("SELECT COUNT(*) FROM campaign_summaries"), keys);
+    assert_eq!(
+        lab.sql::<i64>("SELECT COUNT(*) FROM campaign_summaries WHERE build_sha256 IS NULL OR length(vals) != 8 * n"),
+        [0],
+        "each row has its sim build's hash and its values"
+    );
 }
 
 #[test]
@@ -77,8 +93,13 @@ fn report_and_status_read_the_finished_campaign() {
     let lab = TempLab::new();
     lab.cmd(&["run", "runbooks/quickstart.toml"]).assert().success();
     let id = lab.campaigns()[0].clone();
+    let summaries = || lab.sql::<i64>(&format!("SELECT COUNT(*) FROM campaign_summaries WHERE campaign = '{id}'"));
+    let after_run = summaries();
+    rusqlite::Connection::open(lab.store()).unwrap().execute("DELETE FROM campaign_summaries", []).unwrap();
     let table = String::from_utf8(lab.cmd(&["report"]).assert().success().get_output().stdout.clone()).unwrap();
     assert!(table.contains("cpu_pct"), "{table}");
+    assert!(after_run[0] > 0);
+    assert_eq!(summaries(), after_run, "`lab report` writes the summaries again");
     let csv =
         String::from_utf8(lab.cmd(&["report", &id, "--format", "csv"]).assert().success().get_output().stdout.clone())
             .unwrap();

@@ -19,6 +19,7 @@ pub fn run(lab_arg: Option<&Path>, args: &ReportArgs) -> Result<String, CliError
     };
     let data = load(&store, &id)?;
     let rep = report::build_report(&data);
+    store.put_summaries(&id, &report::summary_rows(&rep, &data))?;
     // The files in the campaign's folder are rewritten too, so they always match the store.
     report::write_all(&rep, &data, &lab.artifacts_dir.join(&id)).map_err(CliError::internal)?;
     Ok(match args.format {
@@ -41,11 +42,12 @@ pub(crate) fn load(store: &Store, id: &str) -> Result<CampaignData, CliError> {
     CampaignData::new(campaign, trials, attempts).map_err(CliError::internal)
 }
 
-/// Writes the report files into `dir`; returns their paths
-/// and the terminal tables.
+/// Writes the report files into `dir` and the campaign's summaries into the store (for
+/// `lab history` and schedule reviews); returns the files' paths and the terminal tables.
 pub fn write_files(store: &Store, id: &str, dir: &Path) -> Result<(Vec<String>, String), CliError> {
     let data = load(store, id)?;
     let rep = report::build_report(&data);
+    store.put_summaries(id, &report::summary_rows(&rep, &data))?;
     let files = report::write_all(&rep, &data, dir).map_err(CliError::internal)?;
     let paths = files.all().iter().map(|p| display_path(p)).collect();
     Ok((paths, report::render_table(&rep)))

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::model::{ComparisonKind, MetricComparison, Report, StatisticsMeta, VariantVerdict};
+use super::model::{ComparisonKind, MetricComparison, ModelReport, Report, StatisticsMeta, VariantVerdict};
 use super::verdicts::{Arm, MetricPair, judge, overall};
 use crate::config::StatsSettings;
 use crate::stats::{Summary, Verdict};
@@ -68,12 +68,44 @@ impl CompareReport {
 /// Compares campaign `after` with campaign `before`, metric by metric, with `settings`
 /// (Holm within each variant's gating family, as in a campaign report).
 pub fn compare_reports(before: &Report, after: &Report, settings: &StatsSettings) -> CompareReport {
+    let (models, warnings) =
+        compare_models(&before.models, &after.models, &before.campaign.id, &after.campaign.id, settings);
+    let campaign_ref = |r: &Report| CampaignRef {
+        id: r.campaign.id.clone(),
+        runbook: r.campaign.runbook.clone(),
+        runbook_sha256: r.campaign.runbook_sha256.clone(),
+        seed: r.campaign.seed,
+        created_at: r.campaign.created_at.clone(),
+        tool_version: r.campaign.tool_version.clone(),
+    };
+    CompareReport {
+        schema_version: COMPARE_SCHEMA_VERSION,
+        before: campaign_ref(before),
+        after: campaign_ref(after),
+        runbook_changed: before.campaign.runbook_sha256 != after.campaign.runbook_sha256,
+        statistics: after.statistics.clone(),
+        models,
+        warnings,
+    }
+}
+
+/// Compares the models of `after` with those of `before`, variant × metric, with
+/// `settings` (Holm within each variant's gating family). `against` names `before` in
+/// comparisons, verdicts and warnings (a campaign id, or "baseline" for pooled weeks);
+/// `current` names `after` in warnings. Returns the models of `after` found in `before`,
+/// and warnings for what only one side has.
+pub fn compare_models(
+    before: &[ModelReport],
+    after: &[ModelReport],
+    against: &str,
+    current: &str,
+    settings: &StatsSettings,
+) -> (Vec<CompareModel>, Vec<String>) {
     let mut warnings = Vec::new();
-    let st = &after.statistics;
     let mut models = Vec::new();
-    for m in &after.models {
-        let Some(old) = before.models.iter().find(|o| o.model == m.model) else {
-            warnings.push(format!("device model {} is only in campaign {}", m.model, after.campaign.id));
+    for m in after {
+        let Some(old) = before.iter().find(|o| o.model == m.model) else {
+            warnings.push(format!("device model {} is only in campaign {current}", m.model));
             continue;
         };
         let mut variants: Vec<&str> = m.rows.iter().map(|r| r.variant.as_str()).collect();
@@ -89,7 +121,7 @@ pub fn compare_reports(before: &Report, after: &Report, settings: &StatsSettings
                 .map(|(i, r)| (i, old.rows.iter().position(|o| o.variant == r.variant && o.metric == r.metric)))
                 .collect();
             if pairs_idx.iter().all(|(_, j)| j.is_none()) {
-                warnings.push(format!("{} / {variant} is only in campaign {}", m.model, after.campaign.id));
+                warnings.push(format!("{} / {variant} is only in campaign {current}", m.model));
             }
             let comparable: Vec<(usize, usize)> = pairs_idx
                 .iter()
@@ -108,12 +140,11 @@ pub fn compare_reports(before: &Report, after: &Report, settings: &StatsSettings
                     })
                 })
                 .collect();
-            let judged = judge(&pairs, &before.campaign.id, ComparisonKind::EarlierCampaign, settings);
+            let judged = judge(&pairs, against, ComparisonKind::EarlierCampaign, settings);
             if !pairs.is_empty() {
                 let named: Vec<(&str, &MetricComparison)> = pairs.iter().map(|p| p.metric).zip(&judged).collect();
-                let mut v =
-                    overall(variant, &before.campaign.id, ComparisonKind::EarlierCampaign, &named, &settings.gating);
-                v.summary = v.summary.replacen(&format!(" vs {}", before.campaign.id), "", 1);
+                let mut v = overall(variant, against, ComparisonKind::EarlierCampaign, &named, &settings.gating);
+                v.summary = v.summary.replacen(&format!(" vs {against}"), "", 1);
                 verdicts.push(v);
             }
             let mut by_row: std::collections::HashMap<usize, MetricComparison> =
@@ -133,26 +164,10 @@ pub fn compare_reports(before: &Report, after: &Report, settings: &StatsSettings
         }
         models.push(CompareModel { model: m.model.clone(), rows, verdicts });
     }
-    for o in before.models.iter().filter(|o| !after.models.iter().any(|m| m.model == o.model)) {
-        warnings.push(format!("device model {} is only in campaign {}", o.model, before.campaign.id));
+    for o in before.iter().filter(|o| !after.iter().any(|m| m.model == o.model)) {
+        warnings.push(format!("device model {} is only in campaign {against}", o.model));
     }
-    let campaign_ref = |r: &Report| CampaignRef {
-        id: r.campaign.id.clone(),
-        runbook: r.campaign.runbook.clone(),
-        runbook_sha256: r.campaign.runbook_sha256.clone(),
-        seed: r.campaign.seed,
-        created_at: r.campaign.created_at.clone(),
-        tool_version: r.campaign.tool_version.clone(),
-    };
-    CompareReport {
-        schema_version: COMPARE_SCHEMA_VERSION,
-        before: campaign_ref(before),
-        after: campaign_ref(after),
-        runbook_changed: before.campaign.runbook_sha256 != after.campaign.runbook_sha256,
-        statistics: st.clone(),
-        models,
-        warnings,
-    }
+    (models, warnings)
 }
 
 #[cfg(test)]
@@ -200,5 +215,28 @@ mod tests {
         let json: serde_json::Value = serde_json::from_str(&crate::report::render_compare_json(&worse)).unwrap();
         assert_eq!(json["schema_version"], 1);
         assert_eq!(json["models"][0]["verdicts"][1]["verdict"], "worse");
+    }
+
+    #[test]
+    fn pooled_weeks_are_one_baseline_arm() {
+        let settings = StatsSettings::default();
+        let weeks = [week("week-1", 1.0), week("week-2", 1.0)];
+        let stored: Vec<_> = weeks
+            .iter()
+            .flat_map(|w| crate::report::summary_rows(w, &test_fixture::campaign(&w.campaign.id)))
+            .collect();
+        let baseline = crate::report::pooled_models(&stored.iter().collect::<Vec<_>>(), 0.95);
+        let now = week("week-3", 1.3);
+        let (models, warnings) = compare_models(&baseline, &now.models, "baseline", "week-3", &settings);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let poll = models[0].verdicts.iter().find(|v| v.variant == "envoy-poll").unwrap();
+        assert_eq!((poll.verdict, poll.against.as_str()), (Verdict::Worse, "baseline"));
+        assert!(!poll.summary.contains("vs baseline"), "{}", poll.summary);
+        let row = models[0].rows.iter().find(|r| r.variant == "envoy-poll" && r.metric == "cpu_pct").unwrap();
+        assert_eq!((row.before.as_ref().unwrap().n, row.after.as_ref().unwrap().n), (8, 4), "two weeks in one arm");
+        assert_eq!(row.comparison.as_ref().unwrap().against, "baseline");
+
+        let (_, warnings) = compare_models(&[], &now.models, "baseline", "week-3", &settings);
+        assert_eq!(warnings, ["device model iPhone 6s is only in campaign week-3"]);
     }
 }

@@ -15,7 +15,9 @@ mod metric_order;
 mod metric_tables;
 mod model;
 mod plots;
+mod pooled;
 mod state_rows;
+mod summaries;
 mod summary_csv;
 mod table;
 #[cfg(test)]
@@ -23,7 +25,9 @@ pub(crate) mod test_fixture;
 mod verdicts;
 
 pub use build::build_report;
-pub use compare::{COMPARE_SCHEMA_VERSION, CampaignRef, CompareModel, CompareReport, CompareRow, compare_reports};
+pub use compare::{
+    COMPARE_SCHEMA_VERSION, CampaignRef, CompareModel, CompareReport, CompareRow, compare_models, compare_reports,
+};
 pub use compare_render::{render_compare_json, render_compare_markdown, render_compare_table};
 pub use csv_out::{RESULTS_CSV_HEADER, write_results_csv};
 pub use curves::{BatteryCurve, battery_curves};
@@ -37,5 +41,7 @@ pub use model::{
     CampaignMeta, ComparisonKind, InvalidAttempt, MetricComparison, MetricRow, ModelReport, Report, SCHEMA_VERSION,
     StateRow, StatisticsMeta, VariantSummary, VariantVerdict,
 };
+pub use pooled::pooled_models;
+pub use summaries::{SUMMARY_VERSION, summary_rows};
 pub use summary_csv::{SUMMARY_CSV_HEADER, write_summary_csv};
 pub use table::render_table;

@@ -1,12 +1,18 @@
 //! The SQLite store: campaigns, planned trials, attempts, measurements.
 
+mod alerts;
+mod findings;
 mod operator_steps;
 mod records;
 mod schedule_slots;
 mod schema;
 mod sqlite;
+mod summaries;
 
+pub use alerts::{AlertRow, AlertState};
+pub use findings::{FindingRow, FindingState};
 pub use records::*;
 pub use schedule_slots::{Claim, Claimant, SlotRow, SlotState};
 pub use schema::MIGRATIONS;
 pub use sqlite::{Store, StoreError, pid_alive};
+pub use summaries::{HistoryRow, SummaryRow};

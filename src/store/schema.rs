@@ -194,6 +194,71 @@ pub const MIGRATIONS: &[&str] = &[
         first_seen_utc  TEXT NOT NULL
     );
     "#,
+    // 9 (history, review, alerts). `campaign_summaries`: one row per campaign × model ×
+    // variant × metric (a report's `MetricRow`), kept so that history and reviews read no
+    // measurements; `vals` is the row's values, f64 little-endian in trial order, and a
+    // `summary_version` below `report::SUMMARY_VERSION` means "recompute". `schedule_findings`:
+    // what a slot's review found per model × variant × gating metric, and how its
+    // confirmation came out. `schedule_alerts`: one per slot and channel (webhook | command),
+    // state sending | sent | failed; the unique key makes delivery at-least-once, once per slot.
+    r#"
+    CREATE TABLE campaign_summaries (
+        campaign        TEXT NOT NULL REFERENCES campaigns(id),
+        model           TEXT NOT NULL,
+        variant         TEXT NOT NULL,
+        metric          TEXT NOT NULL,
+        build           TEXT NOT NULL,
+        config          TEXT NOT NULL,
+        build_sha256    TEXT,
+        devices         TEXT NOT NULL,
+        unit            TEXT NOT NULL,
+        sources         TEXT NOT NULL,
+        gating          INTEGER NOT NULL,
+        n               INTEGER NOT NULL,
+        non_finite      INTEGER NOT NULL,
+        mean            REAL,
+        ci_low          REAL,
+        ci_high         REAL,
+        confidence      REAL NOT NULL,
+        summary         TEXT,
+        vals            BLOB NOT NULL,
+        summary_version INTEGER NOT NULL,
+        PRIMARY KEY (campaign, model, variant, metric)
+    );
+    CREATE TABLE schedule_findings (
+        id              INTEGER PRIMARY KEY,
+        schedule        TEXT NOT NULL,
+        due_utc         TEXT NOT NULL,
+        campaign        TEXT NOT NULL,
+        model           TEXT NOT NULL,
+        variant         TEXT NOT NULL,
+        metric          TEXT NOT NULL,
+        direction       TEXT NOT NULL,
+        by_verdict      INTEGER NOT NULL,
+        change_point    TEXT,
+        baseline        TEXT NOT NULL,
+        screen          TEXT NOT NULL,
+        state           TEXT NOT NULL,
+        confirm_campaign TEXT,
+        confirm         TEXT,
+        decided_at      TEXT,
+        note            TEXT,
+        UNIQUE (schedule, due_utc, model, variant, metric)
+    );
+    CREATE TABLE schedule_alerts (
+        schedule        TEXT NOT NULL,
+        due_utc         TEXT NOT NULL,
+        channel         TEXT NOT NULL,
+        target          TEXT NOT NULL,
+        payload         TEXT NOT NULL,
+        state           TEXT NOT NULL,
+        tries           INTEGER NOT NULL,
+        response        TEXT,
+        error           TEXT,
+        at              TEXT NOT NULL,
+        UNIQUE (schedule, due_utc, channel)
+    );
+    "#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<u32> {
@@ -205,4 +270,41 @@ pub fn migrate(conn: &mut Connection) -> rusqlite::Result<u32> {
         tx.commit()?;
     }
     Ok(MIGRATIONS.len() as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{CampaignStatus, Store};
+
+    #[test]
+    fn a_version_8_store_gains_summaries_findings_and_alerts_and_keeps_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lab.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            for sql in &MIGRATIONS[..8] {
+                conn.execute_batch(sql).unwrap();
+            }
+            conn.pragma_update(None, "user_version", 8).unwrap();
+            conn.execute_batch(
+                "INSERT INTO campaigns (id, runbook_name, runbook_path, runbook_text, runbook_sha256, lab_text,
+                    lab_sha256, content_hashes, tool_version, seed, created_at, status, plan_json, max_attempts)
+                 VALUES ('old','rb','rb.toml','','','','','{}','0',1,'t','done','{}',3);
+                 INSERT INTO schedule_slots (schedule, due_utc, state, campaign) VALUES ('w','d','finished','old');",
+            )
+            .unwrap();
+        }
+        let s = Store::open(&path).unwrap();
+        let version: u32 = s.lock().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(version, 9);
+        assert_eq!(s.campaign("old").unwrap().status, CampaignStatus::Done);
+        assert_eq!(s.slot("w", "d").unwrap().unwrap().campaign.as_deref(), Some("old"));
+        // An old campaign has no summaries: stale, so `lab history` computes them.
+        assert!(s.summaries("old").unwrap().is_empty());
+        assert!(s.history_rows("rb").unwrap().is_empty());
+        assert_eq!(s.stale_summaries("rb").unwrap(), ["old"]);
+        assert!(s.findings_of_schedule("w").unwrap().is_empty());
+        assert!(s.alerts_of_schedule("w").unwrap().is_empty());
+    }
 }

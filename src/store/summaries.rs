@@ -1,0 +1,359 @@
+//! Campaign summaries: one row per campaign × model × variant × metric (a report's
+//! `MetricRow`), written when a report is built, so that history and reviews read no
+//! measurements. The values are kept too (`vals`), so that a later comparison can still
+//! run Welch and Mann–Whitney on them.
+
+use rusqlite::params;
+use serde::Serialize;
+
+use super::records::{CampaignId, CampaignStatus};
+use super::sqlite::{Store, StoreError};
+use crate::stats::Summary;
+
+/// One campaign × model × variant × metric, as its report computed it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SummaryRow {
+    pub campaign: CampaignId,
+    pub model: String,
+    pub variant: String,
+    pub metric: String,
+    pub build: String,
+    pub config: String,
+    /// The build's artifact hash for this model's platform (`content_hashes.builds`);
+    /// `None` when the campaign stored none.
+    pub build_sha256: Option<String>,
+    /// The devices of this model in the campaign.
+    pub devices: Vec<String>,
+    pub unit: String,
+    pub sources: Vec<String>,
+    pub gating: bool,
+    pub n: usize,
+    pub non_finite: usize,
+    pub mean: Option<f64>,
+    pub ci_low: Option<f64>,
+    pub ci_high: Option<f64>,
+    /// The level of the confidence interval (0.95).
+    pub confidence: f64,
+    /// `None` when n = 0.
+    pub summary: Option<Summary>,
+    /// The values behind `summary`, in trial order.
+    pub values: Vec<f64>,
+    /// `report::SUMMARY_VERSION` when written; a lower one is recomputed.
+    pub summary_version: u32,
+}
+
+/// A summary row with its campaign and, for a scheduled campaign, its slot.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HistoryRow {
+    pub row: SummaryRow,
+    pub created_at: String,
+    pub status: CampaignStatus,
+    pub runbook_sha256: String,
+    pub seed: u64,
+    /// The schedule and due time of the slot that ran the campaign; `None` for one run by hand.
+    pub schedule: Option<String>,
+    pub due_utc: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{len} bytes is not a whole number of 8-byte values")]
+struct ValuesDecodeError {
+    len: usize,
+}
+
+/// Values as little-endian f64, 8 bytes each (as `Series::points_blob` stores points).
+fn values_blob(values: &[f64]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+fn values_from_blob(blob: &[u8]) -> Result<Vec<f64>, ValuesDecodeError> {
+    if !blob.len().is_multiple_of(8) {
+        return Err(ValuesDecodeError { len: blob.len() });
+    }
+    Ok(blob.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8-byte chunk"))).collect())
+}
+
+const COLUMNS: &str = "s.campaign, s.model, s.variant, s.metric, s.build, s.config, s.build_sha256, s.devices, \
+s.unit, s.sources, s.gating, s.n, s.non_finite, s.mean, s.ci_low, s.ci_high, s.confidence, s.summary, s.vals, \
+s.summary_version";
+
+/// A column's text as JSON, or a conversion error naming the column.
+fn json_column<T: serde::de::DeserializeOwned>(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<T> {
+    let text: String = r.get(i)?;
+    serde_json::from_str(&text)
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e)))
+}
+
+fn summary_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SummaryRow> {
+    let summary: Option<String> = r.get(17)?;
+    let summary = summary
+        .map(|s| serde_json::from_str(&s))
+        .transpose()
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(17, rusqlite::types::Type::Text, Box::new(e)))?;
+    let blob: Vec<u8> = r.get(18)?;
+    let values = values_from_blob(&blob)
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(18, rusqlite::types::Type::Blob, Box::new(e)))?;
+    Ok(SummaryRow {
+        campaign: r.get(0)?,
+        model: r.get(1)?,
+        variant: r.get(2)?,
+        metric: r.get(3)?,
+        build: r.get(4)?,
+        config: r.get(5)?,
+        build_sha256: r.get(6)?,
+        devices: json_column(r, 7)?,
+        unit: r.get(8)?,
+        sources: json_column(r, 9)?,
+        gating: r.get(10)?,
+        n: r.get::<_, i64>(11)? as usize,
+        non_finite: r.get::<_, i64>(12)? as usize,
+        mean: r.get(13)?,
+        ci_low: r.get(14)?,
+        ci_high: r.get(15)?,
+        confidence: r.get(16)?,
+        summary,
+        values,
+        summary_version: r.get(19)?,
+    })
+}
+
+impl Store {
+    /// Replaces the summaries of `campaign` with `rows`, in one transaction. Rows come
+    /// back in the order given (the report's).
+    pub fn put_summaries(&self, campaign: &str, rows: &[SummaryRow]) -> Result<(), StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        tx.execute("DELETE FROM campaign_summaries WHERE campaign = ?1", [campaign])?;
+        {
+            let mut st = tx.prepare(
+                "INSERT INTO campaign_summaries (campaign, model, variant, metric, build, config, build_sha256,
+                    devices, unit, sources, gating, n, non_finite, mean, ci_low, ci_high, confidence, summary, vals,
+                    summary_version)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
+            )?;
+            for r in rows {
+                st.execute(params![
+                    campaign,
+                    r.model,
+                    r.variant,
+                    r.metric,
+                    r.build,
+                    r.config,
+                    r.build_sha256,
+                    serde_json::to_string(&r.devices)?,
+                    r.unit,
+                    serde_json::to_string(&r.sources)?,
+                    r.gating,
+                    r.n as i64,
+                    r.non_finite as i64,
+                    r.mean,
+                    r.ci_low,
+                    r.ci_high,
+                    r.confidence,
+                    r.summary.as_ref().map(serde_json::to_string).transpose()?,
+                    values_blob(&r.values),
+                    r.summary_version
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The summaries of `campaign`, in the order they were put.
+    pub fn summaries(&self, campaign: &str) -> Result<Vec<SummaryRow>, StoreError> {
+        let conn = self.lock();
+        let sql = format!("SELECT {COLUMNS} FROM campaign_summaries s WHERE s.campaign = ?1 ORDER BY s.rowid");
+        let mut st = conn.prepare(&sql)?;
+        let rows = st.query_map([campaign], summary_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Every summary of the campaigns of runbook `runbook_name`, campaign by campaign in
+    /// time order: a slot's due time for a scheduled campaign (the wall clock may be
+    /// `LAB_NOW`'s), else when it was created. Within a campaign, in report order.
+    pub fn history_rows(&self, runbook_name: &str) -> Result<Vec<HistoryRow>, StoreError> {
+        let conn = self.lock();
+        let sql = format!(
+            "SELECT {COLUMNS}, c.created_at, c.status, c.runbook_sha256, c.seed, sl.schedule, sl.due_utc
+             FROM campaign_summaries s JOIN campaigns c ON c.id = s.campaign
+             LEFT JOIN schedule_slots sl ON sl.campaign = c.id
+             WHERE c.runbook_name = ?1
+             ORDER BY COALESCE(sl.due_utc, c.created_at), c.id, s.rowid"
+        );
+        let mut st = conn.prepare(&sql)?;
+        let rows = st.query_map([runbook_name], |r| {
+            let status: String = r.get(21)?;
+            Ok(HistoryRow {
+                row: summary_row(r)?,
+                created_at: r.get(20)?,
+                status: CampaignStatus::parse(&status).unwrap_or(CampaignStatus::Interrupted),
+                runbook_sha256: r.get(22)?,
+                seed: r.get::<_, i64>(23)? as u64,
+                schedule: r.get(24)?,
+                due_utc: r.get(25)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Campaigns of runbook `runbook_name` whose summaries are missing or older than
+    /// `report::SUMMARY_VERSION`, oldest first: what `lab history` recomputes.
+    pub fn stale_summaries(&self, runbook_name: &str) -> Result<Vec<CampaignId>, StoreError> {
+        let conn = self.lock();
+        let mut st = conn.prepare(
+            "SELECT c.id FROM campaigns c LEFT JOIN campaign_summaries s ON s.campaign = c.id
+             WHERE c.runbook_name = ?1
+             GROUP BY c.id HAVING COUNT(s.campaign) = 0 OR MIN(s.summary_version) < ?2
+             ORDER BY c.created_at, c.id",
+        )?;
+        let rows = st.query_map(params![runbook_name, crate::report::SUMMARY_VERSION], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::stats::summarize;
+    use crate::store::{Claimant, NewCampaign};
+
+    pub(crate) fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("lab.db")).unwrap();
+        (dir, s)
+    }
+
+    pub(crate) fn new_campaign(id: &str, runbook: &str, created_at: &str) -> NewCampaign {
+        NewCampaign {
+            id: id.into(),
+            runbook_name: runbook.into(),
+            runbook_path: format!("{runbook}.toml"),
+            runbook_text: String::new(),
+            runbook_sha256: "ab".into(),
+            lab_text: String::new(),
+            lab_sha256: "cd".into(),
+            content_hashes: serde_json::json!({}),
+            tool_version: "0".into(),
+            seed: u64::MAX - 1,
+            created_at: created_at.into(),
+            planned_trials: Vec::new(),
+            plan_json: serde_json::json!({}),
+        }
+    }
+
+    pub(crate) fn row(campaign: &str, variant: &str, metric: &str, values: &[f64]) -> SummaryRow {
+        let summary = summarize(values, 0.95);
+        SummaryRow {
+            campaign: campaign.into(),
+            model: "iPhone 6s".into(),
+            variant: variant.into(),
+            metric: metric.into(),
+            build: variant.into(),
+            config: "default".into(),
+            build_sha256: (variant != "control").then(|| "bb02".to_string()),
+            devices: vec!["sim-iphone-1".into(), "sim-iphone-2".into()],
+            unit: "%".into(),
+            sources: vec!["sim".into()],
+            gating: metric == "cpu_pct",
+            n: values.len(),
+            non_finite: 0,
+            mean: summary.as_ref().map(|s| s.mean),
+            ci_low: summary.as_ref().and_then(|s| s.ci_low),
+            ci_high: summary.as_ref().and_then(|s| s.ci_high),
+            confidence: 0.95,
+            summary,
+            values: values.to_vec(),
+            summary_version: crate::report::SUMMARY_VERSION,
+        }
+    }
+
+    #[test]
+    fn summaries_come_back_bit_for_bit_and_are_replaced_whole() {
+        let (_d, s) = store();
+        s.create_campaign(&new_campaign("c1", "rb", "2026-01-01T00:00:00Z"), 3, 1).unwrap();
+        let rows = vec![
+            row("c1", "envoy-poll", "cpu_pct", &[185.0, 1.0 / 3.0, -0.0]),
+            row("c1", "control", "cpu_pct", &[12.0]),
+            row("c1", "control", "memory_mb", &[]),
+        ];
+        s.put_summaries("c1", &rows).unwrap();
+        let back = s.summaries("c1").unwrap();
+        assert_eq!(back, rows, "in the order put");
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&back[0].values), bits(&rows[0].values));
+        assert_eq!((back[2].summary.as_ref(), back[2].mean), (None, None), "n = 0 has no summary");
+
+        s.put_summaries("c1", &rows[1..2]).unwrap();
+        assert_eq!(s.summaries("c1").unwrap(), rows[1..2], "a second put replaces the first");
+        assert!(s.summaries("other").unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_damaged_values_blob_is_an_error() {
+        let (_d, s) = store();
+        s.create_campaign(&new_campaign("c1", "rb", "t"), 3, 1).unwrap();
+        s.put_summaries("c1", &[row("c1", "control", "cpu_pct", &[1.0, 2.0])]).unwrap();
+        s.lock().execute("UPDATE campaign_summaries SET vals = x'010203'", []).unwrap();
+        let e = s.summaries("c1").unwrap_err();
+        assert!(e.to_string().contains("3 bytes is not a whole number of 8-byte values"), "{e}");
+    }
+
+    #[test]
+    fn history_is_in_slot_time_order_with_hand_runs_by_creation() {
+        let (_d, s) = store();
+        // Created in the wrong order on the wall clock: the slots (LAB_NOW) decide.
+        s.create_campaign(&new_campaign("w2", "rb", "2026-01-01T10:00:00Z"), 3, 1).unwrap();
+        s.create_campaign(&new_campaign("w1", "rb", "2026-01-01T10:05:00Z"), 3, 1).unwrap();
+        s.create_campaign(&new_campaign("hand", "rb", "2026-01-08T12:00:00Z"), 3, 1).unwrap();
+        s.create_campaign(&new_campaign("x", "other", "2026-01-01T00:00:00Z"), 3, 1).unwrap();
+        let by = Claimant { pid: 1, host: "h", at: "t" };
+        s.claim_slot("weekly", "2026-01-05T03:00:00Z", Some("w1"), &by, &[]).unwrap();
+        s.claim_slot("weekly", "2026-01-12T03:00:00Z", Some("w2"), &by, &[]).unwrap();
+        for id in ["w2", "w1", "hand", "x"] {
+            s.put_summaries(
+                id,
+                &[row(id, "control", "cpu_pct", &[12.0, 12.5]), row(id, "envoy-poll", "cpu_pct", &[185.0, 186.0])],
+            )
+            .unwrap();
+        }
+        let h = s.history_rows("rb").unwrap();
+        let order: Vec<(&str, &str, Option<&str>)> =
+            h.iter().map(|r| (r.row.campaign.as_str(), r.row.variant.as_str(), r.due_utc.as_deref())).collect();
+        assert_eq!(
+            order,
+            [
+                ("w1", "control", Some("2026-01-05T03:00:00Z")),
+                ("w1", "envoy-poll", Some("2026-01-05T03:00:00Z")),
+                ("hand", "control", None),
+                ("hand", "envoy-poll", None),
+                ("w2", "control", Some("2026-01-12T03:00:00Z")),
+                ("w2", "envoy-poll", Some("2026-01-12T03:00:00Z")),
+            ]
+        );
+        let first = &h[0];
+        assert_eq!(
+            (first.schedule.as_deref(), first.status, first.seed, first.created_at.as_str()),
+            (Some("weekly"), CampaignStatus::Running, u64::MAX - 1, "2026-01-01T10:05:00Z")
+        );
+    }
+
+    #[test]
+    fn stale_summaries_are_the_missing_and_the_old() {
+        let (_d, s) = store();
+        for (id, at) in [("a", "t1"), ("b", "t2"), ("c", "t3")] {
+            s.create_campaign(&new_campaign(id, "rb", at), 3, 1).unwrap();
+        }
+        s.create_campaign(&new_campaign("x", "other", "t0"), 3, 1).unwrap();
+        assert_eq!(s.stale_summaries("rb").unwrap(), ["a", "b", "c"]);
+        s.put_summaries("a", &[row("a", "control", "cpu_pct", &[1.0])]).unwrap();
+        let old = SummaryRow {
+            summary_version: crate::report::SUMMARY_VERSION - 1,
+            ..row("b", "control", "cpu_pct", &[1.0])
+        };
+        s.put_summaries("b", &[row("b", "envoy-poll", "cpu_pct", &[1.0]), old]).unwrap();
+        assert_eq!(s.stale_summaries("rb").unwrap(), ["b", "c"], "one old row makes the campaign stale");
+        assert_eq!(s.stale_summaries("other").unwrap(), ["x"]);
+        assert!(s.stale_summaries("none").unwrap().is_empty());
+    }
+}
