@@ -11,6 +11,7 @@ pub mod config;
 pub mod device;
 pub mod endpoint;
 pub mod measure;
+pub mod notify;
 pub mod plan;
 pub mod report;
 pub mod runner;
