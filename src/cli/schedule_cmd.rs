@@ -11,8 +11,8 @@ use super::exit::{self, CliError};
 use super::run_cmd::{self, Start};
 use crate::config::{Lab, Schedule};
 use crate::schedule::{
-    Daemon, DaemonEvent, InstallTarget, Job, JobRunbook, Launch, Launcher, Now, Paths, RunDueReport, SlotAction,
-    SlotOutcome, SlotReport, SlotRunner, checkpoint, due_slots, parse_utc, utc_text,
+    Daemon, DaemonEvent, InstallTarget, Job, JobRunbook, Launch, Launcher, Now, Paths, ReviewReport, RunDueReport,
+    SlotAction, SlotOutcome, SlotReport, SlotRunner, checkpoint, due_slots, parse_utc, utc_text,
 };
 use crate::store::SlotState;
 
@@ -34,8 +34,10 @@ pub enum ScheduleCommand {
         json: bool,
     },
     /// Run what is due now, once (for cron, systemd and launchd); missed slots: the latest
-    /// runs, the others are recorded skipped. Exit 0, or as `lab run`: 4 when trials failed,
-    /// 3 with trials left pending, 130 when stopped, 2 when a runbook is invalid.
+    /// runs, the others are recorded skipped. Each campaign is reviewed against its baseline
+    /// and history; a finding is confirmed by an A/B campaign before it is alerted. Exit 0;
+    /// 5 when a regression was confirmed; else as `lab run`: 4 when trials failed, 3 with
+    /// trials left pending, 130 when stopped, 2 when a runbook is invalid.
     RunDue {
         /// Only this schedule.
         #[arg(long, value_name = "NAME")]
@@ -283,7 +285,9 @@ fn next_line(lab: &Lab, runner: &SlotRunner<'_>, now: Now, only: Option<&str>) -
     Ok(out)
 }
 
-/// The exit code of a pass: the worst of its slots, in `lab run`'s order.
+/// The exit code of a pass: the worst of its slots, in `lab run`'s order, with a
+/// confirmed regression (5) above devices unavailable (3) and failed trials (4), and
+/// below a campaign that could not run or was stopped.
 fn exit_code(report: &RunDueReport) -> u8 {
     let outcomes = report.slots.iter().filter_map(|s| match &s.action {
         SlotAction::Ran(o) | SlotAction::Resumed { outcome: o, .. } => Some(o),
@@ -296,19 +300,83 @@ fn exit_code(report: &RunDueReport) -> u8 {
         SlotOutcome::TrialsFailed => (2, exit::TRIALS_FAILED),
         SlotOutcome::Ok => (1, exit::OK),
     };
-    outcomes.map(rank).max().map_or(exit::OK, |(_, c)| c)
+    let worst = outcomes.map(rank).max();
+    match worst {
+        Some((r, c)) if r >= 4 => c,
+        _ if report.regression() => exit::REGRESSION,
+        w => w.map_or(exit::OK, |(_, c)| c),
+    }
 }
 
 fn render(report: &RunDueReport) -> String {
     let mut out = String::new();
     for s in &report.slots {
         out.push_str(&render_slot(s));
+        if let Some(r) = &s.review {
+            out.push_str(&render_review(r));
+        }
         if !s.output.is_empty() {
             out.push_str(&s.output);
             if !s.output.ends_with('\n') {
                 out.push('\n');
             }
         }
+    }
+    out
+}
+
+/// A review's lines, indented under its slot.
+fn render_review(r: &ReviewReport) -> String {
+    let mut out = String::new();
+    let pct = |v: &serde_json::Value| v.as_f64().map(|d| format!("{:+.1} %", d * 100.0));
+    for f in &r.findings {
+        let c = &f.screen["comparison"];
+        let delta = match (pct(&c["change"]["delta"]), pct(&c["change"]["ci_low"]), pct(&c["change"]["ci_high"])) {
+            (Some(d), Some(lo), Some(hi)) => format!(" {d} [{lo}, {hi}]"),
+            (Some(d), _, _) => format!(" {d}"),
+            _ => String::new(),
+        };
+        let n = f.baseline["campaigns"].as_array().map_or(0, Vec::len);
+        let mut line =
+            format!("  screened: {} {} {} {}{delta} vs {n} campaign(s)", f.variant, f.model, f.metric, f.direction);
+        if let Some(cp) = f.screen["change_point"]["campaign"].as_str() {
+            line.push_str(&format!("; change point at {cp}"));
+        }
+        line.push_str(&format!(": {}", f.state.as_str()));
+        if let Some(id) = &f.confirm_campaign {
+            line.push_str(&format!(" (confirmation {id})"));
+        }
+        if let Some(note) = &f.note {
+            line.push_str(&format!("; {note}"));
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    for c in &r.confirmations {
+        out.push_str(&format!(
+            "  confirmation {} of {}: {} trials per arm, {}\n",
+            c.campaign,
+            c.variant,
+            c.trials_per_arm,
+            c.outcome.text()
+        ));
+    }
+    for a in &r.alerts {
+        let why = a.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
+        out.push_str(&format!(
+            "  alert: {} {} {} after {} tr{}{why}\n",
+            a.channel,
+            a.target,
+            a.state.as_str(),
+            a.tries,
+            if a.tries == 1 { "y" } else { "ies" }
+        ));
+    }
+    if r.regression {
+        out.push_str("  regression confirmed\n");
+    }
+    for n in &r.notes {
+        out.push_str(&format!("  note: {n}\n"));
     }
     out
 }

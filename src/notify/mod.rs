@@ -11,8 +11,8 @@ mod webhook;
 pub use command::Command;
 pub use error::NotifyError;
 pub use payload::{
-    ALERT_SCHEMA_VERSION, Alert, AlsoWorse, BaselineRef, ChangePointRef, Confirmation, CurrentRef, Regression, Reports,
-    Screening,
+    ALERT_SCHEMA_VERSION, Alert, AlsoWorse, BaselineRef, ChangePointRef, Confirmation, CurrentRef, Figures, Regression,
+    Reports, Screening,
 };
 pub use webhook::Webhook;
 

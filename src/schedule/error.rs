@@ -10,4 +10,7 @@ pub enum ScheduleError {
     Time(String),
     #[error("the wake-up timer: {0}")]
     Timer(String),
+    /// A slot's campaign could not be reviewed at all (its stored records unreadable).
+    #[error("review: {0}")]
+    Review(String),
 }

@@ -2,6 +2,7 @@
 //! and running them once whatever the number of runners, the daemon that sleeps until
 //! the next one, and the timer units that start `lab schedule run-due`.
 
+mod baseline;
 mod build_cache;
 mod confirm;
 mod daemon;
@@ -9,9 +10,11 @@ mod due;
 mod error;
 mod install;
 mod now;
+mod review;
 mod runner;
 mod wake;
 
+pub use baseline::{BASELINE_MAX, baseline_campaigns};
 pub use build_cache::BuildCache;
 pub use confirm::{CampaignSide, ConfirmPlan, ConfirmRequest, Unconfirmable, confirm_plan};
 pub use daemon::{Daemon, DaemonEvent};
@@ -19,6 +22,7 @@ pub use due::{Due, FIRST_SIGHT_LOOKBACK, checkpoint, due_slots, next_after, pars
 pub use error::ScheduleError;
 pub use install::{InstallTarget, Paths, crontab, launchd_plist, systemd_units};
 pub use now::Now;
+pub use review::{ConfirmationRun, Review, ReviewReport, history_path};
 pub use runner::{
     Job, JobRunbook, Launch, Launcher, RunDueReport, SlotAction, SlotOutcome, SlotReport, SlotRunner, slot_seed,
 };

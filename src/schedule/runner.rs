@@ -103,8 +103,18 @@ pub struct SlotReport {
     pub campaign: Option<String>,
     #[serde(flatten)]
     pub action: SlotAction,
+    /// What the review of a campaign that ran found, confirmed and sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub review: Option<super::ReviewReport>,
     #[serde(skip)]
     pub output: String,
+}
+
+impl RunDueReport {
+    /// Whether a pass confirmed a regression (`run-due` exits 5).
+    pub fn regression(&self) -> bool {
+        self.slots.iter().any(|s| s.review.as_ref().is_some_and(|r| r.regression))
+    }
 }
 
 /// Everything one `run-due` pass did, in order.
@@ -192,10 +202,11 @@ impl SlotRunner<'_> {
         if let (None, Some(c)) = (&row.campaign, &campaign) {
             self.store.set_slot_campaign(&row.schedule, &row.due_utc, c)?;
         }
-        let launch = self.launch(job, launcher).await;
+        let mut launch = self.launch(job, launcher).await;
+        let review = self.review(s, due, campaign.as_deref(), &mut launch, now, launcher).await;
         self.end(s, due, &launch.outcome, now)?;
         let action = SlotAction::Resumed { from_pid: row.claimed_pid, was: row.state, outcome: launch.outcome };
-        Ok(SlotReport { output: launch.output, ..self.report(s, due, campaign, action) })
+        Ok(SlotReport { output: launch.output, review, ..self.report(s, due, campaign, action) })
     }
 
     /// The schedule's due slots: the latest claimed and run, the others recorded skipped.
@@ -237,15 +248,47 @@ impl SlotRunner<'_> {
                     report.slots.push(self.report(s, *d, None, SlotAction::Skipped { because: because.clone() }));
                 }
                 let campaign = job.as_ref().ok().map(|j| j.id.clone());
-                let launch = self.launch(job, launcher).await;
+                let mut launch = self.launch(job, launcher).await;
+                let review = self.review(s, slot, campaign.as_deref(), &mut launch, now, launcher).await;
                 self.end(s, slot, &launch.outcome, now)?;
                 report.slots.push(SlotReport {
                     output: launch.output,
+                    review,
                     ..self.report(s, slot, campaign, SlotAction::Ran(launch.outcome))
                 });
             }
         }
         Ok(())
+    }
+
+    /// Reviews a campaign that ran to its end. The slot stays claimed until the review
+    /// is done; a confirmation stopped by SIGTERM leaves the slot interrupted, and the
+    /// next runner goes on with the review where it stopped.
+    async fn review(
+        &self,
+        s: &Schedule,
+        due: DateTime<Utc>,
+        campaign: Option<&str>,
+        launch: &mut Launch,
+        now: Now,
+        launcher: &dyn Launcher,
+    ) -> Option<super::ReviewReport> {
+        let campaign = campaign?;
+        if !matches!(launch.outcome, SlotOutcome::Ok | SlotOutcome::TrialsFailed) {
+            return None;
+        }
+        let due = utc_text(due);
+        let at = utc_text(now.get());
+        let review = super::Review { lab: self.lab, store: &self.store, schedule: s, due_utc: &due, campaign, at: &at };
+        let report = match review.run(launcher).await {
+            Ok(r) => r,
+            Err(e) => super::ReviewReport { notes: vec![format!("the review stopped: {e}")], ..Default::default() },
+        };
+        if report.interrupted {
+            launch.outcome = SlotOutcome::Interrupted;
+        }
+        launch.output.push_str(&report.output);
+        Some(report)
     }
 
     async fn launch(&self, job: Result<Job, SlotOutcome>, launcher: &dyn Launcher) -> Launch {
@@ -287,7 +330,15 @@ impl SlotRunner<'_> {
     }
 
     fn report(&self, s: &Schedule, due: DateTime<Utc>, campaign: Option<String>, action: SlotAction) -> SlotReport {
-        SlotReport { schedule: s.name.clone(), due_utc: due, zone: s.timezone, campaign, action, output: String::new() }
+        SlotReport {
+            schedule: s.name.clone(),
+            due_utc: due,
+            zone: s.timezone,
+            campaign,
+            action,
+            review: None,
+            output: String::new(),
+        }
     }
 }
 

@@ -1,0 +1,662 @@
+//! `Review`: what a scheduled campaign is checked for once it ran (docs/schedule.md,
+//! "What is compared with what"). Screening: each gating variant × model × metric is
+//! compared with its baseline (the verdict rule of `lab compare`, Holm over the
+//! variant's gating metrics), and the history of campaign means is searched for change
+//! points (E-divisive, `stats::change_points`). A trigger is not an alert: a
+//! confirmation campaign runs the reference build and the current one interleaved on
+//! the same devices, and only a confirmed regression is sent. Every step is recorded
+//! before the next, so a runner that takes over the slot goes on where this one stopped.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::ScheduleError;
+use super::baseline::baseline_campaigns;
+use super::build_cache::BuildCache;
+use super::confirm::{CampaignSide, ConfirmRequest, confirm_plan};
+use super::runner::{Job, JobRunbook, Launcher, SlotOutcome};
+use crate::config::{Lab, Schedule};
+use crate::notify::{self, Alert};
+use crate::plan::Plan;
+use crate::report::{self, CompareModel, MetricComparison};
+use crate::stats::{ChangePoint, Direction, Verdict, change_points};
+use crate::store::{AlertRow, AlertState, CampaignStatus, FindingRow, FindingState, Store, SummaryRow};
+
+/// What a slot's review did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ReviewReport {
+    /// The slot's findings as they ended.
+    pub findings: Vec<FindingRow>,
+    pub confirmations: Vec<ConfirmationRun>,
+    pub alerts: Vec<AlertRow>,
+    /// A regression was confirmed (or, with confirmation off, found): `run-due` exits 5.
+    pub regression: bool,
+    /// A confirmation was stopped (SIGTERM): the slot stays unfinished, the next runner
+    /// goes on with it.
+    pub interrupted: bool,
+    pub notes: Vec<String>,
+    /// What the confirmation campaigns printed.
+    #[serde(skip)]
+    pub output: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ConfirmationRun {
+    pub variant: String,
+    pub campaign: String,
+    pub trials_per_arm: u32,
+    #[serde(flatten)]
+    pub outcome: SlotOutcome,
+}
+
+pub struct Review<'a> {
+    pub lab: &'a Lab,
+    pub store: &'a Store,
+    pub schedule: &'a Schedule,
+    /// The slot's due time, as stored.
+    pub due_utc: &'a str,
+    /// The slot's campaign.
+    pub campaign: &'a str,
+    /// Now, as stored.
+    pub at: &'a str,
+}
+
+/// One earlier slot campaign of the schedule that counts for history and baselines.
+struct Week {
+    campaign: String,
+    rows: Vec<SummaryRow>,
+}
+
+/// The key of a series: (model, variant, metric).
+type Key = (String, String, String);
+
+fn key_of(r: &SummaryRow) -> Key {
+    (r.model.clone(), r.variant.clone(), r.metric.clone())
+}
+
+impl Review<'_> {
+    pub async fn run(&self, launcher: &dyn Launcher) -> Result<ReviewReport, ScheduleError> {
+        let mut rep = ReviewReport::default();
+        let name = &self.schedule.name;
+        if self.store.findings_of_slot(name, self.due_utc)?.is_empty() {
+            let found = self.screen(&mut rep)?;
+            self.store.insert_findings(&found)?;
+        }
+        let findings = self.store.findings_of_slot(name, self.due_utc)?;
+        let mut groups: BTreeMap<String, Vec<FindingRow>> = BTreeMap::new();
+        for f in findings.into_iter().filter(|f| f.state == FindingState::Confirming) {
+            groups.entry(f.variant.clone()).or_default().push(f);
+        }
+        for (variant, group) in groups {
+            self.confirm(&variant, &group, launcher, &mut rep).await?;
+            if rep.interrupted {
+                rep.findings = self.store.findings_of_slot(name, self.due_utc)?;
+                return Ok(rep);
+            }
+        }
+        rep.findings = self.store.findings_of_slot(name, self.due_utc)?;
+        self.alert(&mut rep).await?;
+        Ok(rep)
+    }
+
+    /// Earlier finished slot campaigns of the schedule, oldest first.
+    fn weeks(&self) -> Result<Vec<Week>, ScheduleError> {
+        let mut out = Vec::new();
+        for slot in self.store.slots(Some(&self.schedule.name))? {
+            let Some(c) = slot.campaign.as_deref() else { continue };
+            let ran = matches!(slot.outcome.as_deref(), Some("ok") | Some("trials-failed"));
+            if slot.due_utc.as_str() >= self.due_utc || !ran || c == self.campaign {
+                continue;
+            }
+            if !self.store.campaign(c).is_ok_and(|r| r.status == CampaignStatus::Done) {
+                continue;
+            }
+            out.push(Week { campaign: c.to_string(), rows: self.store.summaries(c)? });
+        }
+        Ok(out)
+    }
+
+    fn screen(&self, rep: &mut ReviewReport) -> Result<Vec<FindingRow>, ScheduleError> {
+        let record = self.store.campaign(self.campaign)?;
+        let plan: Plan = serde_json::from_value(record.plan_json.clone())
+            .map_err(|e| ScheduleError::Review(format!("campaign {}: stored plan unreadable: {e}", self.campaign)))?;
+        let settings = &plan.statistics;
+        let current = self.store.summaries(self.campaign)?;
+        if current.is_empty() {
+            rep.notes.push(format!("campaign {} has no stored summaries: nothing to compare", self.campaign));
+            return Ok(Vec::new());
+        }
+        let weeks = self.weeks()?;
+        let earlier = self.store.findings_of_schedule(&self.schedule.name)?;
+        let gating: Vec<&SummaryRow> = current.iter().filter(|r| r.gating && r.n >= 2).collect();
+
+        // The baseline of every series, and the pooled comparison of the current campaign with it.
+        let mut baselines: BTreeMap<Key, Vec<String>> = BTreeMap::new();
+        let mut before_owned: Vec<SummaryRow> = Vec::new();
+        for r in &gating {
+            let k = key_of(r);
+            let confirmed = earlier
+                .iter()
+                .filter(|f| (f.model.as_str(), f.variant.as_str(), f.metric.as_str()) == (&k.0, &k.1, &k.2))
+                .filter(|f| f.state == FindingState::Confirmed)
+                .filter_map(|f| f.change_point.clone())
+                .next_back();
+            let order: Vec<&str> = weeks.iter().map(|w| w.campaign.as_str()).collect();
+            let chosen = match baseline_campaigns(&self.schedule.baseline, &order, confirmed.as_deref()) {
+                Ok(c) => c,
+                Err(note) => {
+                    if !rep.notes.contains(&note) {
+                        rep.notes.push(note);
+                    }
+                    continue;
+                }
+            };
+            for c in &chosen {
+                let rows = match weeks.iter().find(|w| &w.campaign == c) {
+                    Some(w) => w.rows.iter().find(|x| key_of(x) == k).cloned(),
+                    None => self.store.summaries(c)?.into_iter().find(|x| key_of(x) == k),
+                };
+                before_owned.extend(rows);
+            }
+            baselines.insert(k, chosen);
+        }
+        let before_rows: Vec<&SummaryRow> = before_owned.iter().collect();
+        let before = report::pooled_models(&before_rows, settings.confidence);
+        let after = report::pooled_models(&gating, settings.confidence);
+        let (compared, _) = report::compare_models(&before, &after, "baseline", self.campaign, settings);
+
+        let mut out = Vec::new();
+        for r in &gating {
+            let k = key_of(r);
+            let Some(chosen) = baselines.get(&k) else { continue };
+            let comparison = comparison_of(&compared, &k);
+            let by_verdict = comparison.as_ref().is_some_and(|c| matches!(c.verdict, Verdict::Worse | Verdict::Better));
+
+            // The history of this series, oldest first, the current campaign last.
+            let mut ids = Vec::new();
+            let mut means = Vec::new();
+            for w in &weeks {
+                if let Some(m) = w.rows.iter().find(|x| key_of(x) == k).and_then(|x| x.mean) {
+                    ids.push(w.campaign.clone());
+                    means.push(m);
+                }
+            }
+            let Some(mean) = r.mean else { continue };
+            ids.push(self.campaign.to_string());
+            means.push(mean);
+            let new_point = match change_points(&means, &self.schedule.changes) {
+                Ok(points) => points
+                    .into_iter()
+                    .filter(|p| p.relative_change().is_some_and(|c| c.abs() > settings.practical_threshold))
+                    .rfind(|p| {
+                        !earlier.iter().any(|f| {
+                            (f.model.as_str(), f.variant.as_str(), f.metric.as_str()) == (&k.0, &k.1, &k.2)
+                                && f.change_point.as_deref() == Some(ids[p.index].as_str())
+                        })
+                    }),
+                Err(e) => {
+                    rep.notes.push(format!("{} {} {}: change points: {e}", k.0, k.1, k.2));
+                    None
+                }
+            };
+            if !by_verdict && new_point.is_none() {
+                continue;
+            }
+            let direction = match (&comparison, &new_point) {
+                (Some(c), _) if by_verdict => c.verdict,
+                (_, Some(p)) if Direction::of(&k.2) == Direction::LowerIsBetter => {
+                    if p.relative_change().unwrap_or(0.0) > 0.0 { Verdict::Worse } else { Verdict::Better }
+                }
+                _ => continue,
+            };
+            // The build a confirmation runs as "before": the newest baseline week, or for a
+            // change point the week just before it.
+            let reference = match (&new_point, by_verdict) {
+                (_, true) => chosen.last().cloned(),
+                (Some(p), false) => p.index.checked_sub(1).map(|i| ids[i].clone()),
+                (None, false) => None,
+            };
+            let Some(reference) = reference else { continue };
+            let reference_sha = weeks
+                .iter()
+                .find(|w| w.campaign == reference)
+                .and_then(|w| w.rows.iter().find(|x| key_of(x) == k))
+                .and_then(|x| x.build_sha256.clone());
+            let (state, note) = if reference_sha.is_some() && reference_sha == r.build_sha256 {
+                (
+                    FindingState::SameBuild,
+                    Some(format!(
+                        "moved without a build change (the same build as campaign {reference}): the lab, the devices \
+                         or the workload changed; not confirmed, not alerted"
+                    )),
+                )
+            } else if self.schedule.confirm.enabled {
+                (FindingState::Confirming, None)
+            } else {
+                (FindingState::Unconfirmed, Some("confirmation is off ([schedule.confirm] enabled = false)".into()))
+            };
+            let change_point = match &new_point {
+                Some(p) => ids[p.index].clone(),
+                None => self.campaign.to_string(),
+            };
+            out.push(FindingRow {
+                id: 0,
+                schedule: self.schedule.name.clone(),
+                due_utc: self.due_utc.to_string(),
+                campaign: self.campaign.to_string(),
+                model: k.0.clone(),
+                variant: k.1.clone(),
+                metric: k.2.clone(),
+                direction: direction_text(direction).into(),
+                by_verdict,
+                change_point: Some(change_point),
+                baseline: serde_json::json!({
+                    "policy": policy_text(&self.schedule.baseline),
+                    "campaigns": chosen,
+                    "reference": reference,
+                }),
+                screen: serde_json::json!({
+                    "comparison": comparison,
+                    "change_point": new_point.map(|p| point_json(&p, &ids)),
+                }),
+                decided_at: (state != FindingState::Confirming).then(|| self.at.to_string()),
+                state,
+                confirm_campaign: None,
+                confirm: None,
+                note,
+            });
+        }
+        Ok(out)
+    }
+
+    async fn confirm(
+        &self,
+        variant: &str,
+        group: &[FindingRow],
+        launcher: &dyn Launcher,
+        rep: &mut ReviewReport,
+    ) -> Result<(), ScheduleError> {
+        let ids: Vec<i64> = group.iter().map(|f| f.id).collect();
+        let current = self.store.campaign(self.campaign)?;
+        let reference_id = group[0].baseline["reference"].as_str().unwrap_or_default().to_string();
+        let decide_all = |state: FindingState, note: &str| -> Result<(), ScheduleError> {
+            for f in group {
+                self.store.decide_finding(f.id, state, None, Some(note), self.at)?;
+            }
+            Ok(())
+        };
+        let reference = match self.store.campaign(&reference_id) {
+            Ok(r) => r,
+            Err(e) => return decide_all(FindingState::Unconfirmable, &format!("reference campaign: {e}")),
+        };
+        let plan: Plan = serde_json::from_value(current.plan_json.clone())
+            .map_err(|e| ScheduleError::Review(format!("campaign {}: stored plan unreadable: {e}", self.campaign)))?;
+        let Some(v) = plan.variant(variant).cloned() else {
+            return decide_all(FindingState::Unconfirmable, &format!("variant {variant} is not in the plan"));
+        };
+        let c = self.schedule.confirm;
+        let advice = group
+            .iter()
+            .filter_map(|f| f.screen["comparison"]["advice_trials_per_arm"].as_u64())
+            .max()
+            .map_or(c.max_trials_per_arm, |a| a as u32);
+        let trials_per_arm = advice.clamp(c.min_trials_per_arm, c.max_trials_per_arm);
+        let models: Vec<&str> = group.iter().map(|f| f.model.as_str()).collect();
+        let mut devices: Vec<String> = Vec::new();
+        for r in self.store.summaries(self.campaign)? {
+            if models.contains(&r.model.as_str()) {
+                for d in r.devices {
+                    if !devices.contains(&d) {
+                        devices.push(d);
+                    }
+                }
+            }
+        }
+        let due = self.due_utc.to_string();
+        let current_path = std::path::PathBuf::from(&current.runbook_path);
+        let reference_path = std::path::PathBuf::from(&reference.runbook_path);
+        let req = ConfirmRequest {
+            schedule: &self.schedule.name,
+            due_utc: &due,
+            variant: &v,
+            current: CampaignSide {
+                id: &current.id,
+                runbook_text: &current.runbook_text,
+                runbook_path: &current_path,
+                content_hashes: &current.content_hashes,
+            },
+            reference: CampaignSide {
+                id: &reference.id,
+                runbook_text: &reference.runbook_text,
+                runbook_path: &reference_path,
+                content_hashes: &reference.content_hashes,
+            },
+            devices,
+            trials_per_arm,
+            seed: current.seed,
+        };
+        let confirm = match confirm_plan(&req, &BuildCache::new(&self.lab.artifacts_dir)) {
+            Ok(p) => p,
+            Err(e) => return decide_all(FindingState::Unconfirmable, &e.0),
+        };
+        let id = match group.iter().find_map(|f| f.confirm_campaign.clone()) {
+            Some(id) => id,
+            None => {
+                let id = self.store.free_campaign_id(&format!("{}-confirm", plan.runbook))?;
+                self.store.set_confirm_campaign(&ids, &id)?;
+                id
+            }
+        };
+        let done = self.store.campaign(&id).is_ok_and(|r| r.status == CampaignStatus::Done);
+        let outcome = if done {
+            SlotOutcome::Ok
+        } else {
+            let dir = self.lab.artifacts_dir.join(&id);
+            if std::fs::create_dir_all(&dir).is_ok() {
+                // A copy next to its report: what exactly was run.
+                let _ = std::fs::write(dir.join("confirm-runbook.toml"), &confirm.text);
+            }
+            let job = Job {
+                runbook: JobRunbook::Text { text: confirm.text.clone(), source: confirm.source.clone() },
+                id: id.clone(),
+                seed: None,
+            };
+            let launch = launcher.launch(&job).await;
+            rep.output.push_str(&launch.output);
+            launch.outcome
+        };
+        rep.confirmations.push(ConfirmationRun {
+            variant: variant.into(),
+            campaign: id.clone(),
+            trials_per_arm,
+            outcome: outcome.clone(),
+        });
+        match outcome {
+            SlotOutcome::Interrupted => {
+                rep.interrupted = true;
+                return Ok(());
+            }
+            SlotOutcome::Failed { message, .. } => {
+                return decide_all(FindingState::Inconclusive, &format!("confirmation {id} could not run: {message}"));
+            }
+            _ => {}
+        }
+        let data = crate::report::CampaignData::new(
+            self.store.campaign(&id)?,
+            self.store.trials(&id)?,
+            self.store.attempts(&id)?,
+        )
+        .map_err(|e| ScheduleError::Review(format!("confirmation {id}: {e}")))?;
+        let confirm_report = report::build_report(&data);
+        let after_variant = data.plan.variants.iter().find(|v| v.build == "after").map(|v| v.name.clone());
+        for f in group {
+            let model = confirm_report.models.iter().find(|m| m.model == f.model);
+            let rows: Vec<&report::MetricRow> = model
+                .map(|m| m.rows.iter().filter(|r| Some(&r.variant) == after_variant.as_ref()).collect())
+                .unwrap_or_default();
+            let against_before = |r: &&report::MetricRow| r.comparisons.iter().find(|c| c.against == "before").cloned();
+            let own = rows.iter().find(|r| r.metric == f.metric).and_then(against_before);
+            let also_worse: Vec<serde_json::Value> = rows
+                .iter()
+                .filter(|r| r.gating && r.metric != f.metric)
+                .filter_map(|r| against_before(r).filter(|c| c.verdict == Verdict::Worse).map(|c| (r, c)))
+                .map(|(r, c)| serde_json::json!({ "metric": r.metric, "unit": r.unit, "comparison": c }))
+                .collect();
+            let wanted = if f.direction == "worse" { Verdict::Worse } else { Verdict::Better };
+            let (state, note) = match own.as_ref().map(|c| c.verdict) {
+                Some(v) if v == wanted => (FindingState::Confirmed, None),
+                Some(Verdict::TooFewTrials) | None => {
+                    (FindingState::Inconclusive, Some(format!("confirmation {id} had too few valid trials to decide")))
+                }
+                Some(v) => (
+                    FindingState::NotConfirmed,
+                    Some(format!("confirmation {id} found {}: a false alarm of the screening", verdict_text(v))),
+                ),
+            };
+            let json = serde_json::json!({
+                "campaign": id,
+                "trials_per_arm": trials_per_arm,
+                "comparison": own,
+                "also_worse": also_worse,
+            });
+            self.store.decide_finding(f.id, state, Some(&json), note.as_deref(), self.at)?;
+        }
+        Ok(())
+    }
+
+    /// Sends the slot's confirmed (or, with confirmation off, found) regressions, once
+    /// per channel; improvements are recorded and drawn, not sent.
+    async fn alert(&self, rep: &mut ReviewReport) -> Result<(), ScheduleError> {
+        let alerting: Vec<&FindingRow> = rep
+            .findings
+            .iter()
+            .filter(|f| f.direction == "worse")
+            .filter(|f| matches!(f.state, FindingState::Confirmed | FindingState::Unconfirmed))
+            .collect();
+        if alerting.is_empty() {
+            return Ok(());
+        }
+        rep.regression = true;
+        let n = &self.schedule.notify;
+        if n.webhook.is_none() && n.command.is_none() {
+            return Ok(());
+        }
+        let alert = self.payload(&alerting)?;
+        let body = alert.body();
+        let payload = String::from_utf8_lossy(&body).into_owned();
+        let mut channels: Vec<(&str, String)> = Vec::new();
+        if let Some(url) = &n.webhook {
+            channels.push(("webhook", url.clone()));
+        }
+        if let Some(argv) = &n.command {
+            channels.push(("command", serde_json::to_string(argv).unwrap_or_default()));
+        }
+        for (channel, target) in channels {
+            let mut row = AlertRow {
+                schedule: self.schedule.name.clone(),
+                due_utc: self.due_utc.to_string(),
+                channel: channel.into(),
+                target: target.clone(),
+                payload: payload.clone(),
+                state: AlertState::Sending,
+                tries: 0,
+                response: None,
+                error: None,
+                at: self.at.to_string(),
+            };
+            if self.store.begin_alert(&row)? {
+                let delivery = match (channel, &n.webhook, &n.command) {
+                    ("webhook", Some(url), _) => notify::Webhook::new(url.clone()).post(&alert.alert_id, &body).await,
+                    (_, _, Some(argv)) => notify::Command::new(argv.clone()).run(&body).await,
+                    _ => continue,
+                };
+                row.state = if delivery.sent { AlertState::Sent } else { AlertState::Failed };
+                row.tries = delivery.tries;
+                row.response = delivery.response;
+                row.error = delivery.error;
+                self.store.end_alert(&row)?;
+            }
+        }
+        rep.alerts = self
+            .store
+            .alerts_of_schedule(&self.schedule.name)?
+            .into_iter()
+            .filter(|a| a.due_utc == self.due_utc)
+            .collect();
+        Ok(())
+    }
+
+    fn payload(&self, alerting: &[&FindingRow]) -> Result<Alert, ScheduleError> {
+        let record = self.store.campaign(self.campaign)?;
+        let artifacts = &self.lab.artifacts_dir;
+        let report_of = |id: &str| artifacts.join(id).join("report.html").display().to_string();
+        let current = self.store.summaries(self.campaign)?;
+        let mut regressions = Vec::new();
+        let mut confirmations = Vec::new();
+        for f in alerting {
+            let row = current.iter().find(|r| (&r.model, &r.variant, &r.metric) == (&f.model, &f.variant, &f.metric));
+            // The comparisons as stored (JSON): what was decided, whatever this version computes.
+            let screen = Some(&f.screen["comparison"]).filter(|c| c.is_object());
+            let confirm = f.confirm.as_ref().map(|c| &c["comparison"]).filter(|c| c.is_object());
+            let baseline_campaigns: Vec<String> =
+                serde_json::from_value(f.baseline["campaigns"].clone()).unwrap_or_default();
+            let mut base_mean = 0.0;
+            let mut base_n = 0;
+            for c in &baseline_campaigns {
+                if let Some(r) = self
+                    .store
+                    .summaries(c)?
+                    .into_iter()
+                    .find(|r| (&r.model, &r.variant, &r.metric) == (&f.model, &f.variant, &f.metric))
+                {
+                    base_mean += r.mean.unwrap_or(0.0) * r.n as f64;
+                    base_n += r.n;
+                }
+            }
+            if base_n > 0 {
+                base_mean /= base_n as f64;
+            }
+            if let Some(c) = &f.confirm_campaign {
+                confirmations.push(report_of(c));
+            }
+            let decisive = confirm.or(screen);
+            let point = &f.screen["change_point"];
+            regressions.push(notify::Regression {
+                variant: f.variant.clone(),
+                model: f.model.clone(),
+                metric: f.metric.clone(),
+                unit: row.map(|r| r.unit.clone()).unwrap_or_default(),
+                state: f.state.as_str().into(),
+                figures: decisive.map(figures).unwrap_or_else(empty_figures),
+                current: notify::CurrentRef {
+                    mean: row.and_then(|r| r.mean).unwrap_or(f64::NAN),
+                    n: row.map_or(0, |r| r.n),
+                },
+                baseline: notify::BaselineRef {
+                    policy: policy_text(&self.schedule.baseline).into(),
+                    campaigns: baseline_campaigns,
+                    mean: base_mean,
+                    n: base_n,
+                },
+                change_point: (!point.is_null()).then(|| notify::ChangePointRef {
+                    campaign: point["campaign"].as_str().unwrap_or_default().into(),
+                    index: point["index"].as_u64().unwrap_or_default() as usize,
+                    p: point["pvalue"].as_f64().unwrap_or(f64::NAN),
+                    mean_before: point["mean_before"].as_f64().unwrap_or(f64::NAN),
+                    mean_after: point["mean_after"].as_f64().unwrap_or(f64::NAN),
+                }),
+                confirmation: match (&f.confirm_campaign, confirm) {
+                    (Some(id), Some(c)) => Some(notify::Confirmation {
+                        campaign: id.clone(),
+                        trials_per_arm: f.confirm.as_ref().and_then(|j| j["trials_per_arm"].as_u64()).unwrap_or(0)
+                            as u32,
+                        figures: figures(c),
+                        verdict: verdict_of(c),
+                    }),
+                    _ => None,
+                },
+                screening: notify::Screening {
+                    figures: screen.map(figures).unwrap_or_else(empty_figures),
+                    verdict: screen.map_or(Verdict::Same, verdict_of),
+                },
+                also_worse: f
+                    .confirm
+                    .as_ref()
+                    .and_then(|j| j["also_worse"].as_array().cloned())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|a| {
+                        Some(notify::AlsoWorse {
+                            metric: a["metric"].as_str()?.into(),
+                            unit: a["unit"].as_str()?.into(),
+                            figures: figures(&a["comparison"]),
+                        })
+                    })
+                    .collect(),
+            });
+        }
+        confirmations.dedup();
+        Ok(Alert {
+            schema_version: notify::ALERT_SCHEMA_VERSION,
+            alert_id: Alert::id(&self.schedule.name, self.due_utc),
+            kind: "regression".into(),
+            schedule: self.schedule.name.clone(),
+            slot_due_utc: self.due_utc.to_string(),
+            runbook: record.runbook_name.clone(),
+            campaign: self.campaign.to_string(),
+            lab_version: env!("CARGO_PKG_VERSION").into(),
+            regressions,
+            reports: notify::Reports {
+                campaign: report_of(self.campaign),
+                confirmations,
+                history: history_path(self.lab, &record.runbook_name).display().to_string(),
+            },
+        })
+    }
+}
+
+/// Where the history page of a runbook is written (`artifacts/_history/<runbook>.html`).
+pub fn history_path(lab: &Lab, runbook: &str) -> std::path::PathBuf {
+    lab.artifacts_dir.join("_history").join(format!("{runbook}.html"))
+}
+
+fn comparison_of(models: &[CompareModel], k: &Key) -> Option<MetricComparison> {
+    let m = models.iter().find(|m| m.model == k.0)?;
+    m.rows.iter().find(|r| r.variant == k.1 && r.metric == k.2)?.comparison.clone()
+}
+
+fn point_json(p: &ChangePoint, ids: &[String]) -> serde_json::Value {
+    serde_json::json!({
+        "index": p.index,
+        "campaign": ids[p.index],
+        "mean_before": p.test.mean_before,
+        "mean_after": p.test.mean_after,
+        "pvalue": p.test.pvalue,
+        "magnitude": p.magnitude,
+        "relative_change": p.relative_change(),
+    })
+}
+
+/// Δ with its CI and p from a stored `MetricComparison` (its JSON).
+fn figures(c: &serde_json::Value) -> notify::Figures {
+    let ch = &c["change"];
+    notify::Figures {
+        delta: ch["delta"].as_f64().unwrap_or(f64::NAN),
+        delta_ci: ch["ci_low"].as_f64().zip(ch["ci_high"].as_f64()).map(|(lo, hi)| [lo, hi]),
+        delta_scale: serde_json::from_value(ch["scale"].clone()).ok(),
+        p: c["welch"]["p"].as_f64(),
+        p_adjusted: c["p_adjusted"].as_f64(),
+        family_size: c["family_size"].as_u64().unwrap_or(0) as usize,
+    }
+}
+
+fn verdict_of(c: &serde_json::Value) -> Verdict {
+    serde_json::from_value(c["verdict"].clone()).unwrap_or(Verdict::Same)
+}
+
+fn empty_figures() -> notify::Figures {
+    notify::Figures { delta: f64::NAN, delta_ci: None, delta_scale: None, p: None, p_adjusted: None, family_size: 0 }
+}
+
+fn direction_text(v: Verdict) -> &'static str {
+    if v == Verdict::Better { "better" } else { "worse" }
+}
+
+fn verdict_text(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Worse => "worse",
+        Verdict::Better => "better",
+        Verdict::Changed => "changed",
+        Verdict::Same => "no change",
+        Verdict::TooFewTrials => "too few trials",
+    }
+}
+
+fn policy_text(p: &crate::config::BaselinePolicy) -> &'static str {
+    match p {
+        crate::config::BaselinePolicy::LastChangePoint => "last-change-point",
+        crate::config::BaselinePolicy::Previous => "previous",
+        crate::config::BaselinePolicy::Campaign(_) => "campaign",
+    }
+}

