@@ -237,3 +237,47 @@ fn check_alert(lab: &TempLab, a: &Value) {
     }
     // TMP assert!(std::path::Path::new(a["reports"]["history"].as_str().unwrap()).is_file(), "{}", a["reports"]["history"]);
 }
+
+#[test]
+fn with_confirmation_off_a_screened_regression_goes_to_the_command_at_once_and_only_once() {
+    let got = tempfile::tempdir().unwrap();
+    let file = got.path().join("alert.json");
+    let schedule = format!(
+        "\n[[schedule]]\nname = \"weekly\"\ncron = \"0 3 * * 1\"\ntimezone = \"UTC\"\nrunbook = \"weekly.toml\"\n\
+         [schedule.confirm]\nenabled = false\n[schedule.notify]\ncommand = [\"sh\", \"-c\", \"cat >> \\\"$0\\\"\", \"{}\"]\n",
+        file.display()
+    );
+    let lab = TempLab::from_text(&(std::fs::read_to_string(root().join("lab.toml")).unwrap() + &schedule));
+    let rb = lab.dir.path().join("weekly.toml");
+    let run = |now: chrono::DateTime<chrono::Utc>| {
+        lab.cmd(&["schedule", "run-due"]).env("LAB_NOW", now.to_rfc3339()).output().unwrap()
+    };
+    std::fs::write(&rb, runbook(3, 1)).unwrap();
+    assert!(run(slot(1) - chrono::Duration::minutes(15)).status.success());
+    for week in 1..=3 {
+        std::fs::write(&rb, runbook(3, week)).unwrap();
+        assert_eq!(run(slot(week) + chrono::Duration::minutes(2)).status.code(), Some(0), "week {week}");
+    }
+    // Week 8's build in week 4: +10 % CPU, alerted unconfirmed.
+    std::fs::write(&rb, runbook(3, 8)).unwrap();
+    let out = run(slot(4) + chrono::Duration::minutes(2));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(5), "{text}");
+    assert!(text.contains("screened: envoy-poll iPhone 6s cpu_pct worse +"), "{text}");
+    assert!(text.contains(": unconfirmed; confirmation is off"), "{text}");
+    assert!(text.contains("alert: command"), "{text}");
+    assert!(!text.contains("confirmation weekly-envoy-confirm"), "{text}");
+    let alert: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let r = &alert["regressions"][0];
+    assert_eq!(
+        (&r["metric"], &r["state"], &r["confirmation"]),
+        (&"cpu_pct".into(), &"unconfirmed".into(), &Value::Null)
+    );
+    assert!(r["delta"].as_f64().unwrap() > 0.05, "{r}");
+    assert_eq!(lab.sql::<String>("SELECT state FROM schedule_alerts"), ["sent"]);
+    // Nothing more is due: a second pass sends nothing again.
+    let again = run(slot(4) + chrono::Duration::minutes(5));
+    assert_eq!(again.status.code(), Some(0));
+    assert_eq!(std::fs::read_to_string(&file).unwrap().matches("\"schema_version\"").count(), 1, "sent once");
+    assert_eq!(lab.sql::<i64>("SELECT COUNT(*) FROM campaigns WHERE runbook_name = 'weekly-envoy-confirm'"), [0]);
+}

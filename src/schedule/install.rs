@@ -198,7 +198,9 @@ pub fn systemd_units(s: &Schedule, p: &Paths) -> Vec<(String, String)> {
     let exec: Vec<String> = p.argv(Some(s)).iter().map(|a| systemd_arg(a)).collect();
     let service = format!(
         "[Unit]\nDescription=lab schedule {name}: run what is due\nWants=network-online.target\n\
-         After=network-online.target\n\n[Service]\nType=oneshot\nWorkingDirectory={wd}\nExecStart={exec}\n",
+         After=network-online.target\n\n[Service]\nType=oneshot\nWorkingDirectory={wd}\nExecStart={exec}\n\
+         # Exit 5: a regression was confirmed and alerted; the run itself went well.\n\
+         SuccessExitStatus=5\n",
         name = s.name,
         wd = systemd_arg(&path_text(&p.workdir)),
         exec = exec.join(" ")
