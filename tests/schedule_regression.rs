@@ -281,3 +281,125 @@ fn with_confirmation_off_a_screened_regression_goes_to_the_command_at_once_and_o
     assert_eq!(std::fs::read_to_string(&file).unwrap().matches("\"schema_version\"").count(), 1, "sent once");
     assert_eq!(lab.sql::<i64>("SELECT COUNT(*) FROM campaigns WHERE runbook_name = 'weekly-envoy-confirm'"), [0]);
 }
+
+/// `lab schedule run-due` at `now`, running on its own.
+fn spawn_run_due(lab: &TempLab, now: chrono::DateTime<chrono::Utc>) -> std::process::Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("lab"))
+        .current_dir(root())
+        .args(["--lab", lab.lab.to_str().unwrap(), "schedule", "run-due"])
+        .env("LAB_NOW", now.to_rfc3339())
+        .env_remove("LAB_CONFIG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until the confirmation campaign has `n` attempts recorded.
+fn wait_for_confirmation(lab: &TempLab, n: i64, child: &mut std::process::Child) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let q = "SELECT COUNT(*) FROM attempts a JOIN campaigns c ON c.id = a.campaign
+                 WHERE c.runbook_name = 'weekly-envoy-confirm'";
+        if lab.try_sql::<i64>(q).is_ok_and(|v| v.first().copied().unwrap_or(0) >= n) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "no confirmation attempts");
+        assert!(child.try_wait().unwrap().is_none(), "run-due ended before its confirmation ran");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_confirmation_stopped_or_killed_is_resumed_by_the_next_runner_and_alerted_once() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let (port, hooks) = webhook();
+    // A long confirmation (400 trials per arm, spread over the two phones), so that it can be
+    // stopped in the middle.
+    let schedule = format!(
+        "\n[[schedule]]\nname = \"weekly\"\ncron = \"0 3 * * 1\"\ntimezone = \"UTC\"\nrunbook = \"weekly.toml\"\n\
+         [schedule.confirm]\nmin_trials_per_arm = 400\nmax_trials_per_arm = 400\n\
+         [schedule.notify]\nwebhook = \"http://127.0.0.1:{port}/hook/resume\"\n"
+    );
+    let lab = TempLab::from_text(&(std::fs::read_to_string(root().join("lab.toml")).unwrap() + &schedule));
+    let rb = lab.dir.path().join("weekly.toml");
+    std::fs::write(&rb, runbook(5, 1)).unwrap();
+    let run = |now: chrono::DateTime<chrono::Utc>| {
+        lab.cmd(&["schedule", "run-due"]).env("LAB_NOW", now.to_rfc3339()).output().unwrap()
+    };
+    assert!(run(slot(1) - chrono::Duration::minutes(15)).status.success());
+    assert!(run(slot(1) + chrono::Duration::minutes(2)).status.success());
+    std::fs::write(&rb, runbook(5, 8)).unwrap();
+    let at = slot(2) + chrono::Duration::minutes(2);
+
+    // SIGTERM during the confirmation: it winds down, the slot is left interrupted.
+    let mut first = spawn_run_due(&lab, at);
+    wait_for_confirmation(&lab, 20, &mut first);
+    kill(Pid::from_raw(first.id() as i32), Signal::SIGTERM).unwrap();
+    let out = first.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(lab.sql::<String>("SELECT state FROM schedule_slots ORDER BY due_utc")[1], "interrupted");
+    assert_eq!(lab.sql::<String>("SELECT state FROM schedule_findings WHERE metric = 'cpu_pct'"), ["confirming"]);
+
+    // The next runner goes on with it; killed outright (-9) in turn, the one after that finishes.
+    let mut second = spawn_run_due(&lab, at + chrono::Duration::minutes(1));
+    let before: i64 = lab.sql::<i64>("SELECT COUNT(*) FROM attempts")[0];
+    wait_for_confirmation(&lab, before + 20, &mut second);
+    second.kill().unwrap();
+    second.wait().unwrap();
+    let out = run(at + chrono::Duration::minutes(2));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(5), "{text}");
+    assert!(text.contains("which is gone; resumed campaign weekly-envoy-"), "{text}");
+    assert!(text.contains("regression confirmed"), "{text}");
+
+    // One confirmation campaign, each of its trials run once, one finding, one alert.
+    let confirms: Vec<String> = lab.sql("SELECT id FROM campaigns WHERE runbook_name = 'weekly-envoy-confirm'");
+    assert_eq!(confirms.len(), 1);
+    let per_trial: Vec<i64> = lab.sql(&format!(
+        "SELECT COUNT(a.attempt) FROM trials t LEFT JOIN attempts a ON a.campaign = t.campaign AND a.trial_idx = t.idx
+         AND a.status = 'valid' WHERE t.campaign = '{}' GROUP BY t.idx",
+        confirms[0]
+    ));
+    assert_eq!(per_trial.len(), 800);
+    assert!(per_trial.iter().all(|n| *n == 1), "a confirmation trial ran twice or not at all");
+    assert_eq!(lab.sql::<String>("SELECT state FROM schedule_findings WHERE metric = 'cpu_pct'"), ["confirmed"]);
+    let got = hooks.lock().unwrap().iter().filter(|(p, _)| p == "/hook/resume").count();
+    assert_eq!(got, 1, "alerted once");
+    assert_eq!(lab.sql::<String>("SELECT state FROM schedule_slots ORDER BY due_utc")[1], "finished");
+}
+
+#[test]
+fn a_change_without_a_build_change_is_reported_as_same_build_and_not_alerted() {
+    let (port, hooks) = webhook();
+    let schedule = format!(
+        "\n[[schedule]]\nname = \"weekly\"\ncron = \"0 3 * * 1\"\ntimezone = \"UTC\"\nrunbook = \"weekly.toml\"\n\
+         [schedule.notify]\nwebhook = \"http://127.0.0.1:{port}/hook/drift\"\n"
+    );
+    let lab_text = std::fs::read_to_string(root().join("lab.toml")).unwrap() + &schedule;
+    let lab = TempLab::from_text(&lab_text);
+    let rb = lab.dir.path().join("weekly.toml");
+    let run = |now: chrono::DateTime<chrono::Utc>| {
+        lab.cmd(&["schedule", "run-due"]).env("LAB_NOW", now.to_rfc3339()).output().unwrap()
+    };
+    // The same nightly every week.
+    std::fs::write(&rb, runbook(4, 1)).unwrap();
+    assert!(run(slot(1) - chrono::Duration::minutes(15)).status.success());
+    for week in 1..=3 {
+        assert_eq!(run(slot(week) + chrono::Duration::minutes(2)).status.code(), Some(0), "week {week}");
+    }
+    // Week 4: the phones' screens draw 40 % more (the lab changed, not the build).
+    let drifted = lab_text.replace("emulates = \"ios\"\n", "emulates = \"ios\"\nbase_mw = 560\n");
+    assert_ne!(drifted, lab_text);
+    std::fs::write(&lab.lab, drifted).unwrap();
+    let out = run(slot(4) + chrono::Duration::minutes(2));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("charge_used_mah worse"), "{text}");
+    assert!(text.contains(": same-build; moved without a build change"), "{text}");
+    let states: Vec<String> = lab.sql("SELECT DISTINCT state FROM schedule_findings");
+    assert_eq!(states, ["same-build"]);
+    assert_eq!(lab.sql::<i64>("SELECT COUNT(*) FROM campaigns WHERE runbook_name = 'weekly-envoy-confirm'"), [0]);
+    assert!(hooks.lock().unwrap().is_empty(), "not alerted");
+}
