@@ -41,8 +41,11 @@ fn runbook(seed: u64, week: u32) -> String {
     )
 }
 
-/// A webhook receiver: answers 200 and keeps (path, JSON body) of every POST.
-fn webhook() -> (u16, Arc<Mutex<Vec<(String, Value)>>>) {
+/// (path, JSON body) of every POST received.
+type Received = Arc<Mutex<Vec<(String, Value)>>>;
+
+/// A webhook receiver: answers 200 and keeps what it got.
+fn webhook() -> (u16, Received) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let got = Arc::new(Mutex::new(Vec::new()));

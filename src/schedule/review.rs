@@ -17,7 +17,7 @@ use super::build_cache::BuildCache;
 use super::confirm::{CampaignSide, ConfirmRequest, confirm_plan};
 use super::runner::{Job, JobRunbook, Launcher, SlotOutcome};
 use crate::config::{Lab, Schedule};
-use crate::notify::{self, Alert};
+use crate::notify;
 use crate::plan::Plan;
 use crate::report::{self, CompareModel, MetricComparison};
 use crate::stats::{ChangePoint, Direction, Verdict, change_points};
@@ -218,11 +218,12 @@ impl Review<'_> {
                 (None, false) => None,
             };
             let Some(reference) = reference else { continue };
-            let reference_sha = weeks
-                .iter()
-                .find(|w| w.campaign == reference)
-                .and_then(|w| w.rows.iter().find(|x| key_of(x) == k))
-                .and_then(|x| x.build_sha256.clone());
+            // A pinned baseline may be a campaign outside the schedule.
+            let reference_rows = match weeks.iter().find(|w| w.campaign == reference) {
+                Some(w) => w.rows.clone(),
+                None => self.store.summaries(&reference)?,
+            };
+            let reference_sha = reference_rows.iter().find(|x| key_of(x) == k).and_then(|x| x.build_sha256.clone());
             let (state, note) = if reference_sha.is_some() && reference_sha == r.build_sha256 {
                 (
                     FindingState::SameBuild,
@@ -442,7 +443,7 @@ impl Review<'_> {
         if n.webhook.is_none() && n.command.is_none() {
             return Ok(());
         }
-        let alert = self.payload(&alerting)?;
+        let alert = super::alert::alert_of(self, &alerting)?;
         let body = alert.body();
         let payload = String::from_utf8_lossy(&body).into_owned();
         let mut channels: Vec<(&str, String)> = Vec::new();
@@ -486,114 +487,6 @@ impl Review<'_> {
             .collect();
         Ok(())
     }
-
-    fn payload(&self, alerting: &[&FindingRow]) -> Result<Alert, ScheduleError> {
-        let record = self.store.campaign(self.campaign)?;
-        let artifacts = &self.lab.artifacts_dir;
-        let report_of = |id: &str| artifacts.join(id).join("report.html").display().to_string();
-        let current = self.store.summaries(self.campaign)?;
-        let mut regressions = Vec::new();
-        let mut confirmations = Vec::new();
-        for f in alerting {
-            let row = current.iter().find(|r| (&r.model, &r.variant, &r.metric) == (&f.model, &f.variant, &f.metric));
-            // The comparisons as stored (JSON): what was decided, whatever this version computes.
-            let screen = Some(&f.screen["comparison"]).filter(|c| c.is_object());
-            let confirm = f.confirm.as_ref().map(|c| &c["comparison"]).filter(|c| c.is_object());
-            let baseline_campaigns: Vec<String> =
-                serde_json::from_value(f.baseline["campaigns"].clone()).unwrap_or_default();
-            let mut base_mean = 0.0;
-            let mut base_n = 0;
-            for c in &baseline_campaigns {
-                if let Some(r) = self
-                    .store
-                    .summaries(c)?
-                    .into_iter()
-                    .find(|r| (&r.model, &r.variant, &r.metric) == (&f.model, &f.variant, &f.metric))
-                {
-                    base_mean += r.mean.unwrap_or(0.0) * r.n as f64;
-                    base_n += r.n;
-                }
-            }
-            if base_n > 0 {
-                base_mean /= base_n as f64;
-            }
-            if let Some(c) = &f.confirm_campaign {
-                confirmations.push(report_of(c));
-            }
-            let decisive = confirm.or(screen);
-            let point = &f.screen["change_point"];
-            regressions.push(notify::Regression {
-                variant: f.variant.clone(),
-                model: f.model.clone(),
-                metric: f.metric.clone(),
-                unit: row.map(|r| r.unit.clone()).unwrap_or_default(),
-                state: f.state.as_str().into(),
-                figures: decisive.map(figures).unwrap_or_else(empty_figures),
-                current: notify::CurrentRef {
-                    mean: row.and_then(|r| r.mean).unwrap_or(f64::NAN),
-                    n: row.map_or(0, |r| r.n),
-                },
-                baseline: notify::BaselineRef {
-                    policy: policy_text(&self.schedule.baseline).into(),
-                    campaigns: baseline_campaigns,
-                    mean: base_mean,
-                    n: base_n,
-                },
-                change_point: (!point.is_null()).then(|| notify::ChangePointRef {
-                    campaign: point["campaign"].as_str().unwrap_or_default().into(),
-                    index: point["index"].as_u64().unwrap_or_default() as usize,
-                    p: point["pvalue"].as_f64().unwrap_or(f64::NAN),
-                    mean_before: point["mean_before"].as_f64().unwrap_or(f64::NAN),
-                    mean_after: point["mean_after"].as_f64().unwrap_or(f64::NAN),
-                }),
-                confirmation: match (&f.confirm_campaign, confirm) {
-                    (Some(id), Some(c)) => Some(notify::Confirmation {
-                        campaign: id.clone(),
-                        trials_per_arm: f.confirm.as_ref().and_then(|j| j["trials_per_arm"].as_u64()).unwrap_or(0)
-                            as u32,
-                        figures: figures(c),
-                        verdict: verdict_of(c),
-                    }),
-                    _ => None,
-                },
-                screening: notify::Screening {
-                    figures: screen.map(figures).unwrap_or_else(empty_figures),
-                    verdict: screen.map_or(Verdict::Same, verdict_of),
-                },
-                also_worse: f
-                    .confirm
-                    .as_ref()
-                    .and_then(|j| j["also_worse"].as_array().cloned())
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter_map(|a| {
-                        Some(notify::AlsoWorse {
-                            metric: a["metric"].as_str()?.into(),
-                            unit: a["unit"].as_str()?.into(),
-                            figures: figures(&a["comparison"]),
-                        })
-                    })
-                    .collect(),
-            });
-        }
-        confirmations.dedup();
-        Ok(Alert {
-            schema_version: notify::ALERT_SCHEMA_VERSION,
-            alert_id: Alert::id(&self.schedule.name, self.due_utc),
-            kind: "regression".into(),
-            schedule: self.schedule.name.clone(),
-            slot_due_utc: self.due_utc.to_string(),
-            runbook: record.runbook_name.clone(),
-            campaign: self.campaign.to_string(),
-            lab_version: env!("CARGO_PKG_VERSION").into(),
-            regressions,
-            reports: notify::Reports {
-                campaign: report_of(self.campaign),
-                confirmations,
-                history: history_path(self.lab, &record.runbook_name).display().to_string(),
-            },
-        })
-    }
 }
 
 /// Where the history page of a runbook is written (`artifacts/_history/<runbook>.html`).
@@ -618,27 +511,6 @@ fn point_json(p: &ChangePoint, ids: &[String]) -> serde_json::Value {
     })
 }
 
-/// Δ with its CI and p from a stored `MetricComparison` (its JSON).
-fn figures(c: &serde_json::Value) -> notify::Figures {
-    let ch = &c["change"];
-    notify::Figures {
-        delta: ch["delta"].as_f64().unwrap_or(f64::NAN),
-        delta_ci: ch["ci_low"].as_f64().zip(ch["ci_high"].as_f64()).map(|(lo, hi)| [lo, hi]),
-        delta_scale: serde_json::from_value(ch["scale"].clone()).ok(),
-        p: c["welch"]["p"].as_f64(),
-        p_adjusted: c["p_adjusted"].as_f64(),
-        family_size: c["family_size"].as_u64().unwrap_or(0) as usize,
-    }
-}
-
-fn verdict_of(c: &serde_json::Value) -> Verdict {
-    serde_json::from_value(c["verdict"].clone()).unwrap_or(Verdict::Same)
-}
-
-fn empty_figures() -> notify::Figures {
-    notify::Figures { delta: f64::NAN, delta_ci: None, delta_scale: None, p: None, p_adjusted: None, family_size: 0 }
-}
-
 fn direction_text(v: Verdict) -> &'static str {
     if v == Verdict::Better { "better" } else { "worse" }
 }
@@ -653,7 +525,7 @@ fn verdict_text(v: Verdict) -> &'static str {
     }
 }
 
-fn policy_text(p: &crate::config::BaselinePolicy) -> &'static str {
+pub(super) fn policy_text(p: &crate::config::BaselinePolicy) -> &'static str {
     match p {
         crate::config::BaselinePolicy::LastChangePoint => "last-change-point",
         crate::config::BaselinePolicy::Previous => "previous",
