@@ -14,7 +14,12 @@ fn lab_with_campaigns(n: u64) -> (TempLab, PathBuf) {
 
 /// One quickstart campaign per entry, with the busy build's cpu_pct set to it.
 fn lab_with_busy_cpu(cpu: &[u32]) -> (TempLab, PathBuf) {
-    let lab = TempLab::new();
+    lab_with_busy_cpu_and(cpu, "")
+}
+
+/// … on the default lab with `extra` appended to its lab.toml.
+fn lab_with_busy_cpu_and(cpu: &[u32], extra: &str) -> (TempLab, PathBuf) {
+    let lab = TempLab::from_text(&(std::fs::read_to_string(root().join("lab.toml")).unwrap() + extra));
     let text = std::fs::read_to_string(root().join("runbooks/quickstart.toml")).unwrap();
     let file = lab.dir.path().join("quickstart.toml");
     for (seed, cpu) in cpu.iter().enumerate() {
@@ -131,6 +136,18 @@ fn a_new_busy_build_is_a_change_point_at_its_first_campaign() {
     let table = stdout(&lab, &args);
     let line = table.lines().find(|l| l.starts_with("│ 4 ")).unwrap();
     assert!(line.contains("▲ +"), "{table}");
+}
+
+#[test]
+fn the_change_point_options_come_from_the_schedule_running_the_runbook() {
+    // A magnitude floor of 50 % hides the +20 % step.
+    let weekly = "\n[[schedule]]\nname = \"weekly\"\ncron = \"0 3 * * 1\"\ntimezone = \"UTC\"\nrunbook = \"quickstart.toml\"\n\
+[schedule.changes]\nwindow_len = 12\nmin_magnitude = 0.5\n";
+    let (lab, _) = lab_with_busy_cpu_and(&[40, 40, 40, 40, 48, 48, 48, 48], weekly);
+    let json = stdout(&lab, &["history", "quickstart", "--format", "json", "--variant", "busy", "--metric", "cpu_pct"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!((v["options"]["window_len"].as_u64(), v["options"]["min_magnitude"].as_f64()), (Some(12), Some(0.5)));
+    assert!(v["series"].as_array().unwrap().iter().all(|s| s["change_points"] == serde_json::json!([])), "{json}");
 }
 
 #[test]
