@@ -8,8 +8,8 @@ use clap::Parser;
 use super::args::{Cli, Command};
 use super::exit::{self, CliError};
 use super::{
-    care_cmd, changes_cmd, compare_cmd, confirm_cmd, hosts_cmd, hubs_cmd, import_cmd, plan_cmd, report_cmd, run_cmd,
-    schedule_cmd, status_cmd,
+    care_cmd, changes_cmd, compare_cmd, confirm_cmd, history_cmd, hosts_cmd, hubs_cmd, import_cmd, plan_cmd,
+    report_cmd, run_cmd, schedule_cmd, status_cmd,
 };
 
 pub fn main() -> ExitCode {
@@ -39,6 +39,7 @@ pub fn main() -> ExitCode {
         Command::Care(a) => runtime.block_on(care_cmd::run(lab, a)),
         Command::Changes(a) => changes_cmd::run(a).map(|s| (s, exit::OK)),
         Command::Schedule(a) => runtime.block_on(schedule_cmd::run(lab, a)),
+        Command::History(a) => history_cmd::run(lab, a).map(|s| (s, exit::OK)),
     };
     match result {
         Ok((out, code)) => {

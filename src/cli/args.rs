@@ -54,6 +54,9 @@ pub enum Command {
     /// Schedules of lab.toml (`[[schedule]]`): list them, run what is due, keep running
     /// them (`daemon`), or print a systemd timer, crontab line or launchd plist.
     Schedule(super::schedule_cmd::ScheduleArgs),
+    /// Every campaign of a runbook, one point per variant × model × metric, with change
+    /// points and what the schedule's reviews found (table, JSON or an HTML page with plots).
+    History(super::history_cmd::HistoryArgs),
 }
 
 #[derive(Debug, clap::Args)]

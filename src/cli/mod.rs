@@ -9,6 +9,7 @@ mod confirm_cmd;
 pub mod context;
 pub mod exit;
 mod forward_cmd;
+mod history_cmd;
 mod hosts_cmd;
 mod hubs_cmd;
 pub mod import_cmd;

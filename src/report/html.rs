@@ -14,7 +14,7 @@ use super::table::{method_line, model_title, status_text, table_title, validity_
 use crate::stats::Verdict;
 use crate::store::AttemptStatus;
 
-const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-width:1100px;color:#222;line-height:1.4}\
+pub(super) const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-width:1100px;color:#222;line-height:1.4}\
 table{border-collapse:collapse;margin:.5em 0 1em;font-size:.85em}\
 th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}\
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}th{background:#f3f3f3}\
@@ -388,7 +388,7 @@ fn validity(out: &mut String, report: &Report) {
 }
 
 /// Escapes text for HTML element content and attribute values.
-fn esc(s: &str) -> String {
+pub(super) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for ch in s.chars() {
         match ch {

@@ -7,6 +7,10 @@ mod csv_out;
 mod curves;
 mod files;
 mod format;
+mod history;
+mod history_html;
+mod history_load;
+mod history_render;
 mod html;
 mod input;
 mod json;
@@ -32,6 +36,12 @@ pub use compare_render::{render_compare_json, render_compare_markdown, render_co
 pub use csv_out::{RESULTS_CSV_HEADER, write_results_csv};
 pub use curves::{BatteryCurve, battery_curves};
 pub use files::{ReportFiles, write_all};
+pub use history::{
+    HISTORY_SCHEMA_VERSION, History, HistoryChange, HistoryFilter, HistoryPoint, HistorySeries, Mark, build_history,
+};
+pub use history_html::render_history_html;
+pub use history_load::{HistoryError, history_for};
+pub use history_render::{render_history_json, render_history_table};
 pub use html::render_html;
 pub use input::{CampaignData, ReportError};
 pub use json::render_json;

@@ -8,6 +8,7 @@ use plotters::prelude::*;
 
 use super::curves::BatteryCurve;
 use crate::stats::{median, modified_z_outliers};
+use crate::store::FindingState;
 
 /// Colors of variants, in plan order (Tableau 10; distinguishable, print-safe).
 pub const PALETTE: [RGBColor; 10] = [
@@ -50,35 +51,12 @@ pub fn strip_box_plot(title: &str, unit: &str, strips: &[Strip]) -> Option<Strin
         return None;
     }
     let (lo, hi) = padded_range(&all);
-    let k = strips.len();
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, 300)).into_drawing_area();
         root.fill(&WHITE).ok()?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 16))
-            .margin(10)
-            .x_label_area_size(36)
-            .y_label_area_size(64)
-            .build_cartesian_2d(-0.5f64..(k as f64 - 0.5), lo..hi)
-            .ok()?;
         let names: Vec<String> = strips.iter().map(|s| s.variant.to_string()).collect();
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .max_light_lines(1)
-            .x_labels(k + 2)
-            .x_label_formatter(&|x| {
-                let i = x.round();
-                if (x - i).abs() < 1e-9 && i >= 0.0 {
-                    names.get(i as usize).cloned().unwrap_or_default()
-                } else {
-                    String::new()
-                }
-            })
-            .y_desc(unit)
-            .draw()
-            .ok()?;
+        let mut chart = indexed_chart(&root, title, unit, &names, lo..hi)?;
         for (i, s) in strips.iter().enumerate() {
             let x = i as f64;
             let c = color(s.color);
@@ -123,6 +101,47 @@ pub fn strip_box_plot(title: &str, unit: &str, strips: &[Strip]) -> Option<Strin
         root.present().ok()?;
     }
     Some(svg)
+}
+
+type Chart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// A chart whose x positions 0, 1, … are labelled by `names` (a variant, a date), with
+/// its mesh drawn.
+fn indexed_chart<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    title: &str,
+    unit: &str,
+    names: &[String],
+    y: std::ops::Range<f64>,
+) -> Option<Chart<'a, 'b>> {
+    let k = names.len();
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 16))
+        .margin(10)
+        .x_label_area_size(36)
+        .y_label_area_size(64)
+        .build_cartesian_2d(-0.5f64..(k as f64 - 0.5), y)
+        .ok()?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .max_light_lines(1)
+        .x_labels(k.min(12) + 2)
+        .x_label_formatter(&|x| index_label(names, *x))
+        .y_desc(unit)
+        .draw()
+        .ok()?;
+    Some(chart)
+}
+
+/// The name at a whole-number position, nothing between them.
+fn index_label(names: &[String], x: f64) -> String {
+    let i = x.round();
+    if (x - i).abs() < 1e-9 && i >= 0.0 { names.get(i as usize).cloned().unwrap_or_default() } else { String::new() }
 }
 
 /// Battery level against time, one line per attempt, colored by variant (invalid
@@ -198,14 +217,7 @@ pub fn timeline(devices: &[&str], spans: &[Span]) -> Option<String> {
             .disable_y_mesh()
             .max_light_lines(1)
             .y_labels(devices.len() + 2)
-            .y_label_formatter(&|y| {
-                let i = y.round();
-                if (y - i).abs() < 1e-9 && i >= 0.0 {
-                    names.get(i as usize).cloned().unwrap_or_default()
-                } else {
-                    String::new()
-                }
-            })
+            .y_label_formatter(&|y| index_label(&names, *y))
             .x_desc("hours")
             .draw()
             .ok()?;
@@ -216,6 +228,134 @@ pub fn timeline(devices: &[&str], spans: &[Span]) -> Option<String> {
             chart.draw_series(std::iter::once(Rectangle::new(corners, color(s.color).filled()))).ok()?;
             if !s.valid {
                 chart.draw_series(std::iter::once(Rectangle::new(corners, RED.stroke_width(2)))).ok()?;
+            }
+        }
+        root.present().ok()?;
+    }
+    Some(svg)
+}
+
+/// One campaign of a trend: its mean with the CI, labelled by date.
+pub struct TrendPoint<'a> {
+    pub label: &'a str,
+    pub mean: Option<f64>,
+    pub ci: Option<(f64, f64)>,
+    /// The build's hash differs from the previous point's: drawn hollow.
+    pub new_build: bool,
+}
+
+/// A change point at `index` (the first point of the new level), with the review's state.
+pub struct TrendChange {
+    pub index: usize,
+    pub mean_before: f64,
+    pub mean_after: f64,
+    pub state: Option<FindingState>,
+}
+
+/// What a review did at a point.
+pub enum TrendMark {
+    /// A confirmation campaign ran for the point's finding.
+    Confirmation { index: usize, state: FindingState },
+    /// The point's slot alerted.
+    Alert { index: usize },
+}
+
+const WORSE: RGBColor = RGBColor(0xc0, 0x39, 0x2b);
+const BETTER: RGBColor = RGBColor(0x27, 0xae, 0x60);
+const PENDING: RGBColor = RGBColor(0xf2, 0x8e, 0x2b);
+const DISMISSED: RGBColor = RGBColor(0x99, 0x99, 0x99);
+
+/// Red: confirmed; orange: still open; grey: dismissed; blue: found, never reviewed.
+fn change_color(state: Option<FindingState>) -> RGBColor {
+    match state {
+        Some(FindingState::Confirmed) => WORSE,
+        Some(FindingState::Confirming | FindingState::Unconfirmed) => PENDING,
+        Some(FindingState::NotConfirmed | FindingState::SameBuild) => DISMISSED,
+        Some(FindingState::Inconclusive | FindingState::Unconfirmable) | None => color(0),
+    }
+}
+
+/// A metric's campaign means over time: the mean line with CI whiskers (hollow where the
+/// build changed), the segment means between change points (dashed), each change point
+/// as a vertical dashed line between its two points coloured by its review's state,
+/// confirmations as triangles above their point and alerts as a red cross at the top.
+pub fn trend(
+    title: &str,
+    unit: &str,
+    points: &[TrendPoint],
+    changes: &[TrendChange],
+    marks: &[TrendMark],
+) -> Option<String> {
+    let mut ys: Vec<f64> = Vec::new();
+    for p in points {
+        ys.extend(p.mean);
+        if let Some((lo, hi)) = p.ci {
+            ys.extend([lo, hi]);
+        }
+    }
+    if ys.is_empty() {
+        return None;
+    }
+    ys.extend(changes.iter().flat_map(|c| [c.mean_before, c.mean_after]));
+    let (lo, hi) = padded_range(&ys);
+    // Headroom above the data for the alert crosses.
+    let step = (hi - lo) * 0.06;
+    let top = hi + 2.0 * step;
+    let n = points.len();
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, 300)).into_drawing_area();
+        root.fill(&WHITE).ok()?;
+        let labels: Vec<String> = points.iter().map(|p| p.label.to_string()).collect();
+        let mut chart = indexed_chart(&root, title, unit, &labels, lo..top)?;
+        let c = color(0);
+        let means: Vec<(f64, f64)> =
+            points.iter().enumerate().filter_map(|(i, p)| p.mean.map(|m| (i as f64, m))).collect();
+        chart.draw_series(LineSeries::new(means.iter().copied(), c.stroke_width(2))).ok()?;
+        for (i, p) in points.iter().enumerate() {
+            let x = i as f64;
+            if let Some((l, h)) = p.ci {
+                let whisker =
+                    [vec![(x, l), (x, h)], vec![(x - 0.12, l), (x + 0.12, l)], vec![(x - 0.12, h), (x + 0.12, h)]];
+                chart.draw_series(whisker.into_iter().map(|w| PathElement::new(w, c.stroke_width(1)))).ok()?;
+            }
+            if let Some(m) = p.mean {
+                let style = if p.new_build { c.stroke_width(2) } else { c.filled() };
+                chart.draw_series(std::iter::once(Circle::new((x, m), 4, style))).ok()?;
+            }
+        }
+        // Segments: up to each change point at its mean before, the last one on at its mean after.
+        let mut start = 0usize;
+        for (k, ch) in changes.iter().enumerate() {
+            let dashed = |a: usize, b: usize, y: f64| {
+                DashedLineSeries::new([(a as f64 - 0.3, y), (b as f64 - 0.7, y)], 6, 4, DISMISSED.stroke_width(1))
+            };
+            chart.draw_series(dashed(start, ch.index, ch.mean_before)).ok()?;
+            if k + 1 == changes.len() {
+                chart.draw_series(dashed(ch.index, n, ch.mean_after)).ok()?;
+            }
+            start = ch.index;
+            let x = ch.index as f64 - 0.5;
+            let style = change_color(ch.state).stroke_width(2);
+            chart.draw_series(DashedLineSeries::new([(x, lo), (x, top)], 8, 5, style)).ok()?;
+        }
+        for m in marks {
+            match *m {
+                TrendMark::Confirmation { index, state } => {
+                    let Some(p) = points.get(index) else { continue };
+                    let Some(base) = p.ci.map(|c| c.1).or(p.mean) else { continue };
+                    let fill = match state {
+                        FindingState::Confirmed => WORSE,
+                        FindingState::NotConfirmed => BETTER,
+                        _ => PENDING,
+                    };
+                    let at = (index as f64, base + step);
+                    chart.draw_series(std::iter::once(TriangleMarker::new(at, 6, fill.filled()))).ok()?;
+                }
+                TrendMark::Alert { index } => {
+                    let at = (index as f64, top - step * 0.6);
+                    chart.draw_series(std::iter::once(Cross::new(at, 5, WORSE.stroke_width(2)))).ok()?;
+                }
             }
         }
         root.present().ok()?;
@@ -322,5 +462,42 @@ mod tests {
         let svg = timeline(&["d1", "d2"], &spans).unwrap();
         assert!(svg.contains("\nd1\n") && svg.contains("\nd2\n"));
         assert_eq!(timeline(&[], &spans), None);
+    }
+
+    #[test]
+    fn trend_draws_points_whiskers_changes_and_marks() {
+        let labels = ["01-05", "01-12", "01-19", "01-26"];
+        let points: Vec<TrendPoint> = labels
+            .iter()
+            .enumerate()
+            .map(|(i, l)| TrendPoint {
+                label: l,
+                mean: Some(if i < 2 { 185.0 } else { 203.5 }),
+                ci: (i != 1).then_some((180.0 + i as f64, 190.0 + 10.0 * i as f64)),
+                new_build: i == 2,
+            })
+            .collect();
+        let changes =
+            [TrendChange { index: 2, mean_before: 185.0, mean_after: 203.5, state: Some(FindingState::Confirmed) }];
+        let marks = [
+            TrendMark::Confirmation { index: 2, state: FindingState::Confirmed },
+            TrendMark::Alert { index: 2 },
+            TrendMark::Confirmation { index: 9, state: FindingState::Confirmed },
+        ];
+        let svg = trend("cpu_pct", "%", &points, &changes, &marks).unwrap();
+        assert_eq!(svg, trend("cpu_pct", "%", &points, &changes, &marks).unwrap(), "deterministic");
+        assert!(svg.contains("\n01-05\n") && svg.contains("\n01-26\n"), "dates label the x axis");
+        assert_eq!(svg.matches("<circle").count(), 4, "one per mean");
+        let hollow = svg.lines().filter(|l| l.starts_with("<circle") && l.contains("fill=\"none\"")).count();
+        assert_eq!(hollow, 1, "the new build's point is hollow");
+        // A triangle is the one polygon; a cross is two lines in the alert red.
+        assert_eq!(svg.matches("<polygon").count(), 1, "{svg}");
+        assert!(svg.to_uppercase().matches("#C0392B").count() >= 3, "red change line, triangle and cross");
+        // Three whiskers of three paths each, plus the mean line and the dashes.
+        let without = trend("cpu_pct", "%", &points, &[], &[]).unwrap();
+        assert!(svg.matches("<polyline").count() > without.matches("<polyline").count() + 2);
+        assert_eq!(without.matches("<polygon").count(), 0);
+        let none = [TrendPoint { label: "x", mean: None, ci: None, new_build: false }];
+        assert_eq!(trend("x", "", &none, &[], &[]), None);
     }
 }

@@ -15,4 +15,6 @@ pub use records::*;
 pub use schedule_slots::{Claim, Claimant, SlotRow, SlotState};
 pub use schema::MIGRATIONS;
 pub use sqlite::{Store, StoreError, pid_alive};
+#[cfg(test)]
+pub(crate) use summaries::tests::row as summary_row_fixture;
 pub use summaries::{HistoryRow, SummaryRow};
