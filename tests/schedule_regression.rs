@@ -142,7 +142,7 @@ fn a_weekly_regression_is_confirmed_in_week_8_or_9_and_rarely_before() {
         (0, 0, 0, 0, 0, 0);
     let mut trials_per_arm: Vec<i64> = Vec::new();
     let mut total_trials = 0;
-    let mut last_lab = None;
+    let mut otava_seen = 0;
     for seed in 1..=seeds {
         let (lab, r) = run_seed(seed, port);
         let confirmed_worse = |f: &&(u32, String, String, String, String, bool)| {
@@ -183,15 +183,20 @@ fn a_weekly_regression_is_confirmed_in_week_8_or_9_and_rarely_before() {
         for a in &got {
             check_alert(&lab, a);
         }
-        eprintln!("seed {seed}: first confirmed week {first:?}, findings {:?}", r.findings);
-        last_lab = Some(lab);
+        let otava_week_8 = check_history(&lab, &r);
+        otava_seen += usize::from(otava_week_8);
+        eprintln!(
+            "seed {seed}: first confirmed week {first:?}, Otava's change point at week 8 in the history: {otava_week_8}, \
+             findings {:?}",
+            r.findings
+        );
     }
     let n = seeds as usize;
     eprintln!(
         "{n} seeds × {WEEKS} weeks in {:.1} s: regression confirmed in week 8 or 9: {on_time}, later: {later}; \
          false alarms in weeks 1–7: {early_alarm} seeds (screened findings in weeks 1–7: {screened_early}); \
          fix confirmed in week 11 or 12: {fix_seen}; confirmation campaigns: {confirmations}, trials per arm {}–{}; \
-         attempts run: {total_trials}",
+         attempts run: {total_trials}; Otava's change point at week 8 in `lab history` after 12 weeks: {otava_seen}",
         started.elapsed().as_secs_f64(),
         trials_per_arm.iter().min().unwrap_or(&0),
         trials_per_arm.iter().max().unwrap_or(&0),
@@ -199,16 +204,30 @@ fn a_weekly_regression_is_confirmed_in_week_8_or_9_and_rarely_before() {
     assert!(on_time * 10 >= n * 9, "confirmed at week 8 or 9 in {on_time} of {n} seeds");
     assert!(early_alarm * 20 <= n, "false alarms in weeks 1–7 in {early_alarm} of {n} seeds");
     assert!(fix_seen * 10 >= n * 9, "the fix was confirmed in {fix_seen} of {n} seeds");
+}
 
-    // The history shows the change point at week 8, confirmed.
-    let lab = last_lab.unwrap();
+/// `lab history` of the seed: one point a week, the confirmed regression and its alert
+/// marked on the week it was found, the fix on its week. Returns whether Otava's change
+/// points over the 12 weekly means include week 8.
+fn check_history(lab: &TempLab, r: &SeedResult) -> bool {
     let out = lab.cmd(&["history", "weekly-envoy", "--metric", "cpu_pct", "--format", "json"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let h: Value = serde_json::from_slice(&out.stdout).unwrap();
     let series = h["series"].as_array().unwrap().iter().find(|s| s["variant"] == "envoy-poll").unwrap();
-    assert_eq!(series["points"].as_array().unwrap().len(), WEEKS as usize, "{series}");
-    let cp = series["change_points"].as_array().unwrap();
-    assert!(cp.iter().any(|c| c["index"] == 7), "a change point at week 8: {cp:?}");
+    let points = series["points"].as_array().unwrap();
+    assert_eq!(points.len(), WEEKS as usize, "{series}");
+    let marks = |week: u32| points[week as usize - 1]["marks"].as_array().unwrap().clone();
+    let has = |week: u32, kind: &str, state: &str| marks(week).iter().any(|m| m["kind"] == kind && m["state"] == state);
+    for f in r.findings.iter().filter(|f| f.1 == "confirmed" && f.3 == "envoy-poll" && f.4 == "cpu_pct") {
+        assert!(has(f.0, "finding", "confirmed"), "week {}: {:?}", f.0, marks(f.0));
+        assert!(has(f.0, "confirmation", "confirmed"), "week {}: {:?}", f.0, marks(f.0));
+        if f.2 == "worse" {
+            assert!(has(f.0, "alert", "sent"), "week {}: {:?}", f.0, marks(f.0));
+        }
+    }
+    let html = lab.cmd(&["history", "weekly-envoy", "--format", "html"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&html.stdout).contains("<svg"));
+    series["change_points"].as_array().unwrap().iter().any(|c| c["index"] == 7)
 }
 
 fn check_alert(lab: &TempLab, a: &Value) {
@@ -238,7 +257,7 @@ fn check_alert(lab: &TempLab, a: &Value) {
     for c in a["reports"]["confirmations"].as_array().unwrap() {
         assert!(std::path::Path::new(c.as_str().unwrap()).is_file(), "{c}");
     }
-    // TMP assert!(std::path::Path::new(a["reports"]["history"].as_str().unwrap()).is_file(), "{}", a["reports"]["history"]);
+    assert!(std::path::Path::new(a["reports"]["history"].as_str().unwrap()).is_file(), "{}", a["reports"]["history"]);
 }
 
 #[test]

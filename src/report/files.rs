@@ -58,7 +58,8 @@ pub fn write_all(report: &Report, data: &CampaignData, dir: &Path) -> io::Result
     Ok(files)
 }
 
-fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+/// Writes `path` through a temporary file and a rename: a reader never sees half a file.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("report");
     let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {

@@ -69,8 +69,7 @@ pub(super) fn alert_of(review: &Review<'_>, alerting: &[&FindingRow]) -> Result<
             confirmation: match (&f.confirm_campaign, confirm) {
                 (Some(id), Some(c)) => Some(notify::Confirmation {
                     campaign: id.clone(),
-                    trials_per_arm: f.confirm.as_ref().and_then(|j| j["trials_per_arm"].as_u64()).unwrap_or(0)
-                        as u32,
+                    trials_per_arm: f.confirm.as_ref().and_then(|j| j["trials_per_arm"].as_u64()).unwrap_or(0) as u32,
                     figures: figures(c),
                     verdict: verdict_of(c),
                 }),

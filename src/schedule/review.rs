@@ -96,6 +96,7 @@ impl Review<'_> {
             }
         }
         rep.findings = self.store.findings_of_slot(name, self.due_utc)?;
+        self.write_history(&mut rep);
         self.alert(&mut rep).await?;
         Ok(rep)
     }
@@ -424,6 +425,21 @@ impl Review<'_> {
             self.store.decide_finding(f.id, state, Some(&json), note.as_deref(), self.at)?;
         }
         Ok(())
+    }
+
+    /// The runbook's history page, with this slot's marks, for the alert to link to.
+    fn write_history(&self, rep: &mut ReviewReport) {
+        let Ok(record) = self.store.campaign(self.campaign) else { return };
+        let path = history_path(self.lab, &record.runbook_name);
+        let written = report::history_for(self.store, self.lab, &record.runbook_name, &Default::default())
+            .map_err(|e| e.to_string())
+            .and_then(|h| {
+                std::fs::create_dir_all(path.parent().unwrap_or(&path)).map_err(|e| e.to_string())?;
+                report::write_atomic(&path, report::render_history_html(&h).as_bytes()).map_err(|e| e.to_string())
+            });
+        if let Err(e) = written {
+            rep.notes.push(format!("history page {}: {e}", path.display()));
+        }
     }
 
     /// Sends the slot's confirmed (or, with confirmation off, found) regressions, once
