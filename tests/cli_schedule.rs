@@ -263,6 +263,7 @@ fn the_daemon_killed_during_a_slot_resumes_it_when_restarted_and_never_runs_it_t
     first.child.wait().unwrap();
     let dead_pid = first.child.id();
     let before: Vec<String> = lab.sql("SELECT trial_idx || ':' || attempt || ':' || started_at FROM attempts");
+    let run_before: Vec<String> = lab.sql("SELECT trial_idx || ':' || attempt FROM attempts");
     let planned: i64 = lab.sql::<i64>("SELECT COUNT(*) FROM trials")[0];
     assert!((before.len() as i64) < planned, "killed before the end ({} of {planned})", before.len());
     let claimed: Vec<String> = lab.sql("SELECT state || ' ' || claimed_pid FROM schedule_slots");
@@ -288,6 +289,23 @@ fn the_daemon_killed_during_a_slot_resumes_it_when_restarted_and_never_runs_it_t
     let after: Vec<String> = lab.sql("SELECT trial_idx || ':' || attempt || ':' || started_at FROM attempts");
     assert!(before.iter().all(|r| after.contains(r)), "what was recorded before the kill is kept");
     assert_each_trial_once(&lab);
+
+    // The resumed trials ran with the slot's seed, not the runbook's: they measure what
+    // the same slot run straight through measures.
+    let straight = scheduled_lab(WEEKLY, 150);
+    at(&straight, BEFORE, &["schedule", "run-due"]).assert().success();
+    at(&straight, AFTER_SLOT, &["schedule", "run-due"]).assert().success();
+    let values = |l: &TempLab| -> std::collections::BTreeMap<String, f64> {
+        let rows: Vec<String> =
+            l.sql("SELECT trial_idx || ':' || attempt || '=' || value FROM measurements WHERE metric = 'cpu_pct'");
+        rows.iter().map(|r| r.split_once('=').unwrap()).map(|(k, v)| (k.to_string(), v.parse().unwrap())).collect()
+    };
+    let (resumed, reference) = (values(&lab), values(&straight));
+    let compared: Vec<(&String, &f64)> = resumed.iter().filter(|(k, _)| !run_before.contains(k)).collect();
+    assert!(compared.len() > 100, "{} trials ran after the restart", compared.len());
+    for (k, v) in compared {
+        assert_eq!(reference.get(k), Some(v), "trial:attempt {k} after the restart");
+    }
 }
 
 #[test]

@@ -411,7 +411,7 @@ fn a_change_without_a_build_change_is_reported_as_same_build_and_not_alerted() {
     for week in 1..=3 {
         assert_eq!(run(slot(week) + chrono::Duration::minutes(2)).status.code(), Some(0), "week {week}");
     }
-    // Week 4: the phones' screens draw 40 % more (the lab changed, not the build).
+    // Week 4: the phones draw 60 % more base power (the lab changed, not the build).
     let drifted = lab_text.replace("emulates = \"ios\"\n", "emulates = \"ios\"\nbase_mw = 560\n");
     assert_ne!(drifted, lab_text);
     std::fs::write(&lab.lab, drifted).unwrap();
