@@ -1,0 +1,326 @@
+//! `lab run` and `lab report` on the issue-15 campaign (the quickstart with 36 000
+//! repeats: 144 000 trials, 1 008 000 trial × metric rows), next to pandas + scipy.
+//!
+//! `cargo bench --bench report_scale` runs the release `lab` binary as a child for each
+//! step and prints its wall time and peak RSS (`wait4`'s `ru_maxrss`) with the issue's
+//! targets beside them. Figures for people, never asserts; only the figures' agreement
+//! with pandas is checked (exit 1 on a difference). docs/report.md, "Benchmarks".
+//!
+//! Environment:
+//! - `LAB_BENCH_REPEATS` (36000): the runbook's repeats (trials = 4 × repeats);
+//! - `LAB_BENCH_DIR`: keep the generated lab there and reuse it (generation takes minutes);
+//! - `LAB_BENCH_RUNS` (3): timed runs per step, the median is printed (after one warm-up);
+//! - `LAB_BENCH_PYTHON` (python3): an interpreter with pandas and scipy.
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use serde_json::Value;
+
+const LAB: &str = env!("CARGO_BIN_EXE_lab");
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+const FORMATS: [&str; 5] = ["table", "md", "html", "json", "csv"];
+/// The issue's targets.
+const REPORT_MAX_S: f64 = 1.0;
+const REPORT_MAX_MB: f64 = 250.0;
+const RUN_MAX_MB: f64 = 300.0;
+/// Relative tolerance of the figures' agreement (the scipy cross-check's).
+const REL: f64 = 1e-9;
+
+/// One child process: wall time, peak RSS, whether it exited 0.
+#[derive(Clone, Copy)]
+struct Measured {
+    secs: f64,
+    peak_mb: f64,
+    ok: bool,
+}
+
+fn main() {
+    // Through `run`, so the temp lab (about 0.5 GB at full size) is removed before exiting.
+    std::process::exit(run());
+}
+
+/// The bench; its exit code (1 when a step failed or the figures differ).
+fn run() -> i32 {
+    let repeats: usize = env_or("LAB_BENCH_REPEATS", 36_000);
+    let runs: usize = env_or("LAB_BENCH_RUNS", 3).max(1);
+    let python = std::env::var("LAB_BENCH_PYTHON").unwrap_or_else(|_| "python3".into());
+    let temp = tempfile::tempdir().expect("tempdir");
+    let dir = match std::env::var_os("LAB_BENCH_DIR") {
+        Some(d) => PathBuf::from(d).join(format!("repeats-{repeats}")),
+        None => temp.path().to_path_buf(),
+    };
+    fs::create_dir_all(&dir).expect("bench dir");
+    let lab_file = dir.join("lab.toml");
+
+    let (run, cached) = generate(&dir, repeats);
+    let campaign = campaign_dir(&dir).expect("the run left a campaign folder");
+    let id = campaign.file_name().unwrap().to_string_lossy().into_owned();
+    let rows = measurement_rows(&dir.join("artifacts/lab.db"), &id);
+    let results = campaign.join("results.csv");
+    println!(
+        "report_scale: campaign {id}: {} trials, {rows} measurements (expected {}), results.csv {:.0} MB",
+        4 * repeats,
+        28 * repeats,
+        fs::metadata(&results).map(|m| m.len()).unwrap_or(0) as f64 / 1e6
+    );
+
+    let report = |format: &str| {
+        let mut c = Command::new(LAB);
+        c.arg("--lab").arg(&lab_file).args(["report", &id, "--format", format]);
+        c.stdout(Stdio::null());
+        c
+    };
+    // Warm the page cache (store and results.csv) for both sides.
+    measure(&mut report("table"));
+    let mut lab_rows = Vec::new();
+    for f in FORMATS {
+        lab_rows.push((format!("lab report --format {f}"), median_of(runs, || measure(&mut report(f)))));
+    }
+
+    let figures = dir.join("pandas-figures.json");
+    let pandas = if has_pandas(&python) {
+        let script = Path::new(ROOT).join("benches/report_pandas.py");
+        let m = median_of(runs, || {
+            let mut c = Command::new(&python);
+            c.arg(&script).arg(&results).stdout(File::create(&figures).expect("figures file"));
+            measure(&mut c)
+        });
+        Some(m)
+    } else {
+        println!(
+            "report_scale: no pandas for {python}; install: python3 -m venv /tmp/venv && /tmp/venv/bin/pip install \
+             pandas scipy, then LAB_BENCH_PYTHON=/tmp/venv/bin/python (lab's figures only below)"
+        );
+        None
+    };
+
+    println!();
+    println!(
+        "{:<34} {:>8} {:>9} {:>10}  target",
+        format!("what ({} run{}, median)", runs, if runs == 1 { "" } else { "s" }),
+        "wall s",
+        "peak MB",
+        "× pandas"
+    );
+    let note = if cached { " (cached)" } else { "" };
+    print_row(
+        &format!("lab run, {} trials{note}", 4 * repeats),
+        run,
+        None,
+        &format!("≤ {RUN_MAX_MB} MB: {}", yes_no(run.peak_mb <= RUN_MAX_MB)),
+    );
+    for (what, m) in &lab_rows {
+        let target = format!(
+            "≤ {REPORT_MAX_S} s: {}, ≤ {REPORT_MAX_MB} MB: {}{}",
+            yes_no(m.secs <= REPORT_MAX_S),
+            yes_no(m.peak_mb <= REPORT_MAX_MB),
+            pandas.map(|p| format!(", faster than pandas: {}", yes_no(m.secs < p.secs))).unwrap_or_default()
+        );
+        print_row(what, *m, pandas, &target);
+    }
+    if let Some(p) = pandas {
+        let compute = read_json(&figures).and_then(|v| v["compute_s"].as_f64());
+        let what = match compute {
+            Some(c) => format!("pandas + scipy (compute {c:.2} s)"),
+            None => "pandas + scipy".into(),
+        };
+        print_row(&what, p, None, "start-up and imports included");
+    }
+    let all_ok = run.ok && lab_rows.iter().all(|(_, m)| m.ok) && pandas.is_none_or(|p| p.ok);
+    if !all_ok {
+        println!(
+            "report_scale: a step exited non-zero (see above; lab run's output: {})",
+            dir.join("run.log").display()
+        );
+        return 1;
+    }
+    if pandas.is_some() {
+        // report.json is what the last `lab report` wrote: the same JSON as `--format json`.
+        let lab_json = read_json(&campaign.join("report.json")).expect("report.json");
+        let ours = read_json(&figures).expect("pandas figures");
+        let diffs = compare_figures(&lab_json, &ours);
+        if diffs.is_empty() {
+            println!("report_scale: figures agree");
+        } else {
+            println!("report_scale: {} figure(s) differ between lab and pandas:", diffs.len());
+            for d in &diffs {
+                println!("  {d}");
+            }
+            return 1;
+        }
+    }
+    0
+}
+
+/// Runs `lab run` unless `dir` already holds a finished campaign; its figures are kept
+/// in `run-figures.json` so a reused lab still prints them (marked cached).
+fn generate(dir: &Path, repeats: usize) -> (Measured, bool) {
+    let saved = dir.join("run-figures.json");
+    if campaign_dir(dir).is_some_and(|c| c.join("report.json").exists())
+        && let Some(v) = read_json(&saved)
+    {
+        let m = Measured {
+            secs: v["secs"].as_f64().unwrap_or(f64::NAN),
+            peak_mb: v["peak_mb"].as_f64().unwrap_or(f64::NAN),
+            ok: v["ok"].as_bool().unwrap_or(false),
+        };
+        return (m, true);
+    }
+    let _ = fs::remove_dir_all(dir.join("artifacts"));
+    fs::copy(Path::new(ROOT).join("lab.toml"), dir.join("lab.toml")).expect("copy lab.toml");
+    let text = fs::read_to_string(Path::new(ROOT).join("runbooks/quickstart.toml")).expect("quickstart runbook");
+    let mut doc: toml_edit::DocumentMut = text.parse().expect("quickstart parses");
+    doc["repeats"] = toml_edit::value(repeats as i64);
+    fs::write(dir.join("quickstart.toml"), doc.to_string()).expect("write runbook");
+    println!("report_scale: generating {} trials with {LAB} run (minutes at full size)", 4 * repeats);
+    let log = File::create(dir.join("run.log")).expect("run.log");
+    let mut c = Command::new(LAB);
+    c.arg("--lab")
+        .arg(dir.join("lab.toml"))
+        .arg("run")
+        .arg(dir.join("quickstart.toml"))
+        .stdin(Stdio::null())
+        .stderr(log.try_clone().expect("log"))
+        .stdout(log);
+    let m = measure(&mut c);
+    let v = serde_json::json!({ "secs": m.secs, "peak_mb": m.peak_mb, "ok": m.ok });
+    fs::write(&saved, v.to_string()).expect("run figures");
+    (m, false)
+}
+
+/// Spawns `cmd` and reaps it with `wait4`, which gives the child's own peak RSS.
+fn measure(cmd: &mut Command) -> Measured {
+    let start = Instant::now();
+    let child = cmd.spawn().expect("spawn");
+    let mut status: libc::c_int = 0;
+    // SAFETY: rusage is plain old data, so all-zero is a valid value; wait4 only writes
+    // through the two pointers, which point at live locals, and reaps our own child (its
+    // `Child` is dropped below without being waited on, which neither kills nor reaps).
+    let (pid, usage) = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        let pid = libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage);
+        (pid, usage)
+    };
+    let secs = start.elapsed().as_secs_f64();
+    assert!(pid > 0, "wait4: {}", std::io::Error::last_os_error());
+    drop(child);
+    let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    // Linux gives ru_maxrss in KiB.
+    Measured { secs, peak_mb: usage.ru_maxrss as f64 / 1024.0, ok }
+}
+
+/// The median wall time of `runs` runs, with the peak of the same run; not ok if any failed.
+fn median_of(runs: usize, mut f: impl FnMut() -> Measured) -> Measured {
+    let mut all: Vec<Measured> = (0..runs).map(|_| f()).collect();
+    let ok = all.iter().all(|m| m.ok);
+    all.sort_by(|a, b| a.secs.total_cmp(&b.secs));
+    Measured { ok, ..all[all.len() / 2] }
+}
+
+fn print_row(what: &str, m: Measured, pandas: Option<Measured>, target: &str) {
+    let ratio = pandas.map(|p| format!("{:.2}", m.secs / p.secs)).unwrap_or_else(|| "".into());
+    let failed = if m.ok { "" } else { " [exited non-zero]" };
+    println!("{what:<34} {:>8.2} {:>9.0} {ratio:>10}  {target}{failed}", m.secs, m.peak_mb);
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b { "yes" } else { "NO" }
+}
+
+fn campaign_dir(dir: &Path) -> Option<PathBuf> {
+    let mut found: Vec<PathBuf> = fs::read_dir(dir.join("artifacts"))
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir() && p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("quickstart-")))
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+fn measurement_rows(db: &Path, id: &str) -> i64 {
+    let conn = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).expect("store");
+    conn.query_row("SELECT count(*) FROM measurements WHERE campaign = ?1", [id], |r| r.get(0)).expect("count")
+}
+
+fn has_pandas(python: &str) -> bool {
+    Command::new(python).args(["-c", "import pandas, scipy"]).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+fn read_json(path: &Path) -> Option<Value> {
+    serde_json::from_str(&fs::read_to_string(path).ok()?).ok()
+}
+
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// Every figure the pandas script computed, against report.json's; one line per difference.
+fn compare_figures(lab: &Value, pandas: &Value) -> Vec<String> {
+    let mut diffs = Vec::new();
+    let (mut checked, mut largest) = (0usize, 0f64);
+    let mut close = |where_: &str, what: &str, got: &Value, want: &Value| {
+        checked += 1;
+        match (got.as_f64(), want.as_f64()) {
+            (None, None) => {}
+            (Some(g), Some(w)) => {
+                let err = (g - w).abs();
+                let rel = if w != 0.0 { err / w.abs() } else { err };
+                largest = largest.max(rel);
+                if err > (REL * w.abs()).max(1e-12) {
+                    diffs.push(format!("{where_}: {what}: lab {g}, pandas {w} (relative {rel:.1e})"));
+                }
+            }
+            _ => diffs.push(format!("{where_}: {what}: lab {got}, pandas {want}")),
+        }
+    };
+    let find_row = |model: &str, variant: &str, metric: &str| -> Option<&Value> {
+        lab["models"].as_array()?.iter().find(|m| m["model"] == model)?["rows"]
+            .as_array()?
+            .iter()
+            .find(|r| r["variant"] == variant && r["metric"] == metric)
+    };
+    let (empty, mut missing) = (Vec::new(), Vec::new());
+    for p in pandas["rows"].as_array().unwrap_or(&empty) {
+        let (model, variant, metric) = (s(&p["model"]), s(&p["variant"]), s(&p["metric"]));
+        let where_ = format!("{model} / {variant} / {metric}");
+        let Some(row) = find_row(model, variant, metric) else {
+            missing.push(format!("{where_}: not in report.json"));
+            continue;
+        };
+        close(&where_, "n", &row["n"], &p["n"]);
+        for k in ["mean", "sd", "ci_low", "ci_high", "median"] {
+            close(&where_, k, &row["stats"][k], &p[k]);
+        }
+    }
+    for p in pandas["comparisons"].as_array().unwrap_or(&empty) {
+        let (model, variant, metric, against) = (s(&p["model"]), s(&p["variant"]), s(&p["metric"]), s(&p["against"]));
+        let where_ = format!("{model} / {variant} / {metric} vs {against}");
+        let cmp = find_row(model, variant, metric)
+            .and_then(|r| r["comparisons"].as_array())
+            .and_then(|cs| cs.iter().find(|c| c["against"] == against));
+        let Some(c) = cmp else {
+            missing.push(format!("{where_}: comparison not in report.json"));
+            continue;
+        };
+        close(&where_, "welch t", &c["welch"]["t"], &p["welch_t"]);
+        close(&where_, "welch df", &c["welch"]["df"], &p["welch_df"]);
+        close(&where_, "welch p", &c["welch"]["p"], &p["welch_p"]);
+        close(&where_, "mann-whitney U", &c["mann_whitney"]["u"], &p["mwu_u"]);
+        if !p["mwu_p"].is_null() {
+            close(&where_, "mann-whitney p", &c["mann_whitney"]["p"], &p["mwu_p"]);
+        }
+        close(&where_, "holm p", &c["p_adjusted"], &p["p_adjusted"]);
+    }
+    println!(
+        "report_scale: {checked} figures compared with report.json at relative {REL:e}; largest relative difference {largest:.1e}"
+    );
+    diffs.extend(missing);
+    diffs
+}
+
+fn s(v: &Value) -> &str {
+    v.as_str().unwrap_or("")
+}
