@@ -38,7 +38,7 @@ struct Measured {
 }
 
 fn main() {
-    // Through `run`, so the temp lab (about 0.5 GB at full size) is removed before exiting.
+    // Through `run`, so the temp lab (about 4 GB at full size) is removed before exiting.
     std::process::exit(run());
 }
 
