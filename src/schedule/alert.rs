@@ -5,7 +5,7 @@ use super::ScheduleError;
 use super::review::{Review, history_path, policy_text};
 use crate::notify::{self, Alert};
 use crate::stats::Verdict;
-use crate::store::FindingRow;
+use crate::store::{FindingRow, SummaryRow};
 
 pub(super) fn alert_of(review: &Review<'_>, alerting: &[&FindingRow]) -> Result<Alert, ScheduleError> {
     let record = review.store.campaign(review.campaign)?;
@@ -15,7 +15,9 @@ pub(super) fn alert_of(review: &Review<'_>, alerting: &[&FindingRow]) -> Result<
     let mut regressions = Vec::new();
     let mut confirmations = Vec::new();
     for f in alerting {
-        let row = current.iter().find(|r| (&r.model, &r.variant, &r.metric) == (&f.model, &f.variant, &f.metric));
+        // The finding's series: the same model, variant and metric.
+        let same = |r: &SummaryRow| (&r.model, &r.variant, &r.metric) == (&f.model, &f.variant, &f.metric);
+        let row = current.iter().find(|r| same(r));
         // The comparisons as stored (JSON): what was decided, whatever this version computes.
         let screen = Some(&f.screen["comparison"]).filter(|c| c.is_object());
         let confirm = f.confirm.as_ref().map(|c| &c["comparison"]).filter(|c| c.is_object());
@@ -24,12 +26,7 @@ pub(super) fn alert_of(review: &Review<'_>, alerting: &[&FindingRow]) -> Result<
         let mut base_mean = 0.0;
         let mut base_n = 0;
         for c in &baseline_campaigns {
-            if let Some(r) = review
-                .store
-                .summaries(c)?
-                .into_iter()
-                .find(|r| (&r.model, &r.variant, &r.metric) == (&f.model, &f.variant, &f.metric))
-            {
+            if let Some(r) = review.store.summaries(c)?.into_iter().find(|r| same(r)) {
                 base_mean += r.mean.unwrap_or(0.0) * r.n as f64;
                 base_n += r.n;
             }

@@ -75,6 +75,17 @@ fn key_of(r: &SummaryRow) -> Key {
     (r.model.clone(), r.variant.clone(), r.metric.clone())
 }
 
+/// Whether a finding is about the series `k`.
+fn of_series(f: &FindingRow, k: &Key) -> bool {
+    (f.model.as_str(), f.variant.as_str(), f.metric.as_str()) == (k.0.as_str(), k.1.as_str(), k.2.as_str())
+}
+
+/// A campaign's stored plan.
+fn plan_of(record: &crate::store::CampaignRecord) -> Result<Plan, ScheduleError> {
+    serde_json::from_value(record.plan_json.clone())
+        .map_err(|e| ScheduleError::Review(format!("campaign {}: stored plan unreadable: {e}", record.id)))
+}
+
 impl Review<'_> {
     pub async fn run(&self, launcher: &dyn Launcher) -> Result<ReviewReport, ScheduleError> {
         let mut rep = ReviewReport::default();
@@ -120,8 +131,7 @@ impl Review<'_> {
 
     fn screen(&self, rep: &mut ReviewReport) -> Result<Vec<FindingRow>, ScheduleError> {
         let record = self.store.campaign(self.campaign)?;
-        let plan: Plan = serde_json::from_value(record.plan_json.clone())
-            .map_err(|e| ScheduleError::Review(format!("campaign {}: stored plan unreadable: {e}", self.campaign)))?;
+        let plan = plan_of(&record)?;
         let settings = &plan.statistics;
         let current = self.store.summaries(self.campaign)?;
         if current.is_empty() {
@@ -139,7 +149,7 @@ impl Review<'_> {
             let k = key_of(r);
             let confirmed = earlier
                 .iter()
-                .filter(|f| (f.model.as_str(), f.variant.as_str(), f.metric.as_str()) == (&k.0, &k.1, &k.2))
+                .filter(|f| of_series(f, &k))
                 .filter(|f| f.state == FindingState::Confirmed)
                 .filter_map(|f| f.change_point.clone())
                 .next_back();
@@ -191,10 +201,9 @@ impl Review<'_> {
                     .into_iter()
                     .filter(|p| p.relative_change().is_some_and(|c| c.abs() > settings.practical_threshold))
                     .rfind(|p| {
-                        !earlier.iter().any(|f| {
-                            (f.model.as_str(), f.variant.as_str(), f.metric.as_str()) == (&k.0, &k.1, &k.2)
-                                && f.change_point.as_deref() == Some(ids[p.index].as_str())
-                        })
+                        !earlier
+                            .iter()
+                            .any(|f| of_series(f, &k) && f.change_point.as_deref() == Some(ids[p.index].as_str()))
                     }),
                 Err(e) => {
                     rep.notes.push(format!("{} {} {}: change points: {e}", k.0, k.1, k.2));
@@ -292,8 +301,7 @@ impl Review<'_> {
             Ok(r) => r,
             Err(e) => return decide_all(FindingState::Unconfirmable, &format!("reference campaign: {e}")),
         };
-        let plan: Plan = serde_json::from_value(current.plan_json.clone())
-            .map_err(|e| ScheduleError::Review(format!("campaign {}: stored plan unreadable: {e}", self.campaign)))?;
+        let plan = plan_of(&current)?;
         let Some(v) = plan.variant(variant).cloned() else {
             return decide_all(FindingState::Unconfirmable, &format!("variant {variant} is not in the plan"));
         };
