@@ -220,9 +220,21 @@ impl SlotRunner<'_> {
         let at_time = now.get();
         let at = utc_text(at_time);
         let first_seen = parse_utc(&self.store.schedule_first_seen(&s.name, &at)?)?;
-        let last = self.store.last_slot(&s.name)?.map(|r| parse_utc(&r.due_utc)).transpose()?;
+        let last_row = self.store.last_slot(&s.name)?;
+        let last = last_row.as_ref().map(|r| parse_utc(&r.due_utc)).transpose()?;
         let due = due_slots(s, checkpoint(last, first_seen), at_time)?;
-        let Some(slot) = due.run else { return Ok(()) };
+        let Some(slot) = due.run else {
+            // Another runner claimed the latest slot after this pass looked for unfinished
+            // ones: name it, rather than say nothing was due.
+            if let Some(row) = last_row.filter(|r| matches!(r.state, SlotState::Claimed | SlotState::Interrupted)) {
+                let due = parse_utc(&row.due_utc)?;
+                if !report.slots.iter().any(|r| r.schedule == s.name && r.due_utc == due) {
+                    let action = SlotAction::Claimed { pid: row.claimed_pid, host: row.claimed_host, state: row.state };
+                    report.slots.push(self.report(s, due, row.campaign, action));
+                }
+            }
+            return Ok(());
+        };
         let job = self.new_job(s, slot);
         let because =
             format!("missed: at {at} the later slot {} was due too, and only the latest due slot runs", utc_text(slot));
