@@ -395,6 +395,7 @@ impl CampaignColumns {
 fn battery_series(series: &[Series]) -> Option<&Series> {
     series.iter().find(|s| s.name == BATTERY_PCT && !s.points.is_empty())
 }
+
 /// A column's text, borrowed from the row (no `String`).
 fn text<'r>(r: &'r Row<'_>, i: usize) -> rusqlite::Result<&'r str> {
     let v = r.get_ref(i)?;
@@ -619,6 +620,7 @@ impl Store {
 mod tests {
     use std::collections::HashSet;
 
+    use proptest::prelude::*;
     use serde_json::json;
 
     use super::*;
@@ -868,6 +870,63 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("lab.db")).unwrap();
         assert!(matches!(store.read_columns("nope"), Err(StoreError::NoCampaign(id)) if id == "nope"));
+    }
+
+    /// One attempt drawn by the proptest: valid, untether mode, labelled, battery points,
+    /// and measurements as (metric, unit, value) picks.
+    type Drawn = (bool, u8, bool, u8, Vec<(u8, u8, f64)>);
+
+    fn drawn_campaign(plan: &[(u8, u8, Vec<Drawn>)]) -> (CampaignRecord, Vec<TrialRecord>, Vec<AttemptRecord>) {
+        const DEVICES: [(&str, &str); 3] =
+            [("sim-iphone-1", "iPhone 6s"), ("pixel-1", "Pixel 5"), ("pixel-2", "Pixel 5")];
+        const METRICS: [&str; 3] = ["cpu_pct", "memory_mb", "energy_level"];
+        const UNITS: [&str; 2] = ["%", "MB"];
+        const MODES: [Option<UntetherMode>; 3] =
+            [None, Some(UntetherMode::PowerCut), Some(UntetherMode::SoftUntethered)];
+        let id = "c-prop";
+        let mut trials = Vec::new();
+        let mut attempts = Vec::new();
+        for (idx, (device, variant, drawn)) in plan.iter().enumerate() {
+            let (device, model) = DEVICES[*device as usize % 3];
+            let variant = ["idle", "busy"][*variant as usize % 2];
+            trials.push(row(idx as u32, device, model, variant, idx as u32));
+            for (n, (valid, mode, labelled, points, ms)) in drawn.iter().enumerate() {
+                let reasons: &[&str] = if *valid { &[] } else { &["app died during the soak"] };
+                let values: Vec<(&str, f64, &str)> =
+                    ms.iter().map(|(m, u, v)| (METRICS[*m as usize % 3], *v, UNITS[*u as usize % 2])).collect();
+                let mut a = test_fixture::attempt(id, idx as u32, n as u32, reasons, &values);
+                a.device = device.into();
+                a.untether = MODES[*mode as usize % 3];
+                if *labelled {
+                    a.labels = vec!["charged on".into()];
+                }
+                let pts = (0..*points % 4).map(|k| (60.0 * f64::from(k), 100.0 - f64::from(k) / 3.0)).collect();
+                a.series = vec![Series::new(BATTERY_PCT, "%", "sim", pts)];
+                attempts.push(a);
+            }
+        }
+        let plan = test_fixture::plan(trials.iter().map(|t| t.row.clone()).collect());
+        (test_fixture::campaign_record(id, &plan), trials, attempts)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        #[test]
+        fn random_campaigns_read_back_as_their_records_give_them(
+            plan in prop::collection::vec(
+                (0u8..3, 0u8..2, prop::collection::vec(
+                    (any::<bool>(), 0u8..3, any::<bool>(), 0u8..4,
+                     prop::collection::vec((0u8..3, 0u8..2, any::<f64>().prop_filter("a NaN is not stored", |v| !v.is_nan())), 0..5)),
+                    0..3)),
+                1..7)
+        ) {
+            let (record, trials, attempts) = drawn_campaign(&plan);
+            let (_dir, store) = store_of(&record, &trials, &attempts, 2);
+            let read = read_with_battery(&store, &record.id);
+            prop_assert_eq!(read.attempts(), attempts.len());
+            prop_assert_eq!(&read, &from_store_records(&store, &record.id));
+        }
     }
 
     #[test]
