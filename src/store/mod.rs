@@ -1,6 +1,7 @@
 //! The SQLite store: campaigns, planned trials, attempts, measurements.
 
 mod alerts;
+mod columns;
 mod findings;
 mod operator_steps;
 mod records;
@@ -10,6 +11,7 @@ mod sqlite;
 mod summaries;
 
 pub use alerts::{AlertRow, AlertState};
+pub use columns::{CampaignColumns, Names, Points, Sym};
 pub use findings::{FindingRow, FindingState};
 pub use records::*;
 pub use schedule_slots::{Claim, Claimant, SlotRow, SlotState};
