@@ -31,8 +31,8 @@ const VARIANTS: [&str; 5] = ["base", "v1", "v2", "v3", "v4"];
 const MODELS: [&str; 2] = ["iPhone 6s", "Pixel 5"];
 
 fn main() {
-    let data = campaign();
-    let rows: usize = data.attempts.iter().map(|a| a.measurements.len()).sum();
+    let (data, trials, attempts) = campaign();
+    let rows = data.cols.m_value.len();
     let dir = tempfile::tempdir().expect("tempdir");
 
     let start = Instant::now();
@@ -46,7 +46,7 @@ fn main() {
     let curves = report::battery_curves(&data);
     let from_store = start.elapsed();
     let dumps = tempfile::tempdir().expect("tempdir");
-    let paths = write_dumps(&data, dumps.path());
+    let paths = write_dumps(&trials, &attempts, dumps.path());
     let start = Instant::now();
     let from_files = paths.iter().filter_map(|p| battery_lines(&std::fs::read_to_string(p).ok()?)).count();
     let before = start.elapsed();
@@ -75,10 +75,9 @@ fn main() {
 
 /// One sim dump per attempt, its battery lines from the attempt's series, laid out as
 /// the artifact folder was (`<trial key>/attempt-<n>/sim-energy.log`).
-fn write_dumps(data: &CampaignData, dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let keys: std::collections::HashMap<u32, &str> =
-        data.trials.iter().map(|t| (t.row.idx, t.row.key.as_str())).collect();
-    data.attempts
+fn write_dumps(trials: &[TrialRecord], attempts: &[AttemptRecord], dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let keys: std::collections::HashMap<u32, &str> = trials.iter().map(|t| (t.row.idx, t.row.key.as_str())).collect();
+    attempts
         .iter()
         .map(|a| {
             let mut text = String::from("lab-sim-energy-log 1\ndevice dev\nbattery_mah 1715\nvoltage_v 3.82\n");
@@ -119,7 +118,7 @@ fn comparisons(r: &report::Report) -> usize {
 }
 
 /// 10 000 one-attempt trials spread over 5 variants and 2 models, 10 noisy metrics each.
-fn campaign() -> CampaignData {
+fn campaign() -> (CampaignData, Vec<TrialRecord>, Vec<AttemptRecord>) {
     let mut rng = lab::seed::rng(1, &["bench", "report"]);
     let noise = Normal::new(0.0, 1.0).expect("normal");
     let devices: Vec<PlannedDevice> = MODELS
@@ -232,5 +231,6 @@ fn campaign() -> CampaignData {
         plan_json: serde_json::to_value(&plan).expect("plan"),
         footprint_json: None,
     };
-    CampaignData::new(record, trials, attempts).expect("campaign data")
+    let data = CampaignData::new(record, trials.clone(), attempts.clone()).expect("campaign data");
+    (data, trials, attempts)
 }

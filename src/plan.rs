@@ -54,7 +54,49 @@ pub struct Plan {
     pub adaptive: Option<AdaptiveRepeats>,
 }
 
+/// [`Plan`] without its trials: serde skips the `trials` array of the stored text
+/// without building it.
+#[derive(Deserialize)]
+struct PlanHead {
+    runbook: String,
+    seed: u64,
+    order: Order,
+    duration_s: f64,
+    cooldown_s: f64,
+    repeats: u32,
+    max_attempts: u32,
+    variants: Vec<Variant>,
+    devices: Vec<PlannedDevice>,
+    metrics: Vec<String>,
+    statistics: StatsSettings,
+    expected_requests: Option<u64>,
+    #[serde(default)]
+    adaptive: Option<AdaptiveRepeats>,
+}
+
 impl Plan {
+    /// The plan stored as `text`, with `trials` left empty: what a report needs (its
+    /// trials come from the store's rows), at a fraction of the memory.
+    pub fn head_from_json(text: &str) -> serde_json::Result<Plan> {
+        let h: PlanHead = serde_json::from_str(text)?;
+        Ok(Plan {
+            runbook: h.runbook,
+            seed: h.seed,
+            order: h.order,
+            duration_s: h.duration_s,
+            cooldown_s: h.cooldown_s,
+            repeats: h.repeats,
+            max_attempts: h.max_attempts,
+            variants: h.variants,
+            devices: h.devices,
+            trials: Vec::new(),
+            metrics: h.metrics,
+            statistics: h.statistics,
+            expected_requests: h.expected_requests,
+            adaptive: h.adaptive,
+        })
+    }
+
     /// Sum of every device's busy time, seconds.
     pub fn total_device_time_s(&self) -> f64 {
         self.devices.iter().map(|d| d.device_time_s).sum()
@@ -284,6 +326,16 @@ pub fn human_duration(secs: f64) -> String {
 #[cfg(test)]
 mod tests {
     use crate::report::test_fixture;
+
+    #[test]
+    fn the_head_of_a_stored_plan_is_the_plan_without_its_trials() {
+        let mut plan = test_fixture::campaign("c1").plan;
+        plan.adaptive = Some(crate::config::AdaptiveRepeats { min: 2, max: 6, target_ci: 0.05 });
+        assert!(!plan.trials.is_empty());
+        let head = super::Plan::head_from_json(&serde_json::to_string(&plan).unwrap()).unwrap();
+        // Every field but the trials: a field added to Plan but not to PlanHead fails here.
+        assert_eq!(head, super::Plan { trials: Vec::new(), ..plan });
+    }
 
     #[test]
     fn add_block_appends_a_shuffled_block_per_device() {

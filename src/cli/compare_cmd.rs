@@ -6,14 +6,36 @@ use super::args::{CompareArgs, CompareFormat};
 use super::context;
 use super::exit::{self, CliError};
 use super::report_cmd::{existing_store, load};
+use crate::plan::Plan;
 use crate::report;
+use crate::store::{CampaignRecord, Store, SummaryRow};
+
+/// A campaign as a comparison reads it: its record, its plan's head and its summaries.
+struct Summarized {
+    campaign: CampaignRecord,
+    plan: Plan,
+    rows: Vec<SummaryRow>,
+}
+
+/// The campaign's stored summaries; recomputed from its measurements (and stored, as
+/// `lab report` does) when missing, outdated or taken while it ran.
+fn summarized(store: &Store, id: &str) -> Result<Summarized, CliError> {
+    if !store.summaries_current(id)? {
+        let data = load(store, id)?;
+        let rep = report::build_report(&data);
+        store.put_summaries(id, &report::summary_rows(&rep, &data))?;
+    }
+    let (campaign, plan_text) = store.campaign_head(id)?;
+    let plan = Plan::head_from_json(&plan_text).map_err(CliError::internal)?;
+    Ok(Summarized { campaign, plan, rows: store.summaries(id)? })
+}
 
 /// The comparison and its exit code: 5 when a gating metric of some variant is worse
 /// in B than in A, else 0.
 pub fn run(lab_arg: Option<&Path>, args: &CompareArgs) -> Result<(String, u8), CliError> {
     let lab = context::load_lab(lab_arg)?;
     let store = existing_store(&lab)?;
-    let (a, b) = (load(&store, &args.before)?, load(&store, &args.after)?);
+    let (a, b) = (summarized(&store, &args.before)?, summarized(&store, &args.after)?);
     if a.campaign.runbook_name != b.campaign.runbook_name {
         return Err(CliError::bad_input(format!(
             "campaign {} ran runbook `{}` and campaign {} ran `{}`; fix: compare two campaigns of one runbook \
@@ -27,7 +49,7 @@ pub fn run(lab_arg: Option<&Path>, args: &CompareArgs) -> Result<(String, u8), C
             args.before, a.campaign.runbook_name
         )));
     }
-    let cmp = report::compare_reports(&report::build_report(&a), &report::build_report(&b), &b.plan.statistics);
+    let cmp = report::compare_summaries((&a.campaign, &a.rows), (&b.campaign, &b.plan, &b.rows));
     let out = match args.format {
         CompareFormat::Table => report::render_compare_table(&cmp),
         CompareFormat::Md => report::render_compare_markdown(&cmp),

@@ -13,7 +13,7 @@ pub fn run(lab_arg: Option<&Path>, args: &ReportArgs) -> Result<String, CliError
     let store = existing_store(&lab)?;
     let id = match &args.campaign {
         Some(id) => id.clone(),
-        None => store.campaigns()?.first().map(|c| c.id.clone()).ok_or_else(|| {
+        None => store.latest_campaign_id()?.ok_or_else(|| {
             CliError::bad_input("the store has no campaigns yet; fix: lab run runbooks/quickstart.toml")
         })?,
     };
@@ -28,18 +28,25 @@ pub fn run(lab_arg: Option<&Path>, args: &ReportArgs) -> Result<String, CliError
         ReportFormat::Html => report::render_html(&rep, &data, &report::battery_curves(&data)),
         ReportFormat::Json => report::render_json(&rep),
         ReportFormat::Csv => {
-            let mut buf = Vec::new();
-            report::write_results_csv(&data, &mut buf).map_err(CliError::internal)?;
-            String::from_utf8(buf).map_err(CliError::internal)?
+            // The file just written, copied: a million rows never become one String.
+            let path = lab.artifacts_dir.join(&id).join("results.csv");
+            let mut file = std::fs::File::open(&path)
+                .map_err(|e| CliError::internal(format!("reading {}: {e}", display_path(&path))))?;
+            let mut stdout = std::io::stdout().lock();
+            match std::io::copy(&mut file, &mut stdout).and_then(|_| std::io::Write::flush(&mut stdout)) {
+                // A reader that went away (`lab report --format csv | head`) is not an error.
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(CliError::internal(e)),
+                _ => String::new(),
+            }
         }
     })
 }
 
 pub(crate) fn load(store: &Store, id: &str) -> Result<CampaignData, CliError> {
-    let campaign = store.campaign(id)?;
-    let trials = store.trials(id)?;
-    let attempts = store.attempts(id)?;
-    CampaignData::new(campaign, trials, attempts).map_err(CliError::internal)
+    report::load(store, id).map_err(|e| match e {
+        report::ReportError::Store(e) => CliError::from(e),
+        e => CliError::internal(e),
+    })
 }
 
 /// Writes the report files into `dir` and the campaign's summaries into the store (for

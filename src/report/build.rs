@@ -11,117 +11,152 @@ use super::model::{
     AttestedRow, CampaignMeta, InvalidAttempt, MetricRow, ModelReport, Report, SCHEMA_VERSION, StatisticsMeta,
     VariantSummary, VariantVerdict,
 };
-use super::verdicts::{ADVICE_POWER, Arm, MetricPair, judge, overall, references};
+use super::verdicts::{Arm, MetricPair, judge, overall, references};
 use crate::config::StatsSettings;
 use crate::measure::UntetherMode;
 use crate::stats::{modified_z_outliers, summarize};
-use crate::store::{AttemptRecord, AttemptStatus, PlannedTrialRow, TrialOutcome};
+use crate::store::{CampaignColumns, Kept, OPERATOR, SETTINGS, Sym, TrialOutcome};
 
 /// Values of one (model, variant, metric) from valid attempts.
 #[derive(Default)]
-struct Cell<'a> {
+struct Cell {
     values: Vec<f64>,
-    /// Trial key of each value, to name outliers.
-    keys: Vec<&'a str>,
+    /// Trial row of each value, to name outliers.
+    trials: Vec<u32>,
     non_finite: usize,
-    units: BTreeSet<&'a str>,
-    sources: BTreeSet<&'a str>,
+    units: Vec<Sym>,
+    sources: Vec<Sym>,
+}
+
+/// Adds `x` to a short list of distinct symbols.
+fn once(list: &mut Vec<Sym>, x: Sym) {
+    if !list.contains(&x) {
+        list.push(x);
+    }
 }
 
 /// Computes the report. Statistics use valid attempts only; invalid attempts are
-/// counted and listed with their reasons.
+/// counted and listed with their reasons. One pass over the columns: the values are
+/// pushed in (trial, attempt, measurement) order, which fixes the summation order.
 pub fn build_report(data: &CampaignData) -> Report {
-    let plan = &data.plan;
-    let mut warnings = Vec::new();
-
-    let trial_rows: HashMap<u32, &PlannedTrialRow> = data.trials.iter().map(|t| (t.row.idx, &t.row)).collect();
-    let mut attempts: Vec<&AttemptRecord> = data.attempts.iter().collect();
-    attempts.sort_by_key(|a| (a.trial_idx, a.attempt));
+    let (plan, c) = (&data.plan, &data.cols);
+    let names = &c.names;
+    let mut warnings: Vec<String> = c
+        .unplanned
+        .iter()
+        .map(|(idx, attempt)| {
+            format!(
+                "attempt {attempt} of trial {idx} has no planned trial in this campaign; it is left out (the store is inconsistent)"
+            )
+        })
+        .collect();
 
     let mut variants = variant_summaries(data);
-    let variant_at: HashMap<String, usize> = variants.iter().enumerate().map(|(i, v)| (v.name.clone(), i)).collect();
-    for t in &data.trials {
-        let v = &mut variants[variant_at[&t.row.variant]];
+    let variant_at: HashMap<&str, usize> = variants.iter().enumerate().map(|(i, v)| (v.name.as_str(), i)).collect();
+    // The variant of each symbol (every trial's variant is a summary).
+    let mut variant_of: Vec<usize> = vec![usize::MAX; names.len()];
+    for &v in &c.t_variant {
+        if variant_of[v as usize] == usize::MAX {
+            variant_of[v as usize] = variant_at[names.name(v)];
+        }
+    }
+    for (t, &v) in c.t_variant.iter().enumerate() {
+        let v = &mut variants[variant_of[v as usize]];
         v.planned_trials += 1;
-        match t.outcome {
+        match c.t_outcome[t] {
             TrialOutcome::Valid => v.valid_trials += 1,
             TrialOutcome::Failed => v.failed_trials += 1,
             TrialOutcome::Pending => v.pending_trials += 1,
         }
     }
 
-    let mut cells: HashMap<(&str, &str, &str), Cell> = HashMap::new();
-    let mut observed: HashSet<&str> = HashSet::new();
-    let mut observed_on_model: HashSet<(&str, &str)> = HashSet::new();
-    let mut valid_per_trial: BTreeMap<u32, usize> = BTreeMap::new();
+    let width = names.len();
+    let mut cells: Vec<Cell> = Vec::new();
+    let mut cell_at: HashMap<(Sym, Sym, Sym), usize> = HashMap::new();
+    let mut by_pair: HashMap<(Sym, Sym), Vec<u32>> = HashMap::new();
+    let mut observed = vec![false; width];
+    let mut observed_on_model = vec![false; width * width];
+    let mut valid_per_trial = vec![0u32; c.t_idx.len()];
     let mut invalid_attempts = Vec::new();
-    for a in &attempts {
-        let Some(row) = trial_rows.get(&a.trial_idx) else {
-            warnings.push(format!(
-                "attempt {} of trial {} has no planned trial in this campaign; it is left out (the store is inconsistent)",
-                a.attempt, a.trial_idx
-            ));
-            continue;
-        };
-        let model = row.device_model.as_str();
-        for m in &a.measurements {
-            observed.insert(&m.metric);
-            observed_on_model.insert((model, m.metric.as_str()));
+    let mut reasons = c.reasons.iter().peekable();
+    for a in 0..c.attempts() {
+        let t = c.a_trial[a] as usize;
+        let (model, variant) = (c.t_model[t], c.t_variant[t]);
+        let ms = c.measurements_of(a);
+        for &m in &c.m_metric[ms.clone()] {
+            observed[m as usize] = true;
+            observed_on_model[model as usize * width + m as usize] = true;
         }
-        let v = &mut variants[variant_at[&row.variant]];
-        match a.status {
-            AttemptStatus::Valid => {
-                v.valid_attempts += 1;
-                *valid_per_trial.entry(a.trial_idx).or_default() += 1;
-                for m in &a.measurements {
-                    let cell = cells.entry((model, row.variant.as_str(), m.metric.as_str())).or_default();
-                    if m.value.is_finite() {
-                        cell.values.push(m.value);
-                        cell.keys.push(&row.key);
-                    } else {
-                        cell.non_finite += 1;
-                    }
-                    cell.units.insert(&m.unit);
-                    cell.sources.insert(&m.source);
+        let v = &mut variants[variant_of[variant as usize]];
+        if c.a_valid[a] {
+            v.valid_attempts += 1;
+            valid_per_trial[t] += 1;
+            // One hash lookup per attempt: the pair's cells by metric symbol.
+            let slots = by_pair.entry((model, variant)).or_insert_with(|| vec![u32::MAX; width]);
+            for i in ms {
+                let metric = c.m_metric[i];
+                if slots[metric as usize] == u32::MAX {
+                    slots[metric as usize] = cells.len() as u32;
+                    cell_at.insert((model, variant, metric), cells.len());
+                    cells.push(Cell::default());
                 }
+                let cell = &mut cells[slots[metric as usize] as usize];
+                let x = c.m_value[i];
+                if x.is_finite() {
+                    cell.values.push(x);
+                    cell.trials.push(t as u32);
+                } else {
+                    cell.non_finite += 1;
+                }
+                once(&mut cell.units, c.m_unit[i]);
+                once(&mut cell.sources, c.m_source[i]);
             }
-            AttemptStatus::Invalid => {
-                v.invalid_attempts += 1;
-                invalid_attempts.push(InvalidAttempt {
-                    trial_idx: a.trial_idx,
-                    trial_key: row.key.clone(),
-                    device: row.device.clone(),
-                    model: row.device_model.clone(),
-                    variant: row.variant.clone(),
-                    attempt: a.attempt,
-                    reasons: a.reasons.clone(),
-                });
-            }
+        } else {
+            v.invalid_attempts += 1;
+            while reasons.next_if(|(row, _)| (*row as usize) < a).is_some() {}
+            let said = reasons.next_if(|(row, _)| *row as usize == a).map(|(_, r)| r.clone()).unwrap_or_default();
+            invalid_attempts.push(InvalidAttempt {
+                trial_idx: c.t_idx[t],
+                trial_key: c.t_key[t].to_string(),
+                device: names.name(c.t_device[t]).to_string(),
+                model: names.name(model).to_string(),
+                variant: names.name(variant).to_string(),
+                attempt: c.a_attempt[a],
+                reasons: said,
+            });
         }
     }
-    for (idx, n) in valid_per_trial.into_iter().filter(|&(_, n)| n > 1) {
+    for (t, n) in valid_per_trial.into_iter().enumerate().filter(|&(_, n)| n > 1) {
         warnings.push(format!(
             "trial {}: {n} valid attempts, all counted (a trial should have one; the store is inconsistent)",
-            trial_rows[&idx].key
+            c.t_key[t]
         ));
     }
 
-    warnings.extend(label_warnings(data, &trial_rows));
-    warnings.extend(attestation_conflicts(data));
-    let metrics = metric_order(&plan.metrics, observed.iter().copied());
-    let present: HashSet<(&str, &str)> =
-        data.trials.iter().map(|t| (t.row.device_model.as_str(), t.row.variant.as_str())).collect();
+    warnings.extend(label_warnings(c));
+    warnings.extend(attestation_conflicts(c));
+    let seen = (0..width as Sym).filter(|&m| observed[m as usize]).map(|m| names.name(m));
+    let metrics = metric_order(&plan.metrics, seen);
+    let present: HashSet<(Sym, Sym)> = c.t_model.iter().copied().zip(c.t_variant.iter().copied()).collect();
     let models = model_devices(data)
         .into_iter()
         .map(|(model, devices)| {
+            let model_sym = names.get(model);
             let mut rows = Vec::new();
-            for v in variants.iter().filter(|v| present.contains(&(model, v.name.as_str()))) {
-                let shown = metrics
-                    .iter()
-                    .filter(|m| plan.metrics.contains(m) || observed_on_model.contains(&(model, m.as_str())));
+            for v in &variants {
+                let variant_sym = names.get(&v.name);
+                let (Some(ms), Some(vs)) = (model_sym, variant_sym) else { continue };
+                if !present.contains(&(ms, vs)) {
+                    continue;
+                }
+                let shown = metrics.iter().filter(|m| {
+                    plan.metrics.contains(m)
+                        || names.get(m).is_some_and(|s| observed_on_model[ms as usize * width + s as usize])
+                });
                 for metric in shown {
-                    let cell = cells.remove(&(model, v.name.as_str(), metric.as_str())).unwrap_or_default();
-                    rows.push(metric_row(model, &v.name, metric, cell, &plan.statistics, &mut warnings));
+                    let at = names.get(metric).and_then(|m| cell_at.remove(&(ms, vs, m)));
+                    let cell = at.map(|i| std::mem::take(&mut cells[i])).unwrap_or_default();
+                    rows.push(metric_row(c, model, &v.name, metric, cell, &plan.statistics, &mut warnings));
                 }
             }
             let verdicts = compare_variants(&variants, &mut rows, &plan.statistics);
@@ -137,65 +172,66 @@ pub fn build_report(data: &CampaignData) -> Report {
     Report {
         schema_version: SCHEMA_VERSION,
         campaign: campaign_meta(data),
-        statistics: StatisticsMeta {
-            confidence: plan.statistics.confidence,
-            alpha: plan.statistics.alpha,
-            practical_threshold: plan.statistics.practical_threshold,
-            gating: plan.statistics.gating.clone(),
-            test: "welch".into(),
-            adjustment: "holm".into(),
-            advice_power: ADVICE_POWER,
-        },
+        statistics: StatisticsMeta::of(&plan.statistics),
         metrics,
         variants,
         models,
         invalid_attempts,
-        attested: attested_rows(data, &trial_rows),
-        state: super::state_rows::state_rows(data, &trial_rows),
+        attested: attested_rows(c),
+        state: super::state_rows::state_rows(c),
         warnings,
     }
+}
+
+/// The device an attempt ran on: its own, else its trial's.
+pub(super) fn attempt_device(c: &CampaignColumns, a: usize) -> Sym {
+    let own = c.a_device[a];
+    if c.names.name(own).is_empty() { c.t_device[c.a_trial[a] as usize] } else { own }
 }
 
 /// Where an operator attested one thing and the lab read another before or after the
 /// soak (brightness more than 5 points apart, a switch the other way): said once per
 /// device, step and setting. The reading is what the preconditions checked.
-fn attestation_conflicts(data: &CampaignData) -> Vec<String> {
+fn attestation_conflicts(c: &CampaignColumns) -> Vec<String> {
     let mut seen: BTreeMap<(String, String, String), (usize, String)> = BTreeMap::new();
-    for a in &data.attempts {
-        for x in &a.attestations {
-            let state = match x.when.as_str() {
-                "before-campaign" | "before-trial" => &a.state_before,
-                "re-tether" | "after-trial" => &a.state_after,
-                _ => continue,
+    for (row, x) in &c.attestations {
+        let moment = match x.when.as_str() {
+            "before-campaign" | "before-trial" => 0,
+            "re-tether" | "after-trial" => 2,
+            _ => continue,
+        };
+        let Ok(at) = c.attested_states.binary_search_by_key(row, |(r, _)| *r) else { continue };
+        let state = &c.attested_states[at].1;
+        for (key, said) in &x.values {
+            let field = match key.as_str() {
+                "brightness" => "brightness_pct",
+                "bluetooth" => "bluetooth_on",
+                "wifi" => "wifi_on",
+                other => other,
             };
-            for (key, said) in &x.values {
-                let field = match key.as_str() {
-                    "brightness" => "brightness_pct",
-                    "bluetooth" => "bluetooth_on",
-                    "wifi" => "wifi_on",
-                    other => other,
+            let Some(setting) = SETTINGS.iter().position(|(f, _, _)| *f == field) else { continue };
+            let Some(read) = state.get(moment, setting).filter(|r| r.source != OPERATOR) else { continue };
+            let differs = match (said.as_f64(), read.value, said.as_bool()) {
+                (Some(s), Kept::Float(v) | Kept::Integer(v), _) => (s - v).abs() > 5.0,
+                (_, Kept::Switch(v), Some(s)) => s != v,
+                _ => false,
+            };
+            if differs {
+                let shown_said = match said.as_bool() {
+                    Some(true) => "on".to_string(),
+                    Some(false) => "off".to_string(),
+                    None => format!("{said} %"),
                 };
-                let r = &state[field];
-                if r["state"] != "known" || r["from"] == "operator" {
-                    continue;
-                }
-                let read = &r["value"];
-                let differs = match (said.as_f64(), read.as_f64(), said.as_bool(), read.as_bool()) {
-                    (Some(s), Some(v), ..) => (s - v).abs() > 5.0,
-                    (_, _, Some(s), Some(v)) => s != v,
-                    _ => false,
+                let shown_read = match read.value {
+                    Kept::Switch(true) => "on".to_string(),
+                    Kept::Switch(false) => "off".to_string(),
+                    v => format!("{} %", v.json_text()),
                 };
-                if differs {
-                    let shown = |v: &serde_json::Value| match v.as_bool() {
-                        Some(true) => "on".to_string(),
-                        Some(false) => "off".to_string(),
-                        None => format!("{v} %"),
-                    };
-                    let e = seen
-                        .entry((a.device.clone(), x.step.clone(), key.clone()))
-                        .or_insert((0, format!("{} but the lab read {}", shown(said), shown(read))));
-                    e.0 += 1;
-                }
+                let device = c.names.name(c.a_device[*row as usize]).to_string();
+                let e = seen
+                    .entry((device, x.step.clone(), key.clone()))
+                    .or_insert((0, format!("{shown_said} but the lab read {shown_read}")));
+                e.0 += 1;
             }
         }
     }
@@ -207,46 +243,42 @@ fn attestation_conflicts(data: &CampaignData) -> Vec<String> {
 }
 
 /// Operators' answers, one row per (device, step, answer, who), in the order first given.
-fn attested_rows(data: &CampaignData, trial_rows: &HashMap<u32, &PlannedTrialRow>) -> Vec<AttestedRow> {
+fn attested_rows(c: &CampaignColumns) -> Vec<AttestedRow> {
     let mut out: Vec<AttestedRow> = Vec::new();
-    for a in &data.attempts {
-        let device = if a.device.is_empty() {
-            trial_rows.get(&a.trial_idx).map(|r| r.device.clone()).unwrap_or_default()
-        } else {
-            a.device.clone()
+    for (row, x) in &c.attestations {
+        let a = *row as usize;
+        let device = c.names.name(attempt_device(c, a)).to_string();
+        let same = |r: &&mut AttestedRow| {
+            r.device == device && r.step == x.step && r.values == x.values && r.by == x.by && r.when == x.when
         };
-        for x in &a.attestations {
-            let same = |r: &&mut AttestedRow| {
-                r.device == device && r.step == x.step && r.values == x.values && r.by == x.by && r.when == x.when
-            };
-            let valid = usize::from(a.status == AttemptStatus::Valid);
-            match out.iter_mut().find(same) {
-                Some(r) => {
-                    r.attempts += 1;
-                    r.valid_attempts += valid;
-                    r.first_at = r.first_at.clone().min(x.at.clone());
-                    r.last_at = r.last_at.clone().max(x.at.clone());
-                }
-                None => out.push(AttestedRow {
-                    device: device.clone(),
-                    step: x.step.clone(),
-                    when: x.when.clone(),
-                    text: x.text.clone(),
-                    values: x.values.clone(),
-                    by: x.by.clone(),
-                    source: "attested",
-                    attempts: 1,
-                    valid_attempts: valid,
-                    first_at: x.at.clone(),
-                    last_at: x.at.clone(),
-                }),
+        let valid = usize::from(c.a_valid[a]);
+        match out.iter_mut().find(same) {
+            Some(r) => {
+                r.attempts += 1;
+                r.valid_attempts += valid;
+                r.first_at = r.first_at.clone().min(x.at.clone());
+                r.last_at = r.last_at.clone().max(x.at.clone());
             }
+            None => out.push(AttestedRow {
+                device: device.clone(),
+                step: x.step.clone(),
+                when: x.when.clone(),
+                text: x.text.clone(),
+                values: x.values.clone(),
+                by: x.by.clone(),
+                source: "attested",
+                attempts: 1,
+                valid_attempts: valid,
+                first_at: x.at.clone(),
+                last_at: x.at.clone(),
+            }),
         }
     }
     out
 }
 
 fn metric_row(
+    c: &CampaignColumns,
     model: &str,
     variant: &str,
     metric: &str,
@@ -254,10 +286,13 @@ fn metric_row(
     settings: &StatsSettings,
     warnings: &mut Vec<String>,
 ) -> MetricRow {
-    if cell.units.len() > 1 {
+    // By name, as listed everywhere.
+    let sorted = |syms: &[Sym]| syms.iter().map(|&s| c.names.name(s)).collect::<BTreeSet<&str>>();
+    let (units, sources) = (sorted(&cell.units), sorted(&cell.sources));
+    if units.len() > 1 {
         warnings.push(format!(
             "{model} / {variant} / {metric}: values in several units ({}) are pooled; fix the collector so the metric has one unit",
-            cell.units.iter().copied().collect::<Vec<_>>().join(", ")
+            units.iter().copied().collect::<Vec<_>>().join(", ")
         ));
     }
     if cell.non_finite > 0 {
@@ -266,12 +301,13 @@ fn metric_row(
             cell.non_finite
         ));
     }
-    let outliers = modified_z_outliers(&cell.values).into_iter().map(|i| cell.keys[i].to_string()).collect();
+    let outliers =
+        modified_z_outliers(&cell.values).into_iter().map(|i| c.t_key[cell.trials[i] as usize].to_string()).collect();
     MetricRow {
         variant: variant.to_string(),
         metric: metric.to_string(),
-        unit: cell.units.iter().copied().collect::<Vec<_>>().join(", "),
-        sources: cell.sources.iter().map(|s| s.to_string()).collect(),
+        unit: units.iter().copied().collect::<Vec<_>>().join(", "),
+        sources: sources.iter().map(|s| s.to_string()).collect(),
         n: cell.values.len(),
         non_finite: cell.non_finite,
         stats: summarize(&cell.values, settings.confidence),
@@ -335,20 +371,24 @@ fn compare_variants(
 /// Variants in plan order, then any variant the trials name that the plan does not
 /// (a plan from another lab version), alphabetically.
 fn variant_summaries(data: &CampaignData) -> Vec<VariantSummary> {
-    let summary = VariantSummary::new;
+    let (c, summary) = (&data.cols, VariantSummary::new);
     let mut out: Vec<VariantSummary> = data
         .plan
         .variants
         .iter()
         .map(|v| summary(&v.name, &v.build, &v.config, v.baseline_build, v.default_config))
         .collect();
-    let extra: BTreeMap<&str, &PlannedTrialRow> = data
-        .trials
-        .iter()
-        .filter(|t| data.plan.variant(&t.row.variant).is_none())
-        .map(|t| (t.row.variant.as_str(), &t.row))
+    let mut first_of: HashMap<Sym, usize> = HashMap::new();
+    for (t, &v) in c.t_variant.iter().enumerate() {
+        first_of.entry(v).or_insert(t);
+    }
+    let extra: BTreeMap<&str, usize> = first_of
+        .into_iter()
+        .map(|(v, t)| (c.names.name(v), t))
+        .filter(|(name, _)| data.plan.variant(name).is_none())
         .collect();
-    out.extend(extra.into_values().map(|r| summary(&r.variant, &r.build, &r.config, false, false)));
+    let name = |s: Sym| c.names.name(s);
+    out.extend(extra.into_iter().map(|(v, t)| summary(v, name(c.t_build[t]), name(c.t_config[t]), false, false)));
     out
 }
 
@@ -356,9 +396,11 @@ fn variant_summaries(data: &CampaignData) -> Vec<VariantSummary> {
 /// reported apart (`Pixel 8 (soft-untethered)`), then models only the trials name. A
 /// model all of whose trials are in a pool is left out.
 fn model_devices(data: &CampaignData) -> Vec<(&str, Vec<&str>)> {
+    let c = &data.cols;
+    let pairs: HashSet<(Sym, Sym)> = c.t_model.iter().copied().zip(c.t_device.iter().copied()).collect();
     let mut devices: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    for t in &data.trials {
-        devices.entry(&t.row.device_model).or_default().insert(&t.row.device);
+    for (m, d) in pairs {
+        devices.entry(c.names.name(m)).or_default().insert(c.names.name(d));
     }
     let mut out: Vec<(&str, Vec<&str>)> = Vec::new();
     for d in &data.plan.devices {
@@ -389,14 +431,14 @@ fn model_devices(data: &CampaignData) -> Vec<(&str, Vec<&str>)> {
 }
 
 /// One line per pool of labelled valid attempts: what their figures must be read with.
-fn label_warnings(data: &CampaignData, trial_rows: &HashMap<u32, &PlannedTrialRow>) -> Vec<String> {
+fn label_warnings(c: &CampaignColumns) -> Vec<String> {
     let mut by_label: BTreeMap<(&str, &str), (usize, &str)> = BTreeMap::new();
-    for a in data.attempts.iter().filter(|a| a.status == AttemptStatus::Valid) {
-        let Some(row) = trial_rows.get(&a.trial_idx) else { continue };
-        for l in &a.labels {
+    for (row, labels) in c.labels.iter().filter(|(a, _)| c.a_valid[*a as usize]) {
+        let model = c.names.name(c.t_model[c.a_trial[*row as usize] as usize]);
+        for l in labels {
             // Figures vary; the kind of label is what is said once ("charged for 12 s …" → "charged for … s …").
             let kind = l.split_once(" for ").map_or(l.as_str(), |(k, _)| k);
-            let e = by_label.entry((row.device_model.as_str(), kind)).or_insert((0, l));
+            let e = by_label.entry((model, kind)).or_insert((0, l));
             e.0 += 1;
         }
     }
@@ -429,7 +471,7 @@ fn campaign_meta(data: &CampaignData) -> CampaignMeta {
         cooldown_s: p.cooldown_s,
         repeats: p.repeats,
         max_attempts: p.max_attempts,
-        planned_trials: data.trials.len(),
+        planned_trials: data.cols.t_idx.len(),
     }
 }
 
@@ -446,7 +488,7 @@ mod tests {
 
     #[test]
     fn soft_untethered_trials_are_reported_apart_never_pooled_with_power_cut_ones() {
-        let base = test_fixture::campaign("c1");
+        let base = test_fixture::records("c1");
         let mut attempts = base.attempts.clone();
         for a in &mut attempts {
             a.untether = Some(UntetherMode::PowerCut);
@@ -456,7 +498,7 @@ mod tests {
                 a.labels = vec!["charged for 3412 s during the soak (soft-untethered: USB power stays on)".into()];
             }
         }
-        let data = CampaignData::new(base.campaign.clone(), base.trials.clone(), attempts).unwrap();
+        let data = test_fixture::Records { attempts, ..base.clone() }.data();
         let r = build_report(&data);
         let names: Vec<&str> = r.models.iter().map(|m| m.model.as_str()).collect();
         assert_eq!(names, [MODEL.to_string(), format!("{MODEL} (soft-untethered)")]);
@@ -477,7 +519,7 @@ mod tests {
             )]
         );
         // Without untether modes (stores from before), nothing moves.
-        assert_eq!(build_report(&base).models.len(), 1);
+        assert_eq!(build_report(&base.data()).models.len(), 1);
     }
 
     #[test]
@@ -557,12 +599,12 @@ mod tests {
 
     #[test]
     fn inconsistencies_become_warnings() {
-        let mut data = test_fixture::campaign("c1");
+        let mut data = test_fixture::records("c1");
         // A measurement in another unit, a NaN, and an attempt of an unplanned trial.
         data.attempts[1].measurements.push(Measurement::new("cpu_pct", 0.12, "fraction", "sim model"));
         data.attempts[1].measurements.push(Measurement::new("battery_drop_pct", f64::NAN, "%", "sim model"));
         data.attempts.push(test_fixture::attempt("c1", 99, 0, &[], &[("cpu_pct", 1.0, "%")]));
-        let r = build_report(&data);
+        let r = build_report(&data.data());
         let cpu = row(&r, "control", "cpu_pct");
         assert_eq!(cpu.unit, "%, fraction");
         assert_eq!(cpu.n, 4);
@@ -588,7 +630,7 @@ mod tests {
     /// counted. (Speed is measured by `cargo bench --bench sim_lab`, not asserted here.)
     #[test]
     fn builds_100k_measurements() {
-        let base = test_fixture::campaign("big");
+        let base = test_fixture::records("big");
         let variants = ["a", "b", "c", "d", "e"];
         let models = ["m1", "m2"];
         let mut trials = Vec::new();
@@ -614,7 +656,7 @@ mod tests {
         data.trials = trials;
         data.attempts = attempts;
 
-        let r = build_report(&data);
+        let r = build_report(&data.data());
         let total: usize = r.models.iter().flat_map(|m| &m.rows).map(|row| row.n).sum();
         assert_eq!(total, 100_000);
         assert_eq!(r.models.len(), 2);

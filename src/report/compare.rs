@@ -4,9 +4,12 @@
 use serde::Serialize;
 
 use super::model::{ComparisonKind, MetricComparison, ModelReport, Report, StatisticsMeta, VariantVerdict};
+use super::pooled::pooled_models;
 use super::verdicts::{Arm, MetricPair, judge, overall};
 use crate::config::StatsSettings;
+use crate::plan::Plan;
 use crate::stats::{Summary, Verdict};
+use crate::store::{CampaignRecord, SummaryRow};
 
 /// Version of the `lab compare --format json` layout.
 pub const COMPARE_SCHEMA_VERSION: u32 = 1;
@@ -86,6 +89,44 @@ pub fn compare_reports(before: &Report, after: &Report, settings: &StatsSettings
         statistics: after.statistics.clone(),
         models,
         warnings,
+    }
+}
+
+/// [`compare_reports`] from the two campaigns' stored summaries (`lab compare` reads no
+/// measurement): each side's rows pooled within its campaign give the values and
+/// statistics its report has, so the comparison is the same. `plan` is `after`'s.
+pub fn compare_summaries(
+    before: (&CampaignRecord, &[SummaryRow]),
+    after: (&CampaignRecord, &Plan, &[SummaryRow]),
+) -> CompareReport {
+    let (a, a_rows) = before;
+    let (b, plan, b_rows) = after;
+    let settings = &plan.statistics;
+    let models = |rows: &[SummaryRow]| {
+        let rows: Vec<&SummaryRow> = rows.iter().collect();
+        let confidence = rows.first().map_or(settings.confidence, |r| r.confidence);
+        pooled_models(&rows, confidence)
+    };
+    let (models, warnings) = compare_models(&models(a_rows), &models(b_rows), &a.id, &b.id, settings);
+    CompareReport {
+        schema_version: COMPARE_SCHEMA_VERSION,
+        before: campaign_ref(a),
+        after: campaign_ref(b),
+        runbook_changed: a.runbook_sha256 != b.runbook_sha256,
+        statistics: StatisticsMeta::of(settings),
+        models,
+        warnings,
+    }
+}
+
+fn campaign_ref(c: &CampaignRecord) -> CampaignRef {
+    CampaignRef {
+        id: c.id.clone(),
+        runbook: c.runbook_name.clone(),
+        runbook_sha256: c.runbook_sha256.clone(),
+        seed: c.seed,
+        created_at: c.created_at.clone(),
+        tool_version: c.tool_version.clone(),
     }
 }
 
@@ -178,7 +219,11 @@ mod tests {
     /// Campaign B: the fixture with envoy-poll's CPU up by `factor`, and a fourth valid
     /// trial per variant so that comparisons can reach significance.
     fn week(id: &str, factor: f64) -> Report {
-        let mut data = test_fixture::campaign(id);
+        build_report(&week_data(id, factor))
+    }
+
+    fn week_data(id: &str, factor: f64) -> crate::report::CampaignData {
+        let mut data = test_fixture::records(id);
         for a in &mut data.attempts {
             let variant = &data.trials[a.trial_idx as usize].row.variant;
             for m in &mut a.measurements {
@@ -190,7 +235,7 @@ mod tests {
         // Trial 7 (envoy-poll) gets a valid attempt, trial 4 (control) a valid retry.
         data.attempts.push(test_fixture::attempt(id, 7, 0, &[], &[("cpu_pct", 186.0 * factor, "%")]));
         data.attempts.push(test_fixture::attempt(id, 4, 2, &[], &[("cpu_pct", 12.2, "%")]));
-        build_report(&data)
+        data.data()
     }
 
     #[test]
@@ -215,6 +260,18 @@ mod tests {
         let json: serde_json::Value = serde_json::from_str(&crate::report::render_compare_json(&worse)).unwrap();
         assert_eq!(json["schema_version"], 1);
         assert_eq!(json["models"][0]["verdicts"][1]["verdict"], "worse");
+    }
+
+    #[test]
+    fn a_comparison_from_stored_summaries_is_the_comparison_of_the_reports() {
+        let settings = StatsSettings::default();
+        for factor in [1.0, 1.3] {
+            let (a, b) = (week_data("week-1", 1.0), week_data("week-2", factor));
+            let (ra, rb) = (build_report(&a), build_report(&b));
+            let (sa, sb) = (crate::report::summary_rows(&ra, &a), crate::report::summary_rows(&rb, &b));
+            let from_summaries = compare_summaries((&a.campaign, &sa), (&b.campaign, &b.plan, &sb));
+            assert_eq!(from_summaries, compare_reports(&ra, &rb, &settings), "factor {factor}");
+        }
     }
 
     #[test]

@@ -5,71 +5,95 @@
 //! id and no wall-clock time; values printed with Rust's shortest round-trip `{}` form.
 //! The same runbook and seed therefore give a byte-identical file.
 
-use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::io;
 
 use super::input::CampaignData;
 use super::metric_order::metric_order;
-use crate::store::{AttemptRecord, PlannedTrialRow};
 
 pub const RESULTS_CSV_HEADER: [&str; 16] = [
     "trial", "key", "device", "model", "variant", "build", "config", "repeat", "block", "order", "attempt", "status",
     "metric", "value", "unit", "source",
 ];
 
-/// Writes `results.csv` for `data` to `w`.
+/// Writes `results.csv` for `data` to `w`, streaming: one row at a time from the
+/// columns, numbers formatted into reused buffers.
 ///
 /// An attempt without measurements (it failed before collection) still gets one row,
 /// with empty metric, value, unit and source, so every attempt is visible. Pending
-/// trials (no attempt yet) have no row. An attempt whose trial is not in `data.trials`
-/// keeps its trial number and leaves the planned-trial columns empty. `device` is the
-/// device the attempt ran on.
+/// trials (no attempt yet) have no row; nor have attempts of trials that are not
+/// planned (the report warns of them). `device` is the device the attempt ran on.
 pub fn write_results_csv<W: io::Write>(data: &CampaignData, w: W) -> io::Result<()> {
-    let order = metric_order(
-        &data.plan.metrics,
-        data.attempts.iter().flat_map(|a| a.measurements.iter().map(|m| m.metric.as_str())),
-    );
-    let rank: HashMap<&str, usize> = order.iter().enumerate().map(|(i, m)| (m.as_str(), i)).collect();
-    let rows: HashMap<u32, &PlannedTrialRow> = data.trials.iter().map(|t| (t.row.idx, &t.row)).collect();
-    let mut attempts: Vec<&AttemptRecord> = data.attempts.iter().collect();
-    attempts.sort_by_key(|a| (a.trial_idx, a.attempt));
+    let c = &data.cols;
+    let names = &c.names;
+    let mut seen = vec![false; names.len()];
+    for &m in &c.m_metric {
+        seen[m as usize] = true;
+    }
+    let observed = (0..names.len()).filter(|&m| seen[m]).map(|m| names.name(m as u32));
+    let order = metric_order(&data.plan.metrics, observed);
+    let mut rank = vec![usize::MAX; names.len()];
+    for (i, m) in order.iter().enumerate() {
+        if let Some(s) = names.get(m) {
+            rank[s as usize] = i;
+        }
+    }
 
     let mut out = csv::WriterBuilder::new().terminator(csv::Terminator::Any(b'\n')).from_writer(w);
     out.write_record(RESULTS_CSV_HEADER)?;
-    for a in attempts {
-        let planned: [String; 9] = match rows.get(&a.trial_idx) {
-            Some(r) => [
-                r.key.clone(),
-                // Where the attempt really ran (a trial can move off a lost device).
-                if a.device.is_empty() { r.device.clone() } else { a.device.clone() },
-                r.device_model.clone(),
-                r.variant.clone(),
-                r.build.clone(),
-                r.config.clone(),
-                r.repeat.to_string(),
-                r.block.to_string(),
-                r.device_order.to_string(),
-            ],
-            None => Default::default(),
-        };
-        let mut record: Vec<String> = Vec::with_capacity(RESULTS_CSV_HEADER.len());
-        record.push(a.trial_idx.to_string());
-        record.extend(planned);
-        record.push(a.attempt.to_string());
-        record.push(a.status.as_str().to_string());
-        if a.measurements.is_empty() {
-            record.extend(std::iter::repeat_n(String::new(), 4));
-            out.write_record(&record)?;
+    // Reused for every row: the numbers' text, and the measurement order of an attempt.
+    let mut nums: [String; 5] = Default::default();
+    let mut ms: Vec<usize> = Vec::new();
+    let mut value = String::new();
+    for a in 0..c.attempts() {
+        let t = c.a_trial[a] as usize;
+        for (buf, n) in nums.iter_mut().zip([c.t_idx[t], c.t_repeat[t], c.t_block[t], c.t_order[t], c.a_attempt[a]]) {
+            buf.clear();
+            write!(buf, "{n}").expect("writing to a String");
+        }
+        let [trial, repeat, block, order, attempt] = &nums;
+        // Where the attempt really ran (a trial can move off a lost device).
+        let device = names.name(super::build::attempt_device(c, a));
+        let status = if c.a_valid[a] { "valid" } else { "invalid" };
+        let fixed: [&[u8]; 12] = [
+            trial.as_bytes(),
+            c.t_key[t].as_bytes(),
+            device.as_bytes(),
+            names.name(c.t_model[t]).as_bytes(),
+            names.name(c.t_variant[t]).as_bytes(),
+            names.name(c.t_build[t]).as_bytes(),
+            names.name(c.t_config[t]).as_bytes(),
+            repeat.as_bytes(),
+            block.as_bytes(),
+            order.as_bytes(),
+            attempt.as_bytes(),
+            status.as_bytes(),
+        ];
+        let range = c.measurements_of(a);
+        if range.is_empty() {
+            for f in fixed {
+                out.write_field(f)?;
+            }
+            out.write_record([b"", b"", b"", b""])?;
             continue;
         }
         // Stable sort: a metric measured twice keeps the order it was recorded in.
-        let mut ms: Vec<_> = a.measurements.iter().collect();
-        ms.sort_by_key(|m| rank[m.metric.as_str()]);
-        let fixed = record.len();
-        for m in ms {
-            record.truncate(fixed);
-            record.extend([m.metric.clone(), m.value.to_string(), m.unit.clone(), m.source.clone()]);
-            out.write_record(&record)?;
+        ms.clear();
+        ms.extend(range);
+        ms.sort_by_key(|&i| rank[c.m_metric[i] as usize]);
+        for &i in &ms {
+            for f in fixed {
+                out.write_field(f)?;
+            }
+            value.clear();
+            // `{}` is `f64::to_string`, the shortest text that reads back the same.
+            write!(value, "{}", c.m_value[i]).expect("writing to a String");
+            out.write_record([
+                names.name(c.m_metric[i]).as_bytes(),
+                value.as_bytes(),
+                names.name(c.m_unit[i]).as_bytes(),
+                names.name(c.m_source[i]).as_bytes(),
+            ])?;
         }
     }
     out.flush()
@@ -96,13 +120,13 @@ mod tests {
         // Another run of the same runbook and seed: new campaign id, new timestamps,
         // attempts stored in another order.
         let first = test_fixture::campaign("20250301-090000-envoy");
-        let mut second = test_fixture::campaign("20250308-090000-envoy");
+        let mut second = test_fixture::records("20250308-090000-envoy");
         second.campaign.created_at = "2025-03-08T09:00:00Z".into();
         second.attempts.reverse();
         for a in &mut second.attempts {
             a.started_at = "2025-03-08T09:00:00Z".into();
         }
-        let (a, b) = (csv_of(&first), csv_of(&second));
+        let (a, b) = (csv_of(&first), csv_of(&second.data()));
         assert_eq!(a.as_bytes(), b.as_bytes());
         assert!(!a.contains("20250301"), "campaign id leaked into results.csv");
         assert!(!a.contains("2025-03-01"), "timestamp leaked into results.csv");

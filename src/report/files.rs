@@ -39,8 +39,6 @@ impl ReportFiles {
 /// the previous version in place. Errors name the file.
 pub fn write_all(report: &Report, data: &CampaignData, dir: &Path) -> io::Result<ReportFiles> {
     fs::create_dir_all(dir).map_err(|e| with_path(e, "creating", dir))?;
-    let mut csv = Vec::new();
-    write_results_csv(data, &mut csv)?;
     let mut summary = Vec::new();
     write_summary_csv(report, &mut summary)?;
     let files = ReportFiles {
@@ -52,7 +50,8 @@ pub fn write_all(report: &Report, data: &CampaignData, dir: &Path) -> io::Result
     };
     write_atomic(&files.markdown, render_markdown(report).as_bytes())?;
     write_atomic(&files.html, render_html(report, data, &battery_curves(data)).as_bytes())?;
-    write_atomic(&files.csv, &csv)?;
+    // Streamed into the file: a million rows are never one buffer.
+    write_atomic_with(&files.csv, |w| write_results_csv(data, w))?;
     write_atomic(&files.summary_csv, &summary)?;
     write_atomic(&files.json, render_json(report).as_bytes())?;
     Ok(files)
@@ -60,11 +59,20 @@ pub fn write_all(report: &Report, data: &CampaignData, dir: &Path) -> io::Result
 
 /// Writes `path` through a temporary file and a rename: a reader never sees half a file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_atomic_with(path, |w| w.write_all(bytes))
+}
+
+/// Like [`write_atomic`], with the content written by `fill` through a buffer.
+pub fn write_atomic_with(
+    path: &Path,
+    fill: impl FnOnce(&mut io::BufWriter<fs::File>) -> io::Result<()>,
+) -> io::Result<()> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("report");
     let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
+        let mut w = io::BufWriter::with_capacity(1 << 16, fs::File::create(&tmp)?);
+        fill(&mut w)?;
+        let f = w.into_inner().map_err(io::IntoInnerError::into_error)?;
         f.sync_all()?;
         fs::rename(&tmp, path)
     })();

@@ -6,7 +6,6 @@ use std::collections::BTreeSet;
 
 use super::build::build_report;
 use super::history::{History, HistoryFilter, build_history};
-use super::input::CampaignData;
 use super::summaries::summary_rows;
 use crate::config::{Lab, load_runbook};
 use crate::stats::ChangePointOptions;
@@ -32,7 +31,7 @@ pub fn history_for(
     runbook_name: &str,
     filter: &HistoryFilter,
 ) -> Result<History, HistoryError> {
-    let known: BTreeSet<String> = store.campaigns()?.into_iter().map(|c| c.runbook_name).collect();
+    let known: BTreeSet<String> = store.runbook_names()?.into_iter().collect();
     if !known.contains(runbook_name) {
         return Err(HistoryError::UnknownRunbook { name: runbook_name.into(), known: known.into_iter().collect() });
     }
@@ -69,7 +68,7 @@ pub fn history_for(
 
 /// A campaign's summaries from its measurements, as `lab report` writes them.
 fn recompute(store: &Store, id: &str) -> Result<(), Box<dyn std::error::Error>> {
-    let data = CampaignData::new(store.campaign(id)?, store.trials(id)?, store.attempts(id)?)?;
+    let data = super::input::load(store, id)?;
     let report = build_report(&data);
     store.put_summaries(id, &summary_rows(&report, &data))?;
     Ok(())

@@ -12,7 +12,6 @@ use super::model::{ModelReport, Report};
 use super::plots::{self, Span, Strip};
 use super::table::{method_line, model_title, status_text, table_title, validity_headline};
 use crate::stats::Verdict;
-use crate::store::AttemptStatus;
 
 pub(super) const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-width:1100px;color:#222;line-height:1.4}\
 table{border-collapse:collapse;margin:.5em 0 1em;font-size:.85em}\
@@ -275,21 +274,25 @@ fn metric_table(out: &mut String, t: &MetricTable, level: &str) {
 }
 
 fn timeline(out: &mut String, data: &CampaignData, colors: &HashMap<&str, usize>) {
-    let rows: HashMap<u32, &crate::store::PlannedTrialRow> = data.trials.iter().map(|t| (t.row.idx, &t.row)).collect();
+    let c = &data.cols;
     let mut devices: Vec<&str> = data.plan.devices.iter().map(|d| d.name.as_str()).collect();
     let mut soaks: Vec<(&str, f64, f64, usize, bool)> = Vec::new();
-    for a in &data.attempts {
-        let Some(row) = rows.get(&a.trial_idx) else { continue };
-        let Some(soak) = a.phases.iter().find(|(p, _)| p == "soak").map(|(_, s)| *s) else { continue };
-        if !devices.contains(&row.device.as_str()) {
-            devices.push(&row.device);
+    for a in 0..c.attempts() {
+        let Some(soak) = c.a_soak_s[a] else { continue };
+        let t = c.a_trial[a] as usize;
+        let device = c.names.name(c.t_device[t]);
+        if !devices.contains(&device) {
+            devices.push(device);
         }
-        let color = colors.get(row.variant.as_str()).copied().unwrap_or(0);
-        soaks.push((&row.device, a.soak_start_s, soak, color, a.status == AttemptStatus::Valid));
+        let color = colors.get(c.names.name(c.t_variant[t])).copied().unwrap_or(0);
+        soaks.push((device, c.a_soak_start_s[a], soak, color, c.a_valid[a]));
     }
     // Each device has its own clock: hours since that device's first soak.
-    let origin = |d: &str| soaks.iter().filter(|s| s.0 == d).map(|s| s.1).fold(f64::INFINITY, f64::min);
-    let origins: HashMap<&str, f64> = devices.iter().map(|d| (*d, origin(d))).collect();
+    let mut origins: HashMap<&str, f64> = HashMap::new();
+    for s in &soaks {
+        let o = origins.entry(s.0).or_insert(f64::INFINITY);
+        *o = o.min(s.1);
+    }
     let spans: Vec<Span> = soaks
         .iter()
         .map(|&(device, start, len, color, valid)| {
@@ -411,7 +414,7 @@ mod tests {
     fn page() -> String {
         let data = test_fixture::campaign("20250301-090000-envoy");
         let curve = BatteryCurve {
-            trial_key: data.trials[0].row.key.clone(),
+            trial_key: data.cols.t_key[0].to_string(),
             device: "sim-iphone-1".into(),
             model: test_fixture::MODEL.into(),
             variant: "control".into(),

@@ -31,10 +31,11 @@ mod verdicts;
 pub use build::build_report;
 pub use compare::{
     COMPARE_SCHEMA_VERSION, CampaignRef, CompareModel, CompareReport, CompareRow, compare_models, compare_reports,
+    compare_summaries,
 };
 pub use compare_render::{render_compare_json, render_compare_markdown, render_compare_table};
 pub use csv_out::{RESULTS_CSV_HEADER, write_results_csv};
-pub use curves::{BatteryCurve, battery_curves};
+pub use curves::{BatteryCurve, battery_curves, sample_curves};
 pub use files::{ReportFiles, write_all, write_atomic};
 pub use history::{
     HISTORY_SCHEMA_VERSION, History, HistoryChange, HistoryFilter, HistoryPoint, HistorySeries, Mark, build_history,
@@ -43,7 +44,7 @@ pub use history_html::render_history_html;
 pub use history_load::{HistoryError, history_for};
 pub use history_render::{render_history_json, render_history_table};
 pub use html::render_html;
-pub use input::{CampaignData, ReportError};
+pub use input::{CampaignData, ReportError, load};
 pub use json::render_json;
 pub use markdown::render_markdown;
 pub use metric_order::{KNOWN_METRICS, metric_order};

@@ -78,6 +78,22 @@ pub struct StatisticsMeta {
     pub advice_power: f64,
 }
 
+impl StatisticsMeta {
+    /// The settings a report and a comparison state: a runbook's statistics, with the
+    /// test, adjustment and power lab uses.
+    pub fn of(s: &crate::config::StatsSettings) -> Self {
+        StatisticsMeta {
+            confidence: s.confidence,
+            alpha: s.alpha,
+            practical_threshold: s.practical_threshold,
+            gating: s.gating.clone(),
+            test: "welch".into(),
+            adjustment: "holm".into(),
+            advice_power: super::verdicts::ADVICE_POWER,
+        }
+    }
+}
+
 /// Trial and attempt counts of one variant over all devices.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct VariantSummary {

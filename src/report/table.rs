@@ -171,9 +171,9 @@ mod tests {
 
     #[test]
     fn no_invalid_table_without_invalid_attempts() {
-        let mut data = test_fixture::campaign("c1");
+        let mut data = test_fixture::records("c1");
         data.attempts.retain(|a| a.status == crate::store::AttemptStatus::Valid);
-        let out = render_table(&build_report(&data));
+        let out = render_table(&build_report(&data.data()));
         assert!(!out.contains("invalid attempts (excluded"), "{out}");
         assert!(out.contains("validity: 6 valid attempts, 0 invalid\n"), "{out}");
     }

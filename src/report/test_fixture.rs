@@ -120,9 +120,33 @@ fn m(battery: f64, cpu: f64, requests: f64) -> Vec<(&'static str, f64, &'static 
     vec![("cpu_pct", cpu, "%"), ("requests", requests, "count"), ("battery_drop_pct", battery, "%")]
 }
 
+/// A campaign as records, for tests that change an attempt or a trial before the report
+/// reads it: change them, then [`Records::data`].
+#[derive(Debug, Clone)]
+pub(crate) struct Records {
+    pub campaign: CampaignRecord,
+    pub plan: Plan,
+    pub trials: Vec<TrialRecord>,
+    pub attempts: Vec<AttemptRecord>,
+}
+
+impl Records {
+    /// What the report reads: the columns of these records, with this plan.
+    pub fn data(&self) -> CampaignData {
+        let mut campaign = self.campaign.clone();
+        campaign.plan_json = serde_json::to_value(&self.plan).expect("plan serializes");
+        CampaignData::new(campaign, self.trials.clone(), self.attempts.clone()).expect("fixture plan parses")
+    }
+}
+
 /// The fixture campaign under campaign id `id` (ids differ between runs; nothing
 /// deterministic may depend on them).
 pub(crate) fn campaign(id: &str) -> CampaignData {
+    records(id).data()
+}
+
+/// The fixture campaign as records.
+pub(crate) fn records(id: &str) -> Records {
     let trials: Vec<PlannedTrialRow> = TRIALS
         .iter()
         .enumerate()
@@ -139,10 +163,12 @@ pub(crate) fn campaign(id: &str) -> CampaignData {
             device_order: *order,
         })
         .collect();
-    let plan = plan(trials.clone());
+    let plan = plan(trials);
     let record = campaign_record(id, &plan);
-    let trial_records = trials
-        .into_iter()
+    let trial_records = plan
+        .trials
+        .iter()
+        .cloned()
         .zip(TRIALS)
         .map(|(row, t)| {
             let attempts = match row.idx {
@@ -178,5 +204,5 @@ pub(crate) fn campaign(id: &str) -> CampaignData {
         json!({"brightness_pct": known(json!(50.0), "set"), "low_power": known(json!(false), "app")});
     attempts[1].state_soak = json!({"brightness_pct": known(json!(52.0), "powerlog")});
     attempts[1].state_after = json!({"bluetooth_on": known(json!(false), "operator")});
-    CampaignData::new(record, trial_records, attempts).expect("fixture plan parses")
+    Records { campaign: record, plan, trials: trial_records, attempts }
 }

@@ -174,15 +174,16 @@ impl Tether for SharedTether {
 mod tests {
     use super::*;
     use crate::config::AdaptiveRepeats;
-    use crate::report::{CampaignData, build_report, test_fixture};
+    use crate::report::build_report;
+    use crate::report::test_fixture::{self, Records};
 
-    fn needs(data: &CampaignData) -> Vec<Imprecise> {
+    fn needs(data: &Records) -> Vec<Imprecise> {
         imprecise(&data.trials, &data.attempts, &data.plan)
     }
 
     #[test]
     fn flags_imprecise_variants_below_max_only() {
-        let mut data = test_fixture::campaign("c1");
+        let mut data = test_fixture::records("c1");
         data.plan.statistics.gating = vec!["cpu_pct".into(), "battery_drop_pct".into(), "memory_mb".into()];
         data.plan.adaptive = Some(AdaptiveRepeats { min: 4, max: 6, target_ci: 0.05 });
         // control: cpu 12.00 ± 1.24 (10.4 %), battery 3.2 ± 0.248 (7.8 %); envoy-poll:
@@ -204,7 +205,7 @@ mod tests {
 
     #[test]
     fn constant_values_are_precise_and_single_values_are_not() {
-        let mut data = test_fixture::campaign("c1");
+        let mut data = test_fixture::records("c1");
         data.plan.statistics.gating = vec!["requests".into()];
         data.plan.adaptive = Some(AdaptiveRepeats { min: 4, max: 8, target_ci: 0.0001 });
         for a in &mut data.attempts {
@@ -221,8 +222,8 @@ mod tests {
     }
 
     /// The rule as it was, read off a built report: the oracle for the direct one.
-    fn from_report(data: &CampaignData) -> Vec<Imprecise> {
-        let (report, plan) = (build_report(data), &data.plan);
+    fn from_report(data: &Records) -> Vec<Imprecise> {
+        let (report, plan) = (build_report(&data.data()), &data.plan);
         let Some(rule) = plan.adaptive else { return Vec::new() };
         let mut out = Vec::new();
         for model in &report.models {
@@ -276,7 +277,7 @@ mod tests {
         ];
         let mut flagged = 0;
         for round in 0..200 {
-            let mut data = test_fixture::campaign("c1");
+            let mut data = test_fixture::records("c1");
             data.plan.statistics.gating = gatings[round % gatings.len()].iter().map(|g| g.to_string()).collect();
             // Listing metrics changes the reasons' order; so does a metric the report orders by name.
             if round % 3 == 0 {

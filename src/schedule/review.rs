@@ -392,12 +392,8 @@ impl Review<'_> {
             }
             _ => {}
         }
-        let data = crate::report::CampaignData::new(
-            self.store.campaign(&id)?,
-            self.store.trials(&id)?,
-            self.store.attempts(&id)?,
-        )
-        .map_err(|e| ScheduleError::Review(format!("confirmation {id}: {e}")))?;
+        let data = crate::report::load(self.store, &id)
+            .map_err(|e| ScheduleError::Review(format!("confirmation {id}: {e}")))?;
         let confirm_report = report::build_report(&data);
         let after_variant = data.plan.variants.iter().find(|v| v.build == "after").map(|v| v.name.clone());
         for f in group {

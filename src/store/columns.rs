@@ -19,6 +19,7 @@ use rusqlite::{Connection, OptionalExtension, Row};
 
 use super::records::{AttemptRecord, AttemptStatus, Attestation, TrialOutcome, TrialRecord};
 use super::sqlite::{Store, StoreError};
+use super::state_digest::{Kept, Reading, StateDigest};
 use crate::measure::{BATTERY_PCT, Series, UntetherMode};
 
 /// A name's index in [`Names`].
@@ -137,6 +138,73 @@ pub struct CampaignColumns {
     /// one; `read_columns` none (the report fetches the few it draws with
     /// [`Store::battery_points`]).
     pub battery: Vec<(u32, Points)>,
+    /// The devices' known state readings, grouped (see [`StateGroup`]).
+    pub states: StateGroups,
+    /// Sparse, by attempt row: the whole digest of each attempt with an attestation (to
+    /// set what the operator said beside what the lab read).
+    pub attested_states: Vec<(u32, StateDigest)>,
+    /// (trial idx, attempt) of attempts whose trial is not planned, left out: only
+    /// records can have them (the store's join drops them), and the report says so.
+    pub unplanned: Vec<(u32, u32)>,
+}
+
+/// The known readings of one (device, moment, setting, source) over a campaign's
+/// attempts: numbers as a range, switches as the values seen. The device is the
+/// attempt's, else its trial's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateGroup {
+    pub device: Sym,
+    pub moment: u8,
+    pub setting: u8,
+    pub source: u8,
+    pub range: Option<(f64, f64)>,
+    pub on: bool,
+    pub off: bool,
+    pub attempts: u32,
+    pub valid: u32,
+}
+
+/// Groups in the order first seen (attempt by attempt, each in digest order).
+#[derive(Debug, Clone, Default)]
+pub struct StateGroups {
+    pub groups: Vec<StateGroup>,
+    at: HashMap<(Sym, u8, u8, u8), usize>,
+}
+
+impl PartialEq for StateGroups {
+    fn eq(&self, o: &Self) -> bool {
+        self.groups == o.groups
+    }
+}
+
+impl StateGroups {
+    fn add(&mut self, device: Sym, valid: bool, r: Reading) {
+        let key = (device, r.moment, r.setting, r.source);
+        let i = *self.at.entry(key).or_insert_with(|| {
+            self.groups.push(StateGroup {
+                device,
+                moment: r.moment,
+                setting: r.setting,
+                source: r.source,
+                range: None,
+                on: false,
+                off: false,
+                attempts: 0,
+                valid: 0,
+            });
+            self.groups.len() - 1
+        });
+        let g = &mut self.groups[i];
+        match r.value {
+            Kept::Switch(true) => g.on = true,
+            Kept::Switch(false) => g.off = true,
+            Kept::Float(x) | Kept::Integer(x) => {
+                g.range = Some(g.range.map_or((x, x), |(lo, hi)| (lo.min(x), hi.max(x))));
+            }
+        }
+        g.attempts += 1;
+        g.valid += u32::from(valid);
+    }
 }
 
 /// Floats compare by their bits, so NaN equals itself and the test of "same columns"
@@ -175,6 +243,9 @@ impl PartialEq for CampaignColumns {
             m_unit,
             m_source,
             battery,
+            states,
+            attested_states,
+            unplanned,
         } = self;
         let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         let soak_bits = |v: &[Option<f64>]| v.iter().map(|x| x.map(f64::to_bits)).collect::<Vec<_>>();
@@ -213,6 +284,9 @@ impl PartialEq for CampaignColumns {
             && *m_unit == o.m_unit
             && *m_source == o.m_source
             && battery_bits(battery) == battery_bits(&o.battery)
+            && *states == o.states
+            && *attested_states == o.attested_states
+            && *unplanned == o.unplanned
     }
 }
 
@@ -280,6 +354,24 @@ impl CampaignColumns {
         self.a_soak_start_s.push(a.soak_start_s);
         self.a_soak_s.push(a.soak_s);
         self.a_has_battery.push(false);
+    }
+
+    /// Adds attempt row `row`'s state readings to the groups, and keeps its digest when it
+    /// has attestations.
+    fn push_state(&mut self, row: usize, readings: impl Iterator<Item = Reading>, keep: bool) {
+        let own = self.a_device[row];
+        let device = if self.names.name(own).is_empty() { self.t_device[self.a_trial[row] as usize] } else { own };
+        let valid = self.a_valid[row];
+        let mut kept = keep.then(StateDigest::default);
+        for r in readings {
+            self.states.add(device, valid, r);
+            if let Some(k) = &mut kept {
+                k.readings.push(r);
+            }
+        }
+        if let Some(k) = kept {
+            self.attested_states.push((row as u32, k));
+        }
     }
 
     /// Measurements of attempt row `row` follow; rows come in ascending order, and the
@@ -351,7 +443,10 @@ impl CampaignColumns {
         attempts.sort_by_key(|a| (a.trial_idx, a.attempt));
         let mut kept = Vec::with_capacity(attempts.len());
         for a in attempts {
-            let Some(trial) = c.trial_row(a.trial_idx) else { continue };
+            let Some(trial) = c.trial_row(a.trial_idx) else {
+                c.unplanned.push((a.trial_idx, a.attempt));
+                continue;
+            };
             let row = c.a_trial.len() as u32;
             kept.push((row as usize, a));
             let valid = a.status == AttemptStatus::Valid;
@@ -374,6 +469,8 @@ impl CampaignColumns {
                 c.labels.push((row, a.labels.clone()));
             }
             c.attestations.extend(a.attestations.iter().map(|x| (row, x.clone())));
+            let digest = StateDigest::from_json(&a.state_before, &a.state_soak, &a.state_after);
+            c.push_state(row as usize, digest.readings.into_iter(), !a.attestations.is_empty());
             if let Some(s) = battery_series(&a.series) {
                 *c.a_has_battery.last_mut().expect("just pushed") = true;
                 c.battery.push((row, s.points.clone()));
@@ -491,17 +588,21 @@ impl Store {
                 c.push_trial(&mut last, t);
             }
         }
+        // Attestations first: the attempts that have one keep their whole digest.
+        let attested = super::operator_steps::attestation_rows(&tx, id)?;
+        let with_attestation: std::collections::HashSet<(u32, u32)> = attested.iter().map(|(k, _)| *k).collect();
         let mut valid_of = vec![0u32; c.t_idx.len()];
         c.t_attempts = vec![0; c.t_idx.len()];
         {
             let mut st = tx.prepare(
                 "SELECT a.trial_idx, a.attempt, a.status, COALESCE(a.device, t.device), a.untether, a.soak_start_s,
-                        a.phases, a.reasons, a.labels
+                        a.phases, a.reasons, a.labels, a.state_digest, a.state_before, a.state_soak, a.state_after
                  FROM attempts a JOIN trials t ON t.campaign = a.campaign AND t.idx = a.trial_idx
                  WHERE a.campaign = ?1 ORDER BY a.trial_idx, a.attempt",
             )?;
             let mut rows = st.query([id])?;
             let mut trial = 0usize;
+            let mut readings: Vec<Reading> = Vec::new();
             while let Some(r) = rows.next()? {
                 let idx: u32 = r.get(0)?;
                 // Both in idx order: the trial row only moves forward.
@@ -509,12 +610,13 @@ impl Store {
                     trial += 1;
                 }
                 let row = c.attempts() as u32;
+                let attempt: u32 = r.get(1)?;
                 let valid = text(r, 2)? == "valid";
                 c.t_attempts[trial] += 1;
                 valid_of[trial] += u32::from(valid);
                 let a = AttemptIn {
                     trial: trial as u32,
-                    attempt: r.get(1)?,
+                    attempt,
                     valid,
                     device: text(r, 3)?,
                     untether: text_or_null(r, 4)?.and_then(UntetherMode::parse),
@@ -532,6 +634,19 @@ impl Store {
                 if !labels.is_empty() {
                     c.labels.push((row, labels));
                 }
+                let keep = with_attestation.contains(&(idx, attempt));
+                let blob = match r.get_ref(9)? {
+                    ValueRef::Blob(b) => Some(b),
+                    _ => None,
+                };
+                // A digest decodes without allocating; attempts from before migration 10
+                // (or a digest that does not decode) read the JSON.
+                readings.clear();
+                if !matches!(blob.map(|b| StateDigest::each_in_blob(b, |x| readings.push(x))), Some(Ok(()))) {
+                    readings.clear();
+                    readings.extend(StateDigest::from_text(text(r, 10)?, text_or_null(r, 11)?, text(r, 12)?).readings);
+                }
+                c.push_state(row as usize, readings.iter().copied(), keep);
             }
         }
         // The rule of `Store::trials`.
@@ -578,7 +693,7 @@ impl Store {
             }
         }
         let mut at = Cursor { i: 0 };
-        for (key, x) in super::operator_steps::attestation_rows(&tx, id)? {
+        for (key, x) in attested {
             if let Some(row) = at.seek(&c, key) {
                 c.attestations.push((row as u32, x));
             }
@@ -751,12 +866,27 @@ mod tests {
         attempts[5].phases = Vec::new();
         // Ran on the other Pixel: the trial was moved there.
         attempts[7].device = "pixel-1".into();
+        // State readings of every kind: numbers (float and integer), switches, unknown
+        // ones and a source nobody knows (both left out), the attested attempt's too.
+        let known = |value: serde_json::Value, from: &str| json!({"state": "known", "value": value, "from": from});
+        for (i, a) in attempts.iter_mut().enumerate() {
+            a.state_before = json!({
+                "brightness_pct": known(json!(40.0 + i as f64), "read"),
+                "thermal_status": known(json!(i % 3), "read"),
+                "wifi_on": {"state": "unknown"},
+                "low_power": known(json!(i % 2 == 0), "app"),
+                "screen_on": known(json!(true), "elsewhere"),
+            });
+            a.state_soak =
+                if i % 2 == 0 { json!({"bluetooth_on": known(json!(false), "powerlog")}) } else { json!(null) };
+            a.state_after = json!({"brightness_pct": known(json!(70.0), "operator")});
+        }
         (record, trials, attempts)
     }
 
     #[test]
     fn the_fixture_reads_back_as_its_records_give_it() {
-        let data = test_fixture::campaign("c1");
+        let data = test_fixture::records("c1");
         let (_dir, store) = store_of(&data.campaign, &data.trials, &data.attempts, data.plan.max_attempts);
         let read = store.read_columns("c1").unwrap();
         assert_eq!(read, from_store_records(&store, "c1"));
@@ -832,11 +962,40 @@ mod tests {
     }
 
     #[test]
+    fn state_readings_are_grouped_and_attempts_from_before_the_digest_read_their_json() {
+        let (record, trials, attempts) = varied();
+        let (_dir, store) = store_of(&record, &trials, &attempts, 2);
+        let read = read_with_battery(&store, &record.id);
+        assert_eq!(read, from_store_records(&store, &record.id));
+        // brightness (read), thermal, low_power (app) before; bluetooth during; brightness after.
+        let g = &read.states.groups;
+        assert!(g.iter().all(|g| g.source != 4 || g.moment == 1), "{g:?}");
+        let before_brightness: Vec<_> =
+            g.iter().filter(|g| g.moment == 0 && g.setting == 0).map(|g| (g.range, g.attempts)).collect();
+        assert_eq!(before_brightness.iter().map(|(_, n)| n).sum::<u32>(), read.attempts() as u32, "{g:?}");
+        assert!(
+            g.iter().all(|g| super::super::SETTINGS[g.setting as usize].0 != "screen_on"),
+            "unknown source left out"
+        );
+        let attested: Vec<u32> = read.attested_states.iter().map(|(r, _)| *r).collect();
+        assert_eq!(attested, [4]);
+        // A store from before migration 10: no digests, the same columns from the JSON.
+        store.lock().execute("UPDATE attempts SET state_digest = NULL", []).unwrap();
+        assert_eq!(read_with_battery(&store, &record.id), read);
+        // A digest that does not decode falls back to the JSON too.
+        store.lock().execute("UPDATE attempts SET state_digest = x'ff'", []).unwrap();
+        assert_eq!(read_with_battery(&store, &record.id), read);
+    }
+
+    #[test]
     fn attempts_of_unplanned_trials_are_dropped_as_the_join_drops_them() {
         let (_, trials, mut attempts) = varied();
         let planned = CampaignColumns::from_records(&trials, &attempts);
         attempts.push(test_fixture::attempt("c-varied", 99, 0, &[], &[("cpu_pct", 1.0, "%")]));
-        assert_eq!(CampaignColumns::from_records(&trials, &attempts), planned);
+        let mut with_unplanned = CampaignColumns::from_records(&trials, &attempts);
+        // Named, so the report can say so, and otherwise left out.
+        assert_eq!(std::mem::take(&mut with_unplanned.unplanned), [(99, 0)]);
+        assert_eq!(with_unplanned, planned);
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod records;
 mod schedule_slots;
 mod schema;
 mod sqlite;
+mod state_digest;
 mod summaries;
 
 pub use alerts::{AlertRow, AlertState};
@@ -17,6 +18,7 @@ pub use records::*;
 pub use schedule_slots::{Claim, Claimant, SlotRow, SlotState};
 pub use schema::MIGRATIONS;
 pub use sqlite::{Store, StoreError, pid_alive};
+pub use state_digest::{Kept, MOMENTS, OPERATOR, Reading, SETTINGS, SOURCES, StateDigest};
 #[cfg(test)]
 pub(crate) use summaries::tests::row as summary_row_fixture;
 pub use summaries::{HistoryRow, SummaryRow};

@@ -259,6 +259,12 @@ pub const MIGRATIONS: &[&str] = &[
         UNIQUE (schedule, due_utc, channel)
     );
     "#,
+    // 10: `attempts.state_digest`, the known readings a report shows from the three state
+    // snapshots (`StateDigest::to_blob`), so a report need not parse the JSON. NULL for
+    // attempts recorded before: their JSON is read instead.
+    r#"
+    ALTER TABLE attempts ADD COLUMN state_digest BLOB;
+    "#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<u32> {
@@ -297,7 +303,7 @@ mod tests {
         }
         let s = Store::open(&path).unwrap();
         let version: u32 = s.lock().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-        assert_eq!(version, 9);
+        assert_eq!(version, MIGRATIONS.len() as u32);
         assert_eq!(s.campaign("old").unwrap().status, CampaignStatus::Done);
         assert_eq!(s.slot("w", "d").unwrap().unwrap().campaign.as_deref(), Some("old"));
         // An old campaign has no summaries: stale, so `lab history` computes them.

@@ -12,6 +12,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::records::*;
 use super::schema;
+use super::state_digest::StateDigest;
 use crate::measure::{Measurement, Series, UntetherMode};
 
 #[derive(Debug, thiserror::Error)]
@@ -202,6 +203,11 @@ impl Store {
     }
 
     fn campaign_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(CampaignRecord, u32)> {
+        Self::campaign_fields(r, true)
+    }
+
+    /// A campaign's row; with `plan` false its `plan_json` is left `Null` (unparsed).
+    fn campaign_fields(r: &rusqlite::Row<'_>, plan: bool) -> rusqlite::Result<(CampaignRecord, u32)> {
         let parse = |s: String| serde_json::from_str(&s).unwrap_or(serde_json::Value::Null);
         let status: String = r.get("status")?;
         let footprint: Option<String> = r.get("footprint_json")?;
@@ -222,11 +228,23 @@ impl Store {
                 status: CampaignStatus::parse(&status).unwrap_or(CampaignStatus::Interrupted),
                 runner_pid: r.get("runner_pid")?,
                 note: r.get("note")?,
-                plan_json: parse(r.get("plan_json")?),
+                plan_json: if plan { parse(r.get("plan_json")?) } else { serde_json::Value::Null },
                 footprint_json: footprint.map(parse),
             },
             r.get("max_attempts")?,
         ))
+    }
+
+    /// A campaign with its `plan_json` left `Null`, and the plan's stored text: a plan of
+    /// 144 000 trials is about 170 MB as a JSON tree, and a report needs only its head
+    /// (`Plan::head_from_json`).
+    pub fn campaign_head(&self, id: &str) -> Result<(CampaignRecord, String), StoreError> {
+        let conn = self.lock();
+        conn.query_row("SELECT *, plan_json AS plan_text FROM campaigns WHERE id = ?1", [id], |r| {
+            Ok((Self::campaign_fields(r, false)?.0, r.get::<_, String>("plan_text")?))
+        })
+        .optional()?
+        .ok_or_else(|| StoreError::NoCampaign(id.into()))
     }
 
     pub fn campaign(&self, id: &str) -> Result<CampaignRecord, StoreError> {
@@ -235,6 +253,14 @@ impl Store {
             .optional()?
             .map(|(c, _)| c)
             .ok_or_else(|| StoreError::NoCampaign(id.to_string()))
+    }
+
+    /// The newest campaign's id (as `campaigns()` orders them), without reading any plan.
+    pub fn latest_campaign_id(&self) -> Result<Option<String>, StoreError> {
+        let conn = self.lock();
+        Ok(conn
+            .query_row("SELECT id FROM campaigns ORDER BY created_at DESC, id DESC LIMIT 1", [], |r| r.get(0))
+            .optional()?)
     }
 
     /// All campaigns, newest first.
@@ -367,8 +393,9 @@ impl Store {
         let tx = conn.transaction()?;
         let inserted = tx.execute(
             "INSERT OR IGNORE INTO attempts (campaign, trial_idx, attempt, status, reasons, phases, started_at, ended_at,
-                soak_start_s, artifact_dir, state_before, state_after, device, untether, labels, state_soak)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                soak_start_s, artifact_dir, state_before, state_after, device, untether, labels, state_soak,
+                state_digest)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
             params![
                 a.campaign,
                 a.trial_idx,
@@ -385,7 +412,8 @@ impl Store {
                 a.device,
                 a.untether.map(UntetherMode::as_str),
                 serde_json::to_string(&a.labels)?,
-                (!a.state_soak.is_null()).then(|| json_text(&a.state_soak))
+                (!a.state_soak.is_null()).then(|| json_text(&a.state_soak)),
+                StateDigest::from_json(&a.state_before, &a.state_soak, &a.state_after).to_blob()
             ],
         )?;
         if inserted == 0 {

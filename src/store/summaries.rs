@@ -171,15 +171,18 @@ impl Store {
 
     /// Every summary of the campaigns of runbook `runbook_name`, campaign by campaign in
     /// time order: a slot's due time for a scheduled campaign (the wall clock may be
-    /// `LAB_NOW`'s), else when it was created. Within a campaign, in report order.
+    /// `LAB_NOW`'s), else when it was created. Within a campaign, in report order. The
+    /// rows' `values` are left empty.
     pub fn history_rows(&self, runbook_name: &str) -> Result<Vec<HistoryRow>, StoreError> {
         let conn = self.lock();
         let sql = format!(
-            "SELECT {COLUMNS}, c.created_at, c.status, c.runbook_sha256, c.seed, sl.schedule, sl.due_utc
+            "SELECT {}, c.created_at, c.status, c.runbook_sha256, c.seed, sl.schedule, sl.due_utc
              FROM campaign_summaries s JOIN campaigns c ON c.id = s.campaign
              LEFT JOIN schedule_slots sl ON sl.campaign = c.id
              WHERE c.runbook_name = ?1
-             ORDER BY COALESCE(sl.due_utc, c.created_at), c.id, s.rowid"
+             ORDER BY COALESCE(sl.due_utc, c.created_at), c.id, s.rowid",
+            // A history point is a mean with its interval: the values stay in the store.
+            COLUMNS.replace("s.vals", "x'' AS vals")
         );
         let mut st = conn.prepare(&sql)?;
         let rows = st.query_map([runbook_name], |r| {
@@ -195,6 +198,30 @@ impl Store {
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The runbook names of the stored campaigns, sorted, without reading any plan.
+    pub fn runbook_names(&self) -> Result<Vec<String>, StoreError> {
+        let conn = self.lock();
+        let mut st = conn.prepare("SELECT DISTINCT runbook_name FROM campaigns ORDER BY runbook_name")?;
+        let rows = st.query_map([], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Whether `campaign`'s stored summaries can stand for its measurements: there are
+    /// some, none older than `report::SUMMARY_VERSION`, and the campaign is not running
+    /// (attempts recorded after a `lab report` during the run are not in them; the run's
+    /// end rewrites them).
+    pub fn summaries_current(&self, campaign: &str) -> Result<bool, StoreError> {
+        let conn = self.lock();
+        Ok(conn
+            .query_row(
+                "SELECT COUNT(s.campaign) > 0 AND MIN(s.summary_version) >= ?2 AND c.status != 'running'
+             FROM campaigns c LEFT JOIN campaign_summaries s ON s.campaign = c.id WHERE c.id = ?1",
+                params![campaign, crate::report::SUMMARY_VERSION],
+                |r| r.get::<_, Option<bool>>(0),
+            )?
+            .unwrap_or(false))
     }
 
     /// Campaigns of runbook `runbook_name` whose summaries are missing or older than
@@ -336,6 +363,26 @@ pub(crate) mod tests {
             (first.schedule.as_deref(), first.status, first.seed, first.created_at.as_str()),
             (Some("weekly"), CampaignStatus::Running, u64::MAX - 1, "2026-01-01T10:05:00Z")
         );
+        // The values stay in the store; the mean and n come along.
+        assert!(h.iter().all(|r| r.row.values.is_empty() && r.row.n == 2), "{h:?}");
+        assert_eq!(s.summaries("w1").unwrap()[0].values, [12.0, 12.5]);
+        assert_eq!(s.runbook_names().unwrap(), ["other", "rb"]);
+    }
+
+    #[test]
+    fn summaries_are_current_when_present_up_to_date_and_not_taken_during_the_run() {
+        let (_d, s) = store();
+        s.create_campaign(&new_campaign("a", "rb", "t1"), 3, 1).unwrap();
+        assert!(!s.summaries_current("a").unwrap(), "none yet");
+        assert!(!s.summaries_current("nope").unwrap(), "no such campaign");
+        s.put_summaries("a", &[row("a", "control", "cpu_pct", &[1.0])]).unwrap();
+        assert!(!s.summaries_current("a").unwrap(), "the campaign is still running");
+        s.finish_campaign("a", CampaignStatus::Done, "t2", None, None).unwrap();
+        assert!(s.summaries_current("a").unwrap());
+        let old =
+            SummaryRow { summary_version: crate::report::SUMMARY_VERSION - 1, ..row("a", "busy", "cpu_pct", &[1.0]) };
+        s.put_summaries("a", &[row("a", "control", "cpu_pct", &[1.0]), old]).unwrap();
+        assert!(!s.summaries_current("a").unwrap(), "one row is outdated");
     }
 
     #[test]
