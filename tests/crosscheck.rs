@@ -6,6 +6,8 @@
 //! says so and passes, unless LAB_REQUIRE_SCIPY=1 (set by .ci/run), where it fails.
 
 mod common;
+#[path = "common/figures.rs"]
+mod figures;
 
 use std::process::Command;
 
@@ -79,4 +81,48 @@ fn large_samples_match_scipy() {
     let json = std::fs::read_to_string(lab.artifacts().join(&id).join("report.json")).unwrap();
     assert!(json.contains("\"method\": \"normal\""), "the normal approximation is exercised");
     crosscheck(&lab);
+}
+
+/// The interpreter with pandas for benches/report_pandas.py: `LAB_BENCH_PYTHON` (as the
+/// bench), else python3; `None` (and a skip, or a failure under LAB_REQUIRE_PANDAS=1)
+/// without pandas.
+fn pandas_python() -> Option<String> {
+    let python = std::env::var("LAB_BENCH_PYTHON").unwrap_or_else(|_| "python3".into());
+    let ok = Command::new(&python).args(["-c", "import pandas, scipy"]).output().is_ok_and(|o| o.status.success());
+    if !ok {
+        let msg = format!(
+            "{python} has no pandas: the benchmark's pandas script cannot be checked \
+(install it with `python3 -m pip install pandas scipy`)"
+        );
+        assert!(std::env::var("LAB_REQUIRE_PANDAS").as_deref() != Ok("1"), "{msg}");
+        eprintln!("SKIPPED: {msg}");
+    }
+    ok.then_some(python)
+}
+
+/// The benchmark's reference side (`cargo bench --bench report_scale` times it against
+/// `lab report`) must compute what lab computes, or its times compare different work.
+#[test]
+fn the_benchmarks_pandas_script_computes_the_figures_of_report_json() {
+    let Some(python) = pandas_python() else { return };
+    let lab = TempLab::new();
+    let text = std::fs::read_to_string(common::root().join("runbooks/quickstart.toml")).unwrap();
+    let path = lab.dir.path().join("quickstart-30.toml");
+    std::fs::write(&path, text.replace("repeats = 4", "repeats = 30")).unwrap();
+    lab.cmd(&["run", path.to_str().unwrap()]).assert().success();
+    let folder = lab.artifacts().join(&lab.campaigns()[0]);
+    let out = Command::new(&python)
+        .arg(common::root().join("benches/report_pandas.py"))
+        .arg(folder.join("results.csv"))
+        .output()
+        .expect("the interpreter runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ours: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(folder.join("report.json")).unwrap()).unwrap();
+    let (diffs, checked, largest) = figures::compare_figures(&report, &ours, 1e-9);
+    assert!(diffs.is_empty(), "{diffs:#?}");
+    // 2 models × 2 variants × 7 metrics × 6 figures, and a comparison per busy metric.
+    assert!(checked > 150, "{checked} figures compared");
+    eprintln!("{checked} figures agree; largest relative difference {largest:.1e}");
 }
