@@ -87,7 +87,7 @@ pub fn collect(lab: &Lab, store: Option<&Store>) -> Result<StatusView, CliError>
         None => BTreeMap::new(),
     };
     let campaigns = match store {
-        Some(s) => s.campaigns()?,
+        Some(s) => s.campaign_list()?,
         None => Vec::new(),
     };
     let live = |c: &CampaignRecord| c.status == CampaignStatus::Running && c.runner_pid.is_some_and(pid_alive);

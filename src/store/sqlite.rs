@@ -271,11 +271,24 @@ impl Store {
         Ok(rows.map(|r| r.map(|(c, _)| c)).collect::<Result<_, _>>()?)
     }
 
+    /// All campaigns, newest first, each with its `plan_json` left `Null` (unparsed): what
+    /// lists of campaigns need, at no cost per planned trial.
+    pub fn campaign_list(&self) -> Result<Vec<CampaignRecord>, StoreError> {
+        let conn = self.lock();
+        let mut st = conn.prepare("SELECT * FROM campaigns ORDER BY created_at DESC, id DESC")?;
+        let rows = st.query_map([], |r| Self::campaign_fields(r, false))?;
+        Ok(rows.map(|r| r.map(|(c, _)| c)).collect::<Result<_, _>>()?)
+    }
+
     /// A campaign id not yet taken: `<prefix>-<UTC yyyymmdd-hhmmss>`, with `-2`, `-3`, …
     /// appended while that is taken.
     pub fn free_campaign_id(&self, prefix: &str) -> Result<String, StoreError> {
         let base = format!("{prefix}-{}", chrono::Utc::now().format("%Y%m%d-%H%M%S"));
-        let taken: Vec<String> = self.campaigns()?.into_iter().map(|c| c.id).collect();
+        let taken: Vec<String> = {
+            let conn = self.lock();
+            let mut st = conn.prepare("SELECT id FROM campaigns")?;
+            st.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?
+        };
         let mut id = base.clone();
         let mut n = 2;
         while taken.contains(&id) {
