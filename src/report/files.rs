@@ -34,13 +34,12 @@ impl ReportFiles {
 /// into `dir` (created if missing), the campaign's artifact folder. Everything comes
 /// from `data` (the battery curves from the stored series): no raw file is read.
 ///
-/// Each file is written to a temporary file in `dir`, flushed to disk and renamed over
-/// the final name, so a reader never sees half a file and an interrupted write leaves
-/// the previous version in place. Errors name the file.
+/// Each file is written to a temporary file in `dir` and renamed over the final name, so
+/// a reader never sees half a file and an interrupted write leaves the previous version
+/// in place. Errors name the file. `results.csv` (the big one) is streamed into its file
+/// on a second thread while the others are rendered.
 pub fn write_all(report: &Report, data: &CampaignData, dir: &Path) -> io::Result<ReportFiles> {
     fs::create_dir_all(dir).map_err(|e| with_path(e, "creating", dir))?;
-    let mut summary = Vec::new();
-    write_summary_csv(report, &mut summary)?;
     let files = ReportFiles {
         markdown: dir.join("report.md"),
         html: dir.join("report.html"),
@@ -48,12 +47,20 @@ pub fn write_all(report: &Report, data: &CampaignData, dir: &Path) -> io::Result
         summary_csv: dir.join("summary.csv"),
         json: dir.join("report.json"),
     };
-    write_atomic(&files.markdown, render_markdown(report).as_bytes())?;
-    write_atomic(&files.html, render_html(report, data, &battery_curves(data)).as_bytes())?;
-    // Streamed into the file: a million rows are never one buffer.
-    write_atomic_with(&files.csv, |w| write_results_csv(data, w))?;
-    write_atomic(&files.summary_csv, &summary)?;
-    write_atomic(&files.json, render_json(report).as_bytes())?;
+    std::thread::scope(|scope| {
+        // A million rows are never one buffer.
+        let csv = scope.spawn(|| write_atomic_with(&files.csv, |w| write_results_csv(data, w)));
+        let rest = (|| {
+            let mut summary = Vec::new();
+            write_summary_csv(report, &mut summary)?;
+            write_atomic(&files.markdown, render_markdown(report).as_bytes())?;
+            write_atomic(&files.html, render_html(report, data, &battery_curves(data)).as_bytes())?;
+            write_atomic(&files.summary_csv, &summary)?;
+            write_atomic(&files.json, render_json(report).as_bytes())
+        })();
+        let csv = csv.join().unwrap_or_else(|_| Err(io::Error::other("writing results.csv panicked")));
+        rest.and(csv)
+    })?;
     Ok(files)
 }
 
@@ -63,6 +70,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 }
 
 /// Like [`write_atomic`], with the content written by `fill` through a buffer.
+///
+/// Not fsynced: every file written here is derived from the store (the store is what a
+/// crash must not lose), and the rename already keeps readers from half a file; after a
+/// power loss `lab report` writes them again. Flushing 150 MB of results.csv to disk was
+/// most of a large report's time.
 pub fn write_atomic_with(
     path: &Path,
     fill: impl FnOnce(&mut io::BufWriter<fs::File>) -> io::Result<()>,
@@ -72,8 +84,7 @@ pub fn write_atomic_with(
     let result = (|| {
         let mut w = io::BufWriter::with_capacity(1 << 16, fs::File::create(&tmp)?);
         fill(&mut w)?;
-        let f = w.into_inner().map_err(io::IntoInnerError::into_error)?;
-        f.sync_all()?;
+        w.into_inner().map_err(io::IntoInnerError::into_error)?;
         fs::rename(&tmp, path)
     })();
     if let Err(e) = result {

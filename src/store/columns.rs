@@ -401,6 +401,22 @@ impl CampaignColumns {
         self.t_idx.binary_search(&idx).ok().map(|r| r as u32)
     }
 
+    /// The row in `a_*` of attempt `key` = (trial idx, attempt): a binary search, as
+    /// attempts are in key order.
+    pub fn attempt_row(&self, key: (u32, u32)) -> Option<usize> {
+        let key_of = |a: usize| (self.t_idx[self.a_trial[a] as usize], self.a_attempt[a]);
+        let (mut lo, mut hi) = (0usize, self.attempts());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if key_of(mid) < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        (lo < self.attempts() && key_of(lo) == key).then_some(lo)
+    }
+
     /// Number of attempts (rows in `a_*`).
     pub fn attempts(&self) -> usize {
         self.a_trial.len()
@@ -548,6 +564,104 @@ impl Cursor {
     }
 }
 
+/// One measurement as read in table order, its names interned in a scratch [`Names`].
+struct RawMeasurement {
+    attempt: u32,
+    seq: u32,
+    value: f64,
+    metric: Sym,
+    unit: Sym,
+    source: Sym,
+}
+
+/// Fills the measurement columns of `c` (whose attempts are read) in (trial, attempt,
+/// seq) order. The rows are read in the table's own order — a rowid range, where one
+/// attempt's rows are consecutive and attempts come as they were recorded — and then
+/// placed by attempt: reading them in key order through the primary key instead costs
+/// a B-tree seek per row, most of the time of a large report. Names are interned in the
+/// final order, so the symbols are those `from_records` gives.
+fn read_measurements(tx: &Connection, id: &str, c: &mut CampaignColumns) -> Result<(), StoreError> {
+    let (lo, hi): (Option<i64>, Option<i64>) =
+        tx.query_row("SELECT min(rowid), max(rowid) FROM measurements WHERE campaign = ?1", [id], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
+    let mut scratch = Names::default();
+    let mut raw: Vec<RawMeasurement> = Vec::new();
+    if let (Some(lo), Some(hi)) = (lo, hi) {
+        // `+campaign`: no index for that term, so SQLite walks the rowid range.
+        let mut st = tx.prepare(
+            "SELECT trial_idx, attempt, seq, metric, value, unit, source FROM measurements
+             WHERE rowid BETWEEN ?2 AND ?3 AND +campaign = ?1",
+        )?;
+        let mut rows = st.query(rusqlite::params![id, lo, hi])?;
+        let (mut metric, mut unit, mut source) = (None, None, None);
+        let mut cached: Option<((u32, u32), Option<usize>)> = None;
+        while let Some(r) = rows.next()? {
+            let key: (u32, u32) = (r.get(0)?, r.get(1)?);
+            let row = match cached {
+                Some((k, row)) if k == key => row,
+                _ => {
+                    let row = c.attempt_row(key);
+                    cached = Some((key, row));
+                    row
+                }
+            };
+            // Rows of attempts not read (of unplanned trials) are left out, as the join leaves them.
+            let Some(row) = row else { continue };
+            raw.push(RawMeasurement {
+                attempt: row as u32,
+                seq: r.get(2)?,
+                metric: scratch.intern_after(&mut metric, text(r, 3)?),
+                value: real(r, 4)?,
+                unit: scratch.intern_after(&mut unit, text(r, 5)?),
+                source: scratch.intern_after(&mut source, text(r, 6)?),
+            });
+        }
+    }
+    // Counting sort by attempt row; within an attempt, table order is seq order unless
+    // rows were written otherwise, then they are sorted.
+    let n = c.attempts();
+    let mut start = vec![0u32; n + 1];
+    for m in &raw {
+        start[m.attempt as usize + 1] += 1;
+    }
+    for i in 0..n {
+        start[i + 1] += start[i];
+    }
+    let mut order = vec![0u32; raw.len()];
+    let mut next = start.clone();
+    for (i, m) in raw.iter().enumerate() {
+        order[next[m.attempt as usize] as usize] = i as u32;
+        next[m.attempt as usize] += 1;
+    }
+    for a in 0..n {
+        let slice = &mut order[start[a] as usize..start[a + 1] as usize];
+        if slice.windows(2).any(|w| raw[w[0] as usize].seq > raw[w[1] as usize].seq) {
+            slice.sort_by_key(|&i| raw[i as usize].seq);
+        }
+    }
+    let mut to_final: Vec<Option<Sym>> = vec![None; scratch.len()];
+    let mut sym = |names: &mut Names, s: Sym| {
+        *to_final[s as usize].get_or_insert_with(|| names.intern(scratch.name(s)))
+    };
+    c.a_meas = start;
+    c.m_metric.reserve(raw.len());
+    c.m_value.reserve(raw.len());
+    c.m_unit.reserve(raw.len());
+    c.m_source.reserve(raw.len());
+    for &i in &order {
+        let m = &raw[i as usize];
+        let metric = sym(&mut c.names, m.metric);
+        let unit = sym(&mut c.names, m.unit);
+        let source = sym(&mut c.names, m.source);
+        c.m_metric.push(metric);
+        c.m_value.push(m.value);
+        c.m_unit.push(unit);
+        c.m_source.push(source);
+    }
+    Ok(())
+}
+
 fn max_attempts(conn: &Connection, id: &str) -> Result<u32, StoreError> {
     conn.query_row("SELECT max_attempts FROM campaigns WHERE id = ?1", [id], |r| r.get(0))
         .optional()?
@@ -664,20 +778,7 @@ impl Store {
                 }
             })
             .collect();
-        {
-            let mut st = tx.prepare(
-                "SELECT trial_idx, attempt, metric, value, unit, source FROM measurements
-                 WHERE campaign = ?1 ORDER BY trial_idx, attempt, seq",
-            )?;
-            let mut rows = st.query([id])?;
-            let mut at = Cursor { i: 0 };
-            while let Some(r) = rows.next()? {
-                let Some(row) = at.seek(&c, (r.get(0)?, r.get(1)?)) else { continue };
-                c.start_measurements(row);
-                c.push_measurement(&mut last, text(r, 2)?, real(r, 3)?, text(r, 4)?, text(r, 5)?);
-            }
-        }
-        c.finish();
+        read_measurements(&tx, id, &mut c)?;
         {
             // Flags only: no blob is read.
             let mut st = tx.prepare(
