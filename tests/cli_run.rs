@@ -104,6 +104,15 @@ fn report_and_status_read_the_finished_campaign() {
         String::from_utf8(lab.cmd(&["report", &id, "--format", "csv"]).assert().success().get_output().stdout.clone())
             .unwrap();
     assert_eq!(csv, std::fs::read_to_string(lab.artifacts().join(&id).join("results.csv")).unwrap());
+    // Files that match the store are left as they are; a change in the store rewrites them.
+    let md = lab.artifacts().join(&id).join("report.md");
+    let written = || std::fs::metadata(&md).unwrap().modified().unwrap();
+    let before = written();
+    lab.cmd(&["report", &id, "--format", "json"]).assert().success();
+    assert_eq!(written(), before, "nothing changed: report.md is not rewritten");
+    lab.sql::<i64>(&format!("UPDATE campaigns SET note = 'checked by hand' WHERE id = '{id}' RETURNING 1"));
+    lab.cmd(&["report", &id, "--format", "json"]).assert().success();
+    assert!(std::fs::read_to_string(&md).unwrap().contains("checked by hand"), "the store changed: rewritten");
     let status = lab.cmd(&["status", "--json"]).assert().success().get_output().stdout.clone();
     let v: serde_json::Value = serde_json::from_slice(&status).unwrap();
     assert_eq!(v["campaigns"][0]["campaign"], id.as_str());

@@ -17,29 +17,53 @@ pub fn run(lab_arg: Option<&Path>, args: &ReportArgs) -> Result<String, CliError
             CliError::bad_input("the store has no campaigns yet; fix: lab run runbooks/quickstart.toml")
         })?,
     };
+    let dir = lab.artifacts_dir.join(&id);
+    // Taken before reading, so a trial recorded meanwhile makes the next report rewrite.
+    let stamp = store.report_stamp(&id)?;
+    let current = report::files_current(&dir, &stamp) && store.summaries_current(&id)?;
     let data = load(&store, &id)?;
+    if matches!(args.format, ReportFormat::Csv) {
+        if !current {
+            write_report(&store, &id, &data, &dir, &stamp)?;
+        }
+        // Streamed from the columns: a million rows never become one String.
+        let mut stdout = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+        return match report::write_results_csv(&data, &mut stdout) {
+            // A reader that went away (`lab report --format csv | head`) is not an error.
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(CliError::internal(e)),
+            _ => Ok(String::new()),
+        };
+    }
     let rep = report::build_report(&data);
-    store.put_summaries(&id, &report::summary_rows(&rep, &data))?;
-    // The files in the campaign's folder are rewritten too, so they always match the store.
-    report::write_all(&rep, &data, &lab.artifacts_dir.join(&id)).map_err(CliError::internal)?;
+    if !current {
+        // The files in the campaign's folder are rewritten when the store changed, so they
+        // always match it.
+        store.put_summaries(&id, &report::summary_rows(&rep, &data))?;
+        report::write_all(&rep, &data, &dir).map_err(CliError::internal)?;
+        report::write_stamp(&dir, &stamp).map_err(CliError::internal)?;
+    }
     Ok(match args.format {
         ReportFormat::Table => report::render_table(&rep),
         ReportFormat::Md => report::render_markdown(&rep),
         ReportFormat::Html => report::render_html(&rep, &data, &report::battery_curves(&data)),
         ReportFormat::Json => report::render_json(&rep),
-        ReportFormat::Csv => {
-            // The file just written, copied: a million rows never become one String.
-            let path = lab.artifacts_dir.join(&id).join("results.csv");
-            let mut file = std::fs::File::open(&path)
-                .map_err(|e| CliError::internal(format!("reading {}: {e}", display_path(&path))))?;
-            let mut stdout = std::io::stdout().lock();
-            match std::io::copy(&mut file, &mut stdout).and_then(|_| std::io::Write::flush(&mut stdout)) {
-                // A reader that went away (`lab report --format csv | head`) is not an error.
-                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(CliError::internal(e)),
-                _ => String::new(),
-            }
-        }
+        ReportFormat::Csv => unreachable!("streamed above"),
     })
+}
+
+/// Builds the report of `data`, stores its summaries and writes its files and stamp.
+fn write_report(
+    store: &Store,
+    id: &str,
+    data: &CampaignData,
+    dir: &Path,
+    stamp: &str,
+) -> Result<report::Report, CliError> {
+    let rep = report::build_report(data);
+    store.put_summaries(id, &report::summary_rows(&rep, data))?;
+    report::write_all(&rep, data, dir).map_err(CliError::internal)?;
+    report::write_stamp(dir, stamp).map_err(CliError::internal)?;
+    Ok(rep)
 }
 
 pub(crate) fn load(store: &Store, id: &str) -> Result<CampaignData, CliError> {
@@ -52,11 +76,10 @@ pub(crate) fn load(store: &Store, id: &str) -> Result<CampaignData, CliError> {
 /// Writes the report files into `dir` and the campaign's summaries into the store (for
 /// `lab history` and schedule reviews); returns the files' paths and the terminal tables.
 pub fn write_files(store: &Store, id: &str, dir: &Path) -> Result<(Vec<String>, String), CliError> {
+    let stamp = store.report_stamp(id)?;
     let data = load(store, id)?;
-    let rep = report::build_report(&data);
-    store.put_summaries(id, &report::summary_rows(&rep, &data))?;
-    let files = report::write_all(&rep, &data, dir).map_err(CliError::internal)?;
-    let paths = files.all().iter().map(|p| display_path(p)).collect();
+    let rep = write_report(store, id, &data, dir, &stamp)?;
+    let paths = report::ReportFiles::in_dir(dir).all().iter().map(|p| display_path(p)).collect();
     Ok((paths, report::render_table(&rep)))
 }
 

@@ -24,6 +24,17 @@ pub struct ReportFiles {
 }
 
 impl ReportFiles {
+    /// The files' paths in a campaign's folder `dir`.
+    pub fn in_dir(dir: &Path) -> Self {
+        ReportFiles {
+            markdown: dir.join("report.md"),
+            html: dir.join("report.html"),
+            csv: dir.join("results.csv"),
+            summary_csv: dir.join("summary.csv"),
+            json: dir.join("report.json"),
+        }
+    }
+
     /// In the order they are listed to people.
     pub fn all(&self) -> [&PathBuf; 5] {
         [&self.markdown, &self.html, &self.csv, &self.summary_csv, &self.json]
@@ -40,13 +51,7 @@ impl ReportFiles {
 /// on a second thread while the others are rendered.
 pub fn write_all(report: &Report, data: &CampaignData, dir: &Path) -> io::Result<ReportFiles> {
     fs::create_dir_all(dir).map_err(|e| with_path(e, "creating", dir))?;
-    let files = ReportFiles {
-        markdown: dir.join("report.md"),
-        html: dir.join("report.html"),
-        csv: dir.join("results.csv"),
-        summary_csv: dir.join("summary.csv"),
-        json: dir.join("report.json"),
-    };
+    let files = ReportFiles::in_dir(dir);
     std::thread::scope(|scope| {
         // A million rows are never one buffer.
         let csv = scope.spawn(|| write_atomic_with(&files.csv, |w| write_results_csv(data, w)));
@@ -97,6 +102,31 @@ pub fn write_atomic_with(
 
 fn with_path(e: io::Error, what: &str, path: &Path) -> io::Error {
     io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
+}
+
+/// The file next to a campaign's report files saying what they were written from
+/// (`Store::report_stamp`, with the lab version and report schema).
+const STAMP: &str = ".report-stamp";
+
+fn stamp_text(store_stamp: &str) -> String {
+    format!(
+        "lab {} report {} summaries {}\n{store_stamp}\n",
+        env!("CARGO_PKG_VERSION"),
+        super::model::SCHEMA_VERSION,
+        super::summaries::SUMMARY_VERSION
+    )
+}
+
+/// Whether the five report files in `dir` were written from what `store_stamp` says,
+/// by this lab version: then rewriting them would give the same bytes.
+pub fn files_current(dir: &Path, store_stamp: &str) -> bool {
+    ReportFiles::in_dir(dir).all().iter().all(|p| p.is_file())
+        && fs::read_to_string(dir.join(STAMP)).is_ok_and(|s| s == stamp_text(store_stamp))
+}
+
+/// Records that the files in `dir` were just written from `store_stamp`.
+pub fn write_stamp(dir: &Path, store_stamp: &str) -> io::Result<()> {
+    write_atomic(&dir.join(STAMP), stamp_text(store_stamp).as_bytes())
 }
 
 #[cfg(test)]

@@ -36,7 +36,7 @@ pub use compare::{
 pub use compare_render::{render_compare_json, render_compare_markdown, render_compare_table};
 pub use csv_out::{RESULTS_CSV_HEADER, write_results_csv};
 pub use curves::{BatteryCurve, battery_curves, sample_curves};
-pub use files::{ReportFiles, write_all, write_atomic};
+pub use files::{ReportFiles, files_current, write_all, write_atomic, write_stamp};
 pub use history::{
     HISTORY_SCHEMA_VERSION, History, HistoryChange, HistoryFilter, HistoryPoint, HistorySeries, Mark, build_history,
 };

@@ -641,9 +641,8 @@ fn read_measurements(tx: &Connection, id: &str, c: &mut CampaignColumns) -> Resu
         }
     }
     let mut to_final: Vec<Option<Sym>> = vec![None; scratch.len()];
-    let mut sym = |names: &mut Names, s: Sym| {
-        *to_final[s as usize].get_or_insert_with(|| names.intern(scratch.name(s)))
-    };
+    let mut sym =
+        |names: &mut Names, s: Sym| *to_final[s as usize].get_or_insert_with(|| names.intern(scratch.name(s)));
     c.a_meas = start;
     c.m_metric.reserve(raw.len());
     c.m_value.reserve(raw.len());
@@ -1086,6 +1085,33 @@ mod tests {
         // A digest that does not decode falls back to the JSON too.
         store.lock().execute("UPDATE attempts SET state_digest = x'ff'", []).unwrap();
         assert_eq!(read_with_battery(&store, &record.id), read);
+    }
+
+    #[test]
+    fn the_report_stamp_changes_with_every_change_a_report_shows() {
+        let (record, trials, attempts) = varied();
+        let (_dir, store) = store_of(&record, &trials, &attempts[..4], 2);
+        let id = record.id.as_str();
+        let mut seen = vec![store.report_stamp(id).unwrap()];
+        assert_eq!(store.report_stamp(id).unwrap(), seen[0], "nothing changed");
+        let mut changed = |what: &str| {
+            let now = store.report_stamp(id).unwrap();
+            assert!(!seen.contains(&now), "{what}: {now}");
+            seen.push(now);
+        };
+        store.record_attempt(&attempts[4]).unwrap();
+        changed("an attempt recorded");
+        store.move_trials(id, &[TrialMove { trial_idx: 6, to_device: "pixel-1".into(), device_order: 9 }]).unwrap();
+        changed("a trial moved");
+        store.move_trials(id, &[TrialMove { trial_idx: 6, to_device: "pixel-3".into(), device_order: 9 }]).unwrap();
+        changed("moved again, same place in the queue");
+        store.finish_campaign(id, super::super::CampaignStatus::Done, "2026-01-01T00:00:00Z", None, None).unwrap();
+        changed("the campaign ended");
+        store
+            .finish_campaign(id, super::super::CampaignStatus::Done, "2026-01-01T00:00:00Z", Some("a note"), None)
+            .unwrap();
+        changed("a note");
+        assert!(matches!(store.report_stamp("nope"), Err(StoreError::NoCampaign(_))));
     }
 
     #[test]

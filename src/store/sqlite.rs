@@ -271,6 +271,29 @@ impl Store {
         Ok(rows.map(|r| r.map(|(c, _)| c)).collect::<Result<_, _>>()?)
     }
 
+    /// A text that changes whenever what a campaign's report shows can: its row's status,
+    /// end, note and footprint, its trials (count, queue order, every moved trial) and its attempts
+    /// (count and newest row; attempts, their measurements and attestations are only ever
+    /// inserted, together). Equal stamps: the report files written with the first are
+    /// still those the store gives.
+    pub fn report_stamp(&self, id: &str) -> Result<String, StoreError> {
+        let conn = self.lock();
+        conn.query_row(
+            "SELECT c.status || '|' || COALESCE(c.finished_at, '') || '|' || COALESCE(c.note, '') || '|'
+                    || COALESCE(c.footprint_json, '') || '|' || c.runbook_sha256 || '|'
+                    || (SELECT count(*) || '/' || total(device_order) FROM trials WHERE campaign = c.id) || '|'
+                    -- A move is the one update of a trial in place: the moved ones in full.
+                    || (SELECT COALESCE(group_concat(idx || ':' || device || ':' || device_order, ','), '')
+                        FROM trials WHERE campaign = c.id AND moved_from IS NOT NULL) || '|'
+                    || (SELECT count(*) || '/' || COALESCE(max(rowid), 0) FROM attempts WHERE campaign = c.id)
+             FROM campaigns c WHERE c.id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .optional()?
+        .ok_or_else(|| StoreError::NoCampaign(id.into()))
+    }
+
     /// All campaigns, newest first, each with its `plan_json` left `Null` (unparsed): what
     /// lists of campaigns need, at no cost per planned trial.
     pub fn campaign_list(&self) -> Result<Vec<CampaignRecord>, StoreError> {
