@@ -4,14 +4,15 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use super::curves::BatteryCurve;
+use super::curves::{BatteryCurve, CurveSampling, MAX_CURVE_POINTS, MAX_CURVES_PER_VARIANT, curve_sampling};
 use super::format::{duration, percent};
 use super::input::CampaignData;
 use super::metric_tables::{MetricTable, metric_tables};
 use super::model::{ModelReport, Report};
-use super::plots::{self, Span, Strip};
+use super::plots::{self, Binned, Span, Strip, StripSample};
 use super::table::{method_line, model_title, status_text, table_title, validity_headline};
 use crate::stats::Verdict;
+use crate::store::Sym;
 
 pub(super) const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-width:1100px;color:#222;line-height:1.4}\
 table{border-collapse:collapse;margin:.5em 0 1em;font-size:.85em}\
@@ -23,10 +24,19 @@ span.badge{padding:0 .4em;border-radius:3px;font-weight:bold}\
 figure{margin:0 0 1.5em}code{font-size:.9em}dt{font-weight:bold;float:left;clear:left;width:9em}dd{margin-left:10em}\
 .swatch{display:inline-block;width:.9em;height:.9em;margin-right:.3em;vertical-align:middle}";
 
+/// Rows of the invalid-attempts table, at most: results.csv lists every attempt.
+pub const MAX_INVALID_ROWS: usize = 500;
+/// Flagged trial keys listed in a metric table's cell, at most: report.json lists all.
+pub const MAX_OUTLIER_KEYS: usize = 20;
+
 /// Renders the page. `curves` are the attempts' stored battery series (may be empty);
-/// `data` gives the attempts for the timeline.
+/// `data` gives the attempts for the timeline and how the curves were sampled.
+///
+/// A huge campaign's plots are sampled (see `sample.rs`): each plot that was says how in
+/// its caption and its SVG `<title>`; a plot that was not is drawn as it always was.
 pub fn render_html(report: &Report, data: &CampaignData, curves: &[BatteryCurve]) -> String {
     let c = &report.campaign;
+    let sampling = curve_sampling(&data.cols);
     let colors: HashMap<&str, usize> = report.variants.iter().enumerate().map(|(i, v)| (v.name.as_str(), i)).collect();
     let mut out = String::new();
     let _ = write!(
@@ -48,10 +58,13 @@ pub fn render_html(report: &Report, data: &CampaignData, curves: &[BatteryCurve]
             .collect();
         let title = format!("battery level per trial — {}", model.model);
         if let Some(svg) = plots::battery_curves(&title, &model_curves) {
+            let note = data.cols.names.get(&model.model).and_then(|m| sampling.get(&m)).and_then(curve_note);
             let _ = write!(
                 out,
-                "<h3>Battery level</h3>\n<figure>{svg}<figcaption>One line per attempt, from the fuel gauge's charge counter; \
-invalid attempts in grey.</figcaption></figure>\n"
+                "<h3>Battery level</h3>\n<figure>{}<figcaption>One line per attempt, from the fuel gauge's charge counter; \
+invalid attempts in grey.{}</figcaption></figure>\n",
+                titled(svg, note.as_deref()),
+                after(note.as_deref())
             );
         }
     }
@@ -194,7 +207,13 @@ fn results(out: &mut String, report: &Report, model: &ModelReport, colors: &Hash
     }
     for t in metric_tables(model) {
         let _ = writeln!(out, "<h3>{}</h3>", esc(&table_title(&t)));
-        metric_table(out, &t, &level);
+        let keys: HashMap<&str, &[String]> = model
+            .rows
+            .iter()
+            .filter(|r| r.metric == t.metric)
+            .map(|r| (r.variant.as_str(), r.outliers.as_slice()))
+            .collect();
+        metric_table(out, &t, &level, &keys);
         let strips: Vec<Strip> = model
             .rows
             .iter()
@@ -206,19 +225,23 @@ fn results(out: &mut String, report: &Report, model: &ModelReport, colors: &Hash
             })
             .collect();
         let title = format!("{} — {}", t.metric, model.model);
-        if let Some(svg) = plots::strip_box_plot(&title, t.unit, &strips) {
+        if let Some(plot) = plots::strip_box_plot(&title, t.unit, &strips) {
+            let note = strip_note(&plot.sampled, strips.len());
             let _ = writeln!(
                 out,
-                "<figure>{svg}<figcaption>Every valid trial as a point over its variant's box (quartiles, whiskers \
+                "<figure>{}<figcaption>Every valid trial as a point over its variant's box (quartiles, whiskers \
 within 1.5 IQR; points only up to {} per variant); ringed points are flagged outliers (modified z &gt; 3.5), kept in \
-the statistics.</figcaption></figure>",
-                plots::MAX_POINTS
+the statistics.{}</figcaption></figure>",
+                titled(plot.svg, note.as_deref()),
+                plots::MAX_POINTS,
+                after(note.as_deref())
             );
         }
     }
 }
 
-fn metric_table(out: &mut String, t: &MetricTable, level: &str) {
+/// `outliers`: each variant's flagged trial keys, listed up to [`MAX_OUTLIER_KEYS`].
+fn metric_table(out: &mut String, t: &MetricTable, level: &str, outliers: &HashMap<&str, &[String]>) {
     let header = [
         "variant".to_string(),
         "n".into(),
@@ -267,7 +290,7 @@ fn metric_table(out: &mut String, t: &MetricTable, level: &str) {
             "<td>{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
             badge(&l.verdict),
             esc(&l.advice),
-            esc(&l.outliers)
+            esc(&outlier_keys(&l.outliers, outliers.get(l.variant.as_str()).copied()))
         );
     }
     out.push_str("</table>\n");
@@ -276,36 +299,64 @@ fn metric_table(out: &mut String, t: &MetricTable, level: &str) {
 fn timeline(out: &mut String, data: &CampaignData, colors: &HashMap<&str, usize>) {
     let c = &data.cols;
     let mut devices: Vec<&str> = data.plan.devices.iter().map(|d| d.name.as_str()).collect();
-    let mut soaks: Vec<(&str, f64, f64, usize, bool)> = Vec::new();
+    // Rows by device symbol, so 144 000 soaks do not each scan the device list.
+    let mut rows: HashMap<Sym, usize> = HashMap::new();
+    let mut soaks: Vec<(usize, f64, f64, usize, bool)> = Vec::new();
     for a in 0..c.attempts() {
         let Some(soak) = c.a_soak_s[a] else { continue };
         let t = c.a_trial[a] as usize;
-        let device = c.names.name(c.t_device[t]);
-        if !devices.contains(&device) {
-            devices.push(device);
-        }
+        let row = *rows.entry(c.t_device[t]).or_insert_with(|| {
+            let device = c.names.name(c.t_device[t]);
+            devices.iter().position(|d| *d == device).unwrap_or_else(|| {
+                devices.push(device);
+                devices.len() - 1
+            })
+        });
         let color = colors.get(c.names.name(c.t_variant[t])).copied().unwrap_or(0);
-        soaks.push((device, c.a_soak_start_s[a], soak, color, c.a_valid[a]));
+        soaks.push((row, c.a_soak_start_s[a], soak, color, c.a_valid[a]));
     }
     // Each device has its own clock: hours since that device's first soak.
-    let mut origins: HashMap<&str, f64> = HashMap::new();
+    let mut origins = vec![f64::INFINITY; devices.len()];
     for s in &soaks {
-        let o = origins.entry(s.0).or_insert(f64::INFINITY);
-        *o = o.min(s.1);
+        origins[s.0] = origins[s.0].min(s.1);
     }
     let spans: Vec<Span> = soaks
         .iter()
-        .map(|&(device, start, len, color, valid)| {
-            let o = origins.get(device).copied().unwrap_or(0.0);
-            Span { device, start_h: (start - o) / 3600.0, end_h: (start - o + len) / 3600.0, color, valid }
+        .map(|&(row, start, len, color, valid)| {
+            let o = origins[row];
+            Span {
+                device: devices[row],
+                start_h: (start - o) / 3600.0,
+                end_h: (start - o + len) / 3600.0,
+                color,
+                valid,
+            }
         })
         .collect();
-    if let Some(svg) = plots::timeline(&devices, &spans) {
-        let _ = writeln!(
-            out,
-            "<h2>Trial timeline</h2>\n<figure>{svg}<figcaption>Every attempt's soak on its device's clock, colored by \
-variant; invalid attempts outlined in red. Cool-downs and charging are the gaps.</figcaption></figure>"
-        );
+    let Some(plot) = plots::timeline(&devices, &spans) else { return };
+    match plot.sampled {
+        None => {
+            let _ = writeln!(
+                out,
+                "<h2>Trial timeline</h2>\n<figure>{}<figcaption>Every attempt's soak on its device's clock, colored by \
+variant; invalid attempts outlined in red. Cool-downs and charging are the gaps.</figcaption></figure>",
+                plot.svg
+            );
+        }
+        Some(binned) => {
+            let mut per_device = vec![0usize; devices.len()];
+            for s in &soaks {
+                per_device[s.0] += 1;
+            }
+            let note = timeline_note(binned, &per_device);
+            let _ = writeln!(
+                out,
+                "<h2>Trial timeline</h2>\n<figure>{}<figcaption>Soaks on each device's clock. {} Cool-downs and charging \
+longer than a column are the gaps.</figcaption></figure>",
+                titled(plot.svg, Some(&note)),
+                esc(&note)
+            );
+        }
     }
 }
 
@@ -335,7 +386,7 @@ fn validity(out: &mut String, report: &Report) {
             "<h3>Invalid attempts</h3>\n<p>Kept and listed, excluded from statistics.</p>\n\
 <table><tr><th>trial</th><th>device</th><th>attempt</th><th>reasons</th></tr>\n",
         );
-        for a in &report.invalid_attempts {
+        for a in report.invalid_attempts.iter().take(MAX_INVALID_ROWS) {
             let _ = writeln!(
                 out,
                 "<tr><td><code>{}</code></td><td>{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
@@ -346,6 +397,11 @@ fn validity(out: &mut String, report: &Report) {
             );
         }
         out.push_str("</table>\n");
+        let more = report.invalid_attempts.len().saturating_sub(MAX_INVALID_ROWS);
+        if more > 0 {
+            let _ =
+                writeln!(out, "<p>… and {} more: results.csv lists every attempt (status = invalid).</p>", count(more));
+        }
     }
     if !report.attested.is_empty() {
         out.push_str(
@@ -390,6 +446,138 @@ fn validity(out: &mut String, report: &Report) {
     }
 }
 
+/// A metric table's list of flagged trials, cut after [`MAX_OUTLIER_KEYS`] keys.
+fn outlier_keys(listed: &str, keys: Option<&[String]>) -> String {
+    match keys {
+        Some(keys) if keys.len() > MAX_OUTLIER_KEYS => format!(
+            "{}, … and {} more (report.json lists every one)",
+            keys[..MAX_OUTLIER_KEYS].join(", "),
+            count(keys.len() - MAX_OUTLIER_KEYS)
+        ),
+        _ => listed.to_string(),
+    }
+}
+
+/// The sentence of a battery plot whose curves were sampled or thinned, if they were.
+fn curve_note(s: &CurveSampling) -> Option<String> {
+    let lines = format!("to at most {MAX_CURVE_POINTS} points (largest-triangle-three-buckets)");
+    if !s.sampled() {
+        return s.thinned.then(|| format!("Each line down-sampled {lines}."));
+    }
+    let mut chosen = Vec::new();
+    match s.steps {
+        (0, _) => {}
+        (1, 1) => chosen.push("every valid attempt".to_string()),
+        (lo, hi) if lo == hi => {
+            chosen.push(format!("every {} valid attempt of each variant in trial order", ordinal(lo)))
+        }
+        (lo, hi) => chosen.push(format!(
+            "every k-th valid attempt of each variant in trial order, k = ⌈n / {MAX_CURVES_PER_VARIANT}⌉ ({} to {})",
+            ordinal(lo),
+            ordinal(hi)
+        )),
+    }
+    if s.invalid_total > s.invalid_drawn {
+        chosen.push(format!("the first {} of {} invalid ones", count(s.invalid_drawn), count(s.invalid_total)));
+    } else if s.invalid_total > 0 {
+        chosen.push(format!("all {} invalid ones", count(s.invalid_total)));
+    }
+    let thinned = if s.thinned { format!(", each line down-sampled {lines}") } else { String::new() };
+    Some(format!(
+        "Drawn: {} of {} attempts with a battery series ({}){thinned}.",
+        count(s.drawn),
+        count(s.total),
+        chosen.join(", and ")
+    ))
+}
+
+/// The sentence of a strip plot with sampled variants (of `variants` in the plot), if any.
+fn strip_note(sampled: &[StripSample], variants: usize) -> Option<String> {
+    let first = sampled.first()?;
+    let same = sampled.len() == variants
+        && sampled.iter().all(|s| (s.drawn, s.total, s.step) == (first.drawn, first.total, first.step));
+    let values = if same {
+        format!(
+            "{} of {} values of each variant (every {} in trial order)",
+            count(first.drawn),
+            count(first.total),
+            ordinal(first.step)
+        )
+    } else {
+        let each: Vec<String> = sampled
+            .iter()
+            .map(|s| {
+                format!("{} of {} values of {} (every {})", count(s.drawn), count(s.total), s.variant, ordinal(s.step))
+            })
+            .collect();
+        format!("{} in trial order", each.join(", "))
+    };
+    let (drawn, total): (usize, usize) =
+        sampled.iter().fold((0, 0), |(d, t), s| (d + s.outliers_drawn, t + s.outliers));
+    let outliers = match (drawn, total) {
+        (_, 0) => String::new(),
+        (d, t) if d == t => format!(" and all {} flagged outliers", count(t)),
+        (d, t) => format!(" and {} of {} flagged outliers (evenly spaced)", count(d), count(t)),
+    };
+    Some(format!("Drawn: {values}{outliers}; the box uses every value."))
+}
+
+/// The sentence of a binned timeline, with each device's number of soaks.
+fn timeline_note(b: Binned, per_device: &[usize]) -> String {
+    let lo = per_device.iter().copied().filter(|&n| n > 0).min().unwrap_or(0);
+    let hi = per_device.iter().copied().max().unwrap_or(0);
+    let soaks = if lo == hi {
+        format!("each device's {} soaks", count(hi))
+    } else {
+        format!("each device's soaks ({} to {})", count(lo), count(hi))
+    };
+    format!(
+        "Binned: {soaks} in {} columns of {}; a column takes the color of the variant with most soak time in it; a red \
+mark above it: an invalid attempt in that column.",
+        b.columns,
+        // Whole minutes: a column is an approximate width.
+        duration(if b.minutes >= 1.0 { b.minutes.round() * 60.0 } else { b.minutes * 60.0 })
+    )
+}
+
+/// ` sentence`, to follow a caption's own text; nothing without one.
+fn after(note: Option<&str>) -> String {
+    note.map(|n| format!(" {}", esc(n))).unwrap_or_default()
+}
+
+/// `svg` with `note` as its `<title>` (readers and tooltips show it), if there is one.
+fn titled(svg: String, note: Option<&str>) -> String {
+    match (note, svg.find('>')) {
+        (Some(note), Some(end)) => format!("{}<title>{}</title>{}", &svg[..=end], esc(note), &svg[end + 1..]),
+        _ => svg,
+    }
+}
+
+/// `36000` as `36 000` (narrow no-break spaces between groups of three digits).
+fn count(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push('\u{202f}');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// `1st`, `2nd`, `3rd`, `11th`, `180th`, `1 801st`.
+fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{}{suffix}", count(n))
+}
+
 /// Escapes text for HTML element content and attribute values.
 pub(super) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -409,7 +597,9 @@ pub(super) fn esc(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measure::{BATTERY_PCT, Series};
     use crate::report::{build_report, test_fixture};
+    use crate::store::{TrialOutcome, TrialRecord};
 
     fn page() -> String {
         let data = test_fixture::campaign("20250301-090000-envoy");
@@ -449,6 +639,167 @@ mod tests {
         assert!(html.contains("charged for 12 s during the soak; endpoint saw 17012 requests"));
         assert!(html.contains("<code>5f1c0de2</code>"), "runbook hash");
         assert!(html.contains("builds") || html.contains("control.ipa"), "content hashes");
+    }
+
+    /// A campaign of `n` one-attempt trials on 4 devices and 2 variants, soaks of 1 h
+    /// every 65 min with a 10 h break after each 1 000th, every 25th attempt invalid, and
+    /// a 150-point battery series on every invalid one and every `battery_every`-th.
+    fn large(n: usize, battery_every: usize) -> CampaignData {
+        let id = "large";
+        let mut plan = test_fixture::plan(Vec::new());
+        plan.devices.extend(plan.devices.clone().into_iter().map(|mut d| {
+            d.name = d.name.replace("iphone", "ipad");
+            d
+        }));
+        let devices: Vec<String> = plan.devices.iter().map(|d| d.name.clone()).collect();
+        let campaign = test_fixture::campaign_record(id, &plan);
+        let (mut trials, mut attempts) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for i in 0..n {
+            let (device, variant) = (&devices[i % 4], ["control", "envoy-poll"][i / 4 % 2]);
+            let k = (i / 4) as f64;
+            let row = crate::store::PlannedTrialRow {
+                idx: i as u32,
+                key: format!("{i:06}-{device}-{variant}"),
+                device: device.clone(),
+                device_model: test_fixture::MODEL.into(),
+                variant: variant.into(),
+                build: variant.into(),
+                config: "default".into(),
+                repeat: (i / 8) as u32,
+                block: 0,
+                device_order: (i / 4) as u32,
+            };
+            let invalid = i % 25 == 7;
+            let outcome = if invalid { TrialOutcome::Failed } else { TrialOutcome::Valid };
+            trials.push(TrialRecord { row, attempts: 1, outcome });
+            // Deterministic noise, and a far value now and then (flagged outliers).
+            let noise = (i as f64 * 0.618_033_988_75) % 1.0;
+            let drop = if i % 397 == 3 { 40.0 } else { 3.0 + noise + if variant == "control" { 0.0 } else { 6.0 } };
+            let reasons: &[&str] = if invalid { &["app died during the soak"] } else { &[] };
+            let mut a = test_fixture::attempt(
+                id,
+                i as u32,
+                0,
+                reasons,
+                &[("battery_drop_pct", drop, "%"), ("cpu_pct", 10.0 + noise, "%")],
+            );
+            a.soak_start_s = k * 3900.0 + (k / 1000.0).floor() * 36_000.0;
+            if invalid || i % battery_every == 0 {
+                let points = (0..150).map(|p| (p as f64 * 24.0, 100.0 - p as f64 * drop / 150.0)).collect();
+                a.series = vec![Series::new(BATTERY_PCT, "%", "sim", points)];
+            }
+            attempts.push(a);
+        }
+        CampaignData::new(campaign, trials, attempts).unwrap()
+    }
+
+    fn elements(html: &str, tag: &str) -> usize {
+        html.matches(&format!("<{tag}")).count()
+    }
+
+    #[test]
+    fn a_huge_campaign_draws_a_bounded_page_and_says_how() {
+        let data = large(20_000, 10);
+        let report = build_report(&data);
+        let html = render_html(&report, &data, &crate::report::battery_curves(&data));
+        let (rects, lines, circles) = (elements(&html, "rect"), elements(&html, "polyline"), elements(&html, "circle"));
+        eprintln!("20 000 attempts: {} bytes, {rects} <rect>, {lines} <polyline>, {circles} <circle>", html.len());
+        // Timeline: at most a bar and a red mark per column of each of 4 devices; strip
+        // plots (2 metrics × 2 variants): box and outline, plus backgrounds.
+        assert!(rects <= 2 * 4 * plots::TIMELINE_COLUMNS + 2 * 2 * 2 + 4, "{rects} rects");
+        // Curves: 40 per variant and the first 20 invalid ones; whiskers: 5 per box; the
+        // rest are the axes' black ticks, under 20 per plot.
+        let ticks = html.lines().filter(|l| l.starts_with("<polyline") && l.contains("stroke=\"#000000\"")).count();
+        assert!(lines - ticks <= 2 * MAX_CURVES_PER_VARIANT + 20 + 2 * 2 * 5, "{lines} polylines");
+        assert!(ticks <= 20 * elements(&html, "svg"), "{ticks} ticks");
+        // Per variant and metric at most 200 points and 200 outliers, each ringed.
+        assert!(circles <= 2 * 2 * (plots::MAX_POINTS + 2 * plots::MAX_POINTS), "{circles} circles");
+        assert!(html.matches("<tr>").count() < MAX_INVALID_ROWS + 100, "invalid table capped");
+
+        // Each sampled plot says how, in its caption and its SVG title.
+        let model = &report.models[0];
+        let per_variant = model.rows.iter().find(|r| r.metric == "battery_drop_pct").unwrap().values.len();
+        let (step, picks) = crate::report::sample::stride(per_variant, plots::MAX_POINTS);
+        let strip = format!(
+            "Drawn: {} of {} values of each variant (every {} in trial order)",
+            count(picks.len()),
+            count(per_variant),
+            ordinal(step)
+        );
+        assert_eq!(html.matches(&strip).count(), 2 * 2, "caption and title of 2 plots: {strip}");
+        let outliers: usize = model
+            .rows
+            .iter()
+            .filter(|r| r.metric == "battery_drop_pct")
+            .map(|r| crate::stats::modified_z_outliers(&r.values).len())
+            .sum();
+        let ringed = format!("and all {} flagged outliers; the box uses every value.", count(outliers));
+        assert!(outliers > 0 && html.matches(&ringed).count() == 2, "{ringed}");
+        let with_series = data.cols.a_has_battery.iter().filter(|&&b| b).count();
+        let drawn = crate::report::sample_curves(&data.cols).len();
+        let curves =
+            format!("Drawn: {} of {} attempts with a battery series (every ", count(drawn), count(with_series));
+        assert_eq!(html.matches(&curves).count(), 2, "{curves}");
+        assert_eq!(html.matches(", and the first 20 of 800 invalid ones), each line").count(), 2);
+        assert!(html.contains("each line down-sampled to at most 120 points (largest-triangle-three-buckets)."));
+        let timeline = "Binned: each device&#39;s 5\u{202f}000 soaks in 560 columns of ";
+        assert_eq!(html.matches(timeline).count(), 2, "{timeline}");
+        assert_eq!(html.matches("<title>Drawn: ").count(), 3);
+        assert_eq!(html.matches("<title>Binned: ").count(), 1);
+        let flagged = model.rows.iter().map(|r| r.outliers.len()).max().unwrap();
+        assert!(
+            flagged > MAX_OUTLIER_KEYS
+                && html.contains(&format!(
+                    ", … and {} more (report.json lists every one)",
+                    count(flagged - MAX_OUTLIER_KEYS)
+                ))
+        );
+        let invalid = report.invalid_attempts.len();
+        assert!(invalid > MAX_INVALID_ROWS);
+        let more = format!("… and {} more: results.csv lists every attempt (status = invalid).", count(invalid - 500));
+        assert!(html.contains(&more), "{more}");
+        assert_eq!(html, render_html(&report, &data, &crate::report::battery_curves(&data)), "deterministic");
+    }
+
+    #[test]
+    fn a_small_campaign_says_nothing_of_sampling() {
+        // 80 trials: 40 per variant, every curve drawn, but of 150 points each.
+        let data = large(80, 1);
+        let thinned = render_html(&build_report(&data), &data, &crate::report::battery_curves(&data));
+        for html in [page(), thinned.clone()] {
+            for said in ["Drawn:", "Binned:", "<title>Drawn", "… and "] {
+                assert!(!html.contains(said), "{said}");
+            }
+        }
+        let note = "Each line down-sampled to at most 120 points (largest-triangle-three-buckets).";
+        assert_eq!(thinned.matches(note).count(), 2, "caption and title");
+        assert!(!page().contains(note));
+    }
+
+    #[test]
+    fn a_144_000_attempt_page_stays_under_a_megabyte() {
+        let data = large(144_000, 100);
+        let html = render_html(&build_report(&data), &data, &crate::report::battery_curves(&data));
+        eprintln!(
+            "144 000 attempts: {} bytes, {} <rect>, {} <polyline>, {} <circle>",
+            html.len(),
+            elements(&html, "rect"),
+            elements(&html, "polyline"),
+            elements(&html, "circle")
+        );
+        assert!(html.len() < 1 << 20, "{} bytes", html.len());
+    }
+
+    #[test]
+    fn counts_and_ordinals_read_as_words() {
+        assert_eq!(count(7), "7");
+        assert_eq!(count(144_000), "144\u{202f}000");
+        assert_eq!(count(1_008_000), "1\u{202f}008\u{202f}000");
+        let got: Vec<String> = [1, 2, 3, 4, 11, 12, 13, 21, 112, 180, 1801].into_iter().map(ordinal).collect();
+        assert_eq!(
+            got,
+            ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "112th", "180th", "1\u{202f}801st"]
+        );
     }
 
     #[test]

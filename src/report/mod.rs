@@ -20,6 +20,7 @@ mod metric_tables;
 mod model;
 mod plots;
 mod pooled;
+mod sample;
 mod state_rows;
 mod summaries;
 mod summary_csv;

@@ -4,9 +4,12 @@
 //! nothing to draw. Drawing errors cannot come from the data (the backend writes into a
 //! string), so they become `None` too rather than a half-drawn plot.
 
+use std::collections::HashMap;
+
 use plotters::prelude::*;
 
 use super::curves::BatteryCurve;
+use super::sample::{Bin, bins, stride};
 use crate::stats::{median, modified_z_outliers};
 use crate::store::FindingState;
 
@@ -30,8 +33,9 @@ pub fn color(i: usize) -> RGBColor {
 
 const WIDTH: u32 = 640;
 
-/// Above this many values a variant's points are not drawn, only its box: thousands of
-/// overlapping dots show nothing more and make the page heavy.
+/// Above this many values a variant draws every k-th of them (k = ⌈n / 200⌉) and its
+/// flagged outliers, over a box from every value: thousands of overlapping dots show
+/// nothing more and make the page heavy.
 pub const MAX_POINTS: usize = 200;
 
 /// One variant's values of one metric.
@@ -42,16 +46,54 @@ pub struct Strip<'a> {
     pub values: &'a [f64],
 }
 
+/// A drawn plot: the `<svg>` element, and what was left out of it. It reads as its SVG
+/// (`Deref<Target = str>`), since that is what callers mostly want.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plot<S> {
+    pub svg: String,
+    pub sampled: S,
+}
+
+impl<S> std::ops::Deref for Plot<S> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.svg
+    }
+}
+
+impl<S> std::fmt::Display for Plot<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.svg)
+    }
+}
+
+/// A strip plot, with the variants whose points were sampled (none under [`MAX_POINTS`]).
+pub type StripPlot = Plot<Vec<StripSample>>;
+
+/// One variant's points drawn in a strip plot above [`MAX_POINTS`] values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StripSample {
+    pub variant: String,
+    /// Values drawn by the stride (every `step`-th in trial order), of `total`.
+    pub drawn: usize,
+    pub total: usize,
+    pub step: usize,
+    /// Flagged outliers drawn (all of them up to [`MAX_POINTS`], else every k-th), of `outliers`.
+    pub outliers_drawn: usize,
+    pub outliers: usize,
+}
+
 /// A box plot (quartiles, median, whiskers to the most extreme values within 1.5 IQR)
-/// with every value drawn over it as a jittered point (up to [`MAX_POINTS`] per
-/// variant); outliers (modified z > 3.5) are ringed in black.
-pub fn strip_box_plot(title: &str, unit: &str, strips: &[Strip]) -> Option<String> {
+/// with every value drawn over it as a jittered point (above [`MAX_POINTS`] per variant,
+/// a stride sample and the outliers); outliers (modified z > 3.5) are ringed in black.
+pub fn strip_box_plot(title: &str, unit: &str, strips: &[Strip]) -> Option<StripPlot> {
     let all: Vec<f64> = strips.iter().flat_map(|s| s.values.iter().copied()).collect();
     if all.is_empty() {
         return None;
     }
     let (lo, hi) = padded_range(&all);
     let mut svg = String::new();
+    let mut sampled = Vec::new();
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, 300)).into_drawing_area();
         root.fill(&WHITE).ok()?;
@@ -82,25 +124,48 @@ pub fn strip_box_plot(title: &str, unit: &str, strips: &[Strip]) -> Option<Strin
                 ];
                 chart.draw_series(lines.into_iter().map(|l| PathElement::new(l, c.stroke_width(2)))).ok()?;
             }
-            if s.values.len() > MAX_POINTS {
-                continue;
-            }
             let flagged = modified_z_outliers(s.values);
-            let points = s.values.iter().enumerate().map(|(j, &v)| {
-                // Deterministic jitter (golden-ratio sequence), so the same data draw the same plot.
-                let dx = ((j as f64 * 0.618_033_988_75) % 1.0 - 0.5) * 0.3;
-                (x + dx, v, flagged.contains(&j))
-            });
-            for (px, v, out) in points {
+            let (drawn, sample) = point_sample(s, &flagged);
+            sampled.extend(sample);
+            for j in drawn {
+                let v = s.values[j];
+                // Deterministic jitter (golden-ratio sequence) by the value's index among
+                // all, so a sampled point sits where it does in the full plot.
+                let px = x + ((j as f64 * 0.618_033_988_75) % 1.0 - 0.5) * 0.3;
                 chart.draw_series(std::iter::once(Circle::new((px, v), 4, c.filled()))).ok()?;
-                if out {
+                if flagged.binary_search(&j).is_ok() {
                     chart.draw_series(std::iter::once(Circle::new((px, v), 7, BLACK.stroke_width(2)))).ok()?;
                 }
             }
         }
         root.present().ok()?;
     }
-    Some(svg)
+    Some(Plot { svg, sampled })
+}
+
+/// The indices of a strip's values to draw, ascending: all up to [`MAX_POINTS`], else a
+/// stride sample merged with the flagged outliers (`flagged`, ascending; themselves
+/// strided above [`MAX_POINTS`]), and what was left out.
+fn point_sample(s: &Strip, flagged: &[usize]) -> (Vec<usize>, Option<StripSample>) {
+    let n = s.values.len();
+    if n <= MAX_POINTS {
+        return ((0..n).collect(), None);
+    }
+    let (step, picks) = stride(n, MAX_POINTS);
+    let mut drawn: Vec<usize> = picks.collect();
+    let (_, outliers) = stride(flagged.len(), MAX_POINTS);
+    let sample = StripSample {
+        variant: s.variant.to_string(),
+        drawn: drawn.len(),
+        total: n,
+        step,
+        outliers_drawn: outliers.len(),
+        outliers: flagged.len(),
+    };
+    drawn.extend(outliers.map(|k| flagged[k]));
+    drawn.sort_unstable();
+    drawn.dedup();
+    (drawn, Some(sample))
 }
 
 type Chart<'a, 'b> = ChartContext<
@@ -192,14 +257,36 @@ pub struct Span<'a> {
     pub valid: bool,
 }
 
+/// Above this many soaks the timeline is binned ([`Binned`]): 144 000 bars are 20 MB of
+/// SVG, narrower than a pixel each.
+pub const MAX_SPANS: usize = 2_000;
+/// Columns per device of a binned timeline: about one per pixel of the plot area.
+pub const TIMELINE_COLUMNS: usize = 560;
+
+/// How a timeline above [`MAX_SPANS`] soaks was binned.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Binned {
+    /// Columns per device, each `minutes` wide.
+    pub columns: usize,
+    pub minutes: f64,
+}
+
+/// A timeline, binned or not.
+pub type TimelinePlot = Plot<Option<Binned>>;
+
 /// Soaks per device over the device clock: a bar per attempt in its variant's color;
-/// invalid attempts outlined in red.
-pub fn timeline(devices: &[&str], spans: &[Span]) -> Option<String> {
+/// invalid attempts outlined in red. Above [`MAX_SPANS`] soaks, each device's row is cut
+/// into [`TIMELINE_COLUMNS`] columns instead, colored by the variant with the most soak
+/// time in the column and marked red above where an invalid attempt reaches into it; a
+/// column without soak stays empty, so cool-downs and charging still show as gaps.
+pub fn timeline(devices: &[&str], spans: &[Span]) -> Option<TimelinePlot> {
     if spans.is_empty() || devices.is_empty() {
         return None;
     }
     let x_max = spans.iter().map(|s| s.end_h).fold(0.0f64, f64::max).max(0.1) * 1.02;
     let height = 80 + 40 * devices.len() as u32;
+    let binned = (spans.len() > MAX_SPANS)
+        .then(|| Binned { columns: TIMELINE_COLUMNS, minutes: x_max * 60.0 / TIMELINE_COLUMNS as f64 });
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
@@ -221,18 +308,65 @@ pub fn timeline(devices: &[&str], spans: &[Span]) -> Option<String> {
             .x_desc("hours")
             .draw()
             .ok()?;
-        for s in spans {
-            let Some(row) = devices.iter().position(|d| *d == s.device) else { continue };
-            let y = row as f64;
-            let corners = [(s.start_h, y - 0.3), (s.end_h, y + 0.3)];
-            chart.draw_series(std::iter::once(Rectangle::new(corners, color(s.color).filled()))).ok()?;
-            if !s.valid {
-                chart.draw_series(std::iter::once(Rectangle::new(corners, RED.stroke_width(2)))).ok()?;
+        if binned.is_some() {
+            binned_rows(&mut chart, devices, spans, x_max)?;
+        } else {
+            for s in spans {
+                let Some(row) = devices.iter().position(|d| *d == s.device) else { continue };
+                let y = row as f64;
+                let corners = [(s.start_h, y - 0.3), (s.end_h, y + 0.3)];
+                chart.draw_series(std::iter::once(Rectangle::new(corners, color(s.color).filled()))).ok()?;
+                if !s.valid {
+                    chart.draw_series(std::iter::once(Rectangle::new(corners, RED.stroke_width(2)))).ok()?;
+                }
             }
         }
         root.present().ok()?;
     }
-    Some(svg)
+    Some(Plot { svg, sampled: binned })
+}
+
+/// Each device's row as [`TIMELINE_COLUMNS`] columns ([`bins`]): a bar per run of
+/// adjacent columns of one variant, then a red mark per run of columns holding an
+/// invalid attempt.
+fn binned_rows(chart: &mut Chart, devices: &[&str], spans: &[Span], x_max: f64) -> Option<()> {
+    let at: HashMap<&str, usize> = devices.iter().enumerate().map(|(i, d)| (*d, i)).collect();
+    let mut rows: Vec<Vec<(f64, f64, usize, bool)>> = vec![Vec::new(); devices.len()];
+    for s in spans {
+        if let Some(&row) = at.get(s.device) {
+            rows[row].push((s.start_h, s.end_h, s.color, !s.valid));
+        }
+    }
+    let width = x_max / TIMELINE_COLUMNS as f64;
+    for (row, row_spans) in rows.into_iter().enumerate() {
+        let columns = bins(row_spans, x_max, TIMELINE_COLUMNS);
+        let y = row as f64;
+        let bar = |first: usize, end: usize| [(first as f64 * width, y - 0.3), (end as f64 * width, y + 0.3)];
+        for (first, end, class) in runs(&columns, |b| Some(b.class)) {
+            chart.draw_series(std::iter::once(Rectangle::new(bar(first, end), color(class).filled()))).ok()?;
+        }
+        // A red mark above the bar, not an outline: at a column a pixel wide an outline
+        // would paint the whole row red once a few percent of attempts are invalid.
+        for (first, end, _) in runs(&columns, |b| b.flagged.then_some(())) {
+            let mark = [(first as f64 * width, y + 0.32), (end as f64 * width, y + 0.44)];
+            chart.draw_series(std::iter::once(Rectangle::new(mark, RED.filled()))).ok()?;
+        }
+    }
+    Some(())
+}
+
+/// Maximal runs `first..end` of adjacent columns with the same `key`, skipping columns
+/// whose key is `None` (and empty ones).
+fn runs<K: PartialEq + Copy>(columns: &[Option<Bin>], key: impl Fn(&Bin) -> Option<K>) -> Vec<(usize, usize, K)> {
+    let mut out: Vec<(usize, usize, K)> = Vec::new();
+    for (i, k) in columns.iter().map(|b| b.as_ref().and_then(&key)).enumerate() {
+        match (out.last_mut(), k) {
+            (Some(last), Some(k)) if last.1 == i && last.2 == k => last.1 = i + 1,
+            (_, Some(k)) => out.push((i, i + 1, k)),
+            (_, None) => {}
+        }
+    }
+    out
 }
 
 /// One campaign of a trend: its mean with the CI, labelled by date.
@@ -426,11 +560,31 @@ mod tests {
     }
 
     #[test]
-    fn many_values_draw_the_box_only() {
-        let many: Vec<f64> = (0..=MAX_POINTS).map(|i| i as f64).collect();
-        let svg = strip_box_plot("x", "", &[Strip { variant: "a", color: 0, values: &many }]).unwrap();
-        assert_eq!(svg.matches("<circle").count(), 0);
-        assert!(svg.contains("<rect") && svg.contains("<polyline"), "box and whiskers drawn");
+    fn many_values_draw_a_stated_sample() {
+        // 201 values, 100 at even indices and 200 at odd ones, three far ones at 3, 4, 5:
+        // every 2nd is drawn (101 points, all 100 but the 2000), plus the two outliers off
+        // the stride, each of the three ringed.
+        let mut many: Vec<f64> = (0..=MAX_POINTS).map(|i| if i % 2 == 0 { 100.0 } else { 200.0 }).collect();
+        many[3..6].copy_from_slice(&[1000.0, 2000.0, 3000.0]);
+        let plot = strip_box_plot("x", "", &[Strip { variant: "a", color: 0, values: &many }]).unwrap();
+        let sample =
+            StripSample { variant: "a".into(), drawn: 101, total: 201, step: 2, outliers_drawn: 3, outliers: 3 };
+        assert_eq!(plot.sampled, [sample]);
+        assert_eq!(plot.matches("<circle").count(), 101 + 2 + 3, "stride, off-stride outliers, rings");
+        assert!(plot.contains("<polyline"), "whiskers drawn");
+        // The box comes from every value (100 to 200), not from the drawn ones (all 100).
+        let height = |svg: &str| -> f64 {
+            let rect = svg.lines().find(|l| l.starts_with("<rect") && l.contains("opacity")).expect("box");
+            rect.split("height=\"").nth(1).and_then(|h| h.split('"').next()).unwrap().parse().unwrap()
+        };
+        assert!(height(&plot) > 20.0, "{plot}");
+        // A point drawn in both plots sits at the same place: jitter by its index among all.
+        let small = strip_box_plot("x", "", &[Strip { variant: "a", color: 0, values: &many[..MAX_POINTS] }]).unwrap();
+        assert!(small.sampled.is_empty(), "200 values: all drawn");
+        let circles =
+            |svg: &str| svg.lines().filter(|l| l.starts_with("<circle")).map(str::to_string).collect::<Vec<_>>();
+        let (all, some) = (circles(&small), circles(&plot));
+        assert_eq!((&some[0], &some[1]), (&all[0], &all[2]), "values 0 and 2 at the same places");
     }
 
     #[test]
@@ -462,6 +616,32 @@ mod tests {
         let svg = timeline(&["d1", "d2"], &spans).unwrap();
         assert!(svg.contains("\nd1\n") && svg.contains("\nd2\n"));
         assert_eq!(timeline(&[], &spans), None);
+    }
+
+    #[test]
+    fn a_long_timeline_is_binned_and_keeps_its_gaps() {
+        // d1: 3 000 half-hour soaks back to back, with a 200 h break in the middle and one
+        // invalid; d2: one soak.
+        let mut spans: Vec<Span> = (0..3000)
+            .map(|i| {
+                let start = i as f64 * 0.5 + if i >= 1500 { 200.0 } else { 0.0 };
+                Span { device: "d1", start_h: start, end_h: start + 0.5, color: 0, valid: i != 100 }
+            })
+            .collect();
+        spans.push(Span { device: "d2", start_h: 0.0, end_h: 1.0, color: 1, valid: true });
+        let plot = timeline(&["d1", "d2"], &spans).unwrap();
+        let binned = plot.sampled.expect("binned above MAX_SPANS");
+        assert_eq!(binned.columns, TIMELINE_COLUMNS);
+        assert!((binned.minutes - 1700.0 * 1.02 * 60.0 / 560.0).abs() < 1e-9);
+        let rects = |attr: &str| plot.lines().filter(|l| l.starts_with("<rect") && l.contains(attr)).count();
+        assert_eq!(rects("fill=\"#4E79A7\""), 2, "d1: one bar each side of the break");
+        assert_eq!(rects("fill=\"#F28E2B\""), 1, "d2: one bar");
+        assert_eq!(rects("fill=\"#FF0000\""), 1, "one column holds the invalid soak");
+        assert_eq!(plot, timeline(&["d1", "d2"], &spans).unwrap(), "deterministic");
+        // At the threshold: a bar per soak, as always.
+        let plot = timeline(&["d1", "d2"], &spans[..MAX_SPANS]).unwrap();
+        assert_eq!(plot.sampled, None);
+        assert_eq!(plot.matches("fill=\"#4E79A7\"").count(), MAX_SPANS);
     }
 
     #[test]
