@@ -19,7 +19,7 @@ use rusqlite::{Connection, OptionalExtension, Row};
 
 use super::records::{AttemptRecord, AttemptStatus, Attestation, TrialOutcome, TrialRecord};
 use super::sqlite::{Store, StoreError};
-use super::state_digest::{Kept, Reading, StateDigest};
+use super::state_digest::{Kept, MOMENTS, Reading, SETTINGS, SOURCES, StateDigest};
 use crate::measure::{BATTERY_PCT, Series, UntetherMode};
 
 /// A name's index in [`Names`].
@@ -168,8 +168,13 @@ pub struct StateGroup {
 #[derive(Debug, Clone, Default)]
 pub struct StateGroups {
     pub groups: Vec<StateGroup>,
-    at: HashMap<(Sym, u8, u8, u8), usize>,
+    /// Per device: the group of each (moment, setting, source), `u32::MAX` for none; the
+    /// device last used first looked at (an attempt's readings are all one device's).
+    at: Vec<(Sym, Vec<u32>)>,
+    last: usize,
 }
+
+const SLOTS: usize = MOMENTS.len() * SETTINGS.len() * SOURCES.len();
 
 impl PartialEq for StateGroups {
     fn eq(&self, o: &Self) -> bool {
@@ -179,8 +184,19 @@ impl PartialEq for StateGroups {
 
 impl StateGroups {
     fn add(&mut self, device: Sym, valid: bool, r: Reading) {
-        let key = (device, r.moment, r.setting, r.source);
-        let i = *self.at.entry(key).or_insert_with(|| {
+        if self.at.get(self.last).is_none_or(|(d, _)| *d != device) {
+            self.last = match self.at.iter().position(|(d, _)| *d == device) {
+                Some(i) => i,
+                None => {
+                    self.at.push((device, vec![u32::MAX; SLOTS]));
+                    self.at.len() - 1
+                }
+            };
+        }
+        let slot = (r.moment as usize * SETTINGS.len() + r.setting as usize) * SOURCES.len() + r.source as usize;
+        let at = &mut self.at[self.last].1[slot];
+        if *at == u32::MAX {
+            *at = self.groups.len() as u32;
             self.groups.push(StateGroup {
                 device,
                 moment: r.moment,
@@ -192,9 +208,8 @@ impl StateGroups {
                 attempts: 0,
                 valid: 0,
             });
-            self.groups.len() - 1
-        });
-        let g = &mut self.groups[i];
+        }
+        let g = &mut self.groups[*at as usize];
         match r.value {
             Kept::Switch(true) => g.on = true,
             Kept::Switch(false) => g.off = true,
@@ -566,7 +581,7 @@ impl Cursor {
 
 /// One measurement as read in table order, its names interned in a scratch [`Names`].
 struct RawMeasurement {
-    attempt: u32,
+    key: (u32, u32),
     seq: u32,
     value: f64,
     metric: Sym,
@@ -574,13 +589,11 @@ struct RawMeasurement {
     source: Sym,
 }
 
-/// Fills the measurement columns of `c` (whose attempts are read) in (trial, attempt,
-/// seq) order. The rows are read in the table's own order — a rowid range, where one
-/// attempt's rows are consecutive and attempts come as they were recorded — and then
-/// placed by attempt: reading them in key order through the primary key instead costs
-/// a B-tree seek per row, most of the time of a large report. Names are interned in the
-/// final order, so the symbols are those `from_records` gives.
-fn read_measurements(tx: &Connection, id: &str, c: &mut CampaignColumns) -> Result<(), StoreError> {
+/// A campaign's measurements in the table's own order — a rowid range, where one
+/// attempt's rows are consecutive and attempts come as they were recorded —, in one read
+/// transaction of `conn`. Reading them in key order through the primary key instead
+/// costs a B-tree seek per row, most of the time of a large report.
+fn fetch_measurements(tx: &Connection, id: &str) -> Result<(Vec<RawMeasurement>, Names), StoreError> {
     let (lo, hi): (Option<i64>, Option<i64>) =
         tx.query_row("SELECT min(rowid), max(rowid) FROM measurements WHERE campaign = ?1", [id], |r| {
             Ok((r.get(0)?, r.get(1)?))
@@ -594,45 +607,54 @@ fn read_measurements(tx: &Connection, id: &str, c: &mut CampaignColumns) -> Resu
              WHERE rowid BETWEEN ?2 AND ?3 AND +campaign = ?1",
         )?;
         let mut rows = st.query(rusqlite::params![id, lo, hi])?;
-        let (mut metric, mut unit, mut source) = (None, None, None);
-        let mut cached: Option<((u32, u32), Option<usize>)> = None;
+        let (mut metric, mut unit, mut source) = (Recent::default(), Recent::default(), Recent::default());
         while let Some(r) = rows.next()? {
-            let key: (u32, u32) = (r.get(0)?, r.get(1)?);
-            let row = match cached {
-                Some((k, row)) if k == key => row,
-                _ => {
-                    let row = c.attempt_row(key);
-                    cached = Some((key, row));
-                    row
-                }
-            };
-            // Rows of attempts not read (of unplanned trials) are left out, as the join leaves them.
-            let Some(row) = row else { continue };
             raw.push(RawMeasurement {
-                attempt: row as u32,
+                key: (r.get(0)?, r.get(1)?),
                 seq: r.get(2)?,
-                metric: scratch.intern_after(&mut metric, text(r, 3)?),
+                metric: scratch.intern_recent(&mut metric, bytes(r, 3)?, 3)?,
                 value: real(r, 4)?,
-                unit: scratch.intern_after(&mut unit, text(r, 5)?),
-                source: scratch.intern_after(&mut source, text(r, 6)?),
+                unit: scratch.intern_recent(&mut unit, bytes(r, 5)?, 5)?,
+                source: scratch.intern_recent(&mut source, bytes(r, 6)?, 6)?,
             });
         }
+    }
+    Ok((raw, scratch))
+}
+
+/// Fills the measurement columns of `c` (whose attempts are read) from `raw`, in (trial,
+/// attempt, seq) order. Rows of attempts `c` does not have (of unplanned trials, or
+/// recorded after `c`'s attempts were read) are left out. Names are interned in the final
+/// order, so the symbols are those `from_records` gives.
+fn place_measurements(c: &mut CampaignColumns, raw: Vec<RawMeasurement>, scratch: &Names) {
+    let mut rows: Vec<u32> = Vec::with_capacity(raw.len());
+    let mut cached: Option<((u32, u32), Option<usize>)> = None;
+    for m in &raw {
+        let row = match cached {
+            Some((k, row)) if k == m.key => row,
+            _ => {
+                let row = c.attempt_row(m.key);
+                cached = Some((m.key, row));
+                row
+            }
+        };
+        rows.push(row.map_or(u32::MAX, |r| r as u32));
     }
     // Counting sort by attempt row; within an attempt, table order is seq order unless
     // rows were written otherwise, then they are sorted.
     let n = c.attempts();
     let mut start = vec![0u32; n + 1];
-    for m in &raw {
-        start[m.attempt as usize + 1] += 1;
+    for &r in rows.iter().filter(|&&r| r != u32::MAX) {
+        start[r as usize + 1] += 1;
     }
     for i in 0..n {
         start[i + 1] += start[i];
     }
-    let mut order = vec![0u32; raw.len()];
+    let mut order = vec![0u32; start[n] as usize];
     let mut next = start.clone();
-    for (i, m) in raw.iter().enumerate() {
-        order[next[m.attempt as usize] as usize] = i as u32;
-        next[m.attempt as usize] += 1;
+    for (i, &r) in rows.iter().enumerate().filter(|(_, r)| **r != u32::MAX) {
+        order[next[r as usize] as usize] = i as u32;
+        next[r as usize] += 1;
     }
     for a in 0..n {
         let slice = &mut order[start[a] as usize..start[a + 1] as usize];
@@ -644,10 +666,10 @@ fn read_measurements(tx: &Connection, id: &str, c: &mut CampaignColumns) -> Resu
     let mut sym =
         |names: &mut Names, s: Sym| *to_final[s as usize].get_or_insert_with(|| names.intern(scratch.name(s)));
     c.a_meas = start;
-    c.m_metric.reserve(raw.len());
-    c.m_value.reserve(raw.len());
-    c.m_unit.reserve(raw.len());
-    c.m_source.reserve(raw.len());
+    c.m_metric.reserve(order.len());
+    c.m_value.reserve(order.len());
+    c.m_unit.reserve(order.len());
+    c.m_source.reserve(order.len());
     for &i in &order {
         let m = &raw[i as usize];
         let metric = sym(&mut c.names, m.metric);
@@ -658,7 +680,56 @@ fn read_measurements(tx: &Connection, id: &str, c: &mut CampaignColumns) -> Resu
         c.m_unit.push(unit);
         c.m_source.push(source);
     }
-    Ok(())
+}
+
+impl Store {
+    /// [`fetch_measurements`] on a thread of its own with a read-only connection.
+    fn fetch_measurements_apart(
+        &self,
+        id: &str,
+    ) -> std::thread::JoinHandle<Result<(Vec<RawMeasurement>, Names), StoreError>> {
+        let (path, id) = (self.path().to_path_buf(), id.to_string());
+        std::thread::spawn(move || {
+            let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+            let mut conn = Connection::open_with_flags(&path, flags)?;
+            conn.busy_timeout(std::time::Duration::from_secs(10))?;
+            let tx = conn.transaction()?;
+            fetch_measurements(&tx, &id)
+        })
+    }
+}
+
+/// The last few symbols of one column, checked by bytes before a name is hashed: a
+/// campaign's metrics repeat in a short cycle.
+#[derive(Default)]
+struct Recent {
+    syms: [Sym; 8],
+    len: usize,
+    next: usize,
+}
+
+impl Names {
+    /// `name`, the text of `column`, interned (its UTF-8 checked only when it is not one
+    /// of `recent`).
+    fn intern_recent(&mut self, recent: &mut Recent, name: &[u8], column: usize) -> rusqlite::Result<Sym> {
+        if let Some(&s) = recent.syms[..recent.len].iter().find(|&&s| self.names[s as usize].as_bytes() == name) {
+            return Ok(s);
+        }
+        let text = std::str::from_utf8(name).map_err(|e| rusqlite::Error::Utf8Error(column, e))?;
+        let s = self.intern(text);
+        recent.syms[recent.next] = s;
+        recent.next = (recent.next + 1) % recent.syms.len();
+        recent.len = (recent.len + 1).min(recent.syms.len());
+        Ok(s)
+    }
+}
+
+/// A text column's bytes, borrowed from the row, not yet checked as UTF-8.
+fn bytes<'r>(r: &'r Row<'_>, i: usize) -> rusqlite::Result<&'r [u8]> {
+    match r.get_ref(i)? {
+        ValueRef::Text(b) => Ok(b),
+        other => Err(rusqlite::Error::InvalidColumnType(i, String::new(), other.data_type())),
+    }
 }
 
 fn max_attempts(conn: &Connection, id: &str) -> Result<u32, StoreError> {
@@ -676,7 +747,9 @@ impl Store {
     pub fn read_columns(&self, id: &str) -> Result<CampaignColumns, StoreError> {
         let mut conn = self.lock();
         let tx = conn.transaction()?;
+        // The first read starts this transaction's snapshot.
         let max_attempts = max_attempts(&tx, id)?;
+        let mut fetch = Some(self.fetch_measurements_apart(id));
         let mut c = CampaignColumns::default();
         let mut last = Last::default();
         {
@@ -777,7 +850,16 @@ impl Store {
                 }
             })
             .collect();
-        read_measurements(&tx, id, &mut c)?;
+        // Measurements on a second connection, on a second thread, while the attempts
+        // are read here. Its transaction starts after this one's, so it sees every
+        // attempt read here with all its measurements (they commit together).
+        let raw = match fetch.take() {
+            Some(f) => {
+                f.join().unwrap_or_else(|_| Err(StoreError::Internal("reading measurements panicked".into())))?
+            }
+            None => fetch_measurements(&tx, id)?,
+        };
+        place_measurements(&mut c, raw.0, &raw.1);
         {
             // Flags only: no blob is read.
             let mut st = tx.prepare(
