@@ -338,7 +338,8 @@ struct AttemptIn<'a> {
     trial: u32,
     attempt: u32,
     valid: bool,
-    device: &'a str,
+    /// `None`: the trial's (a NULL in the store).
+    device: Option<&'a str>,
     untether: Option<UntetherMode>,
     soak_start_s: f64,
     soak_s: Option<f64>,
@@ -364,7 +365,11 @@ impl CampaignColumns {
         self.a_trial.push(a.trial);
         self.a_attempt.push(a.attempt);
         self.a_valid.push(a.valid);
-        self.a_device.push(self.names.intern_after(&mut last.a_device, a.device));
+        let device = match a.device {
+            Some(d) => self.names.intern_after(&mut last.a_device, d),
+            None => self.t_device[a.trial as usize],
+        };
+        self.a_device.push(device);
         self.a_untether.push(a.untether);
         self.a_soak_start_s.push(a.soak_start_s);
         self.a_soak_s.push(a.soak_s);
@@ -487,7 +492,7 @@ impl CampaignColumns {
                     trial,
                     attempt: a.attempt,
                     valid,
-                    device: &a.device,
+                    device: Some(&a.device),
                     untether: a.untether,
                     soak_start_s: a.soak_start_s,
                     soak_s: a.phases.iter().find(|(p, _)| p == "soak").map(|(_, s)| *s),
@@ -781,19 +786,26 @@ impl Store {
         c.t_attempts = vec![0; c.t_idx.len()];
         {
             let mut st = tx.prepare(
-                "SELECT a.trial_idx, a.attempt, a.status, COALESCE(a.device, t.device), a.untether, a.soak_start_s,
-                        a.phases, a.reasons, a.labels, a.state_digest, a.state_before, a.state_soak, a.state_after
-                 FROM attempts a JOIN trials t ON t.campaign = a.campaign AND t.idx = a.trial_idx
-                 WHERE a.campaign = ?1 ORDER BY a.trial_idx, a.attempt",
+                "SELECT trial_idx, attempt, status, device, untether, soak_start_s, phases, reasons, labels, state_digest
+                 FROM attempt_report WHERE campaign = ?1 ORDER BY trial_idx, attempt",
+            )?;
+            // The state JSON of an attempt recorded before its digest was kept.
+            let mut old_state = tx.prepare(
+                "SELECT state_before, state_soak, state_after FROM attempts
+                 WHERE campaign = ?1 AND trial_idx = ?2 AND attempt = ?3",
             )?;
             let mut rows = st.query([id])?;
             let mut trial = 0usize;
             let mut readings: Vec<Reading> = Vec::new();
             while let Some(r) = rows.next()? {
                 let idx: u32 = r.get(0)?;
-                // Both in idx order: the trial row only moves forward.
-                while c.t_idx[trial] != idx {
+                // Both in idx order: the trial row only moves forward. An attempt of a
+                // trial that is not planned is left out.
+                while trial < c.t_idx.len() && c.t_idx[trial] < idx {
                     trial += 1;
+                }
+                if trial == c.t_idx.len() || c.t_idx[trial] != idx {
+                    continue;
                 }
                 let row = c.attempts() as u32;
                 let attempt: u32 = r.get(1)?;
@@ -804,7 +816,7 @@ impl Store {
                     trial: trial as u32,
                     attempt,
                     valid,
-                    device: text(r, 3)?,
+                    device: text_or_null(r, 3)?,
                     untether: text_or_null(r, 4)?.and_then(UntetherMode::parse),
                     soak_start_s: real(r, 5)?,
                     soak_s: soak_seconds(text(r, 6)?),
@@ -830,7 +842,10 @@ impl Store {
                 readings.clear();
                 if !matches!(blob.map(|b| StateDigest::each_in_blob(b, |x| readings.push(x))), Some(Ok(()))) {
                     readings.clear();
-                    readings.extend(StateDigest::from_text(text(r, 10)?, text_or_null(r, 11)?, text(r, 12)?).readings);
+                    let mut json = old_state.query(rusqlite::params![id, idx, attempt])?;
+                    if let Some(j) = json.next()? {
+                        readings.extend(StateDigest::from_text(text(j, 0)?, text_or_null(j, 1)?, text(j, 2)?).readings);
+                    }
                 }
                 c.push_state(row as usize, readings.iter().copied(), keep);
             }
@@ -1162,10 +1177,10 @@ mod tests {
         let attested: Vec<u32> = read.attested_states.iter().map(|(r, _)| *r).collect();
         assert_eq!(attested, [4]);
         // A store from before migration 10: no digests, the same columns from the JSON.
-        store.lock().execute("UPDATE attempts SET state_digest = NULL", []).unwrap();
+        store.lock().execute("UPDATE attempt_report SET state_digest = NULL", []).unwrap();
         assert_eq!(read_with_battery(&store, &record.id), read);
         // A digest that does not decode falls back to the JSON too.
-        store.lock().execute("UPDATE attempts SET state_digest = x'ff'", []).unwrap();
+        store.lock().execute("UPDATE attempt_report SET state_digest = x'ff'", []).unwrap();
         assert_eq!(read_with_battery(&store, &record.id), read);
     }
 

@@ -429,9 +429,8 @@ impl Store {
         let tx = conn.transaction()?;
         let inserted = tx.execute(
             "INSERT OR IGNORE INTO attempts (campaign, trial_idx, attempt, status, reasons, phases, started_at, ended_at,
-                soak_start_s, artifact_dir, state_before, state_after, device, untether, labels, state_soak,
-                state_digest)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                soak_start_s, artifact_dir, state_before, state_after, device, untether, labels, state_soak)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
             params![
                 a.campaign,
                 a.trial_idx,
@@ -448,13 +447,30 @@ impl Store {
                 a.device,
                 a.untether.map(UntetherMode::as_str),
                 serde_json::to_string(&a.labels)?,
-                (!a.state_soak.is_null()).then(|| json_text(&a.state_soak)),
-                StateDigest::from_json(&a.state_before, &a.state_soak, &a.state_after).to_blob()
+                (!a.state_soak.is_null()).then(|| json_text(&a.state_soak))
             ],
         )?;
         if inserted == 0 {
             return Err(StoreError::Duplicate { campaign: a.campaign.clone(), trial: a.trial_idx, attempt: a.attempt });
         }
+        tx.execute(
+            "INSERT INTO attempt_report (campaign, trial_idx, attempt, status, device, untether, soak_start_s, phases,
+                reasons, labels, state_digest)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            params![
+                a.campaign,
+                a.trial_idx,
+                a.attempt,
+                a.status.as_str(),
+                a.device,
+                a.untether.map(UntetherMode::as_str),
+                a.soak_start_s,
+                serde_json::to_string(&a.phases)?,
+                serde_json::to_string(&a.reasons)?,
+                serde_json::to_string(&a.labels)?,
+                StateDigest::from_json(&a.state_before, &a.state_soak, &a.state_after).to_blob()
+            ],
+        )?;
         {
             let mut st = tx.prepare(
                 "INSERT INTO measurements (campaign, trial_idx, attempt, seq, metric, value, unit, source)
