@@ -30,6 +30,9 @@ const FORMATS: [&str; 5] = ["table", "md", "html", "json", "csv"];
 const REPORT_MAX_S: f64 = 1.0;
 const REPORT_MAX_MB: f64 = 250.0;
 const RUN_MAX_MB: f64 = 300.0;
+const HISTORY_MAX_S: f64 = 0.2;
+/// Campaigns in the history step.
+const HISTORY_CAMPAIGNS: usize = 100;
 /// Relative tolerance of the figures' agreement (the scipy cross-check's).
 const REL: f64 = 1e-9;
 
@@ -91,6 +94,8 @@ fn run() -> i32 {
     });
     lab_rows.push(("lab report --format json, files rewritten".into(), rewrite));
 
+    let (history_warm, history_cold) = history_bench(runs);
+
     let figures = dir.join("pandas-figures.json");
     let pandas = if has_pandas(&python) {
         let script = Path::new(ROOT).join("benches/report_pandas.py");
@@ -132,6 +137,9 @@ fn run() -> i32 {
         );
         print_row(what, *m, pandas, &target);
     }
+    let history_target = |m: &Measured| format!("≤ {HISTORY_MAX_S} s: {}", yes_no(m.secs <= HISTORY_MAX_S));
+    print_row("lab history, 100 campaigns", history_warm, None, &history_target(&history_warm));
+    print_row("lab history, 100 campaigns recomputed", history_cold, None, "summaries deleted first");
     if let Some(p) = pandas {
         let compute = read_json(&figures).and_then(|v| v["compute_s"].as_f64());
         let what = match compute {
@@ -167,6 +175,80 @@ fn run() -> i32 {
         }
     }
     0
+}
+
+/// `lab history` over 100 stored campaigns of the quickstart (4 repeats): one `lab run`,
+/// its rows copied 99 times in SQL as later campaigns, then `lab history` with the
+/// summaries stored (as every run leaves them) and with them deleted first (each
+/// campaign's recomputed from its measurements).
+fn history_bench(runs: usize) -> (Measured, Measured) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lab_file = dir.path().join("lab.toml");
+    fs::copy(Path::new(ROOT).join("lab.toml"), &lab_file).expect("copy lab.toml");
+    let ran = Command::new(LAB)
+        .arg("--lab")
+        .arg(&lab_file)
+        .arg("run")
+        .arg(Path::new(ROOT).join("runbooks/quickstart.toml"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("lab run");
+    assert!(ran.success(), "the quickstart ran");
+    let db = dir.path().join("artifacts/lab.db");
+    let mut conn = rusqlite::Connection::open(&db).expect("store");
+    let (id, runbook): (String, String) =
+        conn.query_row("SELECT id, runbook_name FROM campaigns", [], |r| Ok((r.get(0)?, r.get(1)?))).expect("campaign");
+    let tables = [
+        ("campaigns", "id"),
+        ("trials", "campaign"),
+        ("attempts", "campaign"),
+        ("attempt_report", "campaign"),
+        ("measurements", "campaign"),
+        ("series", "campaign"),
+        ("campaign_summaries", "campaign"),
+    ];
+    let tx = conn.transaction().expect("transaction");
+    for n in 1..HISTORY_CAMPAIGNS {
+        let copy = format!("{id}-copy{n:03}");
+        for (table, key) in tables {
+            let cols: Vec<String> = tx
+                .prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))
+                .and_then(|mut st| st.query_map([], |r| r.get(0))?.collect())
+                .expect("columns");
+            let select: Vec<String> = cols
+                .iter()
+                .map(|c| match (table, c.as_str()) {
+                    (_, c) if c == key => "?1".to_string(),
+                    // A week later each: the history's order.
+                    ("campaigns", "created_at") => {
+                        format!("strftime('%Y-%m-%dT%H:%M:%SZ', created_at, '+{} days')", 7 * n)
+                    }
+                    _ => c.clone(),
+                })
+                .collect();
+            let sql = format!(
+                "INSERT INTO {table} ({}) SELECT {} FROM {table} WHERE {key} = ?2",
+                cols.join(", "),
+                select.join(", ")
+            );
+            tx.execute(&sql, rusqlite::params![copy, id]).expect("copy a campaign");
+        }
+    }
+    tx.commit().expect("commit");
+    let history = || {
+        let mut c = Command::new(LAB);
+        c.arg("--lab").arg(&lab_file).args(["history", &runbook, "--format", "table"]).stdout(Stdio::null());
+        c
+    };
+    measure(&mut history());
+    let warm = median_of(runs, || measure(&mut history()));
+    let cold = median_of(runs, || {
+        conn.execute("DELETE FROM campaign_summaries", []).expect("delete summaries");
+        measure(&mut history())
+    });
+    (warm, cold)
 }
 
 /// Runs `lab run` unless `dir` already holds a finished campaign; its figures are kept
