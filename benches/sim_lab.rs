@@ -96,6 +96,8 @@ fn main() {
     );
     println!("sim_lab: {secs:.2} s wall, {:.0} trials/s", trials as f64 / secs);
     println!("sim_lab: peak memory (VmHWM) {}", peak_memory(Path::new("/proc/self/status")));
+    let attempts = summary.valid + summary.invalid_attempts;
+    println!("sim_lab: {} store commits for {attempts} attempts and their device status", store.commits());
 }
 
 fn peak_memory(status: &Path) -> String {

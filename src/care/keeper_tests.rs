@@ -137,7 +137,7 @@ async fn a_device_in_a_running_campaign_is_left_alone() {
         seed: 1,
         created_at: "2026-12-01T00:00:00.000Z".into(),
         planned_trials: Vec::new(),
-        plan_json: serde_json::json!({}),
+        plan_json: "{}".into(),
     };
     // This test's own process runs it: the runner is alive.
     store.create_campaign(&campaign, 1, std::process::id()).unwrap();

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use serde::Deserialize;
 use tokio::sync::{mpsc, watch};
 
 use super::args::RunArgs;
@@ -103,7 +104,7 @@ pub(super) async fn run_campaign(
             let mut runbook = config::parse_runbook(&c.runbook_text, Path::new(&c.runbook_path), &lab)?;
             // … and its own seed (a scheduled slot's is not the one in the file).
             runbook.seed = c.seed;
-            let plan: Plan = serde_json::from_value(c.plan_json.clone())
+            let plan = Plan::deserialize(&c.plan_json)
                 .map_err(|e| CliError::internal(format!("campaign {id}: stored plan unreadable: {e}")))?;
             (runbook, plan, Some((store, id.clone())), None)
         }

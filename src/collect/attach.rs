@@ -92,7 +92,7 @@ fn new_campaign(id: &str, lab: &Lab, imported: &Imported) -> NewCampaign {
         seed: 0,
         created_at: now(),
         planned_trials: Vec::new(),
-        plan_json: serde_json::to_value(import_plan()).unwrap_or_default(),
+        plan_json: serde_json::to_string(&import_plan()).unwrap_or_default(),
     }
 }
 
@@ -194,7 +194,8 @@ pub fn attach(
     // The stored plan lists every trial, hand-run ones included.
     let mut plan = plan;
     plan.trials.push(row.clone());
-    let plan_json = serde_json::to_value(&plan).map_err(|source| AttachError::Plan { campaign: id.clone(), source })?;
+    let plan_json =
+        serde_json::to_string(&plan).map_err(|source| AttachError::Plan { campaign: id.clone(), source })?;
     store.add_trials(&id, std::slice::from_ref(&row), &plan_json)?;
 
     let artifact_dir = lab.artifacts_dir.join(&id).join(&row.key).join("attempt-0");
@@ -227,6 +228,6 @@ pub fn attach(
         untether: None,
         labels: Vec::new(),
     };
-    store.record_attempt(&record)?;
+    store.record_attempt(record)?;
     Ok(Attached { campaign: id, created_campaign, trial_idx: idx, trial_key: row.key, attempt: 0, artifact_dir })
 }

@@ -66,6 +66,13 @@ impl TokenCounts {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner).by_token.get(token).copied().unwrap_or_default()
     }
 
+    /// Removes what `token` counted (workload, state reports) and returns it: a trial's
+    /// counts are read once it is over, so the counters hold only the trials in flight.
+    pub fn take(&self, token: &str) -> (TrafficCount, TrafficCount) {
+        let mut c = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        (c.by_token.remove(token).unwrap_or_default(), c.reports.remove(token).unwrap_or_default())
+    }
+
     /// Requests whose path named no token (`/favicon.ico`, a misconfigured client).
     pub fn unmatched(&self) -> TrafficCount {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner).unmatched
@@ -124,5 +131,10 @@ mod tests {
         assert_eq!(c.unmatched(), TrafficCount { requests: 1, bytes: 7 });
         let before = TrafficCount { requests: 1, bytes: 10 };
         assert_eq!(c.get("a").since(&before), TrafficCount { requests: 1, bytes: 5 });
+        // A trial that is over takes its counts: nothing of it is kept.
+        assert_eq!(c.take("a"), (TrafficCount { requests: 2, bytes: 15 }, TrafficCount { requests: 1, bytes: 100 }));
+        assert_eq!((c.get("a"), c.reports("a")), (TrafficCount::default(), TrafficCount::default()));
+        assert_eq!(c.get("b").requests, 1, "other tokens keep theirs");
+        assert_eq!(c.take("zzz"), (TrafficCount::default(), TrafficCount::default()));
     }
 }

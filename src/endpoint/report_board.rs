@@ -20,4 +20,9 @@ impl ReportBoard {
     pub fn get(&self, token: &str, at: ReportAt) -> Option<AppReport> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner).get(&(token.to_string(), at)).cloned()
     }
+
+    /// Drops `token`'s reports (its trial is over).
+    pub fn forget(&self, token: &str) {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner).retain(|(t, _), _| t != token);
+    }
 }

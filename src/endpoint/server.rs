@@ -164,6 +164,13 @@ impl Endpoint {
         self.counts.reports(token)
     }
 
+    /// Drops what was kept for `token` (counts, reports) once its trial has read them, so
+    /// a long campaign keeps only its trials in flight.
+    pub fn forget(&self, token: &str) {
+        self.counts.take(token);
+        self.reports.forget(token);
+    }
+
     /// Requests that named no token.
     pub fn unmatched(&self) -> TrafficCount {
         self.counts.unmatched()

@@ -142,7 +142,7 @@ pub async fn extend(store: &Store, id: &str, plan: &mut Plan) -> Result<Option<E
     for n in &needs {
         reasons.push(format!("{} / {}: {}", n.model, n.variant, n.reasons.join(", ")));
     }
-    let plan_json = serde_json::to_value(&*plan).map_err(|e| RunError::Internal(format!("plan to JSON: {e}")))?;
+    let plan_json = serde_json::to_string(&*plan).map_err(|e| RunError::Internal(format!("plan to JSON: {e}")))?;
     let (s, i, rows) = (store.clone(), id.to_string(), trials.clone());
     blocking(move || s.add_trials(&i, &rows, &plan_json)).await?;
     Ok(Some(Extension { trials, reasons }))

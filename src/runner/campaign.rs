@@ -13,8 +13,9 @@ use super::adaptive::{self, SharedTether};
 use super::desk::OperatorDesk;
 use super::event::{DeviceProgress, Event, EventSink};
 use super::footprint::Footprint;
+use super::status_board::StatusBoard;
 use super::trial::{RunError, TrialContext, blocking, now_rfc3339};
-use super::worker::{WorkerEnd, run_device};
+use super::worker::{TrialRows, WorkerEnd, run_device};
 use crate::config::{Lab, OnOffline, Runbook};
 use crate::device::Device;
 use crate::endpoint::Endpoint;
@@ -106,7 +107,7 @@ pub fn new_record(id: &str, lab: &Lab, runbook: &Runbook, plan: &Plan) -> NewCam
         seed: runbook.seed,
         created_at: now_rfc3339(),
         planned_trials: plan.trials.clone(),
-        plan_json: serde_json::to_value(plan).unwrap_or_default(),
+        plan_json: serde_json::to_string(plan).unwrap_or_default(),
     }
 }
 
@@ -166,17 +167,19 @@ impl Campaign {
             endpoint: endpoint.clone(),
             footprint: footprint.clone(),
             desk: self.desk.clone(),
+            status: StatusBoard::new(self.store.clone()),
         });
         // Tethers are shared so that adaptive rounds can hand them to new workers.
         let devices: BTreeMap<String, SharedDevice> =
             std::mem::take(&mut self.devices).into_iter().map(|(name, (d, t))| (name, (d, Arc::from(t)))).collect();
-        let mut plan = (*self.plan).clone();
+        // The plan grows only with adaptive repeats; it is copied (once) only then.
+        let mut plan = self.plan.clone();
         let mut round = 1;
         // Devices that went offline in this run, and why (kept across rounds).
         let mut down: BTreeMap<String, String> = BTreeMap::new();
         let mut moved_notes = Vec::new();
         let (cancelled, fatal) = loop {
-            let end = self.run_round(&ctx, &devices, &down, round == 1, resumed, &artifacts, &stop_tx).await?;
+            let end = self.run_round(&ctx, &devices, &plan, &down, round == 1, resumed, &artifacts, &stop_tx).await?;
             down.extend(end.offline);
             if end.fatal.is_some() {
                 break (false, end.fatal);
@@ -191,7 +194,7 @@ impl Campaign {
                 // `on_offline = "move"`: their pending trials go to devices of the same
                 // model that are still up, and another round runs them. Once nothing is
                 // left on them, the campaign goes on as if they had never been there.
-                let moves = self.move_pending(&devices, &down).await?;
+                let moves = self.move_pending(&devices, &plan, &down).await?;
                 moved_notes.extend(moves.notes);
                 if moves.moved > 0 {
                     round += 1;
@@ -202,7 +205,10 @@ impl Campaign {
                 }
             }
             // Adaptive repeats: more trials for imprecise variants, then another round.
-            match adaptive::extend(&self.store, &self.id, &mut plan).await? {
+            if plan.adaptive.is_none() {
+                break (false, None);
+            }
+            match adaptive::extend(&self.store, &self.id, Arc::make_mut(&mut plan)).await? {
                 Some(ext) => {
                     round += 1;
                     self.events.emit(Event::TrialsAdded {
@@ -217,13 +223,12 @@ impl Campaign {
         forward.abort();
         let offline: Vec<String> = down.iter().map(|(d, why)| format!("{d}: {why}")).collect();
 
+        drop(plan);
         let store = self.store.clone();
         let id = self.id.clone();
-        let trials = blocking(move || store.trials(&id)).await?;
-        let count = |o| trials.iter().filter(|t| t.outcome == o).count() as u32;
-        let (valid, failed, pending) =
-            (count(TrialOutcome::Valid), count(TrialOutcome::Failed), count(TrialOutcome::Pending));
-        let invalid_attempts = trials.iter().map(|t| t.attempts).sum::<u32>() - valid;
+        let counts = blocking(move || store.outcome_counts(&id)).await?;
+        let (valid, failed, pending) = (counts.valid, counts.failed, counts.pending);
+        let invalid_attempts = counts.attempts - valid;
         let mut notes = Vec::new();
         if cancelled {
             notes.push("stopped by the user".to_string());
@@ -297,6 +302,7 @@ impl Campaign {
         &self,
         ctx: &Arc<TrialContext>,
         devices: &BTreeMap<String, SharedDevice>,
+        plan: &Arc<Plan>,
         down: &BTreeMap<String, String>,
         first: bool,
         resumed: bool,
@@ -305,38 +311,36 @@ impl Campaign {
     ) -> Result<RoundEnd, RunError> {
         let store = self.store.clone();
         let id = self.id.clone();
-        let trials = blocking(move || store.trials(&id)).await?;
-
-        let mut queues: BTreeMap<String, Vec<_>> = BTreeMap::new();
-        let mut progress: BTreeMap<String, DeviceProgress> = BTreeMap::new();
-        let mut sorted = trials;
-        sorted.sort_by_key(|t| (t.row.device.clone(), t.row.device_order));
-        for t in sorted {
-            let p = progress.entry(t.row.device.clone()).or_insert(DeviceProgress {
-                device: t.row.device.clone(),
-                planned: 0,
-                done: 0,
-            });
-            p.planned += 1;
-            if t.outcome == TrialOutcome::Pending {
-                queues.entry(t.row.device.clone()).or_default().push((t.row.clone(), t.attempts));
-            } else {
-                p.done += 1;
+        let queues = blocking(move || store.pending_queue(&id)).await?;
+        let mut rows = TrialRows::new(plan.clone());
+        if queues.iter().flat_map(|q| &q.pending).any(|&(idx, _)| rows.get(idx).is_none()) {
+            // A trial the stored plan does not have: its row comes from the store.
+            let (store, id) = (self.store.clone(), self.id.clone());
+            for t in blocking(move || store.trials(&id)).await? {
+                if rows.get(t.row.idx).is_none() {
+                    rows.add(t.row);
+                }
             }
         }
+        let rows = Arc::new(rows);
+        let progress: Vec<DeviceProgress> = queues
+            .iter()
+            .map(|q| DeviceProgress { device: q.device.clone(), planned: q.planned, done: q.done })
+            .collect();
         if first {
             self.events.emit(Event::CampaignStarted {
                 id: self.id.clone(),
                 runbook: self.runbook.name.clone(),
                 resumed,
-                devices: progress.into_values().collect(),
+                devices: progress,
                 artifacts: artifacts.display().to_string(),
             });
         }
 
         let mut set = JoinSet::new();
         let mut missing = Vec::new();
-        for (name, queue) in queues {
+        for q in queues.into_iter().filter(|q| !q.pending.is_empty()) {
+            let (name, queue) = (q.device, q.pending);
             if down.contains_key(&name) {
                 // Offline earlier in this run: not waited for again until a resume.
                 continue;
@@ -345,7 +349,8 @@ impl Campaign {
                 Some((device, tether)) => {
                     let ctx = ctx.clone();
                     let (device, tether) = (device.clone(), Box::new(SharedTether(tether.clone())));
-                    set.spawn(async move { (name, run_device(ctx, device, tether, queue).await) });
+                    let rows = rows.clone();
+                    set.spawn(async move { (name, run_device(ctx, device, tether, rows, queue).await) });
                 }
                 None => missing.push(name),
             }
@@ -383,6 +388,7 @@ impl Campaign {
     async fn move_pending(
         &self,
         devices: &BTreeMap<String, SharedDevice>,
+        plan: &Plan,
         down: &BTreeMap<String, String>,
     ) -> Result<Moves, RunError> {
         let store = self.store.clone();
@@ -404,7 +410,7 @@ impl Campaign {
             let targets: Vec<&String> = devices
                 .keys()
                 .filter(|d| !down.contains_key(*d))
-                .filter(|d| self.plan.devices.iter().any(|p| &p.name == *d && p.model == model))
+                .filter(|d| plan.devices.iter().any(|p| &p.name == *d && p.model == model))
                 .collect();
             if targets.is_empty() {
                 notes.push(format!("no other device of model {model} to take the trials of {from}"));

@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use super::desk::{OperatorDesk, StepAsk, StepError};
 use super::event::{Event, EventSink, Phase};
 use super::footprint::Footprint;
+use super::status_board::{StatusBoard, When};
 use super::validate;
 use crate::clock::Clock;
 use crate::config::{Runbook, StepWhen};
@@ -51,6 +52,8 @@ pub struct TrialContext {
     pub footprint: Arc<Footprint>,
     /// Where operator steps are asked and answered.
     pub desk: Arc<OperatorDesk>,
+    /// What `lab status` shows per device, on its way to the store.
+    pub status: Arc<StatusBoard>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -165,7 +168,10 @@ impl Attempt<'_> {
     }
 
     async fn status_as(&self, state: &str, phase: Phase, battery: Option<f64>) -> Result<(), RunError> {
-        write_status(self.ctx, self.device.name(), state, Some((&self.trial.key, phase)), battery).await
+        // A real soak is long and must not be woken: its row is written before it begins.
+        // Other phases (and a simulated soak, which takes no time) go with the next write.
+        let when = if phase == Phase::Soak && !self.clock().is_virtual() { When::Now } else { When::Soon };
+        write_status(self.ctx, self.device.name(), state, Some((&self.trial.key, phase)), battery, when).await
     }
 
     /// Waits for a device that stopped answering (see [`wait_for_device`]). Not back in
@@ -364,6 +370,10 @@ impl Attempt<'_> {
         if let Some(app) = &p.app {
             let _ = tokio::time::timeout(self.ctx.runbook.timeouts.launch, self.device.stop(app)).await;
         }
+        // Its traffic and reports were read in the steps: the endpoint keeps only trials in flight.
+        if let Some(e) = &self.ctx.endpoint {
+            e.forget(&traffic_token(&self.trial.key, self.attempt));
+        }
         let (collected, mut reasons, offline) = match result {
             Ok(Step::Done(c, reasons)) => (Some(*c), reasons, None),
             Ok(Step::Cancelled) => {
@@ -430,7 +440,7 @@ impl Attempt<'_> {
             attestations: self.ctx.desk.attested(self.device.name()),
         };
         let store = self.ctx.store.clone();
-        blocking(move || store.record_attempt(&record)).await?;
+        blocking(move || store.record_attempt(record)).await?;
         let will_retry = !valid && offline.is_none() && self.attempt + 1 < self.ctx.max_attempts;
         self.ctx.events.emit(Event::AttemptRecorded {
             device: self.device.name().into(),
@@ -707,13 +717,14 @@ pub fn traffic_token(trial_key: &str, attempt: u32) -> String {
 }
 
 /// Writes what `lab status` shows for `device`: its state, and the trial and phase it is
-/// in (`None` between trials).
+/// in (`None` between trials); `when` says how soon it must be in the store.
 pub(super) async fn write_status(
     ctx: &TrialContext,
     device: &str,
     state: &str,
     at: Option<(&str, Phase)>,
     battery: Option<f64>,
+    when: When,
 ) -> Result<(), RunError> {
     let row = DeviceStatusRow {
         device: device.into(),
@@ -724,8 +735,7 @@ pub(super) async fn write_status(
         phase: at.map(|(_, phase)| phase.as_str().to_string()),
         updated_at: now_rfc3339(),
     };
-    let store = ctx.store.clone();
-    blocking(move || store.set_device_status(&row)).await
+    ctx.status.set(row, when).await
 }
 
 /// Waits up to `timeouts.reconnect` for a device that stopped answering with `e`, in
@@ -747,7 +757,7 @@ pub(super) async fn wait_for_device(
         timeout_s: wait.as_secs(),
     });
     // Status is informational; a failure to write it must not end the campaign.
-    let _ = write_status(ctx, device.name(), "reconnecting", at, None).await;
+    let _ = write_status(ctx, device.name(), "reconnecting", at, None, When::Now).await;
     let since = device.clock().now();
     device.wait_connected(wait).await?;
     let after_s = (device.clock().now() - since).as_secs_f64();

@@ -105,6 +105,7 @@ impl Bench {
                 operator_limit,
                 shutdown.clone(),
             )),
+            status: super::StatusBoard::new(store.clone()),
         };
         Bench { _dir: dir, ctx, trial, host, tether, events, stop }
     }

@@ -1,16 +1,49 @@
 //! A device's worker: runs that device's trials one after the other.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
 use super::event::Event;
+use super::status_board::When;
 use super::trial::{
     Attempt, AttemptOutcome, RunError, TrialContext, blocking, now_rfc3339, sleep_or_cancel, wait_for_device,
     write_status,
 };
 use crate::device::Device;
+use crate::plan::Plan;
 use crate::store::{BatteryReadingRow, PlannedTrialRow};
 use crate::tether::Tether;
+
+/// The planned trials, found by index: the plan's own rows (no copy per round or per
+/// queue), plus any the store has and the plan does not.
+pub struct TrialRows {
+    plan: Arc<Plan>,
+    /// Index → position in `plan.trials`, when they differ (built plans number trials
+    /// by position).
+    positions: Option<HashMap<u32, usize>>,
+    extra: BTreeMap<u32, PlannedTrialRow>,
+}
+
+impl TrialRows {
+    pub fn new(plan: Arc<Plan>) -> TrialRows {
+        let aligned = plan.trials.iter().enumerate().all(|(i, t)| t.idx as usize == i);
+        let positions = (!aligned).then(|| plan.trials.iter().enumerate().map(|(i, t)| (t.idx, i)).collect());
+        TrialRows { plan, positions, extra: BTreeMap::new() }
+    }
+
+    pub fn get(&self, idx: u32) -> Option<&PlannedTrialRow> {
+        let pos = match &self.positions {
+            None => Some(idx as usize),
+            Some(p) => p.get(&idx).copied(),
+        };
+        pos.and_then(|i| self.plan.trials.get(i)).or_else(|| self.extra.get(&idx))
+    }
+
+    /// Adds a row the plan lacks.
+    pub fn add(&mut self, row: PlannedTrialRow) {
+        self.extra.insert(row.idx, row);
+    }
+}
 
 /// How a worker ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,15 +56,16 @@ pub enum WorkerEnd {
     Cancelled,
 }
 
-/// Runs `queue` (trial, next attempt number) on `device`, re-queuing invalid
-/// attempts at the end of the queue until `max_attempts` is reached.
+/// Runs `queue` (trial index in `rows`, next attempt number) on `device`, re-queuing
+/// invalid attempts at the end of the queue until `max_attempts` is reached.
 pub async fn run_device(
     ctx: Arc<TrialContext>,
     device: Arc<dyn Device>,
     tether: Box<dyn Tether>,
-    queue: Vec<(PlannedTrialRow, u32)>,
+    rows: Arc<TrialRows>,
+    queue: Vec<(u32, u32)>,
 ) -> Result<WorkerEnd, RunError> {
-    let mut queue: VecDeque<(PlannedTrialRow, u32)> = queue.into();
+    let mut queue: VecDeque<(u32, u32)> = queue.into();
     let name = device.name().to_string();
     let mut shutdown = ctx.shutdown.clone();
 
@@ -49,7 +83,8 @@ pub async fn run_device(
 
     let mut first = true;
     let end = loop {
-        let Some((trial, attempt)) = queue.pop_front() else { break WorkerEnd::Finished };
+        let Some((idx, attempt)) = queue.pop_front() else { break WorkerEnd::Finished };
+        let trial = rows.get(idx).ok_or_else(|| RunError::Internal(format!("trial {idx} is not planned")))?;
         if *shutdown.borrow() {
             break WorkerEnd::Cancelled;
         }
@@ -61,14 +96,13 @@ pub async fn run_device(
             break WorkerEnd::Cancelled;
         }
         first = false;
-        let outcome = Attempt { ctx: &ctx, device: device.as_ref(), tether: tether.as_ref(), trial: &trial, attempt }
-            .run()
-            .await?;
+        let outcome =
+            Attempt { ctx: &ctx, device: device.as_ref(), tether: tether.as_ref(), trial, attempt }.run().await?;
         match outcome {
             AttemptOutcome::Recorded { valid: true } => {}
             AttemptOutcome::Recorded { valid: false } => {
                 if attempt + 1 < ctx.max_attempts {
-                    queue.push_back((trial, attempt + 1));
+                    queue.push_back((idx, attempt + 1));
                 }
             }
             AttemptOutcome::DeviceOffline { reason } => {
@@ -105,7 +139,8 @@ async fn record_health(ctx: &TrialContext, device: &dyn Device) {
 /// How long reading a phone's battery health may take at the start of a campaign.
 const HEALTH_READ: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// A worker's first and last word in `lab status`: in the store before it goes on.
 async fn set_status(ctx: &TrialContext, device: &str, state: &str) {
     // Status is informational; a failure to write it must not end the campaign.
-    let _ = write_status(ctx, device, state, None, None).await;
+    let _ = write_status(ctx, device, state, None, None, When::Now).await;
 }

@@ -954,7 +954,7 @@ mod tests {
             seed: c.seed,
             created_at: c.created_at.clone(),
             planned_trials: trials.iter().map(|t| t.row.clone()).collect(),
-            plan_json: c.plan_json.clone(),
+            plan_json: c.plan_json.to_string(),
         }
     }
 
@@ -969,7 +969,7 @@ mod tests {
         let store = Store::open(&dir.path().join("lab.db")).unwrap();
         store.create_campaign(&new_campaign(c, trials), max_attempts, 1).unwrap();
         for a in attempts {
-            store.record_attempt(a).unwrap();
+            store.record_attempt(a.clone()).unwrap();
         }
         (dir, store)
     }
@@ -1152,7 +1152,7 @@ mod tests {
         // SQLite stores NaN as NULL and `value` is NOT NULL: the attempt is not recorded
         // (wholly), so no store path has to read a NaN.
         let (_dir, store) = store_of(&record, &trials, &attempts[..5], 2);
-        assert!(store.record_attempt(&attempts[5]).is_err());
+        assert!(store.record_attempt(attempts[5].clone()).is_err());
         let read = read_with_battery(&store, &record.id);
         assert_eq!(read, from_store_records(&store, &record.id));
         assert_eq!(read.attempts(), 5);
@@ -1196,7 +1196,7 @@ mod tests {
             assert!(!seen.contains(&now), "{what}: {now}");
             seen.push(now);
         };
-        store.record_attempt(&attempts[4]).unwrap();
+        store.record_attempt(attempts[4].clone()).unwrap();
         changed("an attempt recorded");
         store.move_trials(id, &[TrialMove { trial_idx: 6, to_device: "pixel-1".into(), device_order: 9 }]).unwrap();
         changed("a trial moved");

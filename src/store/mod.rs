@@ -1,6 +1,7 @@
 //! The SQLite store: campaigns, planned trials, attempts, measurements.
 
 mod alerts;
+mod batch;
 mod columns;
 mod findings;
 mod operator_steps;

@@ -54,8 +54,9 @@ pub struct NewCampaign {
     /// RFC 3339.
     pub created_at: String,
     pub planned_trials: Vec<PlannedTrialRow>,
-    /// The plan, serialized, so `lab report` can show variants in order.
-    pub plan_json: serde_json::Value,
+    /// The plan as JSON text, so `lab report` can show variants in order (text, not a
+    /// `serde_json::Value`: a big plan's tree of values is several times its text).
+    pub plan_json: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -247,6 +248,26 @@ pub struct TrialRecord {
     pub attempts: u32,
     /// `pending`, `valid` or `failed` (every attempt invalid).
     pub outcome: TrialOutcome,
+}
+
+/// What is left to run on one device (`Store::pending_queue`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceQueue {
+    pub device: String,
+    /// Trials planned on it, and how many of them have their final outcome.
+    pub planned: u32,
+    pub done: u32,
+    /// (trial index, attempts so far) of its pending trials, in queue order.
+    pub pending: Vec<(u32, u32)>,
+}
+
+/// A campaign's trials by outcome, and its attempts (`Store::outcome_counts`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OutcomeCounts {
+    pub valid: u32,
+    pub failed: u32,
+    pub pending: u32,
+    pub attempts: u32,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]

@@ -352,12 +352,12 @@ mod tests {
                 tool_version: "0".into(),
                 seed: 1,
                 created_at: "t".into(),
-                plan_json: serde_json::json!({}),
+                plan_json: "{}".into(),
                 planned_trials: rows,
             };
             s.create_campaign(&new, 2, 1).unwrap();
             for a in &data.attempts {
-                s.record_attempt(a).unwrap();
+                s.record_attempt(a.clone()).unwrap();
             }
         }
         let expected = Store::open(&path).unwrap().read_columns("old").unwrap();

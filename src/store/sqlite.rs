@@ -5,11 +5,13 @@
 //! terminal while `lab run` writes.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::batch::{self, AttemptQueue, Turn};
 use super::records::*;
 use super::schema;
 use super::state_digest::StateDigest;
@@ -37,6 +39,10 @@ pub enum StoreError {
 pub struct Store {
     pub(super) conn: Arc<Mutex<Connection>>,
     path: PathBuf,
+    /// Attempts waiting to be committed together (`record_attempt`).
+    attempts: Arc<AttemptQueue>,
+    /// Commits made by `record_attempt` and `set_device_statuses`: the runner's writes.
+    commits: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Store {
@@ -68,6 +74,102 @@ fn insert_trials(tx: &rusqlite::Transaction<'_>, id: &str, trials: &[PlannedTria
             t.block,
             t.device_order
         ])?;
+    }
+    Ok(())
+}
+
+/// A campaign's retry limit, or `NoCampaign`.
+fn retry_limit(conn: &Connection, id: &str) -> Result<u32, StoreError> {
+    conn.query_row("SELECT max_attempts FROM campaigns WHERE id = ?1", [id], |r| r.get(0))
+        .optional()?
+        .ok_or_else(|| StoreError::NoCampaign(id.into()))
+}
+
+/// A trial's outcome from its attempts and how many of them were valid.
+fn outcome(attempts: u32, valid: u32, max_attempts: u32) -> TrialOutcome {
+    if valid > 0 {
+        TrialOutcome::Valid
+    } else if attempts >= max_attempts {
+        TrialOutcome::Failed
+    } else {
+        TrialOutcome::Pending
+    }
+}
+
+/// One attempt's rows, inside the caller's transaction (`batch::record` gives each its own
+/// savepoint). An attempt already there is `Duplicate`, and adds nothing.
+fn insert_attempt(tx: &rusqlite::Transaction<'_>, a: &AttemptRecord) -> Result<(), StoreError> {
+    let inserted = tx.prepare_cached(
+        "INSERT OR IGNORE INTO attempts (campaign, trial_idx, attempt, status, reasons, phases, started_at, ended_at,
+            soak_start_s, artifact_dir, state_before, state_after, device, untether, labels, state_soak)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+    )?
+    .execute(params![
+            a.campaign,
+            a.trial_idx,
+            a.attempt,
+            a.status.as_str(),
+            serde_json::to_string(&a.reasons)?,
+            serde_json::to_string(&a.phases)?,
+            a.started_at,
+            a.ended_at,
+            a.soak_start_s,
+            a.artifact_dir,
+            json_text(&a.state_before),
+            json_text(&a.state_after),
+            a.device,
+            a.untether.map(UntetherMode::as_str),
+            serde_json::to_string(&a.labels)?,
+            (!a.state_soak.is_null()).then(|| json_text(&a.state_soak))
+        ])?;
+    if inserted == 0 {
+        return Err(StoreError::Duplicate { campaign: a.campaign.clone(), trial: a.trial_idx, attempt: a.attempt });
+    }
+    tx.prepare_cached(
+        "INSERT INTO attempt_report (campaign, trial_idx, attempt, status, device, untether, soak_start_s, phases,
+            reasons, labels, state_digest)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )?
+    .execute(params![
+        a.campaign,
+        a.trial_idx,
+        a.attempt,
+        a.status.as_str(),
+        a.device,
+        a.untether.map(UntetherMode::as_str),
+        a.soak_start_s,
+        serde_json::to_string(&a.phases)?,
+        serde_json::to_string(&a.reasons)?,
+        serde_json::to_string(&a.labels)?,
+        StateDigest::from_json(&a.state_before, &a.state_soak, &a.state_after).to_blob()
+    ])?;
+    {
+        let mut st = tx.prepare_cached(
+            "INSERT INTO measurements (campaign, trial_idx, attempt, seq, metric, value, unit, source)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )?;
+        for (seq, m) in a.measurements.iter().enumerate() {
+            st.execute(params![a.campaign, a.trial_idx, a.attempt, seq as u32, m.metric, m.value, m.unit, m.source])?;
+        }
+        let mut st = tx.prepare_cached(
+            "INSERT INTO series (campaign, trial_idx, attempt, seq, name, unit, source, points)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )?;
+        for (seq, s) in a.series.iter().enumerate() {
+            st.execute(params![
+                a.campaign,
+                a.trial_idx,
+                a.attempt,
+                seq as u32,
+                s.name,
+                s.unit,
+                s.source,
+                s.points_blob()
+            ])?;
+        }
+    }
+    if !a.attestations.is_empty() {
+        super::operator_steps::insert_attestations(tx, &a.campaign, a.trial_idx, a.attempt, &a.attestations)?;
     }
     Ok(())
 }
@@ -140,7 +242,12 @@ impl Store {
         conn.pragma_update(None, "synchronous", "NORMAL").map_err(err)?;
         conn.pragma_update(None, "foreign_keys", "ON").map_err(err)?;
         schema::migrate(&mut conn).map_err(err)?;
-        Ok(Store { conn: Arc::new(Mutex::new(conn)), path: path.to_path_buf() })
+        Ok(Store {
+            conn: Arc::new(Mutex::new(conn)),
+            path: path.to_path_buf(),
+            attempts: Arc::default(),
+            commits: Arc::default(),
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -174,7 +281,7 @@ impl Store {
                 c.seed as i64,
                 c.created_at,
                 pid,
-                json_text(&c.plan_json),
+                c.plan_json,
                 max_attempts
             ],
         )?;
@@ -185,15 +292,10 @@ impl Store {
 
     /// Adds planned trials to a campaign and stores its new plan, in one transaction
     /// (adaptive repeats): a resumed run sees both or neither.
-    pub fn add_trials(
-        &self,
-        id: &str,
-        trials: &[PlannedTrialRow],
-        plan_json: &serde_json::Value,
-    ) -> Result<(), StoreError> {
+    pub fn add_trials(&self, id: &str, trials: &[PlannedTrialRow], plan_json: &str) -> Result<(), StoreError> {
         let mut conn = self.lock();
         let tx = conn.transaction()?;
-        let n = tx.execute("UPDATE campaigns SET plan_json = ?2 WHERE id = ?1", params![id, json_text(plan_json)])?;
+        let n = tx.execute("UPDATE campaigns SET plan_json = ?2 WHERE id = ?1", params![id, plan_json])?;
         if n == 0 {
             return Err(StoreError::NoCampaign(id.into()));
         }
@@ -352,10 +454,7 @@ impl Store {
     /// Planned trials with their outcome so far, in plan order.
     pub fn trials(&self, id: &str) -> Result<Vec<TrialRecord>, StoreError> {
         let conn = self.lock();
-        let max_attempts: u32 = conn
-            .query_row("SELECT max_attempts FROM campaigns WHERE id = ?1", [id], |r| r.get(0))
-            .optional()?
-            .ok_or_else(|| StoreError::NoCampaign(id.into()))?;
+        let max_attempts = retry_limit(&conn, id)?;
         let mut st = conn.prepare(
             "SELECT t.idx, t.key, t.device, t.device_model, t.variant, t.build, t.config, t.repeat, t.block, t.device_order,
                     COUNT(a.attempt), COALESCE(SUM(a.status = 'valid'), 0)
@@ -379,16 +478,62 @@ impl Store {
                     device_order: r.get(9)?,
                 },
                 attempts,
-                outcome: if valid > 0 {
-                    TrialOutcome::Valid
-                } else if attempts >= max_attempts {
-                    TrialOutcome::Failed
-                } else {
-                    TrialOutcome::Pending
-                },
+                outcome: outcome(attempts, valid, max_attempts),
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// What is left to run, per device (by name), with each device's trials in queue
+    /// order: only indices and attempt counts, so a round holds no copy of the plan's rows.
+    pub fn pending_queue(&self, id: &str) -> Result<Vec<DeviceQueue>, StoreError> {
+        let conn = self.lock();
+        let max_attempts = retry_limit(&conn, id)?;
+        let mut st = conn.prepare(
+            "SELECT t.device, t.idx, COUNT(a.attempt), COALESCE(SUM(a.status = 'valid'), 0)
+             FROM trials t LEFT JOIN attempts a ON a.campaign = t.campaign AND a.trial_idx = t.idx
+             WHERE t.campaign = ?1 GROUP BY t.idx ORDER BY t.device, t.device_order",
+        )?;
+        let mut rows = st.query([id])?;
+        let mut out: Vec<DeviceQueue> = Vec::new();
+        while let Some(r) = rows.next()? {
+            let device = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
+            if out.last().is_none_or(|q| q.device != device) {
+                out.push(DeviceQueue { device: device.to_string(), planned: 0, done: 0, pending: Vec::new() });
+            }
+            let (idx, attempts, valid): (u32, u32, u32) = (r.get(1)?, r.get(2)?, r.get(3)?);
+            let q = out.last_mut().expect("pushed above");
+            q.planned += 1;
+            if outcome(attempts, valid, max_attempts) == TrialOutcome::Pending {
+                q.pending.push((idx, attempts));
+            } else {
+                q.done += 1;
+            }
+        }
+        Ok(out)
+    }
+
+    /// How a campaign's trials stand, in one aggregate query.
+    pub fn outcome_counts(&self, id: &str) -> Result<OutcomeCounts, StoreError> {
+        let conn = self.lock();
+        let max_attempts = retry_limit(&conn, id)?;
+        let mut st = conn.prepare(
+            "SELECT COUNT(a.attempt), COALESCE(SUM(a.status = 'valid'), 0)
+             FROM trials t LEFT JOIN attempts a ON a.campaign = t.campaign AND a.trial_idx = t.idx
+             WHERE t.campaign = ?1 GROUP BY t.idx",
+        )?;
+        let mut rows = st.query([id])?;
+        let mut c = OutcomeCounts::default();
+        while let Some(r) = rows.next()? {
+            let (attempts, valid): (u32, u32) = (r.get(0)?, r.get(1)?);
+            c.attempts += attempts;
+            match outcome(attempts, valid, max_attempts) {
+                TrialOutcome::Valid => c.valid += 1,
+                TrialOutcome::Failed => c.failed += 1,
+                TrialOutcome::Pending => c.pending += 1,
+            }
+        }
+        Ok(c)
     }
 
     /// Gives pending trials to other devices, in one transaction; the first device each
@@ -422,92 +567,29 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Records one attempt, its measurements and its series in a single transaction: after
-    /// a crash it is either wholly there or not at all.
-    pub fn record_attempt(&self, a: &AttemptRecord) -> Result<(), StoreError> {
+    /// Records one attempt, its measurements and its series atomically: after a crash it is
+    /// either wholly there or not at all. Attempts recorded at the same time by other
+    /// threads share one transaction (`batch`); this returns once the transaction that
+    /// holds `a` is committed.
+    pub fn record_attempt(&self, a: AttemptRecord) -> Result<(), StoreError> {
+        let ticket = self.attempts.push(a);
         let mut conn = self.lock();
-        let tx = conn.transaction()?;
-        let inserted = tx.execute(
-            "INSERT OR IGNORE INTO attempts (campaign, trial_idx, attempt, status, reasons, phases, started_at, ended_at,
-                soak_start_s, artifact_dir, state_before, state_after, device, untether, labels, state_soak)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
-            params![
-                a.campaign,
-                a.trial_idx,
-                a.attempt,
-                a.status.as_str(),
-                serde_json::to_string(&a.reasons)?,
-                serde_json::to_string(&a.phases)?,
-                a.started_at,
-                a.ended_at,
-                a.soak_start_s,
-                a.artifact_dir,
-                json_text(&a.state_before),
-                json_text(&a.state_after),
-                a.device,
-                a.untether.map(UntetherMode::as_str),
-                serde_json::to_string(&a.labels)?,
-                (!a.state_soak.is_null()).then(|| json_text(&a.state_soak))
-            ],
-        )?;
-        if inserted == 0 {
-            return Err(StoreError::Duplicate { campaign: a.campaign.clone(), trial: a.trial_idx, attempt: a.attempt });
-        }
-        tx.execute(
-            "INSERT INTO attempt_report (campaign, trial_idx, attempt, status, device, untether, soak_start_s, phases,
-                reasons, labels, state_digest)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            params![
-                a.campaign,
-                a.trial_idx,
-                a.attempt,
-                a.status.as_str(),
-                a.device,
-                a.untether.map(UntetherMode::as_str),
-                a.soak_start_s,
-                serde_json::to_string(&a.phases)?,
-                serde_json::to_string(&a.reasons)?,
-                serde_json::to_string(&a.labels)?,
-                StateDigest::from_json(&a.state_before, &a.state_soak, &a.state_after).to_blob()
-            ],
-        )?;
-        {
-            let mut st = tx.prepare(
-                "INSERT INTO measurements (campaign, trial_idx, attempt, seq, metric, value, unit, source)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )?;
-            for (seq, m) in a.measurements.iter().enumerate() {
-                st.execute(params![
-                    a.campaign,
-                    a.trial_idx,
-                    a.attempt,
-                    seq as u32,
-                    m.metric,
-                    m.value,
-                    m.unit,
-                    m.source
-                ])?;
-            }
-            let mut st = tx.prepare(
-                "INSERT INTO series (campaign, trial_idx, attempt, seq, name, unit, source, points)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )?;
-            for (seq, s) in a.series.iter().enumerate() {
-                st.execute(params![
-                    a.campaign,
-                    a.trial_idx,
-                    a.attempt,
-                    seq as u32,
-                    s.name,
-                    s.unit,
-                    s.source,
-                    s.points_blob()
-                ])?;
+        match self.attempts.turn(&ticket) {
+            Turn::Done(r) => r,
+            Turn::Record(jobs) => {
+                let commits = batch::record(&mut conn, jobs, insert_attempt);
+                self.commits.fetch_add(commits, Ordering::Relaxed);
+                drop(conn);
+                let done = ticket.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+                done.unwrap_or_else(|| Err(StoreError::Internal("attempt left out of its transaction".into())))
             }
         }
-        super::operator_steps::insert_attestations(&tx, &a.campaign, a.trial_idx, a.attempt, &a.attestations)?;
-        tx.commit()?;
-        Ok(())
+    }
+
+    /// Commits made by `record_attempt` and `set_device_statuses` since the store was
+    /// opened (how well they are batched: the benchmark prints it).
+    pub fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
     }
 
     /// Every series of a campaign's attempts, ordered by trial, attempt and as recorded.
@@ -577,13 +659,30 @@ impl Store {
     }
 
     pub fn set_device_status(&self, s: &DeviceStatusRow) -> Result<(), StoreError> {
-        self.lock().execute(
-            "INSERT INTO device_status (device, state, battery_pct, campaign, trial_key, phase, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-             ON CONFLICT(device) DO UPDATE SET state = ?2, battery_pct = COALESCE(?3, battery_pct),
-                campaign = ?4, trial_key = ?5, phase = ?6, updated_at = ?7",
-            params![s.device, s.state, s.battery_pct, s.campaign, s.trial_key, s.phase, s.updated_at],
-        )?;
+        self.set_device_statuses(std::slice::from_ref(s))
+    }
+
+    /// Writes what `lab status` shows for several devices in one transaction. A row
+    /// without a battery reading keeps the last one stored.
+    pub fn set_device_statuses(&self, rows: &[DeviceStatusRow]) -> Result<(), StoreError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        {
+            let mut st = tx.prepare_cached(
+                "INSERT INTO device_status (device, state, battery_pct, campaign, trial_key, phase, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT(device) DO UPDATE SET state = ?2, battery_pct = COALESCE(?3, battery_pct),
+                    campaign = ?4, trial_key = ?5, phase = ?6, updated_at = ?7",
+            )?;
+            for s in rows {
+                st.execute(params![s.device, s.state, s.battery_pct, s.campaign, s.trial_key, s.phase, s.updated_at])?;
+            }
+        }
+        tx.commit()?;
+        self.commits.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -690,7 +789,7 @@ mod tests {
             seed: u64::MAX,
             created_at: "2026-01-01T00:00:00.000Z".into(),
             planned_trials: (0..n).map(trial).collect(),
-            plan_json: serde_json::json!({"x": 1}),
+            plan_json: r#"{"x":1}"#.into(),
         }
     }
 
@@ -766,8 +865,8 @@ mod tests {
             at: "t0.5".into(),
             values,
         };
-        s.record_attempt(&AttemptRecord { attestations: vec![attested.clone()], ..attempt("c1", 0, 0, true) }).unwrap();
-        s.record_attempt(&attempt("c1", 1, 0, true)).unwrap();
+        s.record_attempt(AttemptRecord { attestations: vec![attested.clone()], ..attempt("c1", 0, 0, true) }).unwrap();
+        s.record_attempt(attempt("c1", 1, 0, true)).unwrap();
         let attempts = s.attempts("c1").unwrap();
         assert_eq!((attempts[0].attestations.as_slice(), attempts[1].attestations.len()), (&[attested.clone()][..], 0));
         let latest = s.latest_attestations().unwrap();
@@ -783,10 +882,10 @@ mod tests {
         assert_eq!((c.status, c.runner_pid, c.seed), (CampaignStatus::Running, Some(42), u64::MAX));
         assert_eq!(c.plan_json, serde_json::json!({"x": 1}));
 
-        s.record_attempt(&attempt("c1", 0, 0, true)).unwrap();
-        s.record_attempt(&attempt("c1", 1, 0, false)).unwrap();
-        s.record_attempt(&attempt("c1", 1, 1, false)).unwrap();
-        s.record_attempt(&attempt("c1", 2, 0, false)).unwrap();
+        s.record_attempt(attempt("c1", 0, 0, true)).unwrap();
+        s.record_attempt(attempt("c1", 1, 0, false)).unwrap();
+        s.record_attempt(attempt("c1", 1, 1, false)).unwrap();
+        s.record_attempt(attempt("c1", 2, 0, false)).unwrap();
         let outcomes: Vec<_> = s.trials("c1").unwrap().iter().map(|t| (t.attempts, t.outcome)).collect();
         assert_eq!(outcomes, [(1, TrialOutcome::Valid), (2, TrialOutcome::Failed), (1, TrialOutcome::Pending)]);
 
@@ -802,8 +901,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(&dir.path().join("lab.db")).unwrap();
         s.create_campaign(&campaign("c1", 2), 2, 1).unwrap();
-        s.record_attempt(&attempt("c1", 0, 0, true)).unwrap();
-        s.add_trials("c1", &[trial(2), trial(3)], &serde_json::json!({"x": 2})).unwrap();
+        s.record_attempt(attempt("c1", 0, 0, true)).unwrap();
+        s.add_trials("c1", &[trial(2), trial(3)], r#"{"x":2}"#).unwrap();
         let outcomes: Vec<_> = s.trials("c1").unwrap().iter().map(|t| (t.row.idx, t.outcome)).collect();
         assert_eq!(
             outcomes,
@@ -816,10 +915,10 @@ mod tests {
         );
         assert_eq!(s.campaign("c1").unwrap().plan_json, serde_json::json!({"x": 2}));
         // A clash rolls the whole change back: the plan stays as it was.
-        assert!(s.add_trials("c1", &[trial(4), trial(0)], &serde_json::json!({"x": 3})).is_err());
+        assert!(s.add_trials("c1", &[trial(4), trial(0)], r#"{"x":3}"#).is_err());
         assert_eq!(s.trials("c1").unwrap().len(), 4);
         assert_eq!(s.campaign("c1").unwrap().plan_json, serde_json::json!({"x": 2}));
-        assert!(matches!(s.add_trials("nope", &[], &serde_json::json!({})), Err(StoreError::NoCampaign(_))));
+        assert!(matches!(s.add_trials("nope", &[], r#"{}"#), Err(StoreError::NoCampaign(_))));
     }
 
     #[test]
@@ -827,10 +926,86 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(&dir.path().join("lab.db")).unwrap();
         s.create_campaign(&campaign("c1", 1), 3, 1).unwrap();
-        s.record_attempt(&attempt("c1", 0, 0, true)).unwrap();
-        let e = s.record_attempt(&attempt("c1", 0, 0, true)).unwrap_err();
+        s.record_attempt(attempt("c1", 0, 0, true)).unwrap();
+        let e = s.record_attempt(attempt("c1", 0, 0, true)).unwrap_err();
         assert!(matches!(e, StoreError::Duplicate { trial: 0, attempt: 0, .. }), "{e}");
         assert_eq!(s.attempts("c1").unwrap()[0].measurements.len(), 2, "the duplicate added no measurements");
+    }
+
+    #[test]
+    fn attempts_recorded_from_many_threads_at_once_are_all_stored_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("lab.db")).unwrap();
+        s.create_campaign(&campaign("c1", 8 * 500), 3, 1).unwrap();
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    for i in 0..500 {
+                        s.record_attempt(attempt("c1", t * 500 + i, 0, i % 3 != 0)).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let attempts = s.attempts("c1").unwrap();
+        assert_eq!(attempts.len(), 4000);
+        assert!(attempts.iter().enumerate().all(|(i, a)| a.trial_idx == i as u32 && a.measurements.len() == 2));
+        let c = s.outcome_counts("c1").unwrap();
+        assert_eq!((c.valid, c.pending, c.attempts), (2664, 1336, 4000));
+        let again = s.record_attempt(attempt("c1", 3999, 0, true)).unwrap_err();
+        assert!(matches!(again, StoreError::Duplicate { trial: 3999, .. }), "{again}");
+    }
+
+    #[test]
+    fn a_duplicate_in_a_batch_fails_alone_and_its_neighbours_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("lab.db")).unwrap();
+        s.create_campaign(&campaign("c1", 3), 3, 1).unwrap();
+        s.record_attempt(attempt("c1", 1, 0, true)).unwrap();
+        // Three attempts queued together, the middle one already recorded: one transaction.
+        let tickets: Vec<_> = [0, 1, 2].map(|i| s.attempts.push(attempt("c1", i, 0, false))).into();
+        let mut conn = s.lock();
+        let Turn::Record(jobs) = s.attempts.turn(&tickets[0]) else { panic!("nobody else recorded them") };
+        assert_eq!(jobs.len(), 3);
+        assert_eq!(batch::record(&mut conn, jobs, insert_attempt), 1);
+        drop(conn);
+        let results: Vec<_> = tickets.iter().map(|t| t.lock().unwrap().take().unwrap()).collect();
+        assert!(results[0].is_ok() && results[2].is_ok(), "{results:?}");
+        assert!(matches!(results[1], Err(StoreError::Duplicate { trial: 1, attempt: 0, .. })), "{results:?}");
+        let stored: Vec<_> = s.attempts("c1").unwrap().into_iter().map(|a| (a.trial_idx, a.status)).collect();
+        assert_eq!(
+            stored,
+            [(0, AttemptStatus::Invalid), (1, AttemptStatus::Valid), (2, AttemptStatus::Invalid)],
+            "the duplicate changed nothing of the attempt already there"
+        );
+        assert_eq!(s.series("c1").unwrap().len(), 6, "two series per attempt, none from the duplicate");
+    }
+
+    #[test]
+    fn pending_queue_gives_each_devices_pending_trials_in_queue_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("lab.db")).unwrap();
+        let mut c = campaign("c1", 5);
+        for (i, t) in c.planned_trials.iter_mut().enumerate() {
+            t.device = if i % 2 == 0 { "b".into() } else { "a".into() };
+            t.device_order = 10 - i as u32;
+        }
+        s.create_campaign(&c, 2, 1).unwrap();
+        s.record_attempt(attempt("c1", 0, 0, true)).unwrap();
+        s.record_attempt(attempt("c1", 1, 0, false)).unwrap();
+        s.record_attempt(attempt("c1", 2, 0, false)).unwrap();
+        s.record_attempt(attempt("c1", 2, 1, false)).unwrap();
+        let got = s.pending_queue("c1").unwrap();
+        let want = [
+            DeviceQueue { device: "a".into(), planned: 2, done: 0, pending: vec![(3, 0), (1, 1)] },
+            DeviceQueue { device: "b".into(), planned: 3, done: 2, pending: vec![(4, 0)] },
+        ];
+        assert_eq!(got, want);
+        assert_eq!(s.outcome_counts("c1").unwrap(), OutcomeCounts { valid: 1, failed: 1, pending: 3, attempts: 4 });
+        assert!(matches!(s.pending_queue("nope"), Err(StoreError::NoCampaign(_))));
     }
 
     #[test]
@@ -839,15 +1014,15 @@ mod tests {
         let s = Store::open(&dir.path().join("lab.db")).unwrap();
         s.create_campaign(&campaign("c1", 2), 1, 1).unwrap();
         let plan = serde_json::json!({"x": 2});
-        s.add_trials("c1", &[trial(2), trial(3)], &plan).unwrap();
+        s.add_trials("c1", &[trial(2), trial(3)], &plan.to_string()).unwrap();
         assert_eq!(s.trials("c1").unwrap().len(), 4);
         assert_eq!(s.campaign("c1").unwrap().plan_json, plan);
         // A clash on the second row rolls back the first, and the plan with it.
-        let e = s.add_trials("c1", &[trial(4), trial(0)], &serde_json::json!({"x": 3})).unwrap_err();
+        let e = s.add_trials("c1", &[trial(4), trial(0)], r#"{"x":3}"#).unwrap_err();
         assert!(matches!(e, StoreError::Sql(_)), "{e}");
         assert_eq!(s.trials("c1").unwrap().len(), 4);
         assert_eq!(s.campaign("c1").unwrap().plan_json, plan);
-        assert!(matches!(s.add_trials("nope", &[trial(9)], &plan), Err(StoreError::NoCampaign(_))));
+        assert!(matches!(s.add_trials("nope", &[trial(9)], &plan.to_string()), Err(StoreError::NoCampaign(_))));
     }
 
     #[test]
@@ -855,8 +1030,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(&dir.path().join("lab.db")).unwrap();
         s.create_campaign(&campaign("c1", 3), 3, 1).unwrap();
-        s.record_attempt(&attempt("c1", 0, 0, true)).unwrap();
-        s.record_attempt(&attempt("c1", 1, 0, false)).unwrap();
+        s.record_attempt(attempt("c1", 0, 0, true)).unwrap();
+        s.record_attempt(attempt("c1", 1, 0, false)).unwrap();
         let moves: Vec<TrialMove> =
             (0..3).map(|i| TrialMove { trial_idx: i, to_device: "dev-2".into(), device_order: 10 + i }).collect();
         assert_eq!(s.move_trials("c1", &moves).unwrap(), 2, "the valid trial stays");
@@ -868,7 +1043,7 @@ mod tests {
         assert_eq!(s.moved_trials("c1").unwrap()[1], (2, "dev".to_string()));
         let mut on_2 = attempt("c1", 1, 1, true);
         on_2.device = "dev-2".into();
-        s.record_attempt(&on_2).unwrap();
+        s.record_attempt(on_2).unwrap();
         let devices: Vec<_> = s.attempts("c1").unwrap().into_iter().map(|a| a.device).collect();
         assert_eq!(devices, ["dev", "dev", "dev-2"], "each attempt says where it ran");
     }
@@ -900,9 +1075,9 @@ mod tests {
         let s = Store::open(&dir.path().join("lab.db")).unwrap();
         s.create_campaign(&campaign("c1", 2), 3, 1).unwrap();
         s.create_campaign(&campaign("c2", 1), 3, 1).unwrap();
-        s.record_attempt(&attempt("c1", 1, 0, false)).unwrap();
-        s.record_attempt(&AttemptRecord { series: Vec::new(), ..attempt("c1", 0, 0, true) }).unwrap();
-        s.record_attempt(&attempt("c2", 0, 0, true)).unwrap();
+        s.record_attempt(attempt("c1", 1, 0, false)).unwrap();
+        s.record_attempt(AttemptRecord { series: Vec::new(), ..attempt("c1", 0, 0, true) }).unwrap();
+        s.record_attempt(attempt("c2", 0, 0, true)).unwrap();
         let got: Vec<(u32, u32, String, f64)> = s
             .series("c1")
             .unwrap()
@@ -915,7 +1090,7 @@ mod tests {
         assert_eq!(attempts[1].series, attempt("c1", 1, 0, false).series, "points come back bit for bit");
 
         // A duplicate attempt adds no series either: the transaction is rolled back.
-        assert!(s.record_attempt(&attempt("c1", 1, 0, false)).is_err());
+        assert!(s.record_attempt(attempt("c1", 1, 0, false)).is_err());
         assert_eq!(s.series("c1").unwrap().len(), 2);
     }
 
@@ -924,7 +1099,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(&dir.path().join("lab.db")).unwrap();
         s.create_campaign(&campaign("c1", 1), 3, 1).unwrap();
-        s.record_attempt(&attempt("c1", 0, 0, true)).unwrap();
+        s.record_attempt(attempt("c1", 0, 0, true)).unwrap();
         s.lock().execute("UPDATE series SET points = x'0102' WHERE seq = 1", []).unwrap();
         let e = s.series("c1").unwrap_err();
         assert!(e.to_string().contains("2 bytes is not a whole number of 16-byte"), "{e}");
@@ -961,7 +1136,7 @@ mod tests {
         assert!(s.series("old").unwrap().is_empty());
         // The migrated store keeps series of attempts recorded from now on.
         s.create_campaign(&campaign("new", 1), 3, 1).unwrap();
-        s.record_attempt(&attempt("new", 0, 0, true)).unwrap();
+        s.record_attempt(attempt("new", 0, 0, true)).unwrap();
         assert_eq!(s.attempts("new").unwrap()[0], attempt("new", 0, 0, true));
     }
 

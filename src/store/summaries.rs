@@ -265,7 +265,7 @@ pub(crate) mod tests {
             seed: u64::MAX - 1,
             created_at: created_at.into(),
             planned_trials: Vec::new(),
-            plan_json: serde_json::json!({}),
+            plan_json: "{}".into(),
         }
     }
 
