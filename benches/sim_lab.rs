@@ -2,6 +2,8 @@
 //!
 //! `cargo bench --bench sim_lab` prints trials/s and the process's peak memory.
 //! Not a timed test: the figures are for people (and the issue notes), not asserts.
+//! `SIM_LAB_REPEATS=14400` runs 144 000 trials instead, to see that memory does not grow
+//! with them.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -31,8 +33,9 @@ fn main() {
             "\n[[device]]\nname = \"sim-{i:03}\"\nhost = \"local\"\nplatform = \"sim\"\nmodel = \"{model}\"\nos = \"x\"\ntether = \"software\"\n[device.sim]\nemulates = \"{emulates}\"\nseed = {i}\n"
         );
     }
+    let repeats: usize = std::env::var("SIM_LAB_REPEATS").ok().and_then(|r| r.parse().ok()).unwrap_or(REPEATS);
     let mut rb = format!(
-        "name = \"bench\"\nduration = \"10m\"\nrepeats = {REPEATS}\nseed = 1\ndevices = [\"sim-*\"]\n\n[workload]\nrequest_interval = \"1s\"\n\n[preconditions]\nbrightness = [40, 60]\nbattery_min = 20\n"
+        "name = \"bench\"\nduration = \"10m\"\nrepeats = {repeats}\nseed = 1\ndevices = [\"sim-*\"]\n\n[workload]\nrequest_interval = \"1s\"\n\n[preconditions]\nbrightness = [40, 60]\nbattery_min = 20\n"
     );
     for v in 0..VARIANTS {
         let _ = write!(
