@@ -218,12 +218,17 @@ fn a_trace_that_does_not_decode_fails_the_attempt_with_the_byte_and_the_retry_is
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // As soon as the first session's file is there, it is spoiled: a packet whose length
-    // runs past the end of the file.
+    // As soon as the first session's file holds its first sample, it is spoiled: a packet
+    // whose length runs past the end of the file. (Not while it is still empty: the
+    // phone's own first write, between its create and its write, would undo the spoiling.)
     let traces = root(&dir).join("fs/data/misc/perfetto-traces");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let spoiled = loop {
-        let file = std::fs::read_dir(&traces).unwrap().next().map(|e| e.unwrap().path());
+        let file = std::fs::read_dir(&traces)
+            .unwrap()
+            .next()
+            .map(|e| e.unwrap().path())
+            .filter(|f| std::fs::metadata(f).is_ok_and(|m| m.len() > 0));
         if let Some(f) = file {
             std::fs::write(&f, [0x0a, 0xff, 0xff, 0x03]).unwrap();
             break f;
