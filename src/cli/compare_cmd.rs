@@ -5,7 +5,7 @@ use std::path::Path;
 use super::args::{CompareArgs, CompareFormat};
 use super::context;
 use super::exit::{self, CliError};
-use super::report_cmd::{existing_store, load};
+use super::report_cmd::{self, existing_store, load};
 use crate::plan::Plan;
 use crate::report;
 use crate::store::{CampaignRecord, Store, SummaryRow};
@@ -25,8 +25,7 @@ fn summarized(store: &Store, id: &str) -> Result<Summarized, CliError> {
         let rep = report::build_report(&data);
         store.put_summaries(id, &report::summary_rows(&rep, &data))?;
     }
-    let (campaign, plan_text) = store.campaign_head(id)?;
-    let plan = Plan::head_from_json(&plan_text).map_err(CliError::internal)?;
+    let (campaign, plan) = report::load_head(store, id).map_err(report_cmd::report_error)?;
     Ok(Summarized { campaign, plan, rows: store.summaries(id)? })
 }
 

@@ -34,14 +34,9 @@ pub fn run(lab_arg: Option<&Path>, args: &ReportArgs) -> Result<String, CliError
             _ => Ok(String::new()),
         };
     }
-    let rep = report::build_report(&data);
-    if !current {
-        // The files in the campaign's folder are rewritten when the store changed, so they
-        // always match it.
-        store.put_summaries(&id, &report::summary_rows(&rep, &data))?;
-        report::write_all(&rep, &data, &dir).map_err(CliError::internal)?;
-        report::write_stamp(&dir, &stamp).map_err(CliError::internal)?;
-    }
+    // The files in the campaign's folder are rewritten when the store changed, so they
+    // always match it.
+    let rep = if current { report::build_report(&data) } else { write_report(&store, &id, &data, &dir, &stamp)? };
     Ok(match args.format {
         ReportFormat::Table => report::render_table(&rep),
         ReportFormat::Md => report::render_markdown(&rep),
@@ -67,10 +62,16 @@ fn write_report(
 }
 
 pub(crate) fn load(store: &Store, id: &str) -> Result<CampaignData, CliError> {
-    report::load(store, id).map_err(|e| match e {
+    report::load(store, id).map_err(report_error)
+}
+
+/// A store error keeps its own exit code (an unknown campaign is bad input); an
+/// unreadable plan is internal.
+pub(crate) fn report_error(e: report::ReportError) -> CliError {
+    match e {
         report::ReportError::Store(e) => CliError::from(e),
         e => CliError::internal(e),
-    })
+    }
 }
 
 /// Writes the report files into `dir` and the campaign's summaries into the store (for

@@ -51,11 +51,17 @@ fn plan_error(campaign: &CampaignRecord, source: serde_json::Error) -> ReportErr
     ReportError::Plan { campaign: campaign.id.clone(), tool_version: campaign.tool_version.clone(), source }
 }
 
+/// Campaign `id` with its `plan_json` left `Null`, and its plan without the trials.
+pub fn load_head(store: &Store, id: &str) -> Result<(CampaignRecord, Plan), ReportError> {
+    let (campaign, plan_text) = store.campaign_head(id)?;
+    let plan = Plan::head_from_json(&plan_text).map_err(|source| plan_error(&campaign, source))?;
+    Ok((campaign, plan))
+}
+
 /// Reads campaign `id` for its report: the campaign with its plan's head, the columns in
 /// one read transaction, and the battery series of the attempts whose curves are drawn.
 pub fn load(store: &Store, id: &str) -> Result<CampaignData, ReportError> {
-    let (campaign, plan_text) = store.campaign_head(id)?;
-    let plan = Plan::head_from_json(&plan_text).map_err(|source| plan_error(&campaign, source))?;
+    let (campaign, plan) = load_head(store, id)?;
     let cols = store.read_columns(id)?;
     let mut data = CampaignData::from_columns(campaign, plan, cols);
     let drawn = super::curves::sample_curves(&data.cols);

@@ -45,7 +45,7 @@ pub use history_html::render_history_html;
 pub use history_load::{HistoryError, history_for};
 pub use history_render::{render_history_json, render_history_table};
 pub use html::render_html;
-pub use input::{CampaignData, ReportError, load};
+pub use input::{CampaignData, ReportError, load, load_head};
 pub use json::render_json;
 pub use markdown::render_markdown;
 pub use metric_order::{KNOWN_METRICS, metric_order};

@@ -851,20 +851,8 @@ impl Store {
             }
         }
         // The rule of `Store::trials`.
-        c.t_outcome = c
-            .t_attempts
-            .iter()
-            .zip(&valid_of)
-            .map(|(&n, &v)| {
-                if v > 0 {
-                    TrialOutcome::Valid
-                } else if n >= max_attempts {
-                    TrialOutcome::Failed
-                } else {
-                    TrialOutcome::Pending
-                }
-            })
-            .collect();
+        c.t_outcome =
+            c.t_attempts.iter().zip(&valid_of).map(|(&n, &v)| super::sqlite::outcome(n, v, max_attempts)).collect();
         // Measurements on a second connection, on a second thread, while the attempts
         // are read here. Its transaction starts after this one's, so it sees every
         // attempt read here with all its measurements (they commit together).

@@ -86,7 +86,7 @@ fn retry_limit(conn: &Connection, id: &str) -> Result<u32, StoreError> {
 }
 
 /// A trial's outcome from its attempts and how many of them were valid.
-fn outcome(attempts: u32, valid: u32, max_attempts: u32) -> TrialOutcome {
+pub(super) fn outcome(attempts: u32, valid: u32, max_attempts: u32) -> TrialOutcome {
     if valid > 0 {
         TrialOutcome::Valid
     } else if attempts >= max_attempts {
@@ -99,6 +99,10 @@ fn outcome(attempts: u32, valid: u32, max_attempts: u32) -> TrialOutcome {
 /// One attempt's rows, inside the caller's transaction (`batch::record` gives each its own
 /// savepoint). An attempt already there is `Duplicate`, and adds nothing.
 fn insert_attempt(tx: &rusqlite::Transaction<'_>, a: &AttemptRecord) -> Result<(), StoreError> {
+    // Each goes into `attempts` and `attempt_report`: serialized once.
+    let reasons = serde_json::to_string(&a.reasons)?;
+    let phases = serde_json::to_string(&a.phases)?;
+    let labels = serde_json::to_string(&a.labels)?;
     let inserted = tx.prepare_cached(
         "INSERT OR IGNORE INTO attempts (campaign, trial_idx, attempt, status, reasons, phases, started_at, ended_at,
             soak_start_s, artifact_dir, state_before, state_after, device, untether, labels, state_soak)
@@ -109,8 +113,8 @@ fn insert_attempt(tx: &rusqlite::Transaction<'_>, a: &AttemptRecord) -> Result<(
             a.trial_idx,
             a.attempt,
             a.status.as_str(),
-            serde_json::to_string(&a.reasons)?,
-            serde_json::to_string(&a.phases)?,
+            reasons,
+            phases,
             a.started_at,
             a.ended_at,
             a.soak_start_s,
@@ -119,7 +123,7 @@ fn insert_attempt(tx: &rusqlite::Transaction<'_>, a: &AttemptRecord) -> Result<(
             json_text(&a.state_after),
             a.device,
             a.untether.map(UntetherMode::as_str),
-            serde_json::to_string(&a.labels)?,
+            labels,
             (!a.state_soak.is_null()).then(|| json_text(&a.state_soak))
         ])?;
     if inserted == 0 {
@@ -138,9 +142,9 @@ fn insert_attempt(tx: &rusqlite::Transaction<'_>, a: &AttemptRecord) -> Result<(
         a.device,
         a.untether.map(UntetherMode::as_str),
         a.soak_start_s,
-        serde_json::to_string(&a.phases)?,
-        serde_json::to_string(&a.reasons)?,
-        serde_json::to_string(&a.labels)?,
+        phases,
+        reasons,
+        labels,
         StateDigest::from_json(&a.state_before, &a.state_soak, &a.state_after).to_blob()
     ])?;
     {
