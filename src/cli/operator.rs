@@ -64,16 +64,14 @@ pub fn ask(
     out: &mut dyn Write,
 ) -> Option<serde_json::Map<String, serde_json::Value>> {
     let mut line = String::new();
-    let _ = write!(out, "\n>>> {}: {} — press Enter when done ", p.device, p.text);
-    let _ = out.flush();
+    say(out, &format!("\n>>> {}: {} — press Enter when done ", p.device, p.text));
     if input.read_line(&mut line).ok()? == 0 {
         return None;
     }
     let mut values = serde_json::Map::new();
     for k in &p.attest {
         loop {
-            let _ = write!(out, "    {} (e.g. {}) = ", k.as_str(), k.example());
-            let _ = out.flush();
+            say(out, &format!("    {} (e.g. {}) = ", k.as_str(), k.example()));
             line.clear();
             if input.read_line(&mut line).ok()? == 0 {
                 return None;
@@ -84,12 +82,20 @@ pub fn ask(
                     break;
                 }
                 Err(e) => {
-                    let _ = writeln!(out, "    {e}");
+                    say(out, &format!("    {e}\n"));
                 }
             }
         }
     }
     Some(values)
+}
+
+/// Writes a prompt in one write: stderr is unbuffered, and `write!` would send each piece
+/// of the format separately, so the progress bars redrawn on the same terminal could land
+/// in the middle of a prompt.
+fn say(out: &mut dyn Write, text: &str) {
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
 }
 
 #[cfg(test)]
