@@ -113,18 +113,24 @@ pub fn parse(bytes: &[u8]) -> Result<Powerlog, ParseError> {
     if check != "ok" {
         return Err(fail(format!("the database is truncated or corrupt (SQLite quick_check: {check})")));
     }
-    let tables = table_names(&conn)?;
+    read(&conn)
+}
+
+/// Reads a powerlog database open in `conn` (its statements are cached on the connection,
+/// so a caller that reads many powerlogs on one connection prepares them once).
+pub fn read(conn: &Connection) -> Result<Powerlog, ParseError> {
+    let tables = table_names(conn)?;
     let has = |t: &str| tables.iter().any(|n| n == t);
     if !has(BATTERY) {
         return Err(fail(format!("no {BATTERY} table: not a powerlog, or one without battery records")));
     }
-    let offsets = if has(TIME_OFFSET) { rows(&conn, TIME_OFFSET, &["timestamp", "system"])? } else { Vec::new() };
+    let offsets = if has(TIME_OFFSET) { rows(conn, TIME_OFFSET, &["timestamp", "system"])? } else { Vec::new() };
     let offsets: Vec<(f64, f64)> =
         offsets.into_iter().filter_map(|r| Some((r[0]?, r[1].unwrap_or(0.0)))).collect::<Vec<_>>();
     let wall = |ts: f64| ts + offset_at(&offsets, ts);
 
     let cols = ["timestamp", "Level", "IsCharging", "ExternalConnected", "AppleRawCurrentCapacity", "Voltage"];
-    let mut battery: Vec<BatteryPoint> = rows(&conn, BATTERY, &cols)?
+    let mut battery: Vec<BatteryPoint> = rows(conn, BATTERY, &cols)?
         .into_iter()
         .filter_map(|r| {
             Some(BatteryPoint {
@@ -146,13 +152,13 @@ pub fn parse(bytes: &[u8]) -> Result<Powerlog, ParseError> {
             return Ok(Vec::new());
         }
         let mut v: Vec<(f64, f64)> =
-            rows(&conn, table, &["timestamp", col])?.into_iter().filter_map(|r| Some((wall(r[0]?), r[1]?))).collect();
+            rows(conn, table, &["timestamp", col])?.into_iter().filter_map(|r| Some((wall(r[0]?), r[1]?))).collect();
         v.sort_by(|a, b| a.0.total_cmp(&b.0));
         Ok(v)
     };
     let display = pairs(DISPLAY, "Brightness")?;
     let bluetooth = pairs(BLUETOOTH, "DevicePowered")?.into_iter().map(|(t, v)| (t, v != 0.0)).collect();
-    let node_energy = if has(NODES) && has(NODE_ENERGY) { node_energy(&conn, &wall)? } else { Vec::new() };
+    let node_energy = if has(NODES) && has(NODE_ENERGY) { node_energy(conn, &wall)? } else { Vec::new() };
     Ok(Powerlog { battery, display, bluetooth, node_energy, time_offsets: offsets.len() })
 }
 
@@ -169,7 +175,7 @@ fn offset_at(offsets: &[(f64, f64)], ts: f64) -> f64 {
 
 fn table_names(conn: &Connection) -> Result<Vec<String>, ParseError> {
     let mut st = conn
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+        .prepare_cached("SELECT name FROM sqlite_master WHERE type = 'table'")
         .map_err(|e| fail(format!("the database is truncated or corrupt ({e})")))?;
     let names = st.query_map([], |r| r.get(0)).and_then(|r| r.collect()).map_err(|e| fail(format!("SQLite: {e}")))?;
     Ok(names)
@@ -179,7 +185,7 @@ fn table_names(conn: &Connection) -> Result<Vec<String>, ParseError> {
 fn rows(conn: &Connection, table: &str, columns: &[&str]) -> Result<Vec<Vec<Option<f64>>>, ParseError> {
     let present: Vec<String> = {
         let mut st =
-            conn.prepare(&format!("PRAGMA table_info('{table}')")).map_err(|e| fail(format!("{table}: {e}")))?;
+            conn.prepare_cached(&format!("PRAGMA table_info('{table}')")).map_err(|e| fail(format!("{table}: {e}")))?;
         st.query_map([], |r| r.get::<_, String>(1))
             .and_then(|r| r.collect())
             .map_err(|e| fail(format!("{table}: {e}")))?
@@ -189,7 +195,7 @@ fn rows(conn: &Connection, table: &str, columns: &[&str]) -> Result<Vec<Vec<Opti
         .map(|c| if present.iter().any(|p| p == c) { format!("CAST(\"{c}\" AS REAL)") } else { "NULL".into() })
         .collect();
     let sql = format!("SELECT {} FROM '{table}'", select.join(", "));
-    let mut st = conn.prepare(&sql).map_err(|e| fail(format!("{table}: {e}")))?;
+    let mut st = conn.prepare_cached(&sql).map_err(|e| fail(format!("{table}: {e}")))?;
     let n = columns.len();
     let out = st
         .query_map([], |r| (0..n).map(|i| r.get::<_, Option<f64>>(i)).collect::<Result<Vec<_>, _>>())
@@ -203,7 +209,7 @@ fn node_energy(conn: &Connection, wall: &dyn Fn(f64) -> f64) -> Result<Vec<(f64,
         "SELECT e.timestamp, COALESCE(n.Name, 'node ' || e.NodeID), CAST(e.Energy AS REAL)
          FROM '{NODE_ENERGY}' e LEFT JOIN '{NODES}' n ON n.ID = e.NodeID WHERE e.Energy IS NOT NULL"
     );
-    let mut st = conn.prepare(&sql).map_err(|e| fail(format!("{NODE_ENERGY}: {e}")))?;
+    let mut st = conn.prepare_cached(&sql).map_err(|e| fail(format!("{NODE_ENERGY}: {e}")))?;
     let rows: Vec<(f64, String, f64)> = st
         .query_map([], |r| Ok((r.get::<_, f64>(0)?, r.get::<_, String>(1)?, r.get::<_, f64>(2)?)))
         .and_then(|r| r.collect())

@@ -13,6 +13,7 @@ use super::adaptive::{self, SharedTether};
 use super::desk::OperatorDesk;
 use super::event::{DeviceProgress, Event, EventSink};
 use super::footprint::Footprint;
+use super::recorder::Recorder;
 use super::status_board::StatusBoard;
 use super::trial::{RunError, TrialContext, blocking, now_rfc3339};
 use super::worker::{TrialRows, WorkerEnd, run_device};
@@ -168,6 +169,7 @@ impl Campaign {
             footprint: footprint.clone(),
             desk: self.desk.clone(),
             status: StatusBoard::new(self.store.clone()),
+            recorder: Arc::new(Recorder::start(self.store.clone())),
         });
         // Tethers are shared so that adaptive rounds can hand them to new workers.
         let devices: BTreeMap<String, SharedDevice> =

@@ -5,6 +5,7 @@ mod campaign;
 mod desk;
 mod event;
 mod footprint;
+mod recorder;
 mod status_board;
 mod trial;
 #[cfg(test)]

@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use super::desk::{OperatorDesk, StepAsk, StepError};
 use super::event::{Event, EventSink, Phase};
 use super::footprint::Footprint;
+use super::recorder::Recorder;
 use super::status_board::{StatusBoard, When};
 use super::validate;
 use crate::clock::Clock;
@@ -54,6 +55,8 @@ pub struct TrialContext {
     pub desk: Arc<OperatorDesk>,
     /// What `lab status` shows per device, on its way to the store.
     pub status: Arc<StatusBoard>,
+    /// Where attempts go to the store.
+    pub recorder: Arc<Recorder>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -439,8 +442,7 @@ impl Attempt<'_> {
             labels: p.labels.clone(),
             attestations: self.ctx.desk.attested(self.device.name()),
         };
-        let store = self.ctx.store.clone();
-        blocking(move || store.record_attempt(record)).await?;
+        self.ctx.recorder.record(record).await?;
         let will_retry = !valid && offline.is_none() && self.attempt + 1 < self.ctx.max_attempts;
         self.ctx.events.emit(Event::AttemptRecorded {
             device: self.device.name().into(),

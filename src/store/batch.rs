@@ -39,6 +39,18 @@ impl AttemptQueue {
         ticket
     }
 
+    /// Queues every one of `all` at once: whoever takes the queue takes all of them.
+    pub(super) fn push_all(&self, all: Vec<AttemptRecord>) -> Vec<Ticket> {
+        let mut jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
+        all.into_iter()
+            .map(|a| {
+                let ticket = Ticket::default();
+                jobs.push((a, ticket.clone()));
+                ticket
+            })
+            .collect()
+    }
+
     /// Called with the connection locked.
     pub(super) fn turn(&self, mine: &Ticket) -> Turn {
         if let Some(done) = mine.lock().unwrap_or_else(PoisonError::into_inner).take() {

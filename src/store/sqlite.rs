@@ -1,7 +1,8 @@
 //! `Store`: the SQLite database behind campaigns.
 //!
 //! rusqlite is blocking; async callers go through `tokio::task::spawn_blocking`
-//! (see `runner::campaign`). WAL mode lets `lab status` read from another
+//! (see `runner::campaign`), and the runner's attempts through one thread of their own
+//! (`runner::recorder`). WAL mode lets `lab status` read from another
 //! terminal while `lab run` writes.
 
 use std::path::{Path, PathBuf};
@@ -590,6 +591,34 @@ impl Store {
         }
     }
 
+    /// Records each of `all` as `record_attempt` does, in one transaction with whatever
+    /// else is queued; each gets its own result (a duplicate fails alone).
+    pub fn record_attempts(&self, all: Vec<AttemptRecord>) -> Vec<Result<(), StoreError>> {
+        let tickets = self.attempts.push_all(all);
+        // Done: another caller took the queue, and with it all of these, and committed them;
+        // `turn` hands over the first one's result, the others wait in their tickets.
+        let mut first = None;
+        if let Some(t) = tickets.first() {
+            let mut conn = self.lock();
+            match self.attempts.turn(t) {
+                Turn::Done(r) => first = Some(r),
+                Turn::Record(jobs) => {
+                    let commits = batch::record(&mut conn, jobs, insert_attempt);
+                    self.commits.fetch_add(commits, Ordering::Relaxed);
+                }
+            }
+        }
+        tickets
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let done = if i == 0 { first.take() } else { None };
+                let done = done.or_else(|| t.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take());
+                done.unwrap_or_else(|| Err(StoreError::Internal("attempt left out of its transaction".into())))
+            })
+            .collect()
+    }
+
     /// Commits made by `record_attempt` and `set_device_statuses` since the store was
     /// opened (how well they are batched: the benchmark prints it).
     pub fn commits(&self) -> u64 {
@@ -760,7 +789,7 @@ pub fn pid_alive(pid: u32) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::store::MIGRATIONS;
 
@@ -779,7 +808,7 @@ mod tests {
         }
     }
 
-    fn campaign(id: &str, n: u32) -> NewCampaign {
+    pub(crate) fn campaign(id: &str, n: u32) -> NewCampaign {
         NewCampaign {
             id: id.into(),
             runbook_name: "rb".into(),
@@ -797,7 +826,7 @@ mod tests {
         }
     }
 
-    fn attempt(id: &str, idx: u32, n: u32, valid: bool) -> AttemptRecord {
+    pub(crate) fn attempt(id: &str, idx: u32, n: u32, valid: bool) -> AttemptRecord {
         AttemptRecord {
             campaign: id.into(),
             trial_idx: idx,
@@ -986,6 +1015,38 @@ mod tests {
             "the duplicate changed nothing of the attempt already there"
         );
         assert_eq!(s.series("c1").unwrap().len(), 6, "two series per attempt, none from the duplicate");
+    }
+
+    #[test]
+    fn record_attempts_gives_each_its_own_result_in_order_while_others_record_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("lab.db")).unwrap();
+        s.create_campaign(&campaign("c1", 2000), 3, 1).unwrap();
+        s.record_attempt(attempt("c1", 1, 0, true)).unwrap();
+        // Threads recording one by one take the queue now and then, batches of ours in it.
+        let others = {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                for i in 1000..2000 {
+                    s.record_attempt(attempt("c1", i, 0, true)).unwrap();
+                }
+            })
+        };
+        let mut results = Vec::new();
+        for chunk in (0..1000u32).collect::<Vec<_>>().chunks(7) {
+            results.extend(s.record_attempts(chunk.iter().map(|&i| attempt("c1", i, 0, i % 2 == 0)).collect()));
+        }
+        others.join().unwrap();
+        assert_eq!(results.len(), 1000);
+        for (i, r) in results.iter().enumerate() {
+            if i == 1 {
+                assert!(matches!(r, Err(StoreError::Duplicate { trial: 1, .. })), "{r:?}");
+            } else {
+                assert!(r.is_ok(), "{i}: {r:?}");
+            }
+        }
+        assert_eq!(s.attempts("c1").unwrap().len(), 2000);
+        assert!(s.record_attempts(Vec::new()).is_empty());
     }
 
     #[test]

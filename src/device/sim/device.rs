@@ -1,6 +1,6 @@
 //! `SimDevice`: a simulated phone behind the `Device` trait, on its own virtual clock.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -86,8 +86,8 @@ impl SimDevice {
             what: "reading the powerlog".into(),
             detail,
         };
-        let bytes = super::powerlog::write(header, log).map_err(|e| failed(format!("writing it: {e}")))?;
-        let read = powerlog::parse(&bytes).map_err(|e| failed(e.to_string()))?;
+        let (bytes, read) = super::powerlog::write(header, log).map_err(|e| failed(format!("writing it: {e}")))?;
+        let read = read.map_err(|e| failed(e.to_string()))?;
         let from = super::powerlog::launch_wall_s(header);
         Ok((bytes, read.soak(from, from + window_s)))
     }
@@ -202,27 +202,38 @@ impl Device for SimDevice {
     async fn collect(&self, app: &AppHandle, dir: &Path) -> Result<Collected, DeviceError> {
         let (header, log) = self.with_state(|st| st.collect(&app.id))?;
         let text = dump::render(&header, &log);
-        tokio::fs::create_dir_all(dir).await.map_err(|e| self.io(dir, e))?;
-        let path = dir.join(DUMP_FILE);
-        tokio::fs::write(&path, &text).await.map_err(|e| self.io(&path, e))?;
         let summary = sim_dump::parse(&text).map_err(|e| DeviceError::Failed {
             device: self.spec.name.clone(),
             what: "reading the sim dump".into(),
-            detail: format!("{}: {e}", path.display()),
+            detail: format!("{}: {e}", dir.join(DUMP_FILE).display()),
         })?;
         let mut artifacts = vec![ArtifactFile::of(DUMP_FILE, text.as_bytes())];
+        let mut files = vec![(DUMP_FILE, text.into_bytes())];
         let mut charging_s = summary.charging_s;
         let mut soak_state = None;
         // A simulated iPhone also leaves its powerlog, and its untethered evidence is read
         // from there, as a real iPhone's is.
         if header.emulates == Platform::Ios {
             let (bytes, soak) = self.powerlog(&header, &log, summary.duration_s)?;
-            let path = dir.join(POWERLOG_FILE);
-            tokio::fs::write(&path, &bytes).await.map_err(|e| self.io(&path, e))?;
             artifacts.push(ArtifactFile::of(POWERLOG_FILE, &bytes));
+            files.push((POWERLOG_FILE, bytes));
             charging_s = soak.charging_s;
             soak_state = StateSnapshot::from_soak_log(&soak);
         }
+        // The files in one trip to the blocking pool: with a file per trip, 200 simulated
+        // phones kept 200 threads busy handing them over.
+        let owned = dir.to_path_buf();
+        let written = tokio::task::spawn_blocking(move || -> Result<(), (PathBuf, std::io::Error)> {
+            std::fs::create_dir_all(&owned).map_err(|e| (owned.clone(), e))?;
+            for (name, bytes) in files {
+                let path = owned.join(name);
+                std::fs::write(&path, bytes).map_err(|e| (path, e))?;
+            }
+            Ok(())
+        })
+        .await
+        .unwrap_or_else(|e| Err((dir.to_path_buf(), std::io::Error::other(e.to_string()))));
+        written.map_err(|(path, e)| self.io(&path, e))?;
         Ok(Collected {
             measurements: summary.measurements(),
             series: summary.series(),

@@ -6,12 +6,14 @@
 //! The powerlog clock runs `CLOCK_OFFSET_S` behind wall time, with the time-offset row
 //! that says so, as a phone whose clock was set after boot does: the reader must apply it.
 
-use std::sync::OnceLock;
+use std::cell::RefCell;
 
 use rusqlite::{Connection, MAIN_DB, params};
 
 use super::dump::DumpHeader;
 use super::log::{EventKind, TrialLog};
+use crate::collect::ParseError;
+use crate::collect::powerlog::Powerlog;
 
 pub const POWERLOG_FILE: &str = "powerlog.PLSQL";
 
@@ -38,39 +40,51 @@ pub fn launch_wall_s(header: &DumpHeader) -> f64 {
     WALL_EPOCH_S + header.launched_at.as_secs_f64()
 }
 
-/// The database with the tables and no rows, as bytes: made once per process, because
-/// running the DDL was most of the cost of a simulated iPhone's attempt.
-fn empty_image() -> rusqlite::Result<&'static [u8]> {
-    static IMAGE: OnceLock<Vec<u8>> = OnceLock::new();
-    if let Some(image) = IMAGE.get() {
-        return Ok(image);
-    }
-    let mut conn = Connection::open_in_memory()?;
-    conn.execute_batch(DDL)?;
-    let image = conn.serialize(MAIN_DB)?.to_vec();
-    Ok(IMAGE.get_or_init(|| image))
+thread_local! {
+    /// One powerlog database per thread, with the tables and no rows. A trial's rows go in
+    /// a transaction that is read, serialized and rolled back: the database is empty again
+    /// (so the same rows give the same bytes whichever thread wrote them before), and its
+    /// schema and statements are parsed once per thread instead of twice per trial (writing
+    /// and reading them back were most of a simulated iPhone's attempt).
+    static DB: RefCell<Option<Connection>> = const { RefCell::new(None) };
 }
 
-/// The trial's battery records as a powerlog database, its bytes.
-pub fn write(header: &DumpHeader, log: &TrialLog) -> rusqlite::Result<Vec<u8>> {
-    let image = empty_image()?;
-    let mut conn = Connection::open_in_memory()?;
-    conn.deserialize_read_exact(MAIN_DB, image, image.len(), false)?;
-    let tx = conn.transaction()?;
-    fill(&tx, header, log)?;
-    tx.commit()?;
-    Ok(conn.serialize(MAIN_DB)?.to_vec())
+/// The trial's battery records as a powerlog database: its bytes, and what
+/// `collect::powerlog::read` reads from that database.
+pub fn write(header: &DumpHeader, log: &TrialLog) -> rusqlite::Result<(Vec<u8>, Result<Powerlog, ParseError>)> {
+    DB.with_borrow_mut(|slot| {
+        let conn = match slot {
+            Some(conn) => conn,
+            None => {
+                let conn = Connection::open_in_memory()?;
+                conn.execute_batch(DDL)?;
+                slot.insert(conn)
+            }
+        };
+        conn.prepare_cached("BEGIN")?.execute([])?;
+        let filled = fill(conn, header, log).map(|()| crate::collect::powerlog::read(conn));
+        let bytes = match &filled {
+            Ok(_) => conn.serialize(MAIN_DB).map(|d| d.to_vec()),
+            Err(_) => Ok(Vec::new()),
+        };
+        if conn.prepare_cached("ROLLBACK").and_then(|mut st| st.execute([])).is_err() {
+            // Not back to empty: the next trial starts from a new database.
+            *slot = None;
+        }
+        let read = filled?;
+        Ok((bytes?, read))
+    })
 }
 
 /// The rows of the trial's powerlog, into a database that has the tables.
 fn fill(conn: &Connection, header: &DumpHeader, log: &TrialLog) -> rusqlite::Result<()> {
     let launch = launch_wall_s(header) - CLOCK_OFFSET_S;
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO PLStorageOperator_EventForward_TimeOffset (timestamp, baseband, kernel, system)
          VALUES (?1, 0, 0, ?2)",
-        params![launch - 60.0, CLOCK_OFFSET_S],
-    )?;
-    let mut st = conn.prepare(
+    )?
+    .execute(params![launch - 60.0, CLOCK_OFFSET_S])?;
+    let mut st = conn.prepare_cached(
         "INSERT INTO PLBatteryAgent_EventBackward_Battery (timestamp, Level, Voltage, InstantAmperage,
             AppleRawCurrentCapacity, IsCharging, Temperature, ExternalConnected)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -90,7 +104,7 @@ fn fill(conn: &Connection, header: &DumpHeader, log: &TrialLog) -> rusqlite::Res
     drop(st);
     // Brightness as recent iOS logs it, a 0–1 fraction: at launch, then at every change.
     let mut st =
-        conn.prepare("INSERT INTO PLDisplayAgent_EventForward_Display (timestamp, Brightness) VALUES (?1, ?2)")?;
+        conn.prepare_cached("INSERT INTO PLDisplayAgent_EventForward_Display (timestamp, Brightness) VALUES (?1, ?2)")?;
     st.execute(params![launch, log.brightness_pct / 100.0])?;
     for e in &log.events {
         if let EventKind::Brightness { pct } = e.kind {
@@ -98,10 +112,10 @@ fn fill(conn: &Connection, header: &DumpHeader, log: &TrialLog) -> rusqlite::Res
         }
     }
     drop(st);
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO PLBluetoothAgent_EventForward_DeviceState (timestamp, DevicePowered) VALUES (?1, ?2)",
-        params![launch, i64::from(log.bluetooth_on)],
-    )?;
+    )?
+    .execute(params![launch, i64::from(log.bluetooth_on)])?;
     Ok(())
 }
 
@@ -114,7 +128,7 @@ mod tests {
     use crate::config::Platform;
 
     #[test]
-    fn the_powerlog_made_from_the_image_is_the_one_the_ddl_made_and_reads_back() {
+    fn the_powerlog_is_what_a_commit_would_write_and_reads_back_the_same_every_time() {
         let header = DumpHeader {
             device: "sim-iphone-1".into(),
             model: "iPhone 6s".into(),
@@ -142,17 +156,24 @@ mod tests {
         }
         let mut conn = Connection::open_in_memory().unwrap();
         conn.execute_batch(DDL).unwrap();
-        fill(&conn, &header, &log).unwrap();
-        let made_by_ddl = conn.serialize(MAIN_DB).unwrap().to_vec();
-        let bytes = write(&header, &log).unwrap();
-        // Only the header's change counter and the version that wrote it differ: a
-        // deserialized database counts its commits, a new in-memory one does not.
+        let tx = conn.transaction().unwrap();
+        fill(&tx, &header, &log).unwrap();
+        tx.commit().unwrap();
+        let committed = conn.serialize(MAIN_DB).unwrap().to_vec();
+        let (bytes, from_db) = write(&header, &log).unwrap();
+        // Only the header's change counter and the version that wrote it may differ: the
+        // rows are read before a commit would count them.
         let counters = [24..28, 92..100];
-        let differ: Vec<usize> = (0..bytes.len()).filter(|&i| bytes.get(i) != made_by_ddl.get(i)).collect();
-        assert_eq!(bytes.len(), made_by_ddl.len());
+        let differ: Vec<usize> = (0..bytes.len()).filter(|&i| bytes.get(i) != committed.get(i)).collect();
+        assert_eq!(bytes.len(), committed.len());
         assert!(differ.iter().all(|i| counters.iter().any(|r| r.contains(i))), "bytes {differ:?} differ");
-        assert!(write(&header, &log).unwrap() == bytes, "and every time");
+        // Rolled back: another trial's rows in between leave the same rows the same bytes.
+        let mut other = log.clone();
+        other.records.truncate(3);
+        assert_ne!(write(&header, &other).unwrap().0, bytes);
+        assert!(write(&header, &log).unwrap().0 == bytes, "and every time");
         let read = crate::collect::powerlog::parse(&bytes).unwrap();
+        assert_eq!(from_db.unwrap(), read, "what the file reads is what the database read");
         assert_eq!((read.battery.len(), read.bluetooth.len(), read.time_offsets), (12, 1, 1));
     }
 }

@@ -1,0 +1,82 @@
+//! Where a campaign's attempts go to the store: one thread that records whatever attempts
+//! are waiting in one transaction (the store's group commit), while the devices' tasks
+//! await their answer.
+//!
+//! With each attempt on a blocking-pool thread of its own, 200 simulated phones ending
+//! attempts together kept 200 threads queued on the store's connection, and the handing
+//! over between them was a large part of a fast campaign's time. An attempt's task still
+//! returns only once the transaction that holds the attempt is committed.
+
+use tokio::sync::oneshot;
+
+use crate::store::{AttemptRecord, Store, StoreError};
+
+type Job = (AttemptRecord, oneshot::Sender<Result<(), StoreError>>);
+
+pub struct Recorder {
+    /// `None` when the thread could not be started: attempts then go through the
+    /// blocking pool one by one, as before.
+    jobs: Option<std::sync::mpsc::Sender<Job>>,
+    store: Store,
+}
+
+impl Recorder {
+    /// Starts the recording thread; it ends when the recorder is dropped and the
+    /// attempts sent before are recorded.
+    pub fn start(store: Store) -> Recorder {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        let writer = store.clone();
+        let started = std::thread::Builder::new().name("lab-recorder".into()).spawn(move || {
+            while let Ok(first) = rx.recv() {
+                let (records, replies): (Vec<AttemptRecord>, Vec<_>) =
+                    std::iter::once(first).chain(rx.try_iter()).unzip();
+                for (result, reply) in writer.record_attempts(records).into_iter().zip(replies) {
+                    let _ = reply.send(result);
+                }
+            }
+        });
+        Recorder { jobs: started.ok().map(|_| tx), store }
+    }
+
+    /// Records `a`; returns once it is committed (or refused).
+    pub async fn record(&self, a: AttemptRecord) -> Result<(), StoreError> {
+        let Some(jobs) = &self.jobs else {
+            let store = self.store.clone();
+            return tokio::task::spawn_blocking(move || store.record_attempt(a))
+                .await
+                .unwrap_or_else(|e| Err(StoreError::Internal(format!("store task: {e}"))));
+        };
+        let (tx, rx) = oneshot::channel();
+        jobs.send((a, tx)).map_err(|_| StoreError::Internal("the recording thread has stopped".into()))?;
+        rx.await.unwrap_or_else(|_| Err(StoreError::Internal("the recording thread stopped before the commit".into())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{AttemptStatus, test_attempt, test_campaign};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn attempts_sent_together_are_each_answered_once_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("lab.db")).unwrap();
+        store.create_campaign(&test_campaign("c1", 300), 2, 1).unwrap();
+        let recorder = std::sync::Arc::new(Recorder::start(store.clone()));
+        let tasks: Vec<_> = (0..300u32)
+            .map(|i| {
+                let r = recorder.clone();
+                tokio::spawn(async move { r.record(test_attempt("c1", i, 0, i % 5 != 0)).await })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap().unwrap();
+        }
+        let e = recorder.record(test_attempt("c1", 7, 0, true)).await.unwrap_err();
+        assert!(matches!(e, StoreError::Duplicate { trial: 7, attempt: 0, .. }), "{e}");
+        let stored = store.attempts("c1").unwrap();
+        assert_eq!(stored.len(), 300);
+        assert_eq!(stored.iter().filter(|a| a.status == AttemptStatus::Valid).count(), 240);
+        assert!(store.commits() < 300, "sent together, committed together: {} commits", store.commits());
+    }
+}
