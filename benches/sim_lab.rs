@@ -3,7 +3,8 @@
 //! `cargo bench --bench sim_lab` prints trials/s and the process's peak memory.
 //! Not a timed test: the figures are for people (and the issue notes), not asserts.
 //! `SIM_LAB_REPEATS=14400` runs 144 000 trials instead, to see that memory does not grow
-//! with them.
+//! with them. The campaign's folder is made under `TMPDIR`: `TMPDIR=/dev/shm` leaves the
+//! file system out of the figure (every trial creates a folder and one or two files).
 
 use std::fmt::Write as _;
 use std::path::Path;
