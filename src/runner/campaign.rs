@@ -157,6 +157,8 @@ impl Campaign {
                 }
             })
         };
+        let recorder = Recorder::start(self.store.clone())
+            .map_err(|e| RunError::Internal(format!("cannot start the thread that records attempts: {e}")))?;
         let ctx = Arc::new(TrialContext {
             campaign: self.id.clone(),
             runbook: self.runbook.clone(),
@@ -169,7 +171,7 @@ impl Campaign {
             footprint: footprint.clone(),
             desk: self.desk.clone(),
             status: StatusBoard::new(self.store.clone()),
-            recorder: Arc::new(Recorder::start(self.store.clone())),
+            recorder: Arc::new(recorder),
         });
         // Tethers are shared so that adaptive rounds can hand them to new workers.
         let devices: BTreeMap<String, SharedDevice> =

@@ -14,40 +14,30 @@ use crate::store::{AttemptRecord, Store, StoreError};
 type Job = (AttemptRecord, oneshot::Sender<Result<(), StoreError>>);
 
 pub struct Recorder {
-    /// `None` when the thread could not be started: attempts then go through the
-    /// blocking pool one by one, as before.
-    jobs: Option<std::sync::mpsc::Sender<Job>>,
-    store: Store,
+    jobs: std::sync::mpsc::Sender<Job>,
 }
 
 impl Recorder {
     /// Starts the recording thread; it ends when the recorder is dropped and the
     /// attempts sent before are recorded.
-    pub fn start(store: Store) -> Recorder {
-        let (tx, rx) = std::sync::mpsc::channel::<Job>();
-        let writer = store.clone();
-        let started = std::thread::Builder::new().name("lab-recorder".into()).spawn(move || {
+    pub fn start(store: Store) -> std::io::Result<Recorder> {
+        let (jobs, rx) = std::sync::mpsc::channel::<Job>();
+        std::thread::Builder::new().name("lab-recorder".into()).spawn(move || {
             while let Ok(first) = rx.recv() {
                 let (records, replies): (Vec<AttemptRecord>, Vec<_>) =
                     std::iter::once(first).chain(rx.try_iter()).unzip();
-                for (result, reply) in writer.record_attempts(records).into_iter().zip(replies) {
+                for (result, reply) in store.record_attempts(records).into_iter().zip(replies) {
                     let _ = reply.send(result);
                 }
             }
-        });
-        Recorder { jobs: started.ok().map(|_| tx), store }
+        })?;
+        Ok(Recorder { jobs })
     }
 
     /// Records `a`; returns once it is committed (or refused).
     pub async fn record(&self, a: AttemptRecord) -> Result<(), StoreError> {
-        let Some(jobs) = &self.jobs else {
-            let store = self.store.clone();
-            return tokio::task::spawn_blocking(move || store.record_attempt(a))
-                .await
-                .unwrap_or_else(|e| Err(StoreError::Internal(format!("store task: {e}"))));
-        };
         let (tx, rx) = oneshot::channel();
-        jobs.send((a, tx)).map_err(|_| StoreError::Internal("the recording thread has stopped".into()))?;
+        self.jobs.send((a, tx)).map_err(|_| StoreError::Internal("the recording thread has stopped".into()))?;
         rx.await.unwrap_or_else(|_| Err(StoreError::Internal("the recording thread stopped before the commit".into())))
     }
 }
@@ -62,7 +52,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("lab.db")).unwrap();
         store.create_campaign(&test_campaign("c1", 300), 2, 1).unwrap();
-        let recorder = std::sync::Arc::new(Recorder::start(store.clone()));
+        let recorder = std::sync::Arc::new(Recorder::start(store.clone()).unwrap());
         let tasks: Vec<_> = (0..300u32)
             .map(|i| {
                 let r = recorder.clone();

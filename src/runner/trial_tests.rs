@@ -106,7 +106,7 @@ impl Bench {
                 shutdown.clone(),
             )),
             status: super::StatusBoard::new(store.clone()),
-            recorder: Arc::new(super::recorder::Recorder::start(store.clone())),
+            recorder: Arc::new(super::recorder::Recorder::start(store.clone()).unwrap()),
         };
         Bench { _dir: dir, ctx, trial, host, tether, events, stop }
     }

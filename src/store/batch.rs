@@ -32,14 +32,8 @@ pub(super) enum Turn {
 }
 
 impl AttemptQueue {
-    /// Queues `a`; the ticket gets its result.
-    pub(super) fn push(&self, a: AttemptRecord) -> Ticket {
-        let ticket = Ticket::default();
-        self.jobs.lock().unwrap_or_else(PoisonError::into_inner).push((a, ticket.clone()));
-        ticket
-    }
-
-    /// Queues every one of `all` at once: whoever takes the queue takes all of them.
+    /// Queues every one of `all` at once (whoever takes the queue takes all of them); each
+    /// ticket gets its attempt's result.
     pub(super) fn push_all(&self, all: Vec<AttemptRecord>) -> Vec<Ticket> {
         let mut jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
         all.into_iter()

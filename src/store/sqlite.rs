@@ -577,18 +577,9 @@ impl Store {
     /// threads share one transaction (`batch`); this returns once the transaction that
     /// holds `a` is committed.
     pub fn record_attempt(&self, a: AttemptRecord) -> Result<(), StoreError> {
-        let ticket = self.attempts.push(a);
-        let mut conn = self.lock();
-        match self.attempts.turn(&ticket) {
-            Turn::Done(r) => r,
-            Turn::Record(jobs) => {
-                let commits = batch::record(&mut conn, jobs, insert_attempt);
-                self.commits.fetch_add(commits, Ordering::Relaxed);
-                drop(conn);
-                let done = ticket.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
-                done.unwrap_or_else(|| Err(StoreError::Internal("attempt left out of its transaction".into())))
-            }
-        }
+        self.record_attempts(vec![a])
+            .pop()
+            .unwrap_or_else(|| Err(StoreError::Internal("attempt left out of its transaction".into())))
     }
 
     /// Records each of `all` as `record_attempt` does, in one transaction with whatever
@@ -999,7 +990,7 @@ pub(crate) mod tests {
         s.create_campaign(&campaign("c1", 3), 3, 1).unwrap();
         s.record_attempt(attempt("c1", 1, 0, true)).unwrap();
         // Three attempts queued together, the middle one already recorded: one transaction.
-        let tickets: Vec<_> = [0, 1, 2].map(|i| s.attempts.push(attempt("c1", i, 0, false))).into();
+        let tickets = s.attempts.push_all([0, 1, 2].map(|i| attempt("c1", i, 0, false)).into());
         let mut conn = s.lock();
         let Turn::Record(jobs) = s.attempts.turn(&tickets[0]) else { panic!("nobody else recorded them") };
         assert_eq!(jobs.len(), 3);

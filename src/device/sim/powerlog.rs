@@ -62,17 +62,15 @@ pub fn write(header: &DumpHeader, log: &TrialLog) -> rusqlite::Result<(Vec<u8>, 
             }
         };
         conn.prepare_cached("BEGIN")?.execute([])?;
-        let filled = fill(conn, header, log).map(|()| crate::collect::powerlog::read(conn));
-        let bytes = match &filled {
-            Ok(_) => conn.serialize(MAIN_DB).map(|d| d.to_vec()),
-            Err(_) => Ok(Vec::new()),
-        };
+        let written = fill(conn, header, log).and_then(|()| {
+            let read = crate::collect::powerlog::read(conn);
+            Ok((conn.serialize(MAIN_DB)?.to_vec(), read))
+        });
         if conn.prepare_cached("ROLLBACK").and_then(|mut st| st.execute([])).is_err() {
             // Not back to empty: the next trial starts from a new database.
             *slot = None;
         }
-        let read = filled?;
-        Ok((bytes?, read))
+        written
     })
 }
 
