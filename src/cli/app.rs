@@ -9,7 +9,7 @@ use super::args::{Cli, Command};
 use super::exit::{self, CliError};
 use super::{
     care_cmd, changes_cmd, compare_cmd, confirm_cmd, history_cmd, hosts_cmd, hubs_cmd, import_cmd, plan_cmd,
-    report_cmd, run_cmd, schedule_cmd, status_cmd,
+    report_cmd, rerun_cmd, run_cmd, schedule_cmd, status_cmd,
 };
 
 pub fn main() -> ExitCode {
@@ -28,6 +28,7 @@ pub fn main() -> ExitCode {
     let lab = cli.lab.as_deref();
     let result: Result<(String, u8), CliError> = match &cli.command {
         Command::Run(a) => runtime.block_on(run_cmd::run(lab, a)).map(|o| (o.output, o.code)),
+        Command::Rerun(a) => runtime.block_on(rerun_cmd::run(lab, a)),
         Command::Plan(a) => plan_cmd::run(lab, a).map(|s| (s, exit::OK)),
         Command::Status(a) => status_cmd::run(lab, a).map(|s| (s, exit::OK)),
         Command::Report(a) => report_cmd::run(lab, a).map(|s| (s, exit::OK)),

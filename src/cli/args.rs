@@ -24,6 +24,9 @@ pub struct Cli {
 pub enum Command {
     /// Run a campaign: every trial of a runbook, devices in parallel.
     Run(RunArgs),
+    /// Run a campaign again from its manifest (same runbook, seed and order), refusing when
+    /// a build changed, then compare the two. Exits 5 when a gating metric came out worse.
+    Rerun(super::rerun_cmd::RerunArgs),
     /// Show what a runbook would run: variants, trials per device, order, time.
     Plan(PlanArgs),
     /// Show the lab's devices and campaigns (works while `lab run` is going).
@@ -127,11 +130,29 @@ pub struct RunArgs {
     #[arg(long, value_name = "CAMPAIGN", conflicts_with = "runbook")]
     pub resume: Option<String>,
     /// Print the final summary as JSON instead of tables.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "message_format")]
     pub json: bool,
     /// Plain progress: one line per phase change too.
     #[arg(long, short)]
     pub verbose: bool,
+    /// `json`: every runner event as one JSON object per line on stdout, for CI systems
+    /// and dashboards (docs/report.md, "The event stream").
+    #[arg(long, value_enum, value_name = "FORMAT", default_value = "human")]
+    pub message_format: MessageFormat,
+    /// Run the campaign a manifest describes (`artifacts/<campaign>/manifest.json`,
+    /// maybe copied off another lab): same runbook, seed and order, on this lab.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["runbook", "resume"])]
+    pub from_manifest: Option<PathBuf>,
+    /// With --from-manifest: go on when a build's files no longer have the manifest's
+    /// hashes (the new campaign's manifest and report say which).
+    #[arg(long, requires = "from_manifest")]
+    pub allow_changed_builds: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum MessageFormat {
+    Human,
+    Json,
 }
 
 #[derive(Debug, clap::Args)]

@@ -34,22 +34,32 @@ fn summarized(store: &Store, id: &str) -> Result<Summarized, CliError> {
 pub fn run(lab_arg: Option<&Path>, args: &CompareArgs) -> Result<(String, u8), CliError> {
     let lab = context::load_lab(lab_arg)?;
     let store = existing_store(&lab)?;
-    let (a, b) = (summarized(&store, &args.before)?, summarized(&store, &args.after)?);
+    compare((&store, &args.before), (&store, &args.after), args.format)
+}
+
+/// Campaign B against campaign A, each in its store (`lab rerun --on` puts the re-run in
+/// another lab's).
+pub(super) fn compare(
+    (a_store, before): (&Store, &str),
+    (b_store, after): (&Store, &str),
+    format: CompareFormat,
+) -> Result<(String, u8), CliError> {
+    let (a, b) = (summarized(a_store, before)?, summarized(b_store, after)?);
     if a.campaign.runbook_name != b.campaign.runbook_name {
         return Err(CliError::bad_input(format!(
             "campaign {} ran runbook `{}` and campaign {} ran `{}`; fix: compare two campaigns of one runbook \
 (`lab status` lists campaigns with their runbooks)",
-            args.before, a.campaign.runbook_name, args.after, b.campaign.runbook_name
+            before, a.campaign.runbook_name, after, b.campaign.runbook_name
         )));
     }
-    if args.before == args.after {
+    if before == after && std::ptr::eq(a_store, b_store) {
         return Err(CliError::bad_input(format!(
             "campaign {} is compared with itself; fix: name an earlier and a later campaign of runbook `{}`",
-            args.before, a.campaign.runbook_name
+            before, a.campaign.runbook_name
         )));
     }
     let cmp = report::compare_summaries((&a.campaign, &a.rows), (&b.campaign, &b.plan, &b.rows));
-    let out = match args.format {
+    let out = match format {
         CompareFormat::Table => report::render_compare_table(&cmp),
         CompareFormat::Md => report::render_compare_markdown(&cmp),
         CompareFormat::Json => report::render_compare_json(&cmp),

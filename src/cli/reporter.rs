@@ -3,6 +3,7 @@
 //! On a terminal: indicatif bars, one per device and one overall, redrawn only when
 //! an event arrives and at most a few times a second (no ticking while nobody
 //! works: a soak must not wake the orchestrator). Otherwise: one plain line per event.
+//! With `--message-format json`: one JSON object per event on stdout (docs/report.md).
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -11,6 +12,7 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::mpsc;
 
+use super::event_lines::EventLines;
 use crate::runner::Event;
 
 pub struct Reporter {
@@ -18,34 +20,58 @@ pub struct Reporter {
     verbose: bool,
 }
 
+/// What `lab run` writes to stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// Progress (bars or plain lines), then the summary tables.
+    Human,
+    /// Progress on stderr, then the summary as one JSON document (`--json`).
+    SummaryJson,
+    /// Every event as a JSON line, then a last `report_written` line
+    /// (`--message-format json`).
+    EventStream,
+}
+
 enum Mode {
     Bars { multi: MultiProgress, overall: Option<ProgressBar>, devices: BTreeMap<String, ProgressBar> },
     Plain { out: Box<dyn Write + Send> },
+    Stream(EventLines),
 }
 
 impl Reporter {
-    /// Bars when stdout is a terminal, plain lines otherwise. `to_stderr` sends plain
-    /// lines to stderr (when stdout carries JSON).
-    pub fn new(verbose: bool, to_stderr: bool) -> Self {
-        let mode = if std::io::stdout().is_terminal() && !to_stderr {
-            let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stdout_with_hz(4));
-            Mode::Bars { multi, overall: None, devices: BTreeMap::new() }
-        } else if to_stderr {
-            Mode::Plain { out: Box::new(std::io::stderr()) }
-        } else {
-            Mode::Plain { out: Box::new(std::io::stdout()) }
+    /// Bars when stdout is a terminal, plain lines otherwise; plain lines on stderr when
+    /// stdout carries the JSON summary; JSON lines on stdout for the event stream.
+    pub fn new(verbose: bool, output: Output) -> Self {
+        let mode = match output {
+            Output::EventStream => Mode::Stream(EventLines::new(Box::new(std::io::stdout()))),
+            Output::SummaryJson => Mode::Plain { out: Box::new(std::io::stderr()) },
+            Output::Human if std::io::stdout().is_terminal() => {
+                let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stdout_with_hz(4));
+                Mode::Bars { multi, overall: None, devices: BTreeMap::new() }
+            }
+            Output::Human => Mode::Plain { out: Box::new(std::io::stdout()) },
         };
         Reporter { mode, verbose }
     }
 
-    /// Consumes events until the runner drops its sender.
-    pub async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Event>) {
+    /// The stream's writer, to write its last line after the runner's events.
+    pub fn into_stream(self) -> Option<EventLines> {
+        match self.mode {
+            Mode::Stream(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Consumes events until the runner drops its sender; gives itself back, for the
+    /// stream's last line.
+    pub async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Event>) -> Self {
         while let Some(e) = rx.recv().await {
             self.handle(&e);
         }
         if let Mode::Bars { multi, .. } = &self.mode {
             let _ = multi.clear();
         }
+        self
     }
 
     fn handle(&mut self, e: &Event) {
@@ -57,6 +83,7 @@ impl Reporter {
                 }
             }
             Mode::Bars { multi, overall, devices } => bars(multi, overall, devices, e),
+            Mode::Stream(lines) => lines.event(e),
         }
     }
 }
@@ -170,7 +197,7 @@ fn bars(
                 o.finish();
             }
         }
-        Event::Installed { .. } => {}
+        Event::Installed { .. } | Event::DeviceIdentified { .. } => {}
     }
 }
 
@@ -185,6 +212,9 @@ pub fn plain_line(e: &Event, verbose: bool) -> Option<String> {
                 if *resumed { "resuming" } else { "starting" },
                 devices.len()
             ))
+        }
+        Event::DeviceIdentified { device, model, os, serial } => {
+            verbose.then(|| format!("[{device}] is {model}, {os}, serial {serial}"))
         }
         Event::Phase { device, trial, attempt, phase } => {
             verbose.then(|| format!("[{device}] {trial} attempt {}: {}", attempt + 1, phase.as_str()))

@@ -7,12 +7,12 @@ use std::sync::Arc;
 use serde::Deserialize;
 use tokio::sync::{mpsc, watch};
 
-use super::args::RunArgs;
+use super::args::{MessageFormat, RunArgs};
 use super::context::{self, display_path};
 use super::exit::{self, CliError};
 use super::operator;
 use super::report_cmd;
-use super::reporter::Reporter;
+use super::reporter::{Output, Reporter};
 use crate::config::{self, Lab, Runbook};
 use crate::plan::{self, Plan};
 use crate::runner::{self, Campaign, EventSink};
@@ -25,26 +25,57 @@ or `lab run runbooks/envoy-battery-audit.toml` (the Envoy Mobile battery audit),
 pub struct RunOutcome {
     pub output: String,
     pub code: u8,
+    /// The campaign it ran.
+    pub campaign: String,
 }
 
 pub async fn run(lab_arg: Option<&Path>, args: &RunArgs) -> Result<RunOutcome, CliError> {
     let lab = context::load_lab(lab_arg)?;
-    let start = match (&args.runbook, &args.resume) {
-        (Some(path), _) => Start::Runbook { path: path.clone(), id: None, seed: None },
-        (None, Some(id)) => Start::Resume(id.clone()),
-        (None, None) => return Err(CliError::bad_input(NO_RUNBOOK)),
+    let start = match (&args.runbook, &args.resume, &args.from_manifest) {
+        (Some(path), _, _) => Start::Runbook { path: path.clone(), id: None, seed: None },
+        (None, Some(id), _) => Start::Resume(id.clone()),
+        (None, None, Some(file)) => {
+            let manifest = runner::Manifest::read(file).map_err(|e| {
+                CliError::bad_input(format!("{e}; fix: give the manifest.json of a campaign's artifact folder"))
+            })?;
+            // Copied off another lab, its runbook's folder may not be here: its build files
+            // are then looked for next to the manifest.
+            let mut manifest = manifest;
+            let recorded = PathBuf::from(&manifest.runbook.path);
+            if !recorded.parent().is_some_and(|p| p.as_os_str().is_empty() || p.is_dir()) {
+                let name = recorded.file_name().map(PathBuf::from).unwrap_or_else(|| "runbook.toml".into());
+                manifest.runbook.path = file.parent().unwrap_or(Path::new(".")).join(name).display().to_string();
+            }
+            Start::Manifest { manifest: Box::new(manifest), allow_changed_builds: args.allow_changed_builds }
+        }
+        (None, None, None) => return Err(CliError::bad_input(NO_RUNBOOK)),
     };
+    let output = match (args.message_format, args.json) {
+        (MessageFormat::Json, _) => Output::EventStream,
+        (MessageFormat::Human, true) => Output::SummaryJson,
+        (MessageFormat::Human, false) => Output::Human,
+    };
+    run_until_ctrl_c(lab, start, output, args.verbose).await
+}
+
+/// Runs `start` until done or Ctrl-C (the first lets the trials in flight wind down, a
+/// second exits at once).
+pub(super) async fn run_until_ctrl_c(
+    lab: Lab,
+    start: Start,
+    output: Output,
+    verbose: bool,
+) -> Result<RunOutcome, CliError> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let ctrl_c = tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             let _ = stop_tx.send(true);
-            // A second Ctrl-C does not wait for the current trials to wind down.
             if tokio::signal::ctrl_c().await.is_ok() {
                 std::process::exit(exit::INTERRUPTED as i32);
             }
         }
     });
-    let result = run_campaign(lab, start, args.json, args.verbose, stop_rx).await;
+    let result = run_campaign(lab, start, output, verbose, stop_rx).await;
     ctrl_c.abort();
     result
 }
@@ -59,6 +90,9 @@ pub(super) enum Start {
     Generated { text: String, source: PathBuf, id: String },
     /// An interrupted campaign, with the runbook it was started with.
     Resume(String),
+    /// A new campaign that runs a manifest's runbook with its seed, refused when a build's
+    /// hashes changed unless `allow_changed_builds`.
+    Manifest { manifest: Box<runner::Manifest>, allow_changed_builds: bool },
 }
 
 /// `lab run`'s whole path, for `lab run` and for scheduled slots: validate, open every
@@ -67,13 +101,14 @@ pub(super) enum Start {
 pub(super) async fn run_campaign(
     lab: Lab,
     start: Start,
-    json: bool,
+    output: Output,
     verbose: bool,
     stop: watch::Receiver<bool>,
 ) -> Result<RunOutcome, CliError> {
     let lab = Arc::new(lab);
     // Everything is validated, and every device opened, before the store is touched:
     // bad input changes nothing.
+    let mut rerun_of = None;
     let (runbook, plan, resume, new_id) = match start {
         Start::Runbook { path, id, seed } => {
             let mut runbook = config::load_runbook(&path, &lab)?;
@@ -87,6 +122,11 @@ pub(super) async fn run_campaign(
             let runbook = config::parse_runbook(&text, &source, &lab)?;
             let plan = plan::build(&runbook, &lab)?;
             (runbook, plan, None, Some(id))
+        }
+        Start::Manifest { manifest, allow_changed_builds } => {
+            let (runbook, plan, rerun) = from_manifest(&lab, &manifest, allow_changed_builds)?;
+            rerun_of = Some(rerun);
+            (runbook, plan, None, None)
         }
         Start::Resume(id) => {
             let id = &id;
@@ -131,12 +171,39 @@ pub(super) async fn run_campaign(
                 Some(id) => id,
                 None => runner::new_id(&runbook.name, &store)?,
             };
-            let record = runner::new_record(&id, &lab, &runbook, &plan);
+            let mut record = runner::new_record(&id, &lab, &runbook, &plan);
+            if let (Some(r), Some(hashes)) = (&rerun_of, record.content_hashes.as_object_mut()) {
+                hashes.insert("rerun".into(), serde_json::to_value(r).map_err(CliError::internal)?);
+            }
             store.create_campaign(&record, plan.max_attempts, std::process::id())?;
             (store, id, false)
         }
     };
-    execute(lab, hosts, runbook, plan, store, id, devices, resumed, json, verbose, stop).await
+    execute(lab, hosts, runbook, plan, store, id, devices, resumed, output, verbose, stop).await
+}
+
+/// The runbook and plan a manifest describes, on `lab`, and what the new campaign records
+/// of where it came from. Refused (bad input) when a build's files changed, unless allowed.
+fn from_manifest(
+    lab: &Lab,
+    m: &runner::Manifest,
+    allow_changed_builds: bool,
+) -> Result<(Runbook, Plan, runner::RerunOf), CliError> {
+    // Relative paths in the runbook (its build files) resolve from where it was read.
+    let mut runbook = config::parse_runbook(&m.runbook.text, Path::new(&m.runbook.path), lab)?;
+    runbook.seed = m.seed;
+    let plan = plan::build(&runbook, lab)?;
+    let now = runner::new_record(&m.campaign, lab, &runbook, &plan).content_hashes;
+    let changed = m.changed_builds(&runbook, &now["builds"]);
+    if !changed.is_empty() && !allow_changed_builds {
+        return Err(CliError::bad_input(format!(
+            "campaign {}: {}; fix: put the campaign's build files back, or pass --allow-changed-builds \
+(the new campaign's manifest and report then say which builds changed)",
+            m.campaign,
+            changed.join("; ")
+        )));
+    }
+    Ok((runbook, plan, runner::RerunOf { campaign: m.campaign.clone(), changed_builds: changed }))
 }
 
 type Devices = BTreeMap<String, Arc<dyn crate::device::Device>>;
@@ -185,13 +252,13 @@ async fn execute(
     id: String,
     devices: Devices,
     resumed: bool,
-    json: bool,
+    output: Output,
     verbose: bool,
     stop_rx: watch::Receiver<bool>,
 ) -> Result<RunOutcome, CliError> {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let (report_tx, report_rx) = mpsc::unbounded_channel();
-    let reporter = tokio::spawn(Reporter::new(verbose, json).run(report_rx));
+    let reporter = tokio::spawn(Reporter::new(verbose, output).run(report_rx));
     // Steps the runner waits on go to the terminal's prompter too, when there is one.
     let prompter = operator::spawn_terminal(store.clone());
     let relay = tokio::spawn(async move {
@@ -232,26 +299,10 @@ async fn execute(
     };
     let result = campaign.run(resumed).await;
     let _ = relay.await;
-    let _ = reporter.await;
+    let stream = reporter.await.ok().and_then(Reporter::into_stream);
     let summary = result?;
 
     let (files, tables) = report_cmd::write_files(&store, &id, &summary.artifacts)?;
-    let mut output = String::new();
-    if json {
-        let json = serde_json::json!({ "campaign": summary, "files": files });
-        output.push_str(&serde_json::to_string_pretty(&json).map_err(CliError::internal)?);
-        output.push('\n');
-    } else {
-        output.push('\n');
-        output.push_str(&tables);
-        output.push_str("\nreport files:\n");
-        for f in &files {
-            output.push_str(&format!("  {f}\n"));
-        }
-        if summary.status == CampaignStatus::Interrupted {
-            output.push_str(&format!("\ncampaign {id} is interrupted; continue it with: lab run --resume {id}\n"));
-        }
-    }
     let code = if *stop_rx.borrow() && summary.pending > 0 {
         exit::INTERRUPTED
     } else if summary.pending > 0 {
@@ -261,7 +312,29 @@ async fn execute(
     } else {
         exit::OK
     };
-    Ok(RunOutcome { output, code })
+    let mut text = String::new();
+    if let Some(mut stream) = stream {
+        // The stream's last line: where the report is, and how the run ends.
+        let last = serde_json::json!({ "event": "report_written", "campaign": id, "files": files, "exit_code": code });
+        if let serde_json::Value::Object(fields) = last {
+            stream.write(fields);
+        }
+    } else if output == Output::SummaryJson {
+        let json = serde_json::json!({ "campaign": summary, "files": files });
+        text.push_str(&serde_json::to_string_pretty(&json).map_err(CliError::internal)?);
+        text.push('\n');
+    } else {
+        text.push('\n');
+        text.push_str(&tables);
+        text.push_str("\nreport files:\n");
+        for f in &files {
+            text.push_str(&format!("  {f}\n"));
+        }
+        if summary.status == CampaignStatus::Interrupted {
+            text.push_str(&format!("\ncampaign {id} is interrupted; continue it with: lab run --resume {id}\n"));
+        }
+    }
+    Ok(RunOutcome { output: text, code, campaign: id })
 }
 
 pub use crate::store::pid_alive;

@@ -229,7 +229,15 @@ impl Launcher for CliLauncher {
                 Start::Generated { text: text.clone(), source: source.clone(), id: id.clone() }
             }
         };
-        match run_cmd::run_campaign(self.lab.clone(), start, false, self.verbose, self.stop.clone()).await {
+        match run_cmd::run_campaign(
+            self.lab.clone(),
+            start,
+            super::reporter::Output::Human,
+            self.verbose,
+            self.stop.clone(),
+        )
+        .await
+        {
             Ok(o) => {
                 let outcome = match o.code {
                     exit::OK => SlotOutcome::Ok,

@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use super::input::{CampaignData, pooled};
 use super::metric_order::metric_order;
 use super::model::{
-    AttestedRow, CampaignMeta, InvalidAttempt, MetricRow, ModelReport, Report, SCHEMA_VERSION, StatisticsMeta,
-    VariantSummary, VariantVerdict,
+    AttestedRow, CampaignMeta, InvalidAttempt, MetricRow, ModelReport, Report, RerunMeta, SCHEMA_VERSION,
+    StatisticsMeta, VariantSummary, VariantVerdict,
 };
 use super::verdicts::{Arm, MetricPair, judge, overall, references};
 use crate::config::StatsSettings;
@@ -464,7 +464,20 @@ fn campaign_meta(data: &CampaignData) -> CampaignMeta {
         status: c.status,
         note: c.note.clone(),
         tool_version: c.tool_version.clone(),
-        content_hashes: c.content_hashes.clone(),
+        content_hashes: {
+            let mut h = c.content_hashes.clone();
+            if let Some(o) = h.as_object_mut() {
+                o.remove("rerun");
+            }
+            h
+        },
+        rerun: c.content_hashes.get("rerun").map(|r| RerunMeta {
+            campaign: r["campaign"].as_str().unwrap_or_default().to_string(),
+            changed_builds: r["changed_builds"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|b| b.as_str().map(str::to_string)).collect())
+                .unwrap_or_default(),
+        }),
         footprint: c.footprint_json.clone(),
         order: p.order,
         duration_s: p.duration_s,

@@ -115,6 +115,9 @@ fn provenance(out: &mut String, report: &Report) {
     for (k, v) in items {
         let _ = writeln!(out, "<dt>{k}</dt><dd>{v}</dd>");
     }
+    if let Some(r) = &c.rerun {
+        let _ = writeln!(out, "<dt>re-run</dt><dd>{}</dd>", esc(&super::model::rerun_text(r)));
+    }
     out.push_str("</dl>\n");
     let hashes = flatten_hashes(&c.content_hashes, "");
     if !hashes.is_empty() {

@@ -38,6 +38,9 @@ pub fn render_markdown(report: &Report) -> String {
     for (key, value) in meta {
         let _ = writeln!(out, "- **{key}**: {value}");
     }
+    if let Some(r) = &c.rerun {
+        let _ = writeln!(out, "- **re-run**: {}", md(&super::model::rerun_text(r)));
+    }
 
     let level = percent(report.statistics.confidence);
     if report.models.iter().any(|m| !m.verdicts.is_empty()) {

@@ -52,6 +52,9 @@ pub struct CampaignMeta {
     pub tool_version: String,
     /// sha256 of every build artifact and pushed file, by name, as stored.
     pub content_hashes: serde_json::Value,
+    /// The campaign this one re-ran (`lab rerun`, `lab run --from-manifest`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerun: Option<RerunMeta>,
     /// The lab's own CPU and wakeups during the campaign, when measured.
     pub footprint: Option<serde_json::Value>,
     pub order: Order,
@@ -60,6 +63,23 @@ pub struct CampaignMeta {
     pub repeats: u32,
     pub max_attempts: u32,
     pub planned_trials: usize,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RerunMeta {
+    pub campaign: String,
+    /// `build (platform): campaign had sha256 …, now …`, when run with
+    /// `--allow-changed-builds`.
+    pub changed_builds: Vec<String>,
+}
+
+/// What the provenance says of a re-run: `of <campaign>`, and the builds that changed.
+pub fn rerun_text(r: &RerunMeta) -> String {
+    if r.changed_builds.is_empty() {
+        format!("of {}, with the same builds", r.campaign)
+    } else {
+        format!("of {}, with CHANGED builds: {}", r.campaign, r.changed_builds.join("; "))
+    }
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde::Serialize;
@@ -13,12 +13,13 @@ use super::adaptive::{self, SharedTether};
 use super::desk::OperatorDesk;
 use super::event::{DeviceProgress, Event, EventSink};
 use super::footprint::Footprint;
+use super::manifest::{MANIFEST_FILE, Manifest};
 use super::recorder::Recorder;
 use super::status_board::StatusBoard;
 use super::trial::{RunError, TrialContext, blocking, now_rfc3339};
 use super::worker::{TrialRows, WorkerEnd, run_device};
 use crate::config::{Lab, OnOffline, Runbook};
-use crate::device::Device;
+use crate::device::{Device, Identity};
 use crate::endpoint::Endpoint;
 use crate::plan::Plan;
 use crate::store::{CampaignStatus, NewCampaign, Store, TrialMove, TrialOutcome};
@@ -130,6 +131,9 @@ impl Campaign {
             std::fs::remove_dir_all(&partial)
                 .map_err(|source| RunError::Artifacts { path: partial.clone(), source })?;
         }
+        // The manifest first, so a campaign can be run again however this run ends.
+        let mut observed = Manifest::read(&artifacts.join(MANIFEST_FILE)).map(|m| m.observed()).unwrap_or_default();
+        self.write_manifest(&artifacts, &self.plan, &observed).await?;
         // … and so are the steps it left waiting: nobody waits for their answers any more.
         let desk = self.desk.clone();
         blocking(move || desk.abandon_leftovers()).await?;
@@ -172,6 +176,7 @@ impl Campaign {
             desk: self.desk.clone(),
             status: StatusBoard::new(self.store.clone()),
             recorder: Arc::new(recorder),
+            identities: Mutex::new(BTreeMap::new()),
         });
         // Tethers are shared so that adaptive rounds can hand them to new workers.
         let devices: BTreeMap<String, SharedDevice> =
@@ -226,6 +231,9 @@ impl Campaign {
         };
         forward.abort();
         let offline: Vec<String> = down.iter().map(|(d, why)| format!("{d}: {why}")).collect();
+        // With what the devices said they are, and the trials adaptive rounds added.
+        observed.extend(ctx.identities.lock().unwrap_or_else(|p| p.into_inner()).clone());
+        self.write_manifest(&artifacts, &plan, &observed).await?;
 
         drop(plan);
         let store = self.store.clone();
@@ -277,6 +285,22 @@ impl Campaign {
             note,
         });
         Ok(summary)
+    }
+}
+
+impl Campaign {
+    /// Writes `manifest.json` from the stored campaign, `plan` and the identities known.
+    async fn write_manifest(
+        &self,
+        artifacts: &std::path::Path,
+        plan: &Plan,
+        observed: &BTreeMap<String, Identity>,
+    ) -> Result<(), RunError> {
+        let (store, id) = (self.store.clone(), self.id.clone());
+        let record = blocking(move || store.campaign(&id)).await?;
+        Manifest::of(&record, &self.runbook, plan, &self.lab, observed)
+            .write(artifacts)
+            .map_err(|source| RunError::Artifacts { path: artifacts.join(MANIFEST_FILE), source })
     }
 }
 

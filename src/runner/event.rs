@@ -37,6 +37,10 @@ impl Phase {
     }
 }
 
+/// The version of [`Event`]'s JSON form (`lab run --message-format json`, docs/report.md):
+/// raised when a field changes meaning or goes away; new events and new fields keep it.
+pub const EVENT_STREAM_VERSION: u32 = 1;
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
@@ -47,6 +51,13 @@ pub enum Event {
         /// Planned trials per device, and how many of them are already done.
         devices: Vec<DeviceProgress>,
         artifacts: String,
+    },
+    /// The device answered as this phone (or host) before its first trial.
+    DeviceIdentified {
+        device: String,
+        model: String,
+        os: String,
+        serial: String,
     },
     Phase {
         device: String,
@@ -161,9 +172,14 @@ pub enum Event {
         failed: u32,
         pending: u32,
         invalid_attempts: u32,
+        #[serde(rename = "wall_s", serialize_with = "seconds")]
         wall: Duration,
         note: Option<String>,
     },
+}
+
+fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
 }
 
 #[derive(Debug, Clone, Serialize)]

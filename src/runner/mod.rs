@@ -5,6 +5,7 @@ mod campaign;
 mod desk;
 mod event;
 mod footprint;
+mod manifest;
 mod recorder;
 mod status_board;
 mod trial;
@@ -18,6 +19,9 @@ pub use campaign::*;
 pub use desk::{OperatorDesk, StepAsk, StepError};
 pub use event::*;
 pub use footprint::{Footprint, TARGET_CPU_PCT, TARGET_WAKEUPS_PER_S};
+pub use manifest::{
+    MANIFEST_FILE, MANIFEST_VERSION, Manifest, ManifestDevice, ManifestError, ManifestRunbook, ManifestVariant, RerunOf,
+};
 pub use status_board::StatusBoard;
 pub use trial::{AttemptOutcome, RunError, TrialContext, now_rfc3339, traffic_token};
 pub use validate::{precondition_violations, soak_violations};

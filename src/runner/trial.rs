@@ -57,6 +57,8 @@ pub struct TrialContext {
     pub status: Arc<StatusBoard>,
     /// Where attempts go to the store.
     pub recorder: Arc<Recorder>,
+    /// What each device answered it is, for the manifest.
+    pub identities: std::sync::Mutex<std::collections::BTreeMap<String, crate::device::Identity>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -69,7 +69,17 @@ pub async fn run_device(
     let name = device.name().to_string();
     let mut shutdown = ctx.shutdown.clone();
 
-    if let Err(e) = device.identify().await {
+    let identified = device.identify().await;
+    if let Ok(id) = &identified {
+        ctx.identities.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), id.clone());
+        ctx.events.emit(Event::DeviceIdentified {
+            device: name.clone(),
+            model: id.model.clone(),
+            os: id.os.clone(),
+            serial: id.serial.clone(),
+        });
+    }
+    if let Err(e) = identified {
         let waited = e.is_disconnect() && wait_for_device(&ctx, device.as_ref(), None, &e).await.is_ok();
         if !waited {
             let reason = format!("cannot reach the device: {e}");

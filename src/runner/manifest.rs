@@ -1,0 +1,230 @@
+//! `artifacts/<campaign>/manifest.json`: everything needed to run a campaign again —
+//! the runbook's text, the seed, the hashes of the lab file and of every build and pushed
+//! file, each variant's config, the devices and what they said they were, and the lab's
+//! version. `lab rerun` and `lab run --from-manifest` start from it (docs/report.md).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Lab, Runbook};
+use crate::device::Identity;
+use crate::plan::Plan;
+use crate::store::CampaignRecord;
+
+/// Raised when a field changes meaning or goes away; readers refuse a newer one.
+pub const MANIFEST_VERSION: u32 = 1;
+
+/// The manifest's file name in a campaign's folder.
+pub const MANIFEST_FILE: &str = "manifest.json";
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Manifest {
+    pub manifest_version: u32,
+    /// The `lab` version that ran the campaign.
+    pub lab_version: String,
+    pub campaign: String,
+    pub created_at: String,
+    pub runbook: ManifestRunbook,
+    /// sha256 of the lab file's text.
+    pub lab_sha256: String,
+    /// What fixes the order and every simulated phone's noise.
+    pub seed: u64,
+    /// sha256 by build and platform (`{"control": {"android": "…"}}`).
+    pub builds: serde_json::Value,
+    /// sha256 of every pushed file, as `config:destination`.
+    pub files: serde_json::Value,
+    pub variants: Vec<ManifestVariant>,
+    pub devices: Vec<ManifestDevice>,
+    pub trials: usize,
+    /// sha256 of the plan (order, trials, devices) as stored.
+    pub plan_sha256: String,
+    /// The campaign this one re-ran, when it was started by `lab rerun` or
+    /// `lab run --from-manifest`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerun_of: Option<String>,
+    /// Builds whose files no longer had the hashes of `rerun_of` (`--allow-changed-builds`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed_builds: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ManifestRunbook {
+    pub name: String,
+    /// Where it was read from: relative paths in it (build files) resolve from there.
+    pub path: String,
+    pub sha256: String,
+    /// Verbatim.
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ManifestVariant {
+    pub name: String,
+    pub build: String,
+    pub config: String,
+    /// The config's values (environment, arguments, launch options, simulated changes).
+    pub values: serde_json::Value,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ManifestDevice {
+    pub name: String,
+    pub model: String,
+    pub platform: String,
+    /// The OS lab.toml declares.
+    pub os: String,
+    /// What the device answered before its first trial (model, OS build, serial); absent
+    /// until it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed: Option<Identity>,
+}
+
+/// Where a re-run came from, as `content_hashes.rerun` of the new campaign's record.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct RerunOf {
+    pub campaign: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed_builds: Vec<String>,
+}
+
+impl Manifest {
+    /// The manifest of stored campaign `c`, run with `runbook` and `plan` on `lab`;
+    /// `observed`: the devices' identities known so far.
+    pub fn of(
+        c: &CampaignRecord,
+        runbook: &Runbook,
+        plan: &Plan,
+        lab: &Lab,
+        observed: &BTreeMap<String, Identity>,
+    ) -> Self {
+        let hashes = &c.content_hashes;
+        let rerun: Option<RerunOf> = hashes.get("rerun").and_then(|r| serde_json::from_value(r.clone()).ok());
+        let variants = plan
+            .variants
+            .iter()
+            .map(|v| ManifestVariant {
+                name: v.name.clone(),
+                build: v.build.clone(),
+                config: v.config.clone(),
+                values: runbook
+                    .configs
+                    .iter()
+                    .find(|k| k.name == v.config)
+                    .and_then(|k| serde_json::to_value(k).ok())
+                    .unwrap_or(serde_json::Value::Null),
+            })
+            .collect();
+        let devices = plan
+            .devices
+            .iter()
+            .map(|d| {
+                let spec = lab.device(&d.name);
+                ManifestDevice {
+                    name: d.name.clone(),
+                    model: d.model.clone(),
+                    platform: d.platform.as_str().into(),
+                    os: spec.map(|s| s.os.clone()).unwrap_or_default(),
+                    observed: observed.get(&d.name).cloned(),
+                }
+            })
+            .collect();
+        Manifest {
+            manifest_version: MANIFEST_VERSION,
+            lab_version: c.tool_version.clone(),
+            campaign: c.id.clone(),
+            created_at: c.created_at.clone(),
+            runbook: ManifestRunbook {
+                name: c.runbook_name.clone(),
+                path: c.runbook_path.clone(),
+                sha256: c.runbook_sha256.clone(),
+                text: c.runbook_text.clone(),
+            },
+            lab_sha256: c.lab_sha256.clone(),
+            seed: c.seed,
+            builds: hashes.get("builds").cloned().unwrap_or_default(),
+            files: hashes.get("files").cloned().unwrap_or_default(),
+            variants,
+            devices,
+            trials: plan.trials.len(),
+            plan_sha256: crate::seed::sha256_hex(c.plan_json.to_string().as_bytes()),
+            rerun_of: rerun.as_ref().map(|r| r.campaign.clone()),
+            changed_builds: rerun.map(|r| r.changed_builds).unwrap_or_default(),
+        }
+    }
+
+    /// Reads a manifest; the error says what is wrong with which file.
+    pub fn read(path: &Path) -> Result<Manifest, ManifestError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ManifestError { path: path.display().to_string(), what: e.to_string() })?;
+        let bad = |what: String| ManifestError { path: path.display().to_string(), what };
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
+        match v.get("manifest_version").and_then(|v| v.as_u64()) {
+            Some(n) if n == u64::from(MANIFEST_VERSION) => {}
+            Some(n) => {
+                return Err(bad(format!(
+                    "manifest_version {n}, this lab reads {MANIFEST_VERSION}; fix: use the lab version that wrote it ({})",
+                    v.get("lab_version").and_then(|v| v.as_str()).unwrap_or("unknown")
+                )));
+            }
+            None => return Err(bad("no manifest_version: not a lab manifest".into())),
+        }
+        serde_json::from_value(v).map_err(|e| bad(e.to_string()))
+    }
+
+    /// The devices' identities it holds.
+    pub fn observed(&self) -> BTreeMap<String, Identity> {
+        self.devices.iter().filter_map(|d| d.observed.clone().map(|o| (d.name.clone(), o))).collect()
+    }
+
+    /// Builds whose hashes differ in `runbook` as read now, as `build (platform, files):
+    /// campaign had sha256 …, now …`.
+    pub fn changed_builds(&self, runbook: &Runbook, now: &serde_json::Value) -> Vec<String> {
+        let mut out = Vec::new();
+        let Some(was) = self.builds.as_object() else { return out };
+        for (build, platforms) in was {
+            for (platform, sha) in platforms.as_object().into_iter().flatten() {
+                let current = now.get(build).and_then(|b| b.get(platform));
+                if current == Some(sha) {
+                    continue;
+                }
+                let b = runbook.builds.iter().find(|b| &b.name == build);
+                let files: Vec<String> = match platform.as_str() {
+                    "android" => b
+                        .and_then(|b| b.android.as_ref())
+                        .map(|a| a.apks.iter().map(|f| f.path.display().to_string()).collect())
+                        .unwrap_or_default(),
+                    "ios" => {
+                        b.and_then(|b| b.ios.as_ref()).map(|a| vec![a.ipa.display().to_string()]).unwrap_or_default()
+                    }
+                    _ => Vec::new(),
+                };
+                let what =
+                    if files.is_empty() { platform.clone() } else { format!("{platform}, {}", files.join(", ")) };
+                out.push(format!(
+                    "build {build} ({what}): campaign had sha256 {}, now {}",
+                    sha.as_str().unwrap_or("?"),
+                    current.and_then(|c| c.as_str()).unwrap_or("none")
+                ));
+            }
+        }
+        out
+    }
+
+    /// Writes it atomically (a reader never sees half of it).
+    pub fn write(&self, dir: &Path) -> std::io::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
+        let tmp = dir.join(format!(".{MANIFEST_FILE}.tmp"));
+        std::fs::write(&tmp, text + "\n")?;
+        std::fs::rename(&tmp, dir.join(MANIFEST_FILE))
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {what}")]
+pub struct ManifestError {
+    pub path: String,
+    pub what: String,
+}
