@@ -178,6 +178,8 @@ pub enum ReportFormat {
     Html,
     Json,
     Csv,
+    // The verdicts as JUnit XML for CI servers (docs/ci.md).
+    Junit,
 }
 
 #[derive(Debug, clap::Args)]
@@ -193,6 +195,8 @@ pub enum CompareFormat {
     Table,
     Md,
     Json,
+    // The verdicts as JUnit XML for CI servers (docs/ci.md); the exit code stays 5 on a regression.
+    Junit,
 }
 
 #[derive(Debug, clap::Args)]

@@ -63,6 +63,7 @@ pub(super) fn compare(
         CompareFormat::Table => report::render_compare_table(&cmp),
         CompareFormat::Md => report::render_compare_markdown(&cmp),
         CompareFormat::Json => report::render_compare_json(&cmp),
+        CompareFormat::Junit => report::render_compare_junit(&cmp),
     };
     Ok((out, if cmp.regression() { exit::REGRESSION } else { exit::OK }))
 }

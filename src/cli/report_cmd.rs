@@ -42,6 +42,7 @@ pub fn run(lab_arg: Option<&Path>, args: &ReportArgs) -> Result<String, CliError
         ReportFormat::Md => report::render_markdown(&rep),
         ReportFormat::Html => report::render_html(&rep, &data, &report::battery_curves(&data)),
         ReportFormat::Json => report::render_json(&rep),
+        ReportFormat::Junit => report::render_junit(&rep),
         ReportFormat::Csv => unreachable!("streamed above"),
     })
 }

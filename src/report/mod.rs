@@ -1,4 +1,4 @@
-//! Reports: tables, Markdown, CSV and JSON from a campaign in the store.
+//! Reports: tables, Markdown, HTML, CSV, JSON and JUnit XML from a campaign in the store.
 
 mod build;
 mod compare;
@@ -14,6 +14,9 @@ mod history_render;
 mod html;
 mod input;
 mod json;
+mod junit;
+mod junit_compare;
+mod junit_xml;
 mod markdown;
 mod metric_order;
 mod metric_tables;
@@ -47,6 +50,8 @@ pub use history_render::{render_history_json, render_history_table};
 pub use html::render_html;
 pub use input::{CampaignData, ReportError, load, load_head};
 pub use json::render_json;
+pub use junit::render_junit;
+pub use junit_compare::render_compare_junit;
 pub use markdown::render_markdown;
 pub use metric_order::{KNOWN_METRICS, metric_order};
 pub use model::{
