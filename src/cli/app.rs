@@ -8,8 +8,8 @@ use clap::Parser;
 use super::args::{Cli, Command};
 use super::exit::{self, CliError};
 use super::{
-    care_cmd, changes_cmd, compare_cmd, confirm_cmd, history_cmd, hosts_cmd, hubs_cmd, import_cmd, plan_cmd,
-    report_cmd, rerun_cmd, run_cmd, schedule_cmd, status_cmd,
+    care_cmd, changes_cmd, compare_cmd, completions_cmd, confirm_cmd, history_cmd, hosts_cmd, hubs_cmd, import_cmd,
+    man_cmd, plan_cmd, report_cmd, rerun_cmd, run_cmd, schedule_cmd, status_cmd, status_watch,
 };
 
 pub fn main() -> ExitCode {
@@ -30,6 +30,10 @@ pub fn main() -> ExitCode {
         Command::Run(a) => runtime.block_on(run_cmd::run(lab, a)).map(|o| (o.output, o.code)),
         Command::Rerun(a) => runtime.block_on(rerun_cmd::run(lab, a)),
         Command::Plan(a) => plan_cmd::run(lab, a).map(|s| (s, exit::OK)),
+        // The watch prints each drawing itself, as it comes.
+        Command::Status(a) if a.watch => {
+            runtime.block_on(status_watch::run(lab, a)).map(|()| (String::new(), exit::OK))
+        }
         Command::Status(a) => status_cmd::run(lab, a).map(|s| (s, exit::OK)),
         Command::Report(a) => report_cmd::run(lab, a).map(|s| (s, exit::OK)),
         Command::Import(a) => import_cmd::run(lab, a).map(|s| (s, exit::OK)),
@@ -41,6 +45,8 @@ pub fn main() -> ExitCode {
         Command::Changes(a) => changes_cmd::run(a).map(|s| (s, exit::OK)),
         Command::Schedule(a) => runtime.block_on(schedule_cmd::run(lab, a)),
         Command::History(a) => history_cmd::run(lab, a).map(|s| (s, exit::OK)),
+        Command::Completions(a) => completions_cmd::run(a).map(|s| (s, exit::OK)),
+        Command::Man(a) => man_cmd::run(a).map(|s| (s, exit::OK)),
     };
     match result {
         Ok((out, code)) => {

@@ -60,6 +60,12 @@ pub enum Command {
     /// Every campaign of a runbook, one point per variant × model × metric, with change
     /// points and what the schedule's reviews found (table, JSON or an HTML page with plots).
     History(super::history_cmd::HistoryArgs),
+    /// Print a shell completion script to stdout, e.g.
+    /// `lab completions bash > ~/.local/share/bash-completion/completions/lab`.
+    Completions(super::completions_cmd::CompletionsArgs),
+    /// Print the man page (roff) to stdout, e.g. `lab man > ~/.local/share/man/man1/lab.1`;
+    /// `lab man run` prints the page of `lab run` (lab-run.1).
+    Man(super::man_cmd::ManArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -167,8 +173,12 @@ pub struct PlanArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {
+    /// Print the status as JSON (with --watch: one compact object per line).
     #[arg(long)]
     pub json: bool,
+    /// Keep going: redraw whenever the store changes (checked once a second), until Ctrl-C.
+    #[arg(long)]
+    pub watch: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]

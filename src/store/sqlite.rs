@@ -259,6 +259,13 @@ impl Store {
         &self.path
     }
 
+    /// SQLite's `PRAGMA data_version` on this store's connection: it changes when another
+    /// connection (another process's `lab run`) commits, and never for this connection's own
+    /// commits. Costs no table read, so a watcher can ask it every second.
+    pub fn data_version(&self) -> Result<i64, StoreError> {
+        Ok(self.lock().query_row("PRAGMA data_version", [], |r| r.get(0))?)
+    }
+
     pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
         // A panic while holding the lock leaves a connection that is still usable:
         // every write is its own transaction.

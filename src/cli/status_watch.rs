@@ -1,0 +1,111 @@
+//! `lab status --watch`: the status drawn again whenever the store changes. Only the watcher
+//! works for it: once a second it asks its kept-open connection for `PRAGMA data_version`
+//! (which moves when another connection commits, at no table read), so the runner does
+//! nothing extra and an idle lab costs one pragma a second.
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::time::MissedTickBehavior;
+
+use super::args::StatusArgs;
+use super::context;
+use super::exit::CliError;
+use super::run_cmd::pid_alive;
+use super::status_cmd::{self, StatusView};
+use crate::config::Lab;
+use crate::store::{CampaignStatus, Store};
+
+/// ANSI: cursor home, then clear the screen.
+const CLEAR: &str = "\x1b[H\x1b[2J";
+
+/// Runs until Ctrl-C, SIGTERM or stdout's reader going away; each ends it with exit 0.
+pub async fn run(lab_arg: Option<&Path>, args: &StatusArgs) -> Result<(), CliError> {
+    let lab = context::load_lab(lab_arg)?;
+    let signal_error = |e| CliError::internal(format!("cannot listen for Ctrl-C / SIGTERM: {e}"));
+    let mut interrupt = signal(SignalKind::interrupt()).map_err(signal_error)?;
+    let mut terminate = signal(SignalKind::terminate()).map_err(signal_error)?;
+    let terminal = std::io::stdout().is_terminal();
+    let mut seen = Seen::default();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    // After a slow draw, the next check comes a second later, not in a burst.
+    tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            _ = interrupt.recv() => return Ok(()),
+            _ = terminate.recv() => return Ok(()),
+            _ = tick.tick() => {}
+        }
+        if reader_gone() {
+            return Ok(());
+        }
+        let Some(view) = seen.changed(&lab)? else { continue };
+        let frame = if args.json {
+            serde_json::to_string(&view).map_err(CliError::internal)? + "\n"
+        } else if terminal {
+            format!("{CLEAR}{}", status_cmd::render(&view))
+        } else {
+            // A blank line between drawings keeps a piped stream readable and splittable.
+            status_cmd::render(&view) + "\n"
+        };
+        let mut stdout = std::io::stdout().lock();
+        match stdout.write_all(frame.as_bytes()).and_then(|()| stdout.flush()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) => return Err(CliError::internal(format!("cannot write the status to stdout: {e}"))),
+        }
+    }
+}
+
+/// What the last drawing was made from; while none of it changed, nothing is drawn.
+#[derive(Default)]
+struct Seen {
+    /// Kept open: `data_version` compares commits since this connection's previous look.
+    store: Option<Store>,
+    drawn: bool,
+    /// `data_version` at the last drawing; `None`: there was no store yet.
+    version: Option<i64>,
+    /// Runners of the campaigns drawn as running: one that dies (kill -9) turns its campaign
+    /// into "interrupted" without any commit.
+    runners: Vec<u32>,
+}
+
+impl Seen {
+    /// The status to draw, or `None` when nothing changed since the last drawing.
+    fn changed(&mut self, lab: &Lab) -> Result<Option<StatusView>, CliError> {
+        if self.store.is_none() {
+            // The lab's first `lab run` creates the store while we watch.
+            self.store = context::open_store_existing(lab)?;
+        }
+        // Read before the status: a commit in between is drawn again at the next check.
+        let version = self.store.as_ref().map(Store::data_version).transpose()?;
+        if self.drawn && version == self.version && self.runners.iter().all(|&pid| pid_alive(pid)) {
+            return Ok(None);
+        }
+        let view = status_cmd::collect(lab, self.store.as_ref())?;
+        self.runners = match &self.store {
+            Some(store) => store
+                .campaign_list()?
+                .iter()
+                .filter(|c| c.status == CampaignStatus::Running)
+                .filter_map(|c| c.runner_pid.filter(|&pid| pid_alive(pid)))
+                .collect(),
+            None => Vec::new(),
+        };
+        self.drawn = true;
+        self.version = version;
+        Ok(Some(view))
+    }
+}
+
+/// Whether stdout's reader went away: a pipe whose reader closed polls POLLERR (Linux), a
+/// hung-up terminal POLLHUP. While nothing changes nothing is written, so no write would
+/// find out.
+fn reader_gone() -> bool {
+    let mut fd = libc::pollfd { fd: libc::STDOUT_FILENO, events: 0, revents: 0 };
+    // SAFETY: one pollfd that lives on this stack for the call; a zero timeout never blocks.
+    let ready = unsafe { libc::poll(&mut fd, 1, 0) };
+    ready > 0 && fd.revents & (libc::POLLERR | libc::POLLHUP) != 0
+}
