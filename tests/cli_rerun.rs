@@ -157,3 +157,26 @@ fn a_bad_manifest_or_an_unknown_campaign_is_refused_in_one_line() {
     assert!(String::from_utf8(err).unwrap().contains("no campaign `no-such-campaign`"));
     assert_eq!(lab.campaigns().len(), 1);
 }
+
+#[test]
+fn a_campaign_without_a_manifest_is_re_run_from_its_stored_record_and_the_stream_ends_with_the_comparison() {
+    let (lab, first) = lab_with_a_campaign();
+    // A campaign from before manifests: the store's record is enough.
+    std::fs::remove_file(lab.artifacts().join(&first).join("manifest.json")).unwrap();
+    let out = lab.cmd(&["rerun", &first, "--message-format", "json"]).assert().success().get_output().clone();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<serde_json::Value> =
+        stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"))).collect();
+    assert!(lines.iter().enumerate().all(|(i, v)| v["v"] == 1 && v["seq"].as_u64() == Some(i as u64)), "{stdout}");
+    let second = lab.campaigns().into_iter().find(|i| *i != first).unwrap();
+    let n = lines.len();
+    assert_eq!(lines[n - 2]["event"], "report_written");
+    let last = &lines[n - 1];
+    assert_eq!((last["event"].as_str(), last["exit_code"].as_u64()), (Some("comparison"), Some(0)));
+    assert_eq!((last["before"].as_str(), last["after"].as_str()), (Some(first.as_str()), Some(second.as_str())));
+    assert_eq!(last["comparison"]["schema_version"], 1);
+    assert_eq!(read(&lab, &first, "results.csv"), read(&lab, &second, "results.csv"));
+    // The re-run has its manifest, which names where it came from.
+    let m2: serde_json::Value = serde_json::from_str(&read(&lab, &second, "manifest.json")).unwrap();
+    assert_eq!(m2["rerun_of"].as_str(), Some(first.as_str()));
+}

@@ -31,11 +31,13 @@ impl EventLines {
         }
     }
 
-    /// A line that is not a runner event (`report_written`), from its fields.
-    pub fn write(&mut self, fields: Map<String, Value>) {
-        if let Ok(json) = serde_json::to_string(&Value::Object(fields)) {
-            self.line(&json);
-        }
+    /// A line that is not a runner event (`report_written`, `comparison`), from its
+    /// fields; `event` is put first, as in the runner's.
+    pub fn write(&mut self, mut fields: Map<String, Value>) {
+        let event = fields.remove("event").unwrap_or_else(|| "unnamed".into());
+        let rest = serde_json::to_string(&Value::Object(fields)).unwrap_or_else(|_| "{}".into());
+        let sep = if rest == "{}" { "" } else { "," };
+        self.line(&format!("{{\"event\":{event}{sep}{}", &rest[1..]));
     }
 
     /// `object` (`{"event":…}`, fields in their declared order) with the stream's
@@ -83,7 +85,7 @@ mod tests {
             wall: std::time::Duration::from_millis(1500),
             note: None,
         });
-        lines.write(Map::from_iter([("event".into(), "report_written".into())]));
+        lines.write(Map::from_iter([("event".into(), "report_written".into()), ("campaign".into(), "c".into())]));
         let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
         let parsed: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         assert_eq!(parsed.len(), 3);
@@ -97,5 +99,6 @@ mod tests {
         assert_eq!(parsed[2]["event"], "report_written");
         assert!(text.lines().all(|l| l.starts_with(&format!("{{\"v\":{EVENT_STREAM_VERSION},\"seq\":"))), "{text}");
         assert!(text.lines().next().unwrap().contains("\",\"event\":\"device_done\",\"device\":\"sim-1\"}"), "{text}");
+        assert!(text.lines().nth(2).unwrap().contains("\",\"event\":\"report_written\",\"campaign\":\"c\"}"), "{text}");
     }
 }

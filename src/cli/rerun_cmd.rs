@@ -10,8 +10,6 @@ use super::exit::{self, CliError};
 use super::report_cmd::existing_store;
 use super::reporter::Output;
 use super::run_cmd::{self, Start};
-use serde::Deserialize;
-
 use crate::plan::Plan;
 use crate::runner::{MANIFEST_FILE, Manifest};
 
@@ -19,8 +17,8 @@ use crate::runner::{MANIFEST_FILE, Manifest};
 pub struct RerunArgs {
     /// The campaign to run again (id from `lab status`).
     pub campaign: String,
-    /// Run it on this lab file instead (its devices and store); the comparison reads the
-    /// original from this lab's store.
+    /// Run it on this lab file instead (its devices and its store); the original is read
+    /// from the store of the lab it ran on (`--lab`).
     #[arg(long, value_name = "LAB")]
     pub on: Option<PathBuf>,
     /// Go on when a build's files no longer have the campaign's hashes (the new
@@ -36,23 +34,29 @@ pub struct RerunArgs {
     pub verbose: bool,
 }
 
-/// The re-run's output and the comparison; the exit code is the run's when it did not
-/// finish cleanly, else the comparison's (5 when a gating metric came out worse).
+/// The re-run's output and the comparison. Exits 5 when a gating metric came out worse;
+/// else with the run's code (0, or 4 when some trials failed every attempt); a run that
+/// did not finish (3, 130) is not compared.
 pub async fn run(lab_arg: Option<&Path>, args: &RerunArgs) -> Result<(String, u8), CliError> {
     let lab = context::load_lab(lab_arg)?;
     let store = existing_store(&lab)?;
-    let record = store.campaign(&args.campaign)?;
+    let (record, plan_text) = store.campaign_head(&args.campaign)?;
+    if record.runbook_text.trim().is_empty() {
+        return Err(CliError::bad_input(format!(
+            "campaign {} was attached by `lab import`, not run: it has no runbook to run again; fix: re-run a campaign \
+`lab run` made (`lab status` lists them)",
+            record.id
+        )));
+    }
     // Its manifest; a campaign from before manifests gets one from its record.
     let file = lab.artifacts_dir.join(&record.id).join(MANIFEST_FILE);
     let manifest = if file.exists() {
-        Manifest::read(&file).map_err(|e| {
-            CliError::bad_input(format!("{e}; fix: restore the file, or delete it to use the store's record"))
-        })?
+        Manifest::read(&file).map_err(|e| CliError::bad_input(e.to_string()))?
     } else {
-        let plan = Plan::deserialize(&record.plan_json)
+        let plan: Plan = serde_json::from_str(&plan_text)
             .map_err(|e| CliError::internal(format!("campaign {}: stored plan unreadable: {e}", record.id)))?;
         let runbook = crate::config::parse_runbook(&record.runbook_text, Path::new(&record.runbook_path), &lab)?;
-        Manifest::of(&record, &runbook, &plan, &lab, &Default::default())
+        Manifest::of(&record, &plan_text, &runbook, &plan, &lab, &Default::default())
     };
     let target = match &args.on {
         Some(path) => context::load_lab(Some(path))?,
@@ -69,17 +73,36 @@ pub async fn run(lab_arg: Option<&Path>, args: &RerunArgs) -> Result<(String, u8
         return Ok((ran.output, ran.code));
     }
     let new_store = crate::store::Store::open(&target_store_path)?;
-    let format = if output == Output::EventStream { CompareFormat::Json } else { CompareFormat::Table };
-    let (cmp, code) = compare_cmd::compare((&store, &record.id), (&new_store, &ran.campaign), format)?;
-    let mut out = ran.output;
-    if output != Output::EventStream {
-        out.push_str(&format!(
-            "\nre-run of {} as {} (store {}):\n\n",
-            record.id,
-            ran.campaign,
-            display_path(&target_store_path)
-        ));
+    let format = if ran.stream.is_some() { CompareFormat::Json } else { CompareFormat::Table };
+    let compared = compare_cmd::compare((&store, &record.id), (&new_store, &ran.campaign), format).map_err(|e| {
+        CliError::new(
+            e.code,
+            format!(
+                "{}; the re-run {} is recorded: compare it with `lab compare {} {}`",
+                e.message, ran.campaign, record.id, ran.campaign
+            ),
+        )
+    })?;
+    let (cmp, cmp_code) = compared;
+    let code = if cmp_code == exit::REGRESSION { cmp_code } else { ran.code };
+    if let Some(mut stream) = ran.stream {
+        // The stream's last line: the comparison, and how the process exits.
+        let comparison: serde_json::Value = serde_json::from_str(&cmp).map_err(CliError::internal)?;
+        let last = serde_json::json!({
+            "event": "comparison", "before": record.id, "after": ran.campaign, "exit_code": code, "comparison": comparison
+        });
+        if let serde_json::Value::Object(fields) = last {
+            stream.write(fields);
+        }
+        return Ok((String::new(), code));
     }
+    let mut out = ran.output;
+    out.push_str(&format!(
+        "\nre-run of {} as {} (store {}):\n\n",
+        record.id,
+        ran.campaign,
+        display_path(&target_store_path)
+    ));
     out.push_str(&cmp);
-    Ok((out, if ran.code == exit::OK { code } else { ran.code }))
+    Ok((out, code))
 }

@@ -27,6 +27,8 @@ pub struct RunOutcome {
     pub code: u8,
     /// The campaign it ran.
     pub campaign: String,
+    /// The event stream, when it was asked for: a caller may add lines after the run's.
+    pub stream: Option<super::event_lines::EventLines>,
 }
 
 pub async fn run(lab_arg: Option<&Path>, args: &RunArgs) -> Result<RunOutcome, CliError> {
@@ -35,9 +37,7 @@ pub async fn run(lab_arg: Option<&Path>, args: &RunArgs) -> Result<RunOutcome, C
         (Some(path), _, _) => Start::Runbook { path: path.clone(), id: None, seed: None },
         (None, Some(id), _) => Start::Resume(id.clone()),
         (None, None, Some(file)) => {
-            let manifest = runner::Manifest::read(file).map_err(|e| {
-                CliError::bad_input(format!("{e}; fix: give the manifest.json of a campaign's artifact folder"))
-            })?;
+            let manifest = runner::Manifest::read(file).map_err(|e| CliError::bad_input(e.to_string()))?;
             // Copied off another lab, its runbook's folder may not be here: its build files
             // are then looked for next to the manifest.
             let mut manifest = manifest;
@@ -194,7 +194,7 @@ fn from_manifest(
     runbook.seed = m.seed;
     let plan = plan::build(&runbook, lab)?;
     let now = runner::new_record(&m.campaign, lab, &runbook, &plan).content_hashes;
-    let changed = m.changed_builds(&runbook, &now["builds"]);
+    let changed = m.changed_builds(&runbook, &now);
     if !changed.is_empty() && !allow_changed_builds {
         return Err(CliError::bad_input(format!(
             "campaign {}: {}; fix: put the campaign's build files back, or pass --allow-changed-builds \
@@ -313,16 +313,18 @@ async fn execute(
         exit::OK
     };
     let mut text = String::new();
-    if let Some(mut stream) = stream {
+    let stream = if let Some(mut stream) = stream {
         // The stream's last line: where the report is, and how the run ends.
         let last = serde_json::json!({ "event": "report_written", "campaign": id, "files": files, "exit_code": code });
         if let serde_json::Value::Object(fields) = last {
             stream.write(fields);
         }
+        Some(stream)
     } else if output == Output::SummaryJson {
         let json = serde_json::json!({ "campaign": summary, "files": files });
         text.push_str(&serde_json::to_string_pretty(&json).map_err(CliError::internal)?);
         text.push('\n');
+        None
     } else {
         text.push('\n');
         text.push_str(&tables);
@@ -333,8 +335,9 @@ async fn execute(
         if summary.status == CampaignStatus::Interrupted {
             text.push_str(&format!("\ncampaign {id} is interrupted; continue it with: lab run --resume {id}\n"));
         }
-    }
-    Ok(RunOutcome { output: text, code, campaign: id })
+        None
+    };
+    Ok(RunOutcome { output: text, code, campaign: id, stream })
 }
 
 pub use crate::store::pid_alive;

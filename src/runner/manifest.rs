@@ -90,10 +90,12 @@ pub struct RerunOf {
 }
 
 impl Manifest {
-    /// The manifest of stored campaign `c`, run with `runbook` and `plan` on `lab`;
-    /// `observed`: the devices' identities known so far.
+    /// The manifest of stored campaign `c` (its head: `plan_json` is not read), whose plan
+    /// is stored as `plan_text`, run with `runbook` and `plan` on `lab`; `observed`: the
+    /// devices' identities known so far.
     pub fn of(
         c: &CampaignRecord,
+        plan_text: &str,
         runbook: &Runbook,
         plan: &Plan,
         lab: &Lab,
@@ -137,7 +139,11 @@ impl Manifest {
             created_at: c.created_at.clone(),
             runbook: ManifestRunbook {
                 name: c.runbook_name.clone(),
-                path: c.runbook_path.clone(),
+                // Absolute, so `lab rerun` works from another working directory (this is
+                // the process that read the runbook, in the folder it was read from).
+                path: std::path::absolute(&c.runbook_path)
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|_| c.runbook_path.clone()),
                 sha256: c.runbook_sha256.clone(),
                 text: c.runbook_text.clone(),
             },
@@ -148,7 +154,7 @@ impl Manifest {
             variants,
             devices,
             trials: plan.trials.len(),
-            plan_sha256: crate::seed::sha256_hex(c.plan_json.to_string().as_bytes()),
+            plan_sha256: crate::seed::sha256_hex(plan_text.as_bytes()),
             rerun_of: rerun.as_ref().map(|r| r.campaign.clone()),
             changed_builds: rerun.map(|r| r.changed_builds).unwrap_or_default(),
         }
@@ -156,10 +162,10 @@ impl Manifest {
 
     /// Reads a manifest; the error says what is wrong with which file.
     pub fn read(path: &Path) -> Result<Manifest, ManifestError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ManifestError { path: path.display().to_string(), what: e.to_string() })?;
+        const FIX: &str = "fix: give the manifest.json of a campaign's artifact folder";
         let bad = |what: String| ManifestError { path: path.display().to_string(), what };
-        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
+        let text = std::fs::read_to_string(path).map_err(|e| bad(format!("{e}; {FIX}")))?;
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}; {FIX}")))?;
         match v.get("manifest_version").and_then(|v| v.as_u64()) {
             Some(n) if n == u64::from(MANIFEST_VERSION) => {}
             Some(n) => {
@@ -168,9 +174,9 @@ impl Manifest {
                     v.get("lab_version").and_then(|v| v.as_str()).unwrap_or("unknown")
                 )));
             }
-            None => return Err(bad("no manifest_version: not a lab manifest".into())),
+            None => return Err(bad(format!("no manifest_version: not a lab manifest; {FIX}"))),
         }
-        serde_json::from_value(v).map_err(|e| bad(e.to_string()))
+        serde_json::from_value(v).map_err(|e| bad(format!("{e}; {FIX}")))
     }
 
     /// The devices' identities it holds.
@@ -178,15 +184,17 @@ impl Manifest {
         self.devices.iter().filter_map(|d| d.observed.clone().map(|o| (d.name.clone(), o))).collect()
     }
 
-    /// Builds whose hashes differ in `runbook` as read now, as `build (platform, files):
-    /// campaign had sha256 …, now …`.
+    /// Build files and pushed config files whose sha256 differ in `now` (the content
+    /// hashes of `runbook` as read now), as `build B (android, app.apk): campaign had
+    /// sha256 …, now …`. Host and simulated builds are left out: they are the runbook's own
+    /// text, the same by construction (their hash also holds absolute paths).
     pub fn changed_builds(&self, runbook: &Runbook, now: &serde_json::Value) -> Vec<String> {
         let mut out = Vec::new();
-        let Some(was) = self.builds.as_object() else { return out };
-        for (build, platforms) in was {
-            for (platform, sha) in platforms.as_object().into_iter().flatten() {
-                let current = now.get(build).and_then(|b| b.get(platform));
-                if current == Some(sha) {
+        let sha = |v: Option<&serde_json::Value>| v.and_then(|c| c.as_str()).unwrap_or("none").to_string();
+        for (build, platforms) in self.builds.as_object().into_iter().flatten() {
+            for (platform, was) in platforms.as_object().into_iter().flatten() {
+                let current = now["builds"].get(build).and_then(|b| b.get(platform));
+                if !matches!(platform.as_str(), "android" | "ios") || current == Some(was) {
                     continue;
                 }
                 let b = runbook.builds.iter().find(|b| &b.name == build);
@@ -195,18 +203,21 @@ impl Manifest {
                         .and_then(|b| b.android.as_ref())
                         .map(|a| a.apks.iter().map(|f| f.path.display().to_string()).collect())
                         .unwrap_or_default(),
-                    "ios" => {
-                        b.and_then(|b| b.ios.as_ref()).map(|a| vec![a.ipa.display().to_string()]).unwrap_or_default()
-                    }
-                    _ => Vec::new(),
+                    _ => b.and_then(|b| b.ios.as_ref()).map(|a| vec![a.ipa.display().to_string()]).unwrap_or_default(),
                 };
                 let what =
                     if files.is_empty() { platform.clone() } else { format!("{platform}, {}", files.join(", ")) };
                 out.push(format!(
                     "build {build} ({what}): campaign had sha256 {}, now {}",
-                    sha.as_str().unwrap_or("?"),
-                    current.and_then(|c| c.as_str()).unwrap_or("none")
+                    sha(Some(was)),
+                    sha(current)
                 ));
+            }
+        }
+        for (file, was) in self.files.as_object().into_iter().flatten() {
+            let current = now["files"].get(file);
+            if current != Some(was) {
+                out.push(format!("config file {file}: campaign had sha256 {}, now {}", sha(Some(was)), sha(current)));
             }
         }
         out
