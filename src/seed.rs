@@ -29,9 +29,33 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+/// Hex sha256 of `value`'s JSON text (as `serde_json::to_string` writes it), hashed as it
+/// is written: a plan of 144 000 trials never becomes one String for it.
+pub fn sha256_hex_json<T: serde::Serialize>(value: &T) -> String {
+    struct Hashing(Sha256);
+    impl std::io::Write for Hashing {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.update(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut h = Hashing(Sha256::new());
+    let _ = serde_json::to_writer(&mut h, value);
+    hex::encode(h.0.finalize())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_json_hash_is_the_hash_of_the_json_text() {
+        let v = serde_json::json!({ "a": [1, 2.5, "x"], "b": null });
+        assert_eq!(sha256_hex_json(&v), sha256_hex(serde_json::to_string(&v).unwrap().as_bytes()));
+    }
 
     #[test]
     fn derive_is_stable_and_separates_parts() {

@@ -60,6 +60,9 @@ fn a_rerun_measures_byte_for_byte_what_the_campaign_did_and_compares_the_two() {
     let apk_sha = manifest["builds"]["base"]["android"].as_str().unwrap();
     assert_eq!(apk_sha.len(), 64);
     assert_eq!(manifest["variants"].as_array().unwrap().len(), 2);
+    let plan: Vec<String> = lab.sql(&format!("SELECT plan_json FROM campaigns WHERE id = '{first}'"));
+    assert_eq!(manifest["plan_sha256"].as_str(), Some(lab::seed::sha256_hex(plan[0].as_bytes()).as_str()));
+    assert!(manifest["runbook"]["path"].as_str().unwrap().starts_with('/'), "absolute");
     // Every device, with what it answered before its first trial.
     let devices = manifest["devices"].as_array().unwrap();
     assert!(devices.len() >= 3 && devices.iter().all(|d| d["observed"]["serial"].as_str().is_some()), "{devices:?}");
@@ -111,8 +114,10 @@ fn a_changed_build_is_refused_with_its_hash_and_changes_nothing_unless_allowed()
 #[test]
 fn from_manifest_runs_the_same_campaign_on_another_lab_file() {
     let (lab, first) = lab_with_a_campaign();
-    // Another lab (its own folder, store and artifacts), given only the manifest.
-    let other = TempLab::new();
+    // Another lab file (its own name, folder, store and artifacts), given only the manifest.
+    let text = std::fs::read_to_string(common::root().join("lab.toml")).unwrap();
+    let other = TempLab::from_text(&text.replacen("name = \"", "name = \"other-", 1));
+    assert_ne!(std::fs::read_to_string(&other.lab).unwrap(), text);
     let copied = other.dir.path().join("manifest.json");
     std::fs::copy(lab.artifacts().join(&first).join("manifest.json"), &copied).unwrap();
     other.cmd(&["run", "--from-manifest", copied.to_str().unwrap()]).assert().success();

@@ -56,7 +56,7 @@ pub async fn run(lab_arg: Option<&Path>, args: &RerunArgs) -> Result<(String, u8
         let plan: Plan = serde_json::from_str(&plan_text)
             .map_err(|e| CliError::internal(format!("campaign {}: stored plan unreadable: {e}", record.id)))?;
         let runbook = crate::config::parse_runbook(&record.runbook_text, Path::new(&record.runbook_path), &lab)?;
-        Manifest::of(&record, &plan_text, &runbook, &plan, &lab, &Default::default())
+        Manifest::of(&record, &runbook, &plan, &lab, &Default::default())
     };
     let target = match &args.on {
         Some(path) => context::load_lab(Some(path))?,

@@ -296,10 +296,10 @@ impl Campaign {
         plan: &Plan,
         observed: &BTreeMap<String, Identity>,
     ) -> Result<(), RunError> {
-        // The head only: a big plan as a JSON tree is many times its text.
+        // Without its plan: the plan is here, and a big one is megabytes of text.
         let (store, id) = (self.store.clone(), self.id.clone());
-        let (record, plan_text) = blocking(move || store.campaign_head(&id)).await?;
-        Manifest::of(&record, &plan_text, &self.runbook, plan, &self.lab, observed)
+        let record = blocking(move || store.campaign_without_plan(&id)).await?;
+        Manifest::of(&record, &self.runbook, plan, &self.lab, observed)
             .write(artifacts)
             .map_err(|source| RunError::Artifacts { path: artifacts.join(MANIFEST_FILE), source })
     }

@@ -90,12 +90,10 @@ pub struct RerunOf {
 }
 
 impl Manifest {
-    /// The manifest of stored campaign `c` (its head: `plan_json` is not read), whose plan
-    /// is stored as `plan_text`, run with `runbook` and `plan` on `lab`; `observed`: the
-    /// devices' identities known so far.
+    /// The manifest of stored campaign `c` (its `plan_json` is not read), run with
+    /// `runbook` and `plan` on `lab`; `observed`: the devices' identities known so far.
     pub fn of(
         c: &CampaignRecord,
-        plan_text: &str,
         runbook: &Runbook,
         plan: &Plan,
         lab: &Lab,
@@ -154,7 +152,8 @@ impl Manifest {
             variants,
             devices,
             trials: plan.trials.len(),
-            plan_sha256: crate::seed::sha256_hex(plan_text.as_bytes()),
+            // The stored plan's text is `serde_json::to_string(plan)`: the same hash.
+            plan_sha256: crate::seed::sha256_hex_json(plan),
             rerun_of: rerun.as_ref().map(|r| r.campaign.clone()),
             changed_builds: rerun.map(|r| r.changed_builds).unwrap_or_default(),
         }

@@ -349,6 +349,20 @@ impl Store {
         ))
     }
 
+    /// A campaign with its `plan_json` left `Null` and not read.
+    pub fn campaign_without_plan(&self, id: &str) -> Result<CampaignRecord, StoreError> {
+        let conn = self.lock();
+        // Every column but plan_json: SQLite copies each selected column out of the row, and
+        // a big plan is tens of megabytes.
+        const HEAD: &str = "SELECT id, runbook_name, runbook_path, runbook_text, runbook_sha256, lab_text, lab_sha256, \
+content_hashes, tool_version, seed, created_at, finished_at, status, runner_pid, note, footprint_json, max_attempts \
+FROM campaigns WHERE id = ?1";
+        conn.query_row(HEAD, [id], |r| Self::campaign_fields(r, false))
+            .optional()?
+            .map(|(c, _)| c)
+            .ok_or_else(|| StoreError::NoCampaign(id.to_string()))
+    }
+
     /// A campaign with its `plan_json` left `Null`, and the plan's stored text: a plan of
     /// 144 000 trials is about 170 MB as a JSON tree, and a report needs only its head
     /// (`Plan::head_from_json`).
