@@ -78,6 +78,7 @@ fn a_rerun_measures_byte_for_byte_what_the_campaign_did_and_compares_the_two() {
     let m2: serde_json::Value = serde_json::from_str(&read(&lab, &second, "manifest.json")).unwrap();
     assert_eq!(m2["rerun_of"].as_str(), Some(first.as_str()));
     assert!(m2.get("changed_builds").is_none());
+    assert!(m2.get("plan_changed").is_none(), "the same lab plans the same trials");
     assert!(read(&lab, &second, "report.md").contains(&format!("- **re-run**: of {first}, with the same builds")));
 }
 
@@ -184,4 +185,23 @@ fn a_campaign_without_a_manifest_is_re_run_from_its_stored_record_and_the_stream
     // The re-run has its manifest, which names where it came from.
     let m2: serde_json::Value = serde_json::from_str(&read(&lab, &second, "manifest.json")).unwrap();
     assert_eq!(m2["rerun_of"].as_str(), Some(first.as_str()));
+}
+
+#[test]
+fn a_lab_file_changed_since_gives_another_plan_and_the_rerun_says_so() {
+    let (lab, first) = lab_with_a_campaign();
+    // One phone fewer: the same runbook plans its trials on the others.
+    let text = std::fs::read_to_string(&lab.lab).unwrap();
+    let (from, to) = (
+        text.find("[[device]]\nname = \"sim-pixel-2\"").unwrap(),
+        text.find("[[device]]\nname = \"this-host\"").unwrap(),
+    );
+    std::fs::write(&lab.lab, format!("{}{}", &text[..from], &text[to..])).unwrap();
+    let out = lab.cmd(&["rerun", &first]).assert().get_output().stdout.clone();
+    let out = String::from_utf8(out).unwrap();
+    assert!(out.contains("note: the plan differs from the campaign's"), "{out}");
+    let second = lab.campaigns().into_iter().find(|i| *i != first).unwrap();
+    let m2: serde_json::Value = serde_json::from_str(&read(&lab, &second, "manifest.json")).unwrap();
+    assert_eq!(m2["plan_changed"], true);
+    assert!(read(&lab, &second, "report.md").contains("the plan DIFFERS"));
 }

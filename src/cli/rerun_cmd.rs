@@ -62,7 +62,7 @@ pub async fn run(lab_arg: Option<&Path>, args: &RerunArgs) -> Result<(String, u8
         Some(path) => context::load_lab(Some(path))?,
         None => lab.clone(),
     };
-    let target_store_path = target.store_path.clone();
+    let (target_store_path, target_artifacts) = (target.store_path.clone(), target.artifacts_dir.clone());
     let output = match args.message_format {
         MessageFormat::Json => Output::EventStream,
         MessageFormat::Human => Output::Human,
@@ -103,6 +103,10 @@ pub async fn run(lab_arg: Option<&Path>, args: &RerunArgs) -> Result<(String, u8
         ran.campaign,
         display_path(&target_store_path)
     ));
+    let new_manifest = Manifest::read(&target_artifacts.join(&ran.campaign).join(MANIFEST_FILE));
+    if new_manifest.is_ok_and(|m| m.plan_changed) {
+        out.push_str("note: the plan differs from the campaign's (other devices or order: the lab file is another, or changed since)\n\n");
+    }
     out.push_str(&cmp);
     Ok((out, code))
 }

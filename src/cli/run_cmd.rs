@@ -203,7 +203,10 @@ fn from_manifest(
             changed.join("; ")
         )));
     }
-    Ok((runbook, plan, runner::RerunOf { campaign: m.campaign.clone(), changed_builds: changed }))
+    // Adaptive repeats grow a plan as it runs: its first round cannot be compared with the
+    // manifest's final one.
+    let plan_changed = plan.adaptive.is_none() && crate::seed::sha256_hex_json(&plan) != m.plan_sha256;
+    Ok((runbook, plan, runner::RerunOf { campaign: m.campaign.clone(), changed_builds: changed, plan_changed }))
 }
 
 type Devices = BTreeMap<String, Arc<dyn crate::device::Device>>;

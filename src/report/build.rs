@@ -477,6 +477,7 @@ fn campaign_meta(data: &CampaignData) -> CampaignMeta {
                 .as_array()
                 .map(|a| a.iter().filter_map(|b| b.as_str().map(str::to_string)).collect())
                 .unwrap_or_default(),
+            plan_changed: r["plan_changed"].as_bool().unwrap_or(false),
         }),
         footprint: c.footprint_json.clone(),
         order: p.order,

@@ -71,14 +71,22 @@ pub struct RerunMeta {
     /// `build (platform): campaign had sha256 …, now …`, when run with
     /// `--allow-changed-builds`.
     pub changed_builds: Vec<String>,
+    /// The plan differs from the campaign's (another lab file, or one edited since).
+    pub plan_changed: bool,
 }
 
-/// What the provenance says of a re-run: `of <campaign>`, and the builds that changed.
+/// What the provenance says of a re-run: `of <campaign>`, the builds that changed, and
+/// whether the plan did.
 pub fn rerun_text(r: &RerunMeta) -> String {
-    if r.changed_builds.is_empty() {
+    let builds = if r.changed_builds.is_empty() {
         format!("of {}, with the same builds", r.campaign)
     } else {
         format!("of {}, with CHANGED builds: {}", r.campaign, r.changed_builds.join("; "))
+    };
+    if r.plan_changed {
+        format!("{builds}; the plan DIFFERS (other devices or order: the lab file is another, or changed)")
+    } else {
+        builds
     }
 }
 

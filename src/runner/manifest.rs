@@ -47,6 +47,9 @@ pub struct Manifest {
     /// Builds whose files no longer had the hashes of `rerun_of` (`--allow-changed-builds`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changed_builds: Vec<String>,
+    /// The re-run's plan differs from `rerun_of`'s (another lab file, or one edited since).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub plan_changed: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -87,6 +90,10 @@ pub struct RerunOf {
     pub campaign: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changed_builds: Vec<String>,
+    /// The plan came out different (the lab file changed since, or another lab file):
+    /// other devices, or another order.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub plan_changed: bool,
 }
 
 impl Manifest {
@@ -155,6 +162,7 @@ impl Manifest {
             // The stored plan's text is `serde_json::to_string(plan)`: the same hash.
             plan_sha256: crate::seed::sha256_hex_json(plan),
             rerun_of: rerun.as_ref().map(|r| r.campaign.clone()),
+            plan_changed: rerun.as_ref().is_some_and(|r| r.plan_changed),
             changed_builds: rerun.map(|r| r.changed_builds).unwrap_or_default(),
         }
     }
