@@ -37,10 +37,9 @@ pub async fn run(lab_arg: Option<&Path>, args: &RunArgs) -> Result<RunOutcome, C
         (Some(path), _, _) => Start::Runbook { path: path.clone(), id: None, seed: None },
         (None, Some(id), _) => Start::Resume(id.clone()),
         (None, None, Some(file)) => {
-            let manifest = runner::Manifest::read(file).map_err(|e| CliError::bad_input(e.to_string()))?;
+            let mut manifest = runner::Manifest::read(file).map_err(|e| CliError::bad_input(e.to_string()))?;
             // Copied off another lab, its runbook's folder may not be here: its build files
             // are then looked for next to the manifest.
-            let mut manifest = manifest;
             let recorded = PathBuf::from(&manifest.runbook.path);
             if !recorded.parent().is_some_and(|p| p.as_os_str().is_empty() || p.is_dir()) {
                 let name = recorded.file_name().map(PathBuf::from).unwrap_or_else(|| "runbook.toml".into());
@@ -193,8 +192,7 @@ fn from_manifest(
     let mut runbook = config::parse_runbook(&m.runbook.text, Path::new(&m.runbook.path), lab)?;
     runbook.seed = m.seed;
     let plan = plan::build(&runbook, lab)?;
-    let now = runner::new_record(&m.campaign, lab, &runbook, &plan).content_hashes;
-    let changed = m.changed_builds(&runbook, &now);
+    let changed = m.changed_builds(&runbook, &runner::content_hashes(&runbook));
     if !changed.is_empty() && !allow_changed_builds {
         return Err(CliError::bad_input(format!(
             "campaign {}: {}; fix: put the campaign's build files back, or pass --allow-changed-builds \

@@ -471,14 +471,7 @@ fn campaign_meta(data: &CampaignData) -> CampaignMeta {
             }
             h
         },
-        rerun: c.content_hashes.get("rerun").map(|r| RerunMeta {
-            campaign: r["campaign"].as_str().unwrap_or_default().to_string(),
-            changed_builds: r["changed_builds"]
-                .as_array()
-                .map(|a| a.iter().filter_map(|b| b.as_str().map(str::to_string)).collect())
-                .unwrap_or_default(),
-            plan_changed: r["plan_changed"].as_bool().unwrap_or(false),
-        }),
+        rerun: c.content_hashes.get("rerun").and_then(|r| serde_json::from_value::<RerunMeta>(r.clone()).ok()),
         footprint: c.footprint_json.clone(),
         order: p.order,
         duration_s: p.duration_s,

@@ -65,13 +65,17 @@ pub struct CampaignMeta {
     pub planned_trials: usize,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+/// Read from the campaign's `content_hashes.rerun`, as the runner stores it (missing
+/// fields are empty / false); written out whole.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 pub struct RerunMeta {
     pub campaign: String,
     /// `build (platform): campaign had sha256 …, now …`, when run with
     /// `--allow-changed-builds`.
+    #[serde(default)]
     pub changed_builds: Vec<String>,
     /// The plan differs from the campaign's (another lab file, or one edited since).
+    #[serde(default)]
     pub plan_changed: bool,
 }
 

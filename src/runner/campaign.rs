@@ -65,8 +65,9 @@ pub fn new_id(runbook: &str, store: &Store) -> Result<String, RunError> {
     Ok(store.free_campaign_id(runbook)?)
 }
 
-/// What a campaign was started from, for the store.
-pub fn new_record(id: &str, lab: &Lab, runbook: &Runbook, plan: &Plan) -> NewCampaign {
+/// sha256 of every build and pushed file of `runbook`, as the store keeps them
+/// (`{"builds": {build: {platform: sha}}, "files": {"config:dest": sha}}`).
+pub fn content_hashes(runbook: &Runbook) -> serde_json::Value {
     let mut builds = serde_json::Map::new();
     for b in &runbook.builds {
         let mut m = serde_json::Map::new();
@@ -96,6 +97,11 @@ pub fn new_record(id: &str, lab: &Lab, runbook: &Runbook, plan: &Plan) -> NewCam
             files.insert(format!("{}:{}", c.name, f.dest), f.sha256.clone().into());
         }
     }
+    serde_json::json!({ "builds": builds, "files": files })
+}
+
+/// What a campaign was started from, for the store.
+pub fn new_record(id: &str, lab: &Lab, runbook: &Runbook, plan: &Plan) -> NewCampaign {
     NewCampaign {
         id: id.into(),
         runbook_name: runbook.name.clone(),
@@ -104,7 +110,7 @@ pub fn new_record(id: &str, lab: &Lab, runbook: &Runbook, plan: &Plan) -> NewCam
         runbook_sha256: runbook.sha256.clone(),
         lab_text: lab.text.clone(),
         lab_sha256: crate::seed::sha256_hex(lab.text.as_bytes()),
-        content_hashes: serde_json::json!({ "builds": builds, "files": files }),
+        content_hashes: content_hashes(runbook),
         tool_version: env!("CARGO_PKG_VERSION").into(),
         seed: runbook.seed,
         created_at: now_rfc3339(),

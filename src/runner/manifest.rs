@@ -230,13 +230,11 @@ impl Manifest {
         out
     }
 
-    /// Writes it atomically (a reader never sees half of it).
+    /// Writes it into the campaign's folder `dir` (which exists), atomically as the
+    /// report files are: a reader never sees half of it.
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {
-        std::fs::create_dir_all(dir)?;
-        let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
-        let tmp = dir.join(format!(".{MANIFEST_FILE}.tmp"));
-        std::fs::write(&tmp, text + "\n")?;
-        std::fs::rename(&tmp, dir.join(MANIFEST_FILE))
+        let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)? + "\n";
+        crate::report::write_atomic(&dir.join(MANIFEST_FILE), text.as_bytes())
     }
 }
 
