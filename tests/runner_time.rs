@@ -96,7 +96,9 @@ async fn a_stop_during_the_soak_records_nothing_partial_and_resume_completes() {
         attempts.iter().all(|a| a.status == lab::store::AttemptStatus::Valid),
         "no cancelled attempt was recorded as invalid"
     );
-    assert!(!artifacts.join(".partial").read_dir().map(|mut d| d.next().is_some()).unwrap_or(false));
+    // Every attempt folder left is a recorded attempt's: the stopped ones removed theirs.
+    let recorded: std::collections::BTreeSet<String> = attempts.iter().map(|a| a.artifact_dir.clone()).collect();
+    assert_eq!(attempt_folders(&artifacts), recorded);
 
     // Resume with a fresh set of devices: the rest runs, nothing is repeated.
     let (_keep, stop_rx) = tokio::sync::watch::channel(false);
@@ -271,4 +273,20 @@ async fn a_device_that_drops_off_in_prepare_and_collect_is_waited_for_and_the_st
     want.extend(vec!["prepare"; devices]);
     assert_eq!(lost, want, "each device dropped once in prepare and once in collect");
     assert!(back.iter().all(|s| (*s - 90.0).abs() < 1.0), "each was back after its 90 s: {back:?}");
+}
+
+/// `<campaign>/<trial key>/attempt-<n>` of every attempt folder under `artifacts`.
+fn attempt_folders(artifacts: &std::path::Path) -> std::collections::BTreeSet<String> {
+    let campaign = artifacts.file_name().unwrap().to_string_lossy().into_owned();
+    let mut out = std::collections::BTreeSet::new();
+    for trial in std::fs::read_dir(artifacts).unwrap().flatten().filter(|e| e.path().is_dir()) {
+        for attempt in std::fs::read_dir(trial.path()).unwrap().flatten() {
+            out.insert(format!(
+                "{campaign}/{}/{}",
+                trial.file_name().to_string_lossy(),
+                attempt.file_name().to_string_lossy()
+            ));
+        }
+    }
+    out
 }

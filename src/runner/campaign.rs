@@ -131,7 +131,7 @@ impl Campaign {
         let artifacts = self.artifacts_dir();
         std::fs::create_dir_all(&artifacts)
             .map_err(|source| RunError::Artifacts { path: artifacts.clone(), source })?;
-        // Half-written attempts of a crashed run are not records: drop them.
+        // Half-written attempts staged by an older version's crashed run are not records.
         let partial = artifacts.join(".partial");
         if partial.exists() {
             std::fs::remove_dir_all(&partial)

@@ -550,11 +550,22 @@ fn real(r: &Row<'_>, i: usize) -> rusqlite::Result<f64> {
     }
 }
 
-/// The first `soak` phase's seconds. Borrowed parse first; phase names with escapes
-/// take the owned one. Unreadable text is no phases, as `Store::attempts` reads it.
+/// The first `soak` phase's seconds. The text as the store writes it (no escapes) is
+/// scanned for its `["soak",` pair, without parsing the list: outside a string that can
+/// only open the pair named `soak`, and inside one a `"` is escaped. Anything else takes
+/// the borrowed parse, and phase names with escapes the owned one. Unreadable text is no
+/// phases, as `Store::attempts` reads it.
 fn soak_seconds(phases: &str) -> Option<f64> {
     fn soak<S: AsRef<str>>(p: Vec<(S, f64)>) -> Option<f64> {
         p.into_iter().find(|(n, _)| n.as_ref() == "soak").map(|(_, s)| s)
+    }
+    const PAIR: &str = "[\"soak\",";
+    if !phases.contains('\\')
+        && let Some(at) = phases.find(PAIR)
+        && let Some(len) = phases[at + PAIR.len()..].find(']')
+        && let Ok(s) = phases[at + PAIR.len()..][..len].trim().parse::<f64>()
+    {
+        return Some(s);
     }
     match serde_json::from_str::<Vec<(&str, f64)>>(phases) {
         Ok(p) => soak(p),
@@ -853,16 +864,7 @@ impl Store {
         // The rule of `Store::trials`.
         c.t_outcome =
             c.t_attempts.iter().zip(&valid_of).map(|(&n, &v)| super::sqlite::outcome(n, v, max_attempts)).collect();
-        // Measurements on a second connection, on a second thread, while the attempts
-        // are read here. Its transaction starts after this one's, so it sees every
-        // attempt read here with all its measurements (they commit together).
-        let raw = match fetch.take() {
-            Some(f) => {
-                f.join().unwrap_or_else(|_| Err(StoreError::Internal("reading measurements panicked".into())))?
-            }
-            None => fetch_measurements(&tx, id)?,
-        };
-        place_measurements(&mut c, raw.0, &raw.1);
+        // The battery flags and attestations while the measurements are still being read.
         {
             // Flags only: no blob is read.
             let mut st = tx.prepare(
@@ -883,6 +885,16 @@ impl Store {
                 c.attestations.push((row as u32, x));
             }
         }
+        // Measurements on a second connection, on a second thread, while the attempts
+        // are read here. Its transaction starts after this one's, so it sees every
+        // attempt read here with all its measurements (they commit together).
+        let raw = match fetch.take() {
+            Some(f) => {
+                f.join().unwrap_or_else(|_| Err(StoreError::Internal("reading measurements panicked".into())))?
+            }
+            None => fetch_measurements(&tx, id)?,
+        };
+        place_measurements(&mut c, raw.0, &raw.1);
         tx.commit()?;
         Ok(c)
     }
@@ -1128,6 +1140,28 @@ mod tests {
         assert_eq!(soak_seconds(r#"[["so\u0061k", 12.5]]"#), Some(12.5));
         assert_eq!(soak_seconds(r#"[["launch", 1.0], ["soak", 3.0]]"#), Some(3.0));
         assert_eq!(soak_seconds("not json"), None);
+    }
+
+    #[test]
+    fn the_soak_is_found_without_parsing_as_the_parse_finds_it() {
+        let phases = |p: &[(&str, f64)]| serde_json::to_string(&p).unwrap();
+        for p in [
+            vec![("prepare", 0.25), ("gate", 0.0), ("launch", 1.5), ("soak", 600.000_000_000_1), ("collect", 2.0)],
+            vec![("soak", 1e-7), ("soak", 3.0)],
+            vec![("soak", 0.1 + 0.2)],
+            vec![("launch", 1.0)],
+            vec![],
+        ] {
+            let text = phases(&p);
+            let parsed: Vec<(String, f64)> = serde_json::from_str(&text).unwrap();
+            let want = parsed.iter().find(|(n, _)| n == "soak").map(|(_, s)| *s);
+            assert_eq!(soak_seconds(&text).map(f64::to_bits), want.map(f64::to_bits), "{text}");
+        }
+        // Not numbers where they are expected: the parse decides (no phases).
+        assert_eq!(soak_seconds(r#"[["soak",null]]"#), None);
+        assert_eq!(soak_seconds(r#"[["soak","x"]]"#), None);
+        // An escaped name earlier than a plain one: the first named soak counts.
+        assert_eq!(soak_seconds(r#"[["so\u0061k",1.0],["soak",2.0]]"#), Some(1.0));
     }
 
     #[test]
