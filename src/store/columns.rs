@@ -652,26 +652,28 @@ fn measurement_rowids(tx: &Connection, id: &str) -> Result<Option<(i64, i64)>, S
     let mut ends = tx.prepare(
         "SELECT min(rowid), max(rowid) FROM measurements WHERE campaign = ?1 AND trial_idx = ?2 AND attempt = ?3",
     )?;
-    let mut end_of = |order: &str,
-                      pick: fn((Option<i64>, Option<i64>)) -> Option<i64>|
-     -> Result<Option<i64>, StoreError> {
+    // `from_end`: the last attempt with measurements and its last one, else the first's first.
+    let mut end_of = |from_end: bool| -> Result<Option<i64>, StoreError> {
         // `+campaign`: the rowid range is walked, in the order asked, until an attempt
         // with measurements.
-        let mut st = tx.prepare(&format!(
-            "SELECT trial_idx, attempt FROM attempts WHERE rowid BETWEEN ?2 AND ?3 AND +campaign = ?1 ORDER BY rowid {order}"
-        ))?;
+        let mut st = tx.prepare(if from_end {
+            "SELECT trial_idx, attempt FROM attempts WHERE rowid BETWEEN ?2 AND ?3 AND +campaign = ?1 ORDER BY rowid DESC"
+        } else {
+            "SELECT trial_idx, attempt FROM attempts WHERE rowid BETWEEN ?2 AND ?3 AND +campaign = ?1 ORDER BY rowid"
+        })?;
         let mut rows = st.query(rusqlite::params![id, first, last])?;
         while let Some(r) = rows.next()? {
             let (idx, attempt): (u32, u32) = (r.get(0)?, r.get(1)?);
-            let found = ends.query_row(rusqlite::params![id, idx, attempt], |m| Ok((m.get(0)?, m.get(1)?)))?;
-            if let Some(at) = pick(found) {
+            let (lo, hi): (Option<i64>, Option<i64>) =
+                ends.query_row(rusqlite::params![id, idx, attempt], |m| Ok((m.get(0)?, m.get(1)?)))?;
+            if let Some(at) = if from_end { hi } else { lo } {
                 return Ok(Some(at));
             }
         }
         Ok(None)
     };
-    let lo = end_of("ASC", |(lo, _)| lo)?;
-    let hi = end_of("DESC", |(_, hi)| hi)?;
+    let lo = end_of(false)?;
+    let hi = end_of(true)?;
     Ok(lo.zip(hi))
 }
 
