@@ -18,10 +18,9 @@ pub fn run(lab_arg: Option<&Path>, args: &ReportArgs) -> Result<String, CliError
         })?,
     };
     let dir = lab.artifacts_dir.join(&id);
-    // Taken before reading, so a trial recorded meanwhile makes the next report rewrite.
-    let stamp = store.report_stamp(&id)?;
+    // The stamp of what was read, so a trial recorded meanwhile makes the next report rewrite.
+    let (data, stamp) = report::load_stamped(&store, &id).map_err(report_error)?;
     let current = report::files_current(&dir, &stamp) && store.summaries_current(&id)?;
-    let data = load(&store, &id)?;
     if matches!(args.format, ReportFormat::Csv) {
         if !current {
             write_report(&store, &id, &data, &dir, &stamp)?;
@@ -55,9 +54,16 @@ fn write_report(
     dir: &Path,
     stamp: &str,
 ) -> Result<report::Report, CliError> {
-    let rep = report::build_report(data);
-    store.put_summaries(id, &report::summary_rows(&rep, data))?;
-    report::write_all(&rep, data, dir).map_err(CliError::internal)?;
+    // results.csv is written while the report is built and its summaries stored. Files
+    // written without their summaries stored are still the store's; only the stamp waits.
+    let mut stored = Ok(());
+    let (rep, _) = report::write_all_with(data, dir, || {
+        let rep = report::build_report(data);
+        stored = store.put_summaries(id, &report::summary_rows(&rep, data));
+        Ok::<_, std::io::Error>(rep)
+    })
+    .map_err(CliError::internal)?;
+    stored?;
     report::write_stamp(dir, stamp).map_err(CliError::internal)?;
     Ok(rep)
 }
@@ -78,8 +84,7 @@ pub(crate) fn report_error(e: report::ReportError) -> CliError {
 /// Writes the report files into `dir` and the campaign's summaries into the store (for
 /// `lab history` and schedule reviews); returns the files' paths and the terminal tables.
 pub fn write_files(store: &Store, id: &str, dir: &Path) -> Result<(Vec<String>, String), CliError> {
-    let stamp = store.report_stamp(id)?;
-    let data = load(store, id)?;
+    let (data, stamp) = report::load_stamped(store, id).map_err(report_error)?;
     let rep = write_report(store, id, &data, dir, &stamp)?;
     let paths = report::ReportFiles::in_dir(dir).all().iter().map(|p| display_path(p)).collect();
     Ok((paths, report::render_table(&rep)))

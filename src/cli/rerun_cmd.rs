@@ -40,7 +40,7 @@ pub struct RerunArgs {
 pub async fn run(lab_arg: Option<&Path>, args: &RerunArgs) -> Result<(String, u8), CliError> {
     let lab = context::load_lab(lab_arg)?;
     let store = existing_store(&lab)?;
-    let (record, plan_text) = store.campaign_head(&args.campaign)?;
+    let record = store.campaign_without_plan(&args.campaign)?;
     if record.runbook_text.trim().is_empty() {
         return Err(CliError::bad_input(format!(
             "campaign {} was attached by `lab import`, not run: it has no runbook to run again; fix: re-run a campaign \
@@ -53,7 +53,8 @@ pub async fn run(lab_arg: Option<&Path>, args: &RerunArgs) -> Result<(String, u8
     let manifest = if file.exists() {
         Manifest::read(&file).map_err(|e| CliError::bad_input(e.to_string()))?
     } else {
-        let plan: Plan = serde_json::from_str(&plan_text)
+        // The whole plan: the manifest lists every planned trial.
+        let plan: Plan = serde_json::from_value(store.campaign(&record.id)?.plan_json)
             .map_err(|e| CliError::internal(format!("campaign {}: stored plan unreadable: {e}", record.id)))?;
         let runbook = crate::config::parse_runbook(&record.runbook_text, Path::new(&record.runbook_path), &lab)?;
         Manifest::of(&record, &runbook, &plan, &lab, &Default::default())

@@ -50,23 +50,38 @@ impl ReportFiles {
 /// in place. Errors name the file. `results.csv` (the big one) is streamed into its file
 /// on a second thread while the others are rendered.
 pub fn write_all(report: &Report, data: &CampaignData, dir: &Path) -> io::Result<ReportFiles> {
+    write_all_with(data, dir, || Ok::<_, io::Error>(report)).map(|(_, files)| files)
+}
+
+/// [`write_all`] of the report `make` gives: `results.csv`, which needs only `data`, is
+/// being written while `make` builds the report (and whatever else it does, such as
+/// storing summaries). The files are written even if `make` fails, `results.csv` then
+/// alone (it is the store's rows, whatever the report).
+pub fn write_all_with<R: std::borrow::Borrow<Report>, E: From<io::Error>>(
+    data: &CampaignData,
+    dir: &Path,
+    make: impl FnOnce() -> Result<R, E>,
+) -> Result<(R, ReportFiles), E> {
     fs::create_dir_all(dir).map_err(|e| with_path(e, "creating", dir))?;
     let files = ReportFiles::in_dir(dir);
-    std::thread::scope(|scope| {
+    let report = std::thread::scope(|scope| {
         // A million rows are never one buffer.
         let csv = scope.spawn(|| write_atomic_with(&files.csv, |w| write_results_csv(data, w)));
-        let rest = (|| {
+        let rest = make().and_then(|made| {
+            let report = made.borrow();
             let mut summary = Vec::new();
             write_summary_csv(report, &mut summary)?;
             write_atomic(&files.markdown, render_markdown(report).as_bytes())?;
             write_atomic(&files.html, render_html(report, data, &battery_curves(data)).as_bytes())?;
             write_atomic(&files.summary_csv, &summary)?;
-            write_atomic(&files.json, render_json(report).as_bytes())
-        })();
+            write_atomic(&files.json, render_json(report).as_bytes())?;
+            Ok(made)
+        });
         let csv = csv.join().unwrap_or_else(|_| Err(io::Error::other("writing results.csv panicked")));
-        rest.and(csv)
+        let report = rest?;
+        csv.map(|()| report).map_err(E::from)
     })?;
-    Ok(files)
+    Ok((report, files))
 }
 
 /// Writes `path` through a temporary file and a rename: a reader never sees half a file.
@@ -161,6 +176,28 @@ mod tests {
             "temporary files left behind"
         );
         assert_eq!(fs::read_to_string(&files.html).unwrap(), render_html(&report, &data, &[]));
+    }
+
+    #[test]
+    fn results_csv_is_written_while_the_report_is_made_and_alone_when_that_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = test_fixture::campaign("c1");
+        let mut csv = Vec::new();
+        write_results_csv(&data, &mut csv).unwrap();
+
+        let failed = dir.path().join("failed");
+        let err = write_all_with(&data, &failed, || Err::<Report, _>(io::Error::other("no summaries"))).unwrap_err();
+        assert_eq!(err.to_string(), "no summaries");
+        let names: Vec<String> =
+            fs::read_dir(&failed).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        assert_eq!(names, ["results.csv"]);
+        assert_eq!(fs::read(failed.join("results.csv")).unwrap(), csv);
+
+        let (made, files) =
+            write_all_with(&data, &dir.path().join("ok"), || Ok::<_, io::Error>(build_report(&data))).unwrap();
+        assert_eq!(fs::read_to_string(&files.json).unwrap(), render_json(&made));
+        assert_eq!(fs::read(&files.csv).unwrap(), csv);
+        assert_eq!(fs::read_to_string(&files.markdown).unwrap(), render_markdown(&build_report(&data)));
     }
 
     #[test]

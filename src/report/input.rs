@@ -61,8 +61,13 @@ pub fn load_head(store: &Store, id: &str) -> Result<(CampaignRecord, Plan), Repo
 /// Reads campaign `id` for its report: the campaign with its plan's head, the columns in
 /// one read transaction, and the battery series of the attempts whose curves are drawn.
 pub fn load(store: &Store, id: &str) -> Result<CampaignData, ReportError> {
+    load_stamped(store, id).map(|(data, _)| data)
+}
+
+/// [`load`], and the store's [`Store::report_stamp`] of what was read.
+pub fn load_stamped(store: &Store, id: &str) -> Result<(CampaignData, String), ReportError> {
     let (campaign, plan) = load_head(store, id)?;
-    let cols = store.read_columns(id)?;
+    let (cols, stamp) = store.read_columns_stamped(id)?;
     let mut data = CampaignData::from_columns(campaign, plan, cols);
     let drawn = super::curves::sample_curves(&data.cols);
     let keys: Vec<(u32, u32)> = drawn
@@ -71,7 +76,7 @@ pub fn load(store: &Store, id: &str) -> Result<CampaignData, ReportError> {
         .collect();
     let points = store.battery_points(id, &keys)?;
     data.cols.battery = drawn.into_iter().zip(points).filter_map(|(a, p)| Some((a, p?))).collect();
-    Ok(data)
+    Ok((data, stamp))
 }
 
 /// The model a trial is reported under: its device's model, with the pool label of the

@@ -40,7 +40,7 @@ pub use compare::{
 pub use compare_render::{render_compare_json, render_compare_markdown, render_compare_table};
 pub use csv_out::{RESULTS_CSV_HEADER, write_results_csv};
 pub use curves::{BatteryCurve, battery_curves, sample_curves};
-pub use files::{ReportFiles, files_current, write_all, write_atomic, write_stamp};
+pub use files::{ReportFiles, files_current, write_all, write_all_with, write_atomic, write_stamp};
 pub use history::{
     HISTORY_SCHEMA_VERSION, History, HistoryChange, HistoryFilter, HistoryPoint, HistorySeries, Mark, build_history,
 };
@@ -48,7 +48,7 @@ pub use history_html::render_history_html;
 pub use history_load::{HistoryError, history_for};
 pub use history_render::{render_history_json, render_history_table};
 pub use html::render_html;
-pub use input::{CampaignData, ReportError, load, load_head};
+pub use input::{CampaignData, ReportError, load, load_head, load_stamped};
 pub use json::render_json;
 pub use junit::render_junit;
 pub use junit_compare::render_compare_junit;

@@ -613,6 +613,9 @@ fn fetch_measurements(tx: &Connection, id: &str) -> Result<(Vec<RawMeasurement>,
     let mut scratch = Names::default();
     let mut raw: Vec<RawMeasurement> = Vec::new();
     if let Some((lo, hi)) = measurement_rowids(tx, id)? {
+        // Rows of other campaigns can lie in the range, but mostly it is this one's: one
+        // allocation, not a dozen doublings of a vector of millions.
+        raw.reserve(usize::try_from(hi - lo + 1).unwrap_or(0).min(1 << 22));
         // `+campaign`: no index for that term, so SQLite walks the rowid range.
         let mut st = tx.prepare(
             "SELECT trial_idx, attempt, seq, metric, value, unit, source FROM measurements
@@ -644,14 +647,26 @@ fn fetch_measurements(tx: &Connection, id: &str) -> Result<(Vec<RawMeasurement>,
 /// (SQLite gives a new row the largest rowid plus one). The first measurement is then
 /// the first of the earliest attempt that has any, the last the last of the latest.
 fn measurement_rowids(tx: &Connection, id: &str) -> Result<Option<(i64, i64)>, StoreError> {
+    rowids_after_attempts(tx, id, "measurements")
+}
+
+/// [`measurement_rowids`] of `table` (`measurements` or `series`: rows written with
+/// their attempt, as measurements are).
+fn rowids_after_attempts(tx: &Connection, id: &str, table: &str) -> Result<Option<(i64, i64)>, StoreError> {
     let (first, last): (Option<i64>, Option<i64>) =
         tx.query_row("SELECT min(rowid), max(rowid) FROM attempts WHERE campaign = ?1", [id], |r| {
             Ok((r.get(0)?, r.get(1)?))
         })?;
     let (Some(first), Some(last)) = (first, last) else { return Ok(None) };
-    let mut ends = tx.prepare(
-        "SELECT min(rowid), max(rowid) FROM measurements WHERE campaign = ?1 AND trial_idx = ?2 AND attempt = ?3",
-    )?;
+    // None at all (host devices keep no series): no walk over every attempt looking.
+    let any =
+        tx.query_row(&format!("SELECT 1 FROM {table} WHERE campaign = ?1 LIMIT 1"), [id], |_| Ok(())).optional()?;
+    if any.is_none() {
+        return Ok(None);
+    }
+    let mut ends = tx.prepare(&format!(
+        "SELECT min(rowid), max(rowid) FROM {table} WHERE campaign = ?1 AND trial_idx = ?2 AND attempt = ?3"
+    ))?;
     // `from_end`: the last attempt with measurements and its last one, else the first's first.
     let mut end_of = |from_end: bool| -> Result<Option<i64>, StoreError> {
         // `+campaign`: the rowid range is walked, in the order asked, until an attempt
@@ -800,11 +815,18 @@ impl Store {
     /// borrowed from SQLite and interned; no row becomes a `String`. Battery series are
     /// only flagged (`a_has_battery`); [`Store::battery_points`] fetches those drawn.
     pub fn read_columns(&self, id: &str) -> Result<CampaignColumns, StoreError> {
+        self.read_columns_stamped(id).map(|(c, _)| c)
+    }
+
+    /// [`Store::read_columns`], and the [`Store::report_stamp`] of what was read (taken in
+    /// the same transaction, while the measurements are being read).
+    pub fn read_columns_stamped(&self, id: &str) -> Result<(CampaignColumns, String), StoreError> {
         let mut conn = self.lock();
         let tx = conn.transaction()?;
         // The first read starts this transaction's snapshot.
         let max_attempts = max_attempts(&tx, id)?;
         let mut fetch = Some(self.fetch_measurements_apart(id));
+        let stamp = super::sqlite::report_stamp(&tx, id)?;
         let mut c = CampaignColumns::default();
         let mut last = Last::default();
         {
@@ -904,16 +926,17 @@ impl Store {
         c.t_outcome =
             c.t_attempts.iter().zip(&valid_of).map(|(&n, &v)| super::sqlite::outcome(n, v, max_attempts)).collect();
         // The battery flags and attestations while the measurements are still being read.
-        {
-            // Flags only: no blob is read.
+        // Flags only: no blob is read. In table order, a rowid range as the measurements
+        // (through the primary key it is a B-tree seek per row), so the rows come as they
+        // were recorded and each finds its attempt by a binary search.
+        if let Some((lo, hi)) = rowids_after_attempts(&tx, id, "series")? {
             let mut st = tx.prepare(
                 "SELECT trial_idx, attempt FROM series
-                 WHERE campaign = ?1 AND name = ?2 AND length(points) > 0 ORDER BY trial_idx, attempt, seq",
+                 WHERE rowid BETWEEN ?3 AND ?4 AND +campaign = ?1 AND name = ?2 AND length(points) > 0",
             )?;
-            let mut rows = st.query(rusqlite::params![id, BATTERY_PCT])?;
-            let mut at = Cursor { i: 0 };
+            let mut rows = st.query(rusqlite::params![id, BATTERY_PCT, lo, hi])?;
             while let Some(r) = rows.next()? {
-                if let Some(row) = at.seek(&c, (r.get(0)?, r.get(1)?)) {
+                if let Some(row) = c.attempt_row((r.get(0)?, r.get(1)?)) {
                     c.a_has_battery[row] = true;
                 }
             }
@@ -935,7 +958,7 @@ impl Store {
         };
         place_measurements(&mut c, raw.0, &raw.1);
         tx.commit()?;
-        Ok(c)
+        Ok((c, stamp))
     }
 
     /// The first non-empty `battery_pct` series of each (trial idx, attempt), in the
@@ -1168,6 +1191,8 @@ mod tests {
         let read = store.read_columns(&record.id).unwrap();
         assert_eq!((read.attempts(), read.m_value.len()), (9, 12));
         assert!(read.m_value.iter().all(|&v| v != 99.0 && v != 98.0), "no other campaign's row");
+        // The battery series are found the same way (the first and last recorded attempts have none).
+        assert_eq!(read.a_has_battery.iter().filter(|&&b| b).count(), 2);
         assert_eq!(store.read_columns(&other.id).unwrap().m_value.len(), 12 + 10);
     }
 
@@ -1291,6 +1316,8 @@ mod tests {
         let mut changed = |what: &str| {
             let now = store.report_stamp(id).unwrap();
             assert!(!seen.contains(&now), "{what}: {now}");
+            // What the report reads is stamped the same, in its own read transaction.
+            assert_eq!(store.read_columns_stamped(id).unwrap().1, now, "{what}");
             seen.push(now);
         };
         store.record_attempt(attempts[4].clone()).unwrap();

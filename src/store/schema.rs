@@ -283,6 +283,14 @@ pub const MIGRATIONS: &[&str] = &[
         SELECT campaign, trial_idx, attempt, status, device, untether, soak_start_s, phases, reasons, labels, NULL
         FROM attempts;
     "#,
+    // 11: `plan_head`, the plan without its `trials`, written with `plan_json`
+    // (`sqlite::plan_head`; here, once, by `json_remove`): a report needs only the head,
+    // and the whole text of a plan of 144 000 trials is 29 MB to read and scan. NULL where
+    // `plan_json` is not a JSON object (never written by lab); readers then take `plan_json`.
+    r#"
+    ALTER TABLE campaigns ADD COLUMN plan_head TEXT;
+    UPDATE campaigns SET plan_head = CASE WHEN json_valid(plan_json) THEN json_remove(plan_json, '$.trials') END;
+    "#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<u32> {
@@ -364,7 +372,10 @@ mod tests {
         {
             // As a version 9 store left them: no attempt_report.
             let conn = Connection::open(&path).unwrap();
-            conn.execute_batch("DROP TABLE attempt_report; PRAGMA user_version = 9;").unwrap();
+            conn.execute_batch(
+                "DROP TABLE attempt_report; ALTER TABLE campaigns DROP COLUMN plan_head; PRAGMA user_version = 9;",
+            )
+            .unwrap();
         }
         let s = Store::open(&path).unwrap();
         let n: i64 = s
@@ -374,5 +385,49 @@ mod tests {
         assert_eq!(n, data.attempts.len() as i64, "every old attempt backfilled, without a digest");
         assert_eq!(s.read_columns("old").unwrap(), expected, "the same columns, the state from the JSON");
         assert!(!expected.states.groups.is_empty());
+    }
+
+    #[test]
+    fn a_version_10_store_gains_plan_heads_that_report_the_same_plan() {
+        let data = crate::report::test_fixture::campaign("old");
+        let plan_text = serde_json::to_string(&data.plan).unwrap();
+        assert!(!data.plan.trials.is_empty());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lab.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            for sql in &MIGRATIONS[..10] {
+                conn.execute_batch(sql).unwrap();
+            }
+            conn.pragma_update(None, "user_version", 10).unwrap();
+            for (id, plan) in [("old", plan_text.as_str()), ("odd", "not json")] {
+                conn.execute(
+                    "INSERT INTO campaigns (id, runbook_name, runbook_path, runbook_text, runbook_sha256, lab_text,
+                        lab_sha256, content_hashes, tool_version, seed, created_at, status, plan_json, max_attempts)
+                     VALUES (?1,'rb','rb.toml','','','','','{}','0',1,'t','done',?2,3)",
+                    [id, plan],
+                )
+                .unwrap();
+            }
+        }
+        let s = Store::open(&path).unwrap();
+        let (record, head) = s.campaign_head("old").unwrap();
+        assert_eq!(record.id, "old");
+        let value: serde_json::Value = serde_json::from_str(&head).unwrap();
+        assert!(value.get("trials").is_none() && value.get("variants").is_some(), "the head is stored: {head}");
+        let from_head = crate::plan::Plan::head_from_json(&head).unwrap();
+        assert_eq!(from_head, crate::plan::Plan::head_from_json(&plan_text).unwrap());
+        assert_eq!(from_head.variants, data.plan.variants);
+        // What the store writes for a new campaign is the same head.
+        let written: serde_json::Value =
+            serde_json::from_str(&crate::store::sqlite::plan_head(&plan_text).unwrap()).unwrap();
+        assert_eq!(written, value);
+        assert_eq!(crate::store::sqlite::plan_head("not json"), None);
+        assert_eq!(crate::store::sqlite::plan_head("[1, 2]"), None);
+        // Not JSON: no head, the plan's text as it is.
+        assert_eq!(s.campaign_head("odd").unwrap().1, "not json");
+        // The whole plan is still there for whoever needs its trials.
+        let full: crate::plan::Plan = serde_json::from_value(s.campaign("old").unwrap().plan_json).unwrap();
+        assert_eq!(full, data.plan);
     }
 }

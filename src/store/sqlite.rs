@@ -56,6 +56,44 @@ fn json_text(v: &serde_json::Value) -> String {
     v.to_string()
 }
 
+/// Every column of `campaigns` but the plan's: SQLite copies each selected column out of
+/// the row, and a big plan is tens of megabytes.
+const HEAD_COLUMNS: &str = "id, runbook_name, runbook_path, runbook_text, runbook_sha256, lab_text, lab_sha256, \
+content_hashes, tool_version, seed, created_at, finished_at, status, runner_pid, note, footprint_json, max_attempts";
+
+/// A plan's head (`campaigns.plan_head`, migration 11): the plan's JSON object without
+/// its `trials`; `None` if the text is not a JSON object. The trials are skipped as they
+/// are read, never built (SQLite's `json_remove` builds a tree of the whole text: a plan of
+/// 144 000 trials took 130 MB more at the start of a run).
+pub(super) fn plan_head(plan_json: &str) -> Option<String> {
+    struct Head(serde_json::Map<String, serde_json::Value>);
+    impl<'de> serde::Deserialize<'de> for Head {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Visit;
+            impl<'de> serde::de::Visitor<'de> for Visit {
+                type Value = Head;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("a plan as a JSON object")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Head, A::Error> {
+                    let mut head = serde_json::Map::new();
+                    while let Some(key) = map.next_key::<String>()? {
+                        if key == "trials" {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                        } else {
+                            head.insert(key, map.next_value()?);
+                        }
+                    }
+                    Ok(Head(head))
+                }
+            }
+            d.deserialize_map(Visit)
+        }
+    }
+    let head: Head = serde_json::from_str(plan_json).ok()?;
+    serde_json::to_string(&head.0).ok()
+}
+
 fn insert_trials(tx: &rusqlite::Transaction<'_>, id: &str, trials: &[PlannedTrialRow]) -> Result<(), StoreError> {
     let mut st = tx.prepare(
         "INSERT INTO trials (campaign, idx, key, device, device_model, variant, build, config, repeat, block, device_order)
@@ -278,8 +316,9 @@ impl Store {
         let tx = conn.transaction()?;
         tx.execute(
             "INSERT INTO campaigns (id, runbook_name, runbook_path, runbook_text, runbook_sha256, lab_text,
-                lab_sha256, content_hashes, tool_version, seed, created_at, status, runner_pid, plan_json, max_attempts)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'running', ?12, ?13, ?14)",
+                lab_sha256, content_hashes, tool_version, seed, created_at, status, runner_pid, plan_json, max_attempts,
+                plan_head)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'running', ?12, ?13, ?14, ?15)",
             params![
                 c.id,
                 c.runbook_name,
@@ -294,7 +333,8 @@ impl Store {
                 c.created_at,
                 pid,
                 c.plan_json,
-                max_attempts
+                max_attempts,
+                plan_head(&c.plan_json)
             ],
         )?;
         insert_trials(&tx, &c.id, &c.planned_trials)?;
@@ -307,7 +347,10 @@ impl Store {
     pub fn add_trials(&self, id: &str, trials: &[PlannedTrialRow], plan_json: &str) -> Result<(), StoreError> {
         let mut conn = self.lock();
         let tx = conn.transaction()?;
-        let n = tx.execute("UPDATE campaigns SET plan_json = ?2 WHERE id = ?1", params![id, plan_json])?;
+        let n = tx.execute(
+            "UPDATE campaigns SET plan_json = ?2, plan_head = ?3 WHERE id = ?1",
+            params![id, plan_json, plan_head(plan_json)],
+        )?;
         if n == 0 {
             return Err(StoreError::NoCampaign(id.into()));
         }
@@ -352,27 +395,25 @@ impl Store {
     /// A campaign with its `plan_json` left `Null` and not read.
     pub fn campaign_without_plan(&self, id: &str) -> Result<CampaignRecord, StoreError> {
         let conn = self.lock();
-        // Every column but plan_json: SQLite copies each selected column out of the row, and
-        // a big plan is tens of megabytes.
-        const HEAD: &str = "SELECT id, runbook_name, runbook_path, runbook_text, runbook_sha256, lab_text, lab_sha256, \
-content_hashes, tool_version, seed, created_at, finished_at, status, runner_pid, note, footprint_json, max_attempts \
-FROM campaigns WHERE id = ?1";
-        conn.query_row(HEAD, [id], |r| Self::campaign_fields(r, false))
-            .optional()?
-            .map(|(c, _)| c)
-            .ok_or_else(|| StoreError::NoCampaign(id.to_string()))
-    }
-
-    /// A campaign with its `plan_json` left `Null`, and the plan's stored text: a plan of
-    /// 144 000 trials is about 170 MB as a JSON tree, and a report needs only its head
-    /// (`Plan::head_from_json`).
-    pub fn campaign_head(&self, id: &str) -> Result<(CampaignRecord, String), StoreError> {
-        let conn = self.lock();
-        conn.query_row("SELECT *, plan_json AS plan_text FROM campaigns WHERE id = ?1", [id], |r| {
-            Ok((Self::campaign_fields(r, false)?.0, r.get::<_, String>("plan_text")?))
+        conn.query_row(&format!("SELECT {HEAD_COLUMNS} FROM campaigns WHERE id = ?1"), [id], |r| {
+            Self::campaign_fields(r, false)
         })
         .optional()?
-        .ok_or_else(|| StoreError::NoCampaign(id.into()))
+        .map(|(c, _)| c)
+        .ok_or_else(|| StoreError::NoCampaign(id.to_string()))
+    }
+
+    /// A campaign with its `plan_json` left `Null`, and the text of its plan's head (the
+    /// plan without its trials, for `Plan::head_from_json`; the whole plan's text for a
+    /// campaign whose head is not stored): a plan of 144 000 trials is 29 MB of text, and
+    /// a report needs only its head.
+    pub fn campaign_head(&self, id: &str) -> Result<(CampaignRecord, String), StoreError> {
+        let conn = self.lock();
+        let sql =
+            format!("SELECT {HEAD_COLUMNS}, COALESCE(plan_head, plan_json) AS plan_text FROM campaigns WHERE id = ?1");
+        conn.query_row(&sql, [id], |r| Ok((Self::campaign_fields(r, false)?.0, r.get::<_, String>("plan_text")?)))
+            .optional()?
+            .ok_or_else(|| StoreError::NoCampaign(id.into()))
     }
 
     pub fn campaign(&self, id: &str) -> Result<CampaignRecord, StoreError> {
@@ -405,28 +446,15 @@ FROM campaigns WHERE id = ?1";
     /// inserted, together). Equal stamps: the report files written with the first are
     /// still those the store gives.
     pub fn report_stamp(&self, id: &str) -> Result<String, StoreError> {
-        let conn = self.lock();
-        conn.query_row(
-            "SELECT c.status || '|' || COALESCE(c.finished_at, '') || '|' || COALESCE(c.note, '') || '|'
-                    || COALESCE(c.footprint_json, '') || '|' || c.runbook_sha256 || '|'
-                    || (SELECT count(*) || '/' || total(device_order) FROM trials WHERE campaign = c.id) || '|'
-                    -- A move is the one update of a trial in place: the moved ones in full.
-                    || (SELECT COALESCE(group_concat(idx || ':' || device || ':' || device_order, ','), '')
-                        FROM trials WHERE campaign = c.id AND moved_from IS NOT NULL) || '|'
-                    || (SELECT count(*) || '/' || COALESCE(max(rowid), 0) FROM attempts WHERE campaign = c.id)
-             FROM campaigns c WHERE c.id = ?1",
-            [id],
-            |r| r.get(0),
-        )
-        .optional()?
-        .ok_or_else(|| StoreError::NoCampaign(id.into()))
+        report_stamp(&self.lock(), id)
     }
 
     /// All campaigns, newest first, each with its `plan_json` left `Null` (unparsed): what
     /// lists of campaigns need, at no cost per planned trial.
     pub fn campaign_list(&self) -> Result<Vec<CampaignRecord>, StoreError> {
         let conn = self.lock();
-        let mut st = conn.prepare("SELECT * FROM campaigns ORDER BY created_at DESC, id DESC")?;
+        let sql = format!("SELECT {HEAD_COLUMNS} FROM campaigns ORDER BY created_at DESC, id DESC");
+        let mut st = conn.prepare(&sql)?;
         let rows = st.query_map([], |r| Self::campaign_fields(r, false))?;
         Ok(rows.map(|r| r.map(|(c, _)| c)).collect::<Result<_, _>>()?)
     }
@@ -795,6 +823,24 @@ FROM campaigns WHERE id = ?1";
     }
 }
 
+/// [`Store::report_stamp`] on `conn` (inside a read transaction: the stamp of what it reads).
+pub(super) fn report_stamp(conn: &Connection, id: &str) -> Result<String, StoreError> {
+    conn.query_row(
+        "SELECT c.status || '|' || COALESCE(c.finished_at, '') || '|' || COALESCE(c.note, '') || '|'
+                || COALESCE(c.footprint_json, '') || '|' || c.runbook_sha256 || '|'
+                || (SELECT count(*) || '/' || total(device_order) FROM trials WHERE campaign = c.id) || '|'
+                -- A move is the one update of a trial in place: the moved ones in full.
+                || (SELECT COALESCE(group_concat(idx || ':' || device || ':' || device_order, ','), '')
+                    FROM trials WHERE campaign = c.id AND moved_from IS NOT NULL) || '|'
+                || (SELECT count(*) || '/' || COALESCE(max(rowid), 0) FROM attempts WHERE campaign = c.id)
+         FROM campaigns c WHERE c.id = ?1",
+        [id],
+        |r| r.get(0),
+    )
+    .optional()?
+    .ok_or_else(|| StoreError::NoCampaign(id.into()))
+}
+
 /// Whether process `pid` exists (signal 0).
 pub fn pid_alive(pid: u32) -> bool {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_ok()
@@ -947,7 +993,10 @@ pub(crate) mod tests {
         let s = Store::open(&dir.path().join("lab.db")).unwrap();
         s.create_campaign(&campaign("c1", 2), 2, 1).unwrap();
         s.record_attempt(attempt("c1", 0, 0, true)).unwrap();
-        s.add_trials("c1", &[trial(2), trial(3)], r#"{"x":2}"#).unwrap();
+        assert_eq!(s.campaign_head("c1").unwrap().1, r#"{"x":1}"#);
+        s.add_trials("c1", &[trial(2), trial(3)], r#"{"x":2,"trials":[{"idx":2},{"idx":3}]}"#).unwrap();
+        // The head goes with the plan, without its trials.
+        assert_eq!(s.campaign_head("c1").unwrap().1, r#"{"x":2}"#);
         let outcomes: Vec<_> = s.trials("c1").unwrap().iter().map(|t| (t.row.idx, t.outcome)).collect();
         assert_eq!(
             outcomes,
@@ -958,11 +1007,18 @@ pub(crate) mod tests {
                 (3, TrialOutcome::Pending)
             ]
         );
-        assert_eq!(s.campaign("c1").unwrap().plan_json, serde_json::json!({"x": 2}));
+        assert_eq!(
+            s.campaign("c1").unwrap().plan_json,
+            serde_json::json!({"x": 2, "trials": [{"idx": 2}, {"idx": 3}]})
+        );
         // A clash rolls the whole change back: the plan stays as it was.
         assert!(s.add_trials("c1", &[trial(4), trial(0)], r#"{"x":3}"#).is_err());
         assert_eq!(s.trials("c1").unwrap().len(), 4);
-        assert_eq!(s.campaign("c1").unwrap().plan_json, serde_json::json!({"x": 2}));
+        assert_eq!(
+            s.campaign("c1").unwrap().plan_json,
+            serde_json::json!({"x": 2, "trials": [{"idx": 2}, {"idx": 3}]})
+        );
+        assert_eq!(s.campaign_head("c1").unwrap().1, r#"{"x":2}"#);
         assert!(matches!(s.add_trials("nope", &[], r#"{}"#), Err(StoreError::NoCampaign(_))));
     }
 
