@@ -304,6 +304,18 @@ pub fn migrate(conn: &mut Connection) -> rusqlite::Result<u32> {
     Ok(MIGRATIONS.len() as u32)
 }
 
+/// A database at `path` as lab left it at schema `version`: the first `version`
+/// migrations applied, `user_version` set (tests of later migrations start from one).
+#[cfg(test)]
+pub(crate) fn open_at_version(path: &std::path::Path, version: usize) -> Connection {
+    let conn = Connection::open(path).unwrap();
+    for sql in &MIGRATIONS[..version] {
+        conn.execute_batch(sql).unwrap();
+    }
+    conn.pragma_update(None, "user_version", version as u32).unwrap();
+    conn
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,11 +326,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("lab.db");
         {
-            let conn = Connection::open(&path).unwrap();
-            for sql in &MIGRATIONS[..8] {
-                conn.execute_batch(sql).unwrap();
-            }
-            conn.pragma_update(None, "user_version", 8).unwrap();
+            let conn = open_at_version(&path, 8);
             conn.execute_batch(
                 "INSERT INTO campaigns (id, runbook_name, runbook_path, runbook_text, runbook_sha256, lab_text,
                     lab_sha256, content_hashes, tool_version, seed, created_at, status, plan_json, max_attempts)
@@ -395,11 +403,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("lab.db");
         {
-            let conn = Connection::open(&path).unwrap();
-            for sql in &MIGRATIONS[..10] {
-                conn.execute_batch(sql).unwrap();
-            }
-            conn.pragma_update(None, "user_version", 10).unwrap();
+            let conn = open_at_version(&path, 10);
             for (id, plan) in [("old", plan_text.as_str()), ("odd", "not json")] {
                 conn.execute(
                     "INSERT INTO campaigns (id, runbook_name, runbook_path, runbook_text, runbook_sha256, lab_text,

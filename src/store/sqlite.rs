@@ -1186,9 +1186,7 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("lab.db");
         {
-            let conn = Connection::open(&path).unwrap();
-            conn.execute_batch(MIGRATIONS[0]).unwrap();
-            conn.pragma_update(None, "user_version", 1).unwrap();
+            let conn = super::super::schema::open_at_version(&path, 1);
             conn.execute_batch(
                 "INSERT INTO campaigns VALUES ('old','rb','rb.toml','','','','','{}','0',1,'t',NULL,'done',NULL,NULL,'{}',NULL,3);
                  INSERT INTO trials VALUES ('old',0,'0000-phone-a-r0','phone','M','a','a','default',0,0,0);
@@ -1244,10 +1242,7 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("lab.db");
         {
-            let conn = Connection::open(&path).unwrap();
-            conn.execute_batch(MIGRATIONS[0]).unwrap();
-            conn.execute_batch(MIGRATIONS[1]).unwrap();
-            conn.pragma_update(None, "user_version", 2).unwrap();
+            let conn = super::super::schema::open_at_version(&path, 2);
             conn.execute_batch(
                 "INSERT INTO campaigns VALUES ('old','rb','rb.toml','','','','','{}','0',1,'t',NULL,'done',NULL,NULL,'{}',NULL,3);
                  INSERT INTO trials VALUES ('old',0,'0000-phone-a-r0','phone','M','a','a','default',0,0,0,NULL);
