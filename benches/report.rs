@@ -74,7 +74,7 @@ fn main() {
 }
 
 /// One sim dump per attempt, its battery lines from the attempt's series, laid out as
-/// the artifact folder was (`<trial key>/attempt-<n>/sim-energy.log`).
+/// the artifact folder is (`<trial key>.attempt-<n>/sim-energy.log`).
 fn write_dumps(trials: &[TrialRecord], attempts: &[AttemptRecord], dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let keys: std::collections::HashMap<u32, &str> = trials.iter().map(|t| (t.row.idx, t.row.key.as_str())).collect();
     attempts
@@ -87,7 +87,7 @@ fn write_dumps(trials: &[TrialRecord], attempts: &[AttemptRecord], dir: &std::pa
                     pct / 100.0 * 1715.0
                 ));
             }
-            let folder = dir.join(keys[&a.trial_idx]).join(format!("attempt-{}", a.attempt));
+            let folder = dir.join(lab::store::attempt_folder(keys[&a.trial_idx], a.attempt));
             std::fs::create_dir_all(&folder).expect("folder");
             let path = folder.join("sim-energy.log");
             std::fs::write(&path, text).expect("dump");

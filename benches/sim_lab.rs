@@ -1,10 +1,18 @@
 //! Throughput of the runner on a big simulated lab: 200 devices, 10 000 trials.
 //!
-//! `cargo bench --bench sim_lab` prints trials/s and the process's peak memory.
+//! `cargo bench --bench sim_lab` prints trials/s, the run's CPU time a trial, which threads
+//! used it, how idle the machine was and how much the hypervisor took meanwhile, the
+//! store's commits and time recording attempts, and the process's peak memory.
 //! Not a timed test: the figures are for people (and the issue notes), not asserts.
 //! `SIM_LAB_REPEATS=14400` runs 144 000 trials instead, to see that memory does not grow
 //! with them. The campaign's folder is made under `TMPDIR`: `TMPDIR=/dev/shm` leaves the
 //! file system out of the figure (every trial creates a folder and one or two files).
+//! `SIM_LAB_DIR=PATH` runs it there and keeps it (the store and the artifacts) to look at.
+//!
+//! On ext4 without a journal (this project's VM) the kernel does not reuse an inode for up
+//! to six minutes after it was freed, and searches past such inodes on every new file: a
+//! run within minutes of deleting tens of thousands of files (the previous run's cleanup)
+//! spends most of its time there. Compare figures taken after a quiet spell.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -22,10 +30,14 @@ const VARIANTS: usize = 5;
 const REPEATS: usize = 1000;
 
 fn main() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    // `SIM_LAB_DIR=PATH` keeps the campaign (store and artifacts) there, to look at.
+    let kept = std::env::var_os("SIM_LAB_DIR").map(std::path::PathBuf::from);
+    let temp = kept.is_none().then(|| tempfile::tempdir().expect("tempdir"));
+    let root = kept.clone().unwrap_or_else(|| temp.as_ref().expect("tempdir").path().to_path_buf());
+    std::fs::create_dir_all(&root).expect("SIM_LAB_DIR");
     let mut lab_text = format!(
         "[lab]\nname = \"bench\"\nartifacts = \"{0}/artifacts\"\nstore = \"{0}/lab.db\"\n\n[[host]]\nname = \"local\"\n",
-        dir.path().display()
+        root.display()
     );
     for i in 0..DEVICES {
         let (model, emulates) = if i % 2 == 0 { ("iPhone 6s", "ios") } else { ("Pixel 5", "android") };
@@ -46,8 +58,8 @@ fn main() {
             5 + v * 5
         );
     }
-    let lab_path = dir.path().join("lab.toml");
-    let rb_path = dir.path().join("bench.toml");
+    let lab_path = root.join("lab.toml");
+    let rb_path = root.join("bench.toml");
     std::fs::write(&lab_path, &lab_text).expect("write lab");
     std::fs::write(&rb_path, &rb).expect("write runbook");
 
@@ -91,17 +103,107 @@ fn main() {
         )),
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let (cpu_before, machine_before, threads_before) = (process_cpu(), machine_cpu(), thread_cpu());
     let start = Instant::now();
     let summary = rt.block_on(campaign.run(false)).expect("run");
     let secs = start.elapsed().as_secs_f64();
+    let (cpu, machine) = (process_cpu().since(cpu_before), machine_cpu().map(|m| m.since(machine_before?)));
     println!(
         "sim_lab: {DEVICES} devices, {trials} trials ({} valid, {} invalid attempts)",
         summary.valid, summary.invalid_attempts
     );
     println!("sim_lab: {secs:.2} s wall, {:.0} trials/s", trials as f64 / secs);
+    println!(
+        "sim_lab: the run's CPU {:.2} s user + {:.2} s system = {:.0} µs a trial",
+        cpu.user,
+        cpu.system,
+        (cpu.user + cpu.system) / trials as f64 * 1e6
+    );
+    // On a shared virtual machine the hypervisor may run others on these cores: time
+    // stolen during the run is wall time the run could not have used.
+    // Which threads did the work: the recording thread is one, the runtime's workers
+    // another group; time no thread of the process used is the idle below.
+    let threads = thread_cpu();
+    let mut by_name: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
+    for (tid, (name, secs)) in &threads {
+        let before = threads_before.get(tid).map_or(0.0, |(_, s)| *s);
+        *by_name.entry(name.clone()).or_default() += secs - before;
+    }
+    let by_name: Vec<String> = by_name.iter().map(|(n, s)| format!("{n} {s:.2} s")).collect();
+    println!("sim_lab: CPU by thread: {}", by_name.join(", "));
+    if let Some(m) = machine.flatten() {
+        println!("sim_lab: the machine meanwhile: {:.2} s idle, {:.2} s stolen by the hypervisor", m.idle, m.steal);
+    }
     println!("sim_lab: peak memory (VmHWM) {}", peak_memory(Path::new("/proc/self/status")));
     let attempts = summary.valid + summary.invalid_attempts;
-    println!("sim_lab: {} store commits for {attempts} attempts and their device status", store.commits());
+    println!(
+        "sim_lab: {} store commits for {attempts} attempts and their device status; {:.2} s in the transactions that recorded attempts",
+        store.commits(),
+        store.recording_time().as_secs_f64()
+    );
+}
+
+/// CPU seconds, user and system.
+#[derive(Clone, Copy)]
+struct Cpu {
+    user: f64,
+    system: f64,
+}
+
+impl Cpu {
+    fn since(self, before: Cpu) -> Cpu {
+        Cpu { user: self.user - before.user, system: self.system - before.system }
+    }
+}
+
+/// This process's CPU time so far (getrusage).
+fn process_cpu() -> Cpu {
+    // SAFETY: getrusage fills the struct it is given; a zeroed rusage is a valid one.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF and a valid pointer.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Cpu { user: secs(ru.ru_utime), system: secs(ru.ru_stime) }
+}
+
+/// The machine's idle and stolen seconds so far, all CPUs (`/proc/stat`'s first line).
+#[derive(Clone, Copy)]
+struct Machine {
+    idle: f64,
+    steal: f64,
+}
+
+impl Machine {
+    fn since(self, before: Machine) -> Option<Machine> {
+        Some(Machine { idle: self.idle - before.idle, steal: self.steal - before.steal })
+    }
+}
+
+fn machine_cpu() -> Option<Machine> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let f: Vec<f64> = stat.lines().next()?.split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Some(Machine { idle: f.get(3)? / hz, steal: f.get(7)? / hz })
+}
+
+/// Each live thread's name and CPU seconds so far, by thread id (`/proc/self/task`).
+fn thread_cpu() -> std::collections::BTreeMap<u64, (String, f64)> {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return out };
+    for t in tasks.flatten() {
+        let Ok(tid) = t.file_name().to_string_lossy().parse::<u64>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else { continue };
+        // `pid (comm) state ...`: utime and stime are the 12th and 13th fields after `)`.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else { continue };
+        let name = stat[open + 1..close].to_string();
+        let f: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        out.insert(tid, (name, (ticks(11) + ticks(12)) / hz));
+    }
+    out
 }
 
 fn peak_memory(status: &Path) -> String {

@@ -182,7 +182,7 @@ fn attached_trials_show_in_the_report() {
         keys,
         ["0000-pixel-7-control-r0", "0001-pixel-7-control-r1", "0002-pixel-7-envoy-r0", "0003-pixel-7-envoy-r1"]
     );
-    let attempt = lab.artifacts().join("hand-1/0002-pixel-7-envoy-r0/attempt-0");
+    let attempt = lab.artifacts().join("hand-1/0002-pixel-7-envoy-r0.attempt-0");
     for f in ["before-before-9.txt", "after-after-9.txt", "import.json"] {
         assert!(attempt.join(f).is_file(), "{f} in {}", attempt.display());
     }

@@ -275,18 +275,16 @@ async fn a_device_that_drops_off_in_prepare_and_collect_is_waited_for_and_the_st
     assert!(back.iter().all(|s| (*s - 90.0).abs() < 1.0), "each was back after its 90 s: {back:?}");
 }
 
-/// `<campaign>/<trial key>/attempt-<n>` of every attempt folder under `artifacts`.
+/// `<campaign>/<trial key>.attempt-<n>` of every attempt folder under `artifacts`: one
+/// level, nothing inside but the attempt's files.
 fn attempt_folders(artifacts: &std::path::Path) -> std::collections::BTreeSet<String> {
     let campaign = artifacts.file_name().unwrap().to_string_lossy().into_owned();
     let mut out = std::collections::BTreeSet::new();
-    for trial in std::fs::read_dir(artifacts).unwrap().flatten().filter(|e| e.path().is_dir()) {
-        for attempt in std::fs::read_dir(trial.path()).unwrap().flatten() {
-            out.insert(format!(
-                "{campaign}/{}/{}",
-                trial.file_name().to_string_lossy(),
-                attempt.file_name().to_string_lossy()
-            ));
+    for attempt in std::fs::read_dir(artifacts).unwrap().flatten().filter(|e| e.path().is_dir()) {
+        for f in std::fs::read_dir(attempt.path()).unwrap().flatten() {
+            assert!(f.path().is_file(), "{} in an attempt's folder is not a file", f.path().display());
         }
+        out.insert(format!("{campaign}/{}", attempt.file_name().to_string_lossy()));
     }
     out
 }

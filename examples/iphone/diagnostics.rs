@@ -82,11 +82,13 @@ fn capture<S: Read + Write>(c: &mut XpcConn<S>, server: &Server, udid: &str, id:
     if asked {
         c.send_data(FILE_STREAM, &bytes, false)?;
         c.send_data(FILE_STREAM, &[], true)?;
-        if !dry_run {
-            std::fs::remove_file(&path)?;
-        }
     }
+    // Journalled before the archive is removed: a test that waits for it to go then reads
+    // the journal (it raced the line once).
     server.store.journal(udid, JOURNAL, "capture", line);
+    if asked && !dry_run {
+        std::fs::remove_file(&path)?;
+    }
     Ok(())
 }
 

@@ -3,7 +3,7 @@
 //!
 //! The trial is added as a planned trial (`Store::add_trials`) with one valid attempt that
 //! carries the import's measurements; the raw files are copied to
-//! `artifacts/<campaign>/<trial key>/attempt-0/` with an `import.json` that records what
+//! `artifacts/<campaign>/<trial key>.attempt-0/` with an `import.json` that records what
 //! they were parsed as. Without `--campaign` (or with an id that does not exist yet) a new
 //! campaign is created for imports (runbook `import`, an empty plan).
 
@@ -198,7 +198,7 @@ pub fn attach(
         serde_json::to_string(&plan).map_err(|source| AttachError::Plan { campaign: id.clone(), source })?;
     store.add_trials(&id, std::slice::from_ref(&row), &plan_json)?;
 
-    let artifact_dir = lab.artifacts_dir.join(&id).join(&row.key).join("attempt-0");
+    let artifact_dir = lab.artifacts_dir.join(&id).join(crate::store::attempt_folder(&row.key, 0));
     let started_at = now();
     let listed = copy_files(&artifact_dir, imported, sources)?;
     let record = AttemptRecord {

@@ -2,7 +2,7 @@
 //! sysdiagnose): a SQLite database read from its bytes (loaded into memory, so a copy
 //! without its `-wal` beside it, or in a read-only place, reads the same).
 //!
-//! What is read, each table found by name and each column by `PRAGMA table_info` (tables
+//! What is read, each table found by name and each column by `pragma_table_info` (tables
 //! and columns vary between iOS versions; a missing column is `None`):
 //! - `PLBatteryAgent_EventBackward_Battery`: level, charging, external power, raw capacity
 //!   (`AppleRawCurrentCapacity`, mAh), voltage (mV);
@@ -183,10 +183,13 @@ fn table_names(conn: &Connection) -> Result<Vec<String>, ParseError> {
 
 /// `columns` of every row of `table` as numbers; a column the table lacks is `None`.
 fn rows(conn: &Connection, table: &str, columns: &[&str]) -> Result<Vec<Vec<Option<f64>>>, ParseError> {
+    // `pragma_table_info` rather than `PRAGMA table_info`: a PRAGMA statement expires
+    // itself once run, so a cached one was compiled again on every read (a simulated
+    // iPhone reads its powerlog on the same connection every trial).
     let present: Vec<String> = {
         let mut st =
-            conn.prepare_cached(&format!("PRAGMA table_info('{table}')")).map_err(|e| fail(format!("{table}: {e}")))?;
-        st.query_map([], |r| r.get::<_, String>(1))
+            conn.prepare_cached("SELECT name FROM pragma_table_info(?1)").map_err(|e| fail(format!("{table}: {e}")))?;
+        st.query_map([table], |r| r.get::<_, String>(0))
             .and_then(|r| r.collect())
             .map_err(|e| fail(format!("{table}: {e}")))?
     };

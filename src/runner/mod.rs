@@ -7,6 +7,7 @@ mod event;
 mod footprint;
 mod manifest;
 mod recorder;
+mod state_row;
 mod status_board;
 mod trial;
 #[cfg(test)]

@@ -15,13 +15,16 @@ use super::desk::{OperatorDesk, StepAsk, StepError};
 use super::event::{Event, EventSink, Phase};
 use super::footprint::Footprint;
 use super::recorder::Recorder;
+use super::state_row::{state_digest, state_json};
 use super::status_board::{StatusBoard, When};
 use super::validate;
 use crate::clock::Clock;
 use crate::config::{Runbook, StepWhen};
 use crate::device::{AppHandle, Collected, DesiredState, Device, DeviceError, LaunchSpec, Measurement, StateSnapshot};
 use crate::endpoint::{Endpoint, EndpointError, ReportAt};
-use crate::store::{AttemptRecord, AttemptStatus, DeviceStatusRow, PlannedTrialRow, Store, StoreError};
+use crate::store::{
+    AttemptRow, AttemptStatus, DeviceStatusRow, PlannedTrialRow, SeriesRow, Store, StoreError, attempt_folder,
+};
 use crate::tether::{Tether, TetherError, UntetherMode};
 
 #[derive(Debug, thiserror::Error)]
@@ -364,7 +367,7 @@ impl Attempt<'_> {
         // makes an attempt recorded. A folder without a row (a crash before the commit) is
         // replaced when that attempt is run again. (Staging in `.partial/` and renaming
         // cost a fifth of a simulated campaign's time on a journaled disk.)
-        let dir = self.ctx.artifacts.join(&self.trial.key).join(format!("attempt-{}", self.attempt));
+        let dir = self.ctx.artifacts.join(attempt_folder(&self.trial.key, self.attempt));
         fresh_dir(&dir)?;
 
         let result = self.steps(&mut p, &dir).await;
@@ -398,22 +401,29 @@ impl Attempt<'_> {
         }
         let valid = reasons.is_empty() && collected.is_some();
         let wanted = &self.ctx.runbook.metrics;
-        let series = collected.as_ref().map_or_else(Vec::new, |c| c.series.clone());
-        let measurements = collected
-            .map(|c| c.measurements.into_iter().filter(|m| wanted.is_empty() || wanted.contains(&m.metric)).collect())
-            .unwrap_or_default();
+        let (measurements, series) = match collected {
+            Some(c) => (
+                c.measurements.into_iter().filter(|m| wanted.is_empty() || wanted.contains(&m.metric)).collect(),
+                c.series,
+            ),
+            None => (Vec::new(), Vec::new()),
+        };
         if let Some((phase, start)) = p.current.take() {
             p.phases.push((phase.as_str().into(), (self.clock().now() - start).as_secs_f64()));
         }
 
-        let record = AttemptRecord {
+        // Encoded here, on this device's task: the recording thread every device waits on
+        // only runs SQLite (`runner::recorder`).
+        let digest = state_digest([p.before.as_ref(), p.soak.as_ref(), p.after.as_ref()]);
+        let record = AttemptRow {
             campaign: self.ctx.campaign.clone(),
             trial_idx: self.trial.idx,
             attempt: self.attempt,
             device: self.device.name().into(),
             status: if valid { AttemptStatus::Valid } else { AttemptStatus::Invalid },
-            reasons: reasons.clone(),
-            phases: p.phases.clone(),
+            reasons: serde_json::to_string(&reasons).unwrap_or_else(|_| "[]".into()),
+            phases: serde_json::to_string(&p.phases).unwrap_or_else(|_| "[]".into()),
+            labels: serde_json::to_string(&p.labels).unwrap_or_else(|_| "[]".into()),
             started_at,
             ended_at: now_rfc3339(),
             soak_start_s: p.soak_start.as_secs_f64(),
@@ -422,13 +432,13 @@ impl Attempt<'_> {
                 .unwrap_or(&dir)
                 .display()
                 .to_string(),
-            measurements,
-            series,
-            state_before: serde_json::to_value(&p.before).unwrap_or_default(),
-            state_after: serde_json::to_value(&p.after).unwrap_or_default(),
-            state_soak: p.soak.as_ref().and_then(|s| serde_json::to_value(s).ok()).unwrap_or_default(),
+            state_before: state_json(p.before.as_ref()),
+            state_after: state_json(p.after.as_ref()),
+            state_soak: p.soak.as_ref().map(|s| state_json(Some(s))),
+            state_digest: digest.to_blob(),
             untether: Some(p.mode),
-            labels: p.labels.clone(),
+            measurements,
+            series: series.iter().map(SeriesRow::of).collect(),
             attestations: self.ctx.desk.attested(self.device.name()),
         };
         self.ctx.recorder.record(record).await?;
@@ -757,7 +767,7 @@ pub(super) async fn wait_for_device(
 }
 
 /// An empty folder at `dir`: what an unrecorded earlier try of the same attempt left there
-/// is removed. One `mkdir` when the trial's folder is there and the attempt's is not.
+/// is removed. One `mkdir` once the campaign's folder is there (its first attempt makes it).
 fn fresh_dir(dir: &Path) -> Result<(), RunError> {
     use std::io::ErrorKind;
     let failed = |source| RunError::Artifacts { path: dir.to_path_buf(), source };

@@ -347,7 +347,7 @@ async fn ctrl_c_during_collect_re_tethers_stops_the_app_and_records_nothing() {
     assert_eq!(b.port(), ["off", "on"]);
     assert!(phone.calls().contains(&"stop".to_string()));
     // Its folder, made when the attempt began, went with it.
-    assert!(!b.ctx.artifacts.join(&b.trial.key).join("attempt-0").exists());
+    assert!(!b.ctx.artifacts.join(crate::store::attempt_folder(&b.trial.key, 0)).exists());
 }
 
 #[tokio::test(start_paused = true)]

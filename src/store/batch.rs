@@ -2,16 +2,19 @@
 //!
 //! A caller queues its attempt, then takes the connection. If the caller that held the
 //! connection before it already committed the attempt, it returns that result; otherwise it
-//! records every queued attempt in one transaction, each inside its own savepoint, so an
-//! attempt is still wholly there or not at all and a duplicate fails alone. Nobody returns
-//! before the COMMIT that holds its attempt: what a caller was told is recorded survives a
-//! `kill -9` as before (WAL, `synchronous = NORMAL`).
+//! records every queued attempt in one transaction. An attempt is still wholly there or not
+//! at all and a duplicate fails alone: a duplicate is found before any of its rows is
+//! written, and should anything else fail halfway through an attempt, the transaction is
+//! rolled back and done again with each attempt inside its own savepoint. (A savepoint per
+//! attempt on every transaction made SQLite copy each page an attempt touched to a
+//! statement journal first.) Nobody returns before the COMMIT that holds its attempt: what
+//! a caller was told is recorded survives a `kill -9` as before (WAL, `synchronous = NORMAL`).
 
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rusqlite::{Connection, Transaction};
 
-use super::records::AttemptRecord;
+use super::attempt_row::AttemptRow;
 use super::sqlite::StoreError;
 
 /// Where one attempt's result is left by whoever committed it.
@@ -20,7 +23,7 @@ pub(super) type Ticket = Arc<Mutex<Option<Result<(), StoreError>>>>;
 /// Attempts waiting for a transaction.
 #[derive(Default)]
 pub(super) struct AttemptQueue {
-    jobs: Mutex<Vec<(AttemptRecord, Ticket)>>,
+    jobs: Mutex<Vec<(AttemptRow, Ticket)>>,
 }
 
 /// What a caller holding the connection has to do.
@@ -28,13 +31,13 @@ pub(super) enum Turn {
     /// Another caller recorded the attempt: its result.
     Done(Result<(), StoreError>),
     /// Record these (the caller's own among them) in one transaction.
-    Record(Vec<(AttemptRecord, Ticket)>),
+    Record(Vec<(AttemptRow, Ticket)>),
 }
 
 impl AttemptQueue {
     /// Queues every one of `all` at once (whoever takes the queue takes all of them); each
     /// ticket gets its attempt's result.
-    pub(super) fn push_all(&self, all: Vec<AttemptRecord>) -> Vec<Ticket> {
+    pub(super) fn push_all(&self, all: Vec<AttemptRow>) -> Vec<Ticket> {
         let mut jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
         all.into_iter()
             .map(|a| {
@@ -62,18 +65,48 @@ impl AttemptQueue {
     }
 }
 
-/// Records `jobs` in one transaction, each in its own savepoint, and leaves each result in
-/// its ticket. `insert` writes one attempt (and fails with `Duplicate` when it is there).
+/// Records `jobs` in one transaction and leaves each result in its ticket. `insert` writes
+/// one attempt, and fails with `Duplicate` before writing anything when it is there.
 /// Returns how many commits it made (0 or 1).
 pub(super) fn record(
     conn: &mut Connection,
-    jobs: Vec<(AttemptRecord, Ticket)>,
-    insert: impl Fn(&Transaction<'_>, &AttemptRecord) -> Result<(), StoreError>,
+    jobs: Vec<(AttemptRow, Ticket)>,
+    insert: impl Fn(&Transaction<'_>, &AttemptRow) -> Result<(), StoreError>,
 ) -> u64 {
+    // Without savepoints: a duplicate wrote nothing, any other failure may have written
+    // part of an attempt, and then the whole transaction goes.
+    let fast = (|| -> Result<Option<Vec<Result<(), StoreError>>>, StoreError> {
+        let tx = conn.transaction()?;
+        let mut results = Vec::with_capacity(jobs.len());
+        for (a, _) in &jobs {
+            match insert(&tx, a) {
+                Err(e) if !matches!(e, StoreError::Duplicate { .. }) => return Ok(None),
+                r => results.push(r),
+            }
+        }
+        tx.commit()?;
+        Ok(Some(results))
+    })();
+    let (committed, results) = match fast {
+        Ok(Some(results)) => (Ok(()), results),
+        // Rolled back as the transaction was dropped: each attempt again, on its own.
+        Ok(None) => with_savepoints(conn, &jobs, &insert),
+        Err(e) => (Err(e), Vec::new()),
+    };
+    hand_out(jobs, committed, results)
+}
+
+/// Records `jobs` in one transaction, each inside its own savepoint: one that fails is
+/// rolled back alone.
+fn with_savepoints(
+    conn: &mut Connection,
+    jobs: &[(AttemptRow, Ticket)],
+    insert: &impl Fn(&Transaction<'_>, &AttemptRow) -> Result<(), StoreError>,
+) -> (Result<(), StoreError>, Vec<Result<(), StoreError>>) {
     let mut results: Vec<Result<(), StoreError>> = Vec::with_capacity(jobs.len());
     let committed = (|| -> Result<(), StoreError> {
         let tx = conn.transaction()?;
-        for (a, _) in &jobs {
+        for (a, _) in jobs {
             tx.prepare_cached("SAVEPOINT attempt")?.execute([])?;
             let r = insert(&tx, a);
             if r.is_err() {
@@ -85,6 +118,15 @@ pub(super) fn record(
         tx.commit()?;
         Ok(())
     })();
+    (committed, results)
+}
+
+/// Leaves each attempt's result in its ticket; returns the commits made (0 or 1).
+fn hand_out(
+    jobs: Vec<(AttemptRow, Ticket)>,
+    committed: Result<(), StoreError>,
+    mut results: Vec<Result<(), StoreError>>,
+) -> u64 {
     let commits = u64::from(committed.is_ok());
     for (i, (_, ticket)) in jobs.into_iter().enumerate() {
         let r = match (&committed, results.get_mut(i)) {

@@ -1,7 +1,9 @@
 //! The SQLite store: campaigns, planned trials, attempts, measurements.
 
 mod alerts;
+mod attempt_row;
 mod batch;
+mod checkpointer;
 mod columns;
 mod findings;
 mod operator_steps;
@@ -13,6 +15,7 @@ mod state_digest;
 mod summaries;
 
 pub use alerts::{AlertRow, AlertState};
+pub use attempt_row::{AttemptRow, SeriesRow};
 pub use columns::{CampaignColumns, Names, Points, Sym};
 pub use findings::{FindingRow, FindingState};
 pub use records::*;

@@ -6,6 +6,17 @@ use crate::measure::{Measurement, Series, UntetherMode};
 
 pub type CampaignId = String;
 
+/// The name of an attempt's folder in its campaign's: `<trial key>.attempt-<n>`. One folder
+/// per attempt, not a trial's folder with one per attempt inside: a folder is the costliest
+/// thing a trial creates on the file system (an inode and a block, and on ext4 without a
+/// journal a search past recently freed inodes), and `mkdir` was a tenth of a simulated
+/// campaign's CPU time on this project's VM. The key is a validated name and `n` a number,
+/// so the name never leaves its campaign's folder; earlier campaigns' attempts keep the
+/// `<trial key>/attempt-<n>` they were recorded with (`artifact_dir`).
+pub fn attempt_folder(trial_key: &str, attempt: u32) -> String {
+    format!("{trial_key}.attempt-{attempt}")
+}
+
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum CampaignStatus {
@@ -145,6 +156,8 @@ pub struct AttemptRecord {
     pub ended_at: String,
     /// Device-clock start of the soak, seconds since the device clock's epoch.
     pub soak_start_s: f64,
+    /// Its folder (`<campaign>/<trial key>.attempt-<n>`, [`attempt_folder`]), relative to
+    /// the artifacts folder's parent.
     pub artifact_dir: String,
     pub measurements: Vec<Measurement>,
     /// Values over the attempt's time (the battery level); stored in the same transaction.

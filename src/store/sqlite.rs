@@ -12,10 +12,11 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::attempt_row::AttemptRow;
 use super::batch::{self, AttemptQueue, Turn};
+use super::checkpointer::Checkpointer;
 use super::records::*;
 use super::schema;
-use super::state_digest::StateDigest;
 use crate::measure::{Measurement, Series, UntetherMode};
 
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +45,8 @@ pub struct Store {
     attempts: Arc<AttemptQueue>,
     /// Commits made by `record_attempt` and `set_device_statuses`: the runner's writes.
     commits: Arc<AtomicU64>,
+    /// Nanoseconds spent in the transactions that record attempts (the benchmark prints it).
+    recording_ns: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Store {
@@ -137,33 +140,33 @@ pub(super) fn outcome(attempts: u32, valid: u32, max_attempts: u32) -> TrialOutc
 
 /// One attempt's rows, inside the caller's transaction (`batch::record` gives each its own
 /// savepoint). An attempt already there is `Duplicate`, and adds nothing.
-fn insert_attempt(tx: &rusqlite::Transaction<'_>, a: &AttemptRecord) -> Result<(), StoreError> {
-    // Each goes into `attempts` and `attempt_report`: serialized once.
-    let reasons = serde_json::to_string(&a.reasons)?;
-    let phases = serde_json::to_string(&a.phases)?;
-    let labels = serde_json::to_string(&a.labels)?;
-    let inserted = tx.prepare_cached(
-        "INSERT OR IGNORE INTO attempts (campaign, trial_idx, attempt, status, reasons, phases, started_at, ended_at,
+/// Writes one attempt's rows. The `attempts` row goes first, and with `OR IGNORE`: an
+/// attempt that is already there is a `Duplicate` before anything of it is written, so a
+/// transaction of many attempts needs no savepoint for it (`batch::record`).
+fn insert_attempt(tx: &rusqlite::Transaction<'_>, a: &AttemptRow) -> Result<(), StoreError> {
+    let inserted = tx
+        .prepare_cached(
+            "INSERT OR IGNORE INTO attempts (campaign, trial_idx, attempt, status, reasons, phases, started_at, ended_at,
             soak_start_s, artifact_dir, state_before, state_after, device, untether, labels, state_soak)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
-    )?
-    .execute(params![
+        )?
+        .execute(params![
             a.campaign,
             a.trial_idx,
             a.attempt,
             a.status.as_str(),
-            reasons,
-            phases,
+            a.reasons,
+            a.phases,
             a.started_at,
             a.ended_at,
             a.soak_start_s,
             a.artifact_dir,
-            json_text(&a.state_before),
-            json_text(&a.state_after),
+            a.state_before,
+            a.state_after,
             a.device,
             a.untether.map(UntetherMode::as_str),
-            labels,
-            (!a.state_soak.is_null()).then(|| json_text(&a.state_soak))
+            a.labels,
+            a.state_soak
         ])?;
     if inserted == 0 {
         return Err(StoreError::Duplicate { campaign: a.campaign.clone(), trial: a.trial_idx, attempt: a.attempt });
@@ -181,10 +184,10 @@ fn insert_attempt(tx: &rusqlite::Transaction<'_>, a: &AttemptRecord) -> Result<(
         a.device,
         a.untether.map(UntetherMode::as_str),
         a.soak_start_s,
-        phases,
-        reasons,
-        labels,
-        StateDigest::from_json(&a.state_before, &a.state_soak, &a.state_after).to_blob()
+        a.phases,
+        a.reasons,
+        a.labels,
+        a.state_digest
     ])?;
     {
         let mut st = tx.prepare_cached(
@@ -199,16 +202,7 @@ fn insert_attempt(tx: &rusqlite::Transaction<'_>, a: &AttemptRecord) -> Result<(
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         )?;
         for (seq, s) in a.series.iter().enumerate() {
-            st.execute(params![
-                a.campaign,
-                a.trial_idx,
-                a.attempt,
-                seq as u32,
-                s.name,
-                s.unit,
-                s.source,
-                s.points_blob()
-            ])?;
+            st.execute(params![a.campaign, a.trial_idx, a.attempt, seq as u32, s.name, s.unit, s.source, s.points])?;
         }
     }
     if !a.attestations.is_empty() {
@@ -284,12 +278,16 @@ impl Store {
         // power loss can lose the last transactions.
         conn.pragma_update(None, "synchronous", "NORMAL").map_err(err)?;
         conn.pragma_update(None, "foreign_keys", "ON").map_err(err)?;
+        // The log is checkpointed mostly by a thread of its own, not inside the commits
+        // every device's attempt waits on (`checkpointer`).
+        Checkpointer::new(path).install(&mut conn).map_err(err)?;
         schema::migrate(&mut conn).map_err(err)?;
         Ok(Store {
             conn: Arc::new(Mutex::new(conn)),
             path: path.to_path_buf(),
             attempts: Arc::default(),
             commits: Arc::default(),
+            recording_ns: Arc::default(),
         })
     }
 
@@ -634,6 +632,12 @@ impl Store {
     /// Records each of `all` as `record_attempt` does, in one transaction with whatever
     /// else is queued; each gets its own result (a duplicate fails alone).
     pub fn record_attempts(&self, all: Vec<AttemptRecord>) -> Vec<Result<(), StoreError>> {
+        self.record_rows(all.into_iter().map(AttemptRow::encode).collect())
+    }
+
+    /// Records attempts encoded by their callers (`AttemptRow::encode`, on the caller's
+    /// thread), as `record_attempts` does.
+    pub fn record_rows(&self, all: Vec<AttemptRow>) -> Vec<Result<(), StoreError>> {
         let tickets = self.attempts.push_all(all);
         // Done: another caller took the queue, and with it all of these, and committed them;
         // `turn` hands over the first one's result, the others wait in their tickets.
@@ -643,8 +647,11 @@ impl Store {
             match self.attempts.turn(t) {
                 Turn::Done(r) => first = Some(r),
                 Turn::Record(jobs) => {
+                    let start = std::time::Instant::now();
                     let commits = batch::record(&mut conn, jobs, insert_attempt);
                     self.commits.fetch_add(commits, Ordering::Relaxed);
+                    let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                    self.recording_ns.fetch_add(ns, Ordering::Relaxed);
                 }
             }
         }
@@ -663,6 +670,12 @@ impl Store {
     /// opened (how well they are batched: the benchmark prints it).
     pub fn commits(&self) -> u64 {
         self.commits.load(Ordering::Relaxed)
+    }
+
+    /// Wall time spent in the transactions that recorded attempts since the store was
+    /// opened: how busy the one connection every device waits on was.
+    pub fn recording_time(&self) -> Duration {
+        Duration::from_nanos(self.recording_ns.load(Ordering::Relaxed))
     }
 
     /// Every series of a campaign's attempts, ordered by trial, attempt and as recorded.
@@ -1067,7 +1080,7 @@ pub(crate) mod tests {
         s.create_campaign(&campaign("c1", 3), 3, 1).unwrap();
         s.record_attempt(attempt("c1", 1, 0, true)).unwrap();
         // Three attempts queued together, the middle one already recorded: one transaction.
-        let tickets = s.attempts.push_all([0, 1, 2].map(|i| attempt("c1", i, 0, false)).into());
+        let tickets = s.attempts.push_all([0, 1, 2].map(|i| AttemptRow::encode(attempt("c1", i, 0, false))).into());
         let mut conn = s.lock();
         let Turn::Record(jobs) = s.attempts.turn(&tickets[0]) else { panic!("nobody else recorded them") };
         assert_eq!(jobs.len(), 3);
@@ -1083,6 +1096,31 @@ pub(crate) mod tests {
             "the duplicate changed nothing of the attempt already there"
         );
         assert_eq!(s.series("c1").unwrap().len(), 6, "two series per attempt, none from the duplicate");
+    }
+
+    #[test]
+    fn an_attempt_that_fails_halfway_is_rolled_back_alone_and_its_neighbours_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("lab.db")).unwrap();
+        s.create_campaign(&campaign("c1", 4), 3, 1).unwrap();
+        s.record_attempt(attempt("c1", 3, 0, true)).unwrap();
+        // Trial 1's second measurement is NaN, which SQLite stores as NULL: its `attempts`
+        // and `attempt_report` rows and first measurement are written before the NOT NULL
+        // refuses it. Trial 3 is a duplicate.
+        let mut broken = attempt("c1", 1, 0, true);
+        broken.measurements[1].value = f64::NAN;
+        let batch = vec![attempt("c1", 0, 0, true), broken, attempt("c1", 2, 0, false), attempt("c1", 3, 0, false)];
+        let results = s.record_attempts(batch);
+        assert!(results[0].is_ok() && results[2].is_ok(), "{results:?}");
+        assert!(matches!(results[1], Err(StoreError::Sql(_))), "{results:?}");
+        assert!(matches!(results[3], Err(StoreError::Duplicate { trial: 3, .. })), "{results:?}");
+        assert_eq!(s.commits(), 2, "the first attempt's commit, then the batch's, done again with savepoints");
+        let stored: Vec<_> =
+            s.attempts("c1").unwrap().into_iter().map(|a| (a.trial_idx, a.measurements.len())).collect();
+        assert_eq!(stored, [(0, 2), (2, 2), (3, 2)], "nothing of trial 1: no row, no measurement");
+        let reports: u32 = s.lock().query_row("SELECT count(*) FROM attempt_report", [], |r| r.get(0)).unwrap();
+        assert_eq!(reports, 3);
+        assert_eq!(s.series("c1").unwrap().len(), 6);
     }
 
     #[test]

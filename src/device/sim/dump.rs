@@ -28,8 +28,17 @@ pub struct DumpHeader {
     pub launched_at: Duration,
 }
 
-fn secs(d: Duration) -> String {
-    format!("{:.3}", d.as_secs_f64())
+/// Seconds with three decimals, written where it is formatted (no `String` each).
+struct Secs(Duration);
+
+impl std::fmt::Display for Secs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:.3}", self.0.as_secs_f64())
+    }
+}
+
+fn secs(d: Duration) -> Secs {
+    Secs(d)
 }
 
 fn flag(b: bool) -> u8 {
