@@ -116,21 +116,64 @@ pub fn parse(bytes: &[u8]) -> Result<Powerlog, ParseError> {
     read(&conn)
 }
 
+/// The tables of a powerlog database and the columns each has: what `read` looks up
+/// before it reads. Tables and columns vary between iOS versions; one database's layout
+/// holds for as long as its schema does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Layout {
+    /// Table → its columns.
+    tables: Vec<(String, Vec<String>)>,
+}
+
+impl Layout {
+    /// The layout of the database open in `conn`.
+    pub fn of(conn: &Connection) -> Result<Layout, ParseError> {
+        let names = table_names(conn)?;
+        let mut tables = Vec::with_capacity(names.len());
+        for table in names {
+            let columns = {
+                let mut st = conn
+                    .prepare_cached("SELECT name FROM pragma_table_info(?1)")
+                    .map_err(|e| fail(format!("{table}: {e}")))?;
+                st.query_map([&table], |r| r.get::<_, String>(0))
+                    .and_then(|r| r.collect())
+                    .map_err(|e| fail(format!("{table}: {e}")))?
+            };
+            tables.push((table, columns));
+        }
+        Ok(Layout { tables })
+    }
+
+    fn has(&self, table: &str) -> bool {
+        self.tables.iter().any(|(t, _)| t == table)
+    }
+
+    fn columns(&self, table: &str) -> &[String] {
+        self.tables.iter().find(|(t, _)| t == table).map_or(&[], |(_, c)| c.as_slice())
+    }
+}
+
 /// Reads a powerlog database open in `conn` (its statements are cached on the connection,
 /// so a caller that reads many powerlogs on one connection prepares them once).
 pub fn read(conn: &Connection) -> Result<Powerlog, ParseError> {
-    let tables = table_names(conn)?;
-    let has = |t: &str| tables.iter().any(|n| n == t);
+    read_with(conn, &Layout::of(conn)?)
+}
+
+/// Reads a powerlog database whose layout is known (a simulated iPhone writes every trial's
+/// into the same tables, and looking them up was a third of reading it back).
+pub fn read_with(conn: &Connection, layout: &Layout) -> Result<Powerlog, ParseError> {
+    let has = |t: &str| layout.has(t);
+    let rows = |table: &str, columns: &[&str]| rows(conn, layout, table, columns);
     if !has(BATTERY) {
         return Err(fail(format!("no {BATTERY} table: not a powerlog, or one without battery records")));
     }
-    let offsets = if has(TIME_OFFSET) { rows(conn, TIME_OFFSET, &["timestamp", "system"])? } else { Vec::new() };
+    let offsets = if has(TIME_OFFSET) { rows(TIME_OFFSET, &["timestamp", "system"])? } else { Vec::new() };
     let offsets: Vec<(f64, f64)> =
         offsets.into_iter().filter_map(|r| Some((r[0]?, r[1].unwrap_or(0.0)))).collect::<Vec<_>>();
     let wall = |ts: f64| ts + offset_at(&offsets, ts);
 
     let cols = ["timestamp", "Level", "IsCharging", "ExternalConnected", "AppleRawCurrentCapacity", "Voltage"];
-    let mut battery: Vec<BatteryPoint> = rows(conn, BATTERY, &cols)?
+    let mut battery: Vec<BatteryPoint> = rows(BATTERY, &cols)?
         .into_iter()
         .filter_map(|r| {
             Some(BatteryPoint {
@@ -152,7 +195,7 @@ pub fn read(conn: &Connection) -> Result<Powerlog, ParseError> {
             return Ok(Vec::new());
         }
         let mut v: Vec<(f64, f64)> =
-            rows(conn, table, &["timestamp", col])?.into_iter().filter_map(|r| Some((wall(r[0]?), r[1]?))).collect();
+            rows(table, &["timestamp", col])?.into_iter().filter_map(|r| Some((wall(r[0]?), r[1]?))).collect();
         v.sort_by(|a, b| a.0.total_cmp(&b.0));
         Ok(v)
     };
@@ -182,17 +225,13 @@ fn table_names(conn: &Connection) -> Result<Vec<String>, ParseError> {
 }
 
 /// `columns` of every row of `table` as numbers; a column the table lacks is `None`.
-fn rows(conn: &Connection, table: &str, columns: &[&str]) -> Result<Vec<Vec<Option<f64>>>, ParseError> {
-    // `pragma_table_info` rather than `PRAGMA table_info`: a PRAGMA statement expires
-    // itself once run, so a cached one was compiled again on every read (a simulated
-    // iPhone reads its powerlog on the same connection every trial).
-    let present: Vec<String> = {
-        let mut st =
-            conn.prepare_cached("SELECT name FROM pragma_table_info(?1)").map_err(|e| fail(format!("{table}: {e}")))?;
-        st.query_map([table], |r| r.get::<_, String>(0))
-            .and_then(|r| r.collect())
-            .map_err(|e| fail(format!("{table}: {e}")))?
-    };
+fn rows(
+    conn: &Connection,
+    layout: &Layout,
+    table: &str,
+    columns: &[&str],
+) -> Result<Vec<Vec<Option<f64>>>, ParseError> {
+    let present = layout.columns(table);
     let select: Vec<String> = columns
         .iter()
         .map(|c| if present.iter().any(|p| p == c) { format!("CAST(\"{c}\" AS REAL)") } else { "NULL".into() })

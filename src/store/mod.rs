@@ -3,7 +3,6 @@
 mod alerts;
 mod attempt_row;
 mod batch;
-mod checkpointer;
 mod columns;
 mod findings;
 mod operator_steps;

@@ -13,7 +13,7 @@ use rusqlite::{Connection, MAIN_DB, params};
 use super::dump::DumpHeader;
 use super::log::{EventKind, TrialLog};
 use crate::collect::ParseError;
-use crate::collect::powerlog::Powerlog;
+use crate::collect::powerlog::{Layout, Powerlog};
 
 pub const POWERLOG_FILE: &str = "powerlog.PLSQL";
 
@@ -45,29 +45,31 @@ pub fn launch_wall_s(header: &DumpHeader) -> f64 {
 }
 
 thread_local! {
-    /// One powerlog database per thread, with the tables and no rows. A trial's rows go in
-    /// a transaction that is read, serialized and rolled back: the database is empty again
-    /// (so the same rows give the same bytes whichever thread wrote them before), and its
-    /// schema and statements are parsed once per thread instead of twice per trial (writing
-    /// and reading them back were most of a simulated iPhone's attempt).
-    static DB: RefCell<Option<Connection>> = const { RefCell::new(None) };
+    /// One powerlog database per thread, with the tables and no rows, and its layout. A
+    /// trial's rows go in a transaction that is read, serialized and rolled back: the
+    /// database is empty again (so the same rows give the same bytes whichever thread wrote
+    /// them before), and its schema, layout and statements are looked up once per thread
+    /// instead of twice per trial (writing and reading them back were most of a simulated
+    /// iPhone's attempt).
+    static DB: RefCell<Option<(Connection, Layout)>> = const { RefCell::new(None) };
 }
 
 /// The trial's battery records as a powerlog database: its bytes, and what
 /// `collect::powerlog::read` reads from that database.
 pub fn write(header: &DumpHeader, log: &TrialLog) -> rusqlite::Result<(Vec<u8>, Result<Powerlog, ParseError>)> {
     DB.with_borrow_mut(|slot| {
-        let conn = match slot {
-            Some(conn) => conn,
+        let (conn, layout) = match slot {
+            Some(db) => db,
             None => {
                 let conn = Connection::open_in_memory()?;
                 conn.execute_batch(DDL)?;
-                slot.insert(conn)
+                let layout = Layout::of(&conn).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+                slot.insert((conn, layout))
             }
         };
         conn.prepare_cached("BEGIN")?.execute([])?;
         let written = fill(conn, header, log).and_then(|()| {
-            let read = crate::collect::powerlog::read(conn);
+            let read = crate::collect::powerlog::read_with(conn, layout);
             Ok((conn.serialize(MAIN_DB)?.to_vec(), read))
         });
         if conn.prepare_cached("ROLLBACK").and_then(|mut st| st.execute([])).is_err() {
