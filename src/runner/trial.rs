@@ -24,6 +24,7 @@ use crate::device::{AppHandle, Collected, DesiredState, Device, DeviceError, Lau
 use crate::endpoint::{Endpoint, EndpointError, ReportAt};
 use crate::store::{
     AttemptRow, AttemptStatus, DeviceStatusRow, PlannedTrialRow, SeriesRow, Store, StoreError, attempt_folder,
+    list_json,
 };
 use crate::tether::{Tether, TetherError, UntetherMode};
 
@@ -421,9 +422,9 @@ impl Attempt<'_> {
             attempt: self.attempt,
             device: self.device.name().into(),
             status: if valid { AttemptStatus::Valid } else { AttemptStatus::Invalid },
-            reasons: serde_json::to_string(&reasons).unwrap_or_else(|_| "[]".into()),
-            phases: serde_json::to_string(&p.phases).unwrap_or_else(|_| "[]".into()),
-            labels: serde_json::to_string(&p.labels).unwrap_or_else(|_| "[]".into()),
+            reasons: list_json(&reasons),
+            phases: list_json(&p.phases),
+            labels: list_json(&p.labels),
             started_at,
             ended_at: now_rfc3339(),
             soak_start_s: p.soak_start.as_secs_f64(),
@@ -438,7 +439,7 @@ impl Attempt<'_> {
             state_digest: digest.to_blob(),
             untether: Some(p.mode),
             measurements,
-            series: series.iter().map(SeriesRow::of).collect(),
+            series: series.into_iter().map(SeriesRow::of).collect(),
             attestations: self.ctx.desk.attested(self.device.name()),
         };
         self.ctx.recorder.record(record).await?;

@@ -19,8 +19,10 @@ pub struct SeriesRow {
 }
 
 impl SeriesRow {
-    pub fn of(s: &Series) -> SeriesRow {
-        SeriesRow { name: s.name.clone(), unit: s.unit.clone(), source: s.source.clone(), points: s.points_blob() }
+    /// Takes the series: its names move into the row, its points become the blob.
+    pub fn of(s: Series) -> SeriesRow {
+        let points = s.points_blob();
+        SeriesRow { name: s.name, unit: s.unit, source: s.source, points }
     }
 }
 
@@ -60,14 +62,14 @@ impl AttemptRow {
         let json = |v: &serde_json::Value| v.to_string();
         let state_digest = StateDigest::from_json(&a.state_before, &a.state_soak, &a.state_after).to_blob();
         AttemptRow {
-            reasons: strings_json(&a.reasons),
-            phases: phases_json(&a.phases),
-            labels: strings_json(&a.labels),
+            reasons: list_json(&a.reasons),
+            phases: list_json(&a.phases),
+            labels: list_json(&a.labels),
             state_before: json(&a.state_before),
             state_after: json(&a.state_after),
             state_soak: (!a.state_soak.is_null()).then(|| json(&a.state_soak)),
             state_digest,
-            series: a.series.iter().map(SeriesRow::of).collect(),
+            series: a.series.into_iter().map(SeriesRow::of).collect(),
             campaign: a.campaign,
             trial_idx: a.trial_idx,
             attempt: a.attempt,
@@ -84,14 +86,10 @@ impl AttemptRow {
     }
 }
 
-/// `serde_json::to_string` of a list of strings (it cannot fail on one).
-fn strings_json(v: &[String]) -> String {
-    serde_json::to_string(v).unwrap_or_else(|_| "[]".into())
-}
-
-/// `serde_json::to_string` of (phase, seconds) pairs: `[["prepare",0.0],…]`. A non-finite
-/// number is `null`, as serde_json writes it.
-fn phases_json(v: &[(String, f64)]) -> String {
+/// The JSON text of a list an attempt keeps as text (its reasons, phases and labels):
+/// strings, or (phase, seconds) pairs written `[["prepare",0.0],…]` with a non-finite
+/// number as `null`. `serde_json` cannot fail on these; `[]` is the fallback all the same.
+pub fn list_json<T: serde::Serialize + ?Sized>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "[]".into())
 }
 

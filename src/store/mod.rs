@@ -14,7 +14,7 @@ mod state_digest;
 mod summaries;
 
 pub use alerts::{AlertRow, AlertState};
-pub use attempt_row::{AttemptRow, SeriesRow};
+pub use attempt_row::{AttemptRow, SeriesRow, list_json};
 pub use columns::{CampaignColumns, Names, Points, Sym};
 pub use findings::{FindingRow, FindingState};
 pub use records::*;
