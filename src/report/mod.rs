@@ -6,6 +6,7 @@ mod compare_render;
 mod csv_out;
 mod curves;
 mod files;
+mod float_text;
 mod format;
 mod history;
 mod history_html;

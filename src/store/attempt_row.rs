@@ -24,6 +24,11 @@ impl SeriesRow {
         let points = s.points_blob();
         SeriesRow { name: s.name, unit: s.unit, source: s.source, points }
     }
+
+    /// A battery curve a report can draw: a non-empty `battery_pct` series.
+    pub fn is_battery(&self) -> bool {
+        self.name == crate::measure::BATTERY_PCT && !self.points.is_empty()
+    }
 }
 
 /// The columns of one attempt's rows in `attempts`, `attempt_report`, `measurements`,

@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row};
 
+use super::measurement_columns::Fetch;
 use super::records::{AttemptRecord, AttemptStatus, Attestation, TrialOutcome, TrialRecord};
 use super::sqlite::{Store, StoreError};
 use super::state_digest::{Kept, MOMENTS, Reading, SETTINGS, SOURCES, StateDigest};
@@ -343,6 +344,8 @@ struct AttemptIn<'a> {
     untether: Option<UntetherMode>,
     soak_start_s: f64,
     soak_s: Option<f64>,
+    /// A non-empty `battery_pct` series is stored with it.
+    has_battery: bool,
 }
 
 /// Both paths push through here, in the same order, so they intern the same symbols.
@@ -373,7 +376,7 @@ impl CampaignColumns {
         self.a_untether.push(a.untether);
         self.a_soak_start_s.push(a.soak_start_s);
         self.a_soak_s.push(a.soak_s);
-        self.a_has_battery.push(false);
+        self.a_has_battery.push(a.has_battery);
     }
 
     /// Adds attempt row `row`'s state readings to the groups, and keeps its digest when it
@@ -496,6 +499,7 @@ impl CampaignColumns {
                     untether: a.untether,
                     soak_start_s: a.soak_start_s,
                     soak_s: a.phases.iter().find(|(p, _)| p == "soak").map(|(_, s)| *s),
+                    has_battery: battery_series(&a.series).is_some(),
                 },
             );
             if !valid && !a.reasons.is_empty() {
@@ -508,7 +512,6 @@ impl CampaignColumns {
             let digest = StateDigest::from_json(&a.state_before, &a.state_soak, &a.state_after);
             c.push_state(row as usize, digest.readings.into_iter(), !a.attestations.is_empty());
             if let Some(s) = battery_series(&a.series) {
-                *c.a_has_battery.last_mut().expect("just pushed") = true;
                 c.battery.push((row, s.points.clone()));
             }
         }
@@ -595,64 +598,17 @@ impl Cursor {
     }
 }
 
-/// One measurement as read in table order, its names interned in a scratch [`Names`].
-struct RawMeasurement {
-    key: (u32, u32),
-    seq: u32,
-    value: f64,
-    metric: Sym,
-    unit: Sym,
-    source: Sym,
-}
-
-/// A campaign's measurements in the table's own order — a rowid range, where one
-/// attempt's rows are consecutive and attempts come as they were recorded —, in one read
-/// transaction of `conn`. Reading them in key order through the primary key instead
-/// costs a B-tree seek per row, most of the time of a large report.
-fn fetch_measurements(tx: &Connection, id: &str) -> Result<(Vec<RawMeasurement>, Names), StoreError> {
-    let mut scratch = Names::default();
-    let mut raw: Vec<RawMeasurement> = Vec::new();
-    if let Some((lo, hi)) = measurement_rowids(tx, id)? {
-        // Rows of other campaigns can lie in the range, but mostly it is this one's: one
-        // allocation, not a dozen doublings of a vector of millions.
-        raw.reserve(usize::try_from(hi - lo + 1).unwrap_or(0).min(1 << 22));
-        // `+campaign`: no index for that term, so SQLite walks the rowid range.
-        let mut st = tx.prepare(
-            "SELECT trial_idx, attempt, seq, metric, value, unit, source FROM measurements
-             WHERE rowid BETWEEN ?2 AND ?3 AND +campaign = ?1",
-        )?;
-        let mut rows = st.query(rusqlite::params![id, lo, hi])?;
-        let (mut metric, mut unit, mut source) = (Recent::default(), Recent::default(), Recent::default());
-        while let Some(r) = rows.next()? {
-            raw.push(RawMeasurement {
-                key: (r.get(0)?, r.get(1)?),
-                seq: r.get(2)?,
-                metric: scratch.intern_recent(&mut metric, bytes(r, 3)?, 3)?,
-                value: real(r, 4)?,
-                unit: scratch.intern_recent(&mut unit, bytes(r, 5)?, 5)?,
-                source: scratch.intern_recent(&mut source, bytes(r, 6)?, 6)?,
-            });
-        }
-    }
-    Ok((raw, scratch))
-}
-
-/// The rowids of a campaign's first and last measurement, found from its attempts:
-/// `min(rowid)` over the measurements' primary key walks every one of its entries (a
-/// tenth of a large report's time), over the attempts' only a seventh as many.
+/// The rowids of campaign `id`'s first and last row in `table` (`measurements` or
+/// `series`), found from its attempts: `min(rowid)` over the table's primary key walks
+/// every one of its entries (a tenth of a large report's time), over the attempts' only
+/// a seventh as many.
 ///
-/// It rests on how rows are written: attempts and measurements are only ever inserted
-/// (never deleted or updated in place), one attempt at a time on one connection, the
-/// attempt's row and then its measurements, so rowids grow in that order in both tables
-/// (SQLite gives a new row the largest rowid plus one). The first measurement is then
-/// the first of the earliest attempt that has any, the last the last of the latest.
-fn measurement_rowids(tx: &Connection, id: &str) -> Result<Option<(i64, i64)>, StoreError> {
-    rowids_after_attempts(tx, id, "measurements")
-}
-
-/// [`measurement_rowids`] of `table` (`measurements` or `series`: rows written with
-/// their attempt, as measurements are).
-fn rowids_after_attempts(tx: &Connection, id: &str, table: &str) -> Result<Option<(i64, i64)>, StoreError> {
+/// It rests on how rows are written: attempts, measurements and series are only ever
+/// inserted (never deleted or updated in place), one attempt at a time on one
+/// connection, the attempt's row and then its rows, so rowids grow in that order in
+/// every table (SQLite gives a new row the largest rowid plus one). The first row is
+/// then the first of the earliest attempt that has any, the last the last of the latest.
+pub(super) fn rowids_after_attempts(tx: &Connection, id: &str, table: &str) -> Result<Option<(i64, i64)>, StoreError> {
     let (first, last): (Option<i64>, Option<i64>) =
         tx.query_row("SELECT min(rowid), max(rowid) FROM attempts WHERE campaign = ?1", [id], |r| {
             Ok((r.get(0)?, r.get(1)?))
@@ -692,116 +648,6 @@ fn rowids_after_attempts(tx: &Connection, id: &str, table: &str) -> Result<Optio
     Ok(lo.zip(hi))
 }
 
-/// Fills the measurement columns of `c` (whose attempts are read) from `raw`, in (trial,
-/// attempt, seq) order. Rows of attempts `c` does not have (of unplanned trials, or
-/// recorded after `c`'s attempts were read) are left out. Names are interned in the final
-/// order, so the symbols are those `from_records` gives.
-fn place_measurements(c: &mut CampaignColumns, raw: Vec<RawMeasurement>, scratch: &Names) {
-    let mut rows: Vec<u32> = Vec::with_capacity(raw.len());
-    let mut cached: Option<((u32, u32), Option<usize>)> = None;
-    for m in &raw {
-        let row = match cached {
-            Some((k, row)) if k == m.key => row,
-            _ => {
-                let row = c.attempt_row(m.key);
-                cached = Some((m.key, row));
-                row
-            }
-        };
-        rows.push(row.map_or(u32::MAX, |r| r as u32));
-    }
-    // Counting sort by attempt row; within an attempt, table order is seq order unless
-    // rows were written otherwise, then they are sorted.
-    let n = c.attempts();
-    let mut start = vec![0u32; n + 1];
-    for &r in rows.iter().filter(|&&r| r != u32::MAX) {
-        start[r as usize + 1] += 1;
-    }
-    for i in 0..n {
-        start[i + 1] += start[i];
-    }
-    let mut order = vec![0u32; start[n] as usize];
-    let mut next = start.clone();
-    for (i, &r) in rows.iter().enumerate().filter(|(_, r)| **r != u32::MAX) {
-        order[next[r as usize] as usize] = i as u32;
-        next[r as usize] += 1;
-    }
-    for a in 0..n {
-        let slice = &mut order[start[a] as usize..start[a + 1] as usize];
-        if slice.windows(2).any(|w| raw[w[0] as usize].seq > raw[w[1] as usize].seq) {
-            slice.sort_by_key(|&i| raw[i as usize].seq);
-        }
-    }
-    let mut to_final: Vec<Option<Sym>> = vec![None; scratch.len()];
-    let mut sym =
-        |names: &mut Names, s: Sym| *to_final[s as usize].get_or_insert_with(|| names.intern(scratch.name(s)));
-    c.a_meas = start;
-    c.m_metric.reserve(order.len());
-    c.m_value.reserve(order.len());
-    c.m_unit.reserve(order.len());
-    c.m_source.reserve(order.len());
-    for &i in &order {
-        let m = &raw[i as usize];
-        let metric = sym(&mut c.names, m.metric);
-        let unit = sym(&mut c.names, m.unit);
-        let source = sym(&mut c.names, m.source);
-        c.m_metric.push(metric);
-        c.m_value.push(m.value);
-        c.m_unit.push(unit);
-        c.m_source.push(source);
-    }
-}
-
-impl Store {
-    /// [`fetch_measurements`] on a thread of its own with a read-only connection.
-    fn fetch_measurements_apart(
-        &self,
-        id: &str,
-    ) -> std::thread::JoinHandle<Result<(Vec<RawMeasurement>, Names), StoreError>> {
-        let (path, id) = (self.path().to_path_buf(), id.to_string());
-        std::thread::spawn(move || {
-            let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
-            let mut conn = Connection::open_with_flags(&path, flags)?;
-            conn.busy_timeout(std::time::Duration::from_secs(10))?;
-            let tx = conn.transaction()?;
-            fetch_measurements(&tx, &id)
-        })
-    }
-}
-
-/// The last few symbols of one column, checked by bytes before a name is hashed: a
-/// campaign's metrics repeat in a short cycle.
-#[derive(Default)]
-struct Recent {
-    syms: [Sym; 8],
-    len: usize,
-    next: usize,
-}
-
-impl Names {
-    /// `name`, the text of `column`, interned (its UTF-8 checked only when it is not one
-    /// of `recent`).
-    fn intern_recent(&mut self, recent: &mut Recent, name: &[u8], column: usize) -> rusqlite::Result<Sym> {
-        if let Some(&s) = recent.syms[..recent.len].iter().find(|&&s| self.names[s as usize].as_bytes() == name) {
-            return Ok(s);
-        }
-        let text = std::str::from_utf8(name).map_err(|e| rusqlite::Error::Utf8Error(column, e))?;
-        let s = self.intern(text);
-        recent.syms[recent.next] = s;
-        recent.next = (recent.next + 1) % recent.syms.len();
-        recent.len = (recent.len + 1).min(recent.syms.len());
-        Ok(s)
-    }
-}
-
-/// A text column's bytes, borrowed from the row, not yet checked as UTF-8.
-fn bytes<'r>(r: &'r Row<'_>, i: usize) -> rusqlite::Result<&'r [u8]> {
-    match r.get_ref(i)? {
-        ValueRef::Text(b) => Ok(b),
-        other => Err(rusqlite::Error::InvalidColumnType(i, String::new(), other.data_type())),
-    }
-}
-
 fn max_attempts(conn: &Connection, id: &str) -> Result<u32, StoreError> {
     conn.query_row("SELECT max_attempts FROM campaigns WHERE id = ?1", [id], |r| r.get(0))
         .optional()?
@@ -825,7 +671,7 @@ impl Store {
         let tx = conn.transaction()?;
         // The first read starts this transaction's snapshot.
         let max_attempts = max_attempts(&tx, id)?;
-        let mut fetch = Some(self.fetch_measurements_apart(id));
+        let fetch = Fetch::start(self.path(), id);
         let stamp = super::sqlite::report_stamp(&tx, id)?;
         let mut c = CampaignColumns::default();
         let mut last = Last::default();
@@ -858,7 +704,8 @@ impl Store {
         c.t_attempts = vec![0; c.t_idx.len()];
         {
             let mut st = tx.prepare(
-                "SELECT trial_idx, attempt, status, device, untether, soak_start_s, phases, reasons, labels, state_digest
+                "SELECT trial_idx, attempt, status, device, untether, soak_start_s, phases, reasons, labels, state_digest,
+                    battery
                  FROM attempt_report WHERE campaign = ?1 ORDER BY trial_idx, attempt",
             )?;
             // The state JSON of an attempt recorded before its digest was kept.
@@ -892,6 +739,7 @@ impl Store {
                     untether: text_or_null(r, 4)?.and_then(UntetherMode::parse),
                     soak_start_s: real(r, 5)?,
                     soak_s: soak_seconds(text(r, 6)?),
+                    has_battery: r.get(10)?,
                 };
                 c.push_attempt(&mut last, a);
                 if !valid {
@@ -925,38 +773,14 @@ impl Store {
         // The rule of `Store::trials`.
         c.t_outcome =
             c.t_attempts.iter().zip(&valid_of).map(|(&n, &v)| super::sqlite::outcome(n, v, max_attempts)).collect();
-        // The battery flags and attestations while the measurements are still being read.
-        // Flags only: no blob is read. In table order, a rowid range as the measurements
-        // (through the primary key it is a B-tree seek per row), so the rows come as they
-        // were recorded and each finds its attempt by a binary search.
-        if let Some((lo, hi)) = rowids_after_attempts(&tx, id, "series")? {
-            let mut st = tx.prepare(
-                "SELECT trial_idx, attempt FROM series
-                 WHERE rowid BETWEEN ?3 AND ?4 AND +campaign = ?1 AND name = ?2 AND length(points) > 0",
-            )?;
-            let mut rows = st.query(rusqlite::params![id, BATTERY_PCT, lo, hi])?;
-            while let Some(r) = rows.next()? {
-                if let Some(row) = c.attempt_row((r.get(0)?, r.get(1)?)) {
-                    c.a_has_battery[row] = true;
-                }
-            }
-        }
         let mut at = Cursor { i: 0 };
         for (key, x) in attested {
             if let Some(row) = at.seek(&c, key) {
                 c.attestations.push((row as u32, x));
             }
         }
-        // Measurements on a second connection, on a second thread, while the attempts
-        // are read here. Its transaction starts after this one's, so it sees every
-        // attempt read here with all its measurements (they commit together).
-        let raw = match fetch.take() {
-            Some(f) => {
-                f.join().unwrap_or_else(|_| Err(StoreError::Internal("reading measurements panicked".into())))?
-            }
-            None => fetch_measurements(&tx, id)?,
-        };
-        place_measurements(&mut c, raw.0, &raw.1);
+        // The measurements, read meanwhile on connections of their own (see `Fetch`).
+        fetch.join()?.place(&mut c);
         tx.commit()?;
         Ok((c, stamp))
     }
@@ -1194,6 +1018,34 @@ mod tests {
         // The battery series are found the same way (the first and last recorded attempts have none).
         assert_eq!(read.a_has_battery.iter().filter(|&&b| b).count(), 2);
         assert_eq!(store.read_columns(&other.id).unwrap().m_value.len(), 12 + 10);
+    }
+
+    #[test]
+    fn rows_stored_out_of_seq_order_and_across_both_read_parts_come_in_seq_order() {
+        let (record, trials, attempts) = varied();
+        let (_dir, store) = store_of(&record, &trials, &attempts, 2);
+        let before = store.read_columns(&record.id).unwrap();
+        // Each attempt's first two measurements swap places in seq, not in table order.
+        store
+            .lock()
+            .execute_batch(
+                "UPDATE measurements SET seq = -1 WHERE seq = 0;
+                 UPDATE measurements SET seq = 0 WHERE seq = 1 AND EXISTS (SELECT 1 FROM measurements m
+                     WHERE m.campaign = measurements.campaign AND m.trial_idx = measurements.trial_idx
+                         AND m.attempt = measurements.attempt AND m.seq = -1);
+                 UPDATE measurements SET seq = 1 WHERE seq = -1 AND EXISTS (SELECT 1 FROM measurements m
+                     WHERE m.campaign = measurements.campaign AND m.trial_idx = measurements.trial_idx
+                         AND m.attempt = measurements.attempt AND m.seq = 0);
+                 UPDATE measurements SET seq = 0 WHERE seq = -1;",
+            )
+            .unwrap();
+        let read = read_with_battery(&store, &record.id);
+        assert_eq!(read, from_store_records(&store, &record.id));
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_ne!(bits(&read.m_value), bits(&before.m_value), "the swap shows");
+        // The rows are read in two parts: the attempts on both sides of the cut are whole.
+        let n: i64 = store.lock().query_row("SELECT count(*) FROM measurements", [], |r| r.get(0)).unwrap();
+        assert_eq!(read.m_value.len() as i64, n);
     }
 
     #[test]

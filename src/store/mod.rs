@@ -5,6 +5,7 @@ mod attempt_row;
 mod batch;
 mod columns;
 mod findings;
+mod measurement_columns;
 mod operator_steps;
 mod records;
 mod schedule_slots;

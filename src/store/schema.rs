@@ -291,6 +291,20 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE campaigns ADD COLUMN plan_head TEXT;
     UPDATE campaigns SET plan_head = CASE WHEN json_valid(plan_json) THEN json_remove(plan_json, '$.trials') END;
     "#,
+    // 12: what a report reads without a walk over every row of a table. `trials_moved`:
+    // the report stamp (`sqlite::report_stamp`) lists the moved trials on every `lab
+    // report`, and a move is the only update of a trial after its campaign is created.
+    // `attempt_report.battery`: the attempt has a battery curve to draw (a non-empty
+    // `battery_pct` series, `SeriesRow::is_battery`), which took a read of the whole
+    // series table, blobs and all.
+    r#"
+    CREATE INDEX trials_moved ON trials (campaign, idx) WHERE moved_from IS NOT NULL;
+    ALTER TABLE attempt_report ADD COLUMN battery INTEGER NOT NULL DEFAULT 0;
+    UPDATE attempt_report SET battery = 1 WHERE EXISTS (
+        SELECT 1 FROM series s
+        WHERE s.campaign = attempt_report.campaign AND s.trial_idx = attempt_report.trial_idx
+            AND s.attempt = attempt_report.attempt AND s.name = 'battery_pct' AND length(s.points) > 0);
+    "#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<u32> {
@@ -319,6 +333,7 @@ pub(crate) fn open_at_version(path: &std::path::Path, version: usize) -> Connect
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measure::{BATTERY_PCT, Series};
     use crate::store::{CampaignStatus, Store};
 
     #[test]
@@ -348,40 +363,49 @@ mod tests {
         assert!(s.alerts_of_schedule("w").unwrap().is_empty());
     }
 
+    /// A store (in the folder returned, at the path returned) with the campaign of the
+    /// report fixture's `data` and its attempts recorded, as `lab run` would leave it.
+    fn stored(data: &crate::report::test_fixture::Records) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lab.db");
+        let s = Store::open(&path).unwrap();
+        s.create_campaign(&new_campaign(data), 2, 1).unwrap();
+        for a in &data.attempts {
+            s.record_attempt(a.clone()).unwrap();
+        }
+        (dir, path)
+    }
+
+    /// The campaign of the report fixture's `records`, as `lab run` would create it.
+    fn new_campaign(data: &crate::report::test_fixture::Records) -> crate::store::NewCampaign {
+        crate::store::NewCampaign {
+            id: data.campaign.id.clone(),
+            runbook_name: "rb".into(),
+            runbook_path: "rb.toml".into(),
+            runbook_text: String::new(),
+            runbook_sha256: String::new(),
+            lab_text: String::new(),
+            lab_sha256: String::new(),
+            content_hashes: serde_json::json!({}),
+            tool_version: "0".into(),
+            seed: 1,
+            created_at: "t".into(),
+            plan_json: "{}".into(),
+            planned_trials: data.trials.iter().map(|t| t.row.clone()).collect(),
+        }
+    }
+
     #[test]
     fn a_version_9_store_gains_attempt_report_rows_that_read_their_state_json() {
         let data = crate::report::test_fixture::records("old");
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("lab.db");
-        {
-            let s = Store::open(&path).unwrap();
-            let rows: Vec<_> = data.trials.iter().map(|t| t.row.clone()).collect();
-            let new = crate::store::NewCampaign {
-                id: "old".into(),
-                runbook_name: "rb".into(),
-                runbook_path: "rb.toml".into(),
-                runbook_text: String::new(),
-                runbook_sha256: String::new(),
-                lab_text: String::new(),
-                lab_sha256: String::new(),
-                content_hashes: serde_json::json!({}),
-                tool_version: "0".into(),
-                seed: 1,
-                created_at: "t".into(),
-                plan_json: "{}".into(),
-                planned_trials: rows,
-            };
-            s.create_campaign(&new, 2, 1).unwrap();
-            for a in &data.attempts {
-                s.record_attempt(a.clone()).unwrap();
-            }
-        }
+        let (_dir, path) = stored(&data);
         let expected = Store::open(&path).unwrap().read_columns("old").unwrap();
         {
             // As a version 9 store left them: no attempt_report.
             let conn = Connection::open(&path).unwrap();
             conn.execute_batch(
-                "DROP TABLE attempt_report; ALTER TABLE campaigns DROP COLUMN plan_head; PRAGMA user_version = 9;",
+                "DROP TABLE attempt_report; ALTER TABLE campaigns DROP COLUMN plan_head; DROP INDEX trials_moved;
+                 PRAGMA user_version = 9;",
             )
             .unwrap();
         }
@@ -393,6 +417,51 @@ mod tests {
         assert_eq!(n, data.attempts.len() as i64, "every old attempt backfilled, without a digest");
         assert_eq!(s.read_columns("old").unwrap(), expected, "the same columns, the state from the JSON");
         assert!(!expected.states.groups.is_empty());
+    }
+
+    #[test]
+    fn a_version_11_store_gains_battery_flags_from_its_series_and_an_index_of_moved_trials() {
+        let mut data = crate::report::test_fixture::records("old");
+        // Every kind: a curve, an empty one, another series only, none.
+        let points = vec![(0.0, 100.0), (60.0, 99.5)];
+        for (i, a) in data.attempts.iter_mut().enumerate() {
+            a.series = match i % 4 {
+                0 => vec![Series::new(BATTERY_PCT, "%", "sim", points.clone())],
+                1 => vec![Series::new(BATTERY_PCT, "%", "sim", vec![])],
+                2 => vec![Series::new("temp_c", "°C", "sim", points.clone())],
+                _ => vec![],
+            };
+        }
+        let (_dir, path) = stored(&data);
+        let s = Store::open(&path).unwrap();
+        let flags = |s: &Store| -> Vec<i64> {
+            let conn = s.lock();
+            let mut st = conn.prepare("SELECT battery FROM attempt_report ORDER BY trial_idx, attempt").unwrap();
+            st.query_map([], |r| r.get(0)).unwrap().collect::<Result<_, _>>().unwrap()
+        };
+        let written = flags(&s);
+        assert_eq!(written.iter().sum::<i64>(), data.attempts.len().div_ceil(4) as i64, "{written:?}");
+        let expected = s.read_columns("old").unwrap();
+        drop(s);
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(
+                "DROP INDEX trials_moved; ALTER TABLE attempt_report DROP COLUMN battery; PRAGMA user_version = 11;",
+            )
+            .unwrap();
+        }
+        let s = Store::open(&path).unwrap();
+        assert_eq!(flags(&s), written, "the flags backfilled are those written with the attempts");
+        assert_eq!(s.read_columns("old").unwrap(), expected);
+        let plan: String = s
+            .lock()
+            .query_row(
+                "EXPLAIN QUERY PLAN SELECT idx FROM trials WHERE campaign = 'old' AND moved_from IS NOT NULL",
+                [],
+                |r| r.get(3),
+            )
+            .unwrap();
+        assert!(plan.contains("trials_moved"), "{plan}");
     }
 
     #[test]

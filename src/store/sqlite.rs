@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::attempt_row::AttemptRow;
+use super::attempt_row::{AttemptRow, SeriesRow};
 use super::batch::{self, AttemptQueue, Turn};
 use super::records::*;
 use super::schema;
@@ -175,8 +175,8 @@ fn insert_attempt(tx: &rusqlite::Transaction<'_>, a: &AttemptRow) -> Result<(), 
     }
     tx.prepare_cached(
         "INSERT INTO attempt_report (campaign, trial_idx, attempt, status, device, untether, soak_start_s, phases,
-            reasons, labels, state_digest)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            reasons, labels, state_digest, battery)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
     )?
     .execute(params![
         a.campaign,
@@ -189,7 +189,8 @@ fn insert_attempt(tx: &rusqlite::Transaction<'_>, a: &AttemptRow) -> Result<(), 
         a.phases,
         a.reasons,
         a.labels,
-        a.state_digest
+        a.state_digest,
+        a.series.iter().any(SeriesRow::is_battery)
     ])?;
     {
         let mut st = tx.prepare_cached(
@@ -848,8 +849,9 @@ pub(super) fn report_stamp(conn: &Connection, id: &str) -> Result<String, StoreE
     conn.query_row(
         "SELECT c.status || '|' || COALESCE(c.finished_at, '') || '|' || COALESCE(c.note, '') || '|'
                 || COALESCE(c.footprint_json, '') || '|' || c.runbook_sha256 || '|'
-                || (SELECT count(*) || '/' || total(device_order) FROM trials WHERE campaign = c.id) || '|'
-                -- A move is the one update of a trial in place: the moved ones in full.
+                || (SELECT count(*) FROM trials WHERE campaign = c.id) || '|'
+                -- Trials are only inserted with their campaign, and a move is the one
+                -- update of a trial after that: the moved ones in full (index trials_moved).
                 || (SELECT COALESCE(group_concat(idx || ':' || device || ':' || device_order, ','), '')
                     FROM trials WHERE campaign = c.id AND moved_from IS NOT NULL) || '|'
                 || (SELECT count(*) || '/' || COALESCE(max(rowid), 0) FROM attempts WHERE campaign = c.id)
