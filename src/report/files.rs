@@ -130,7 +130,10 @@ fn replace(tmp: &Path, path: &Path) -> io::Result<()> {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
-        if renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RenameFlags::RENAME_EXCHANGE).is_ok() {
+        // Only over a file: a folder in the way stays where it is and fails the rename.
+        if fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
+            && renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RenameFlags::RENAME_EXCHANGE).is_ok()
+        {
             return fs::remove_file(tmp);
         }
     }
@@ -251,6 +254,22 @@ mod tests {
         fs::remove_file(&files.json).unwrap();
         assert!(!files_current(dir.path(), "store 1"), "a file gone");
         assert!(write_stamp(dir.path(), "store 1").unwrap_err().to_string().contains("missing"));
+    }
+
+    #[test]
+    fn a_folder_where_a_file_goes_is_left_alone_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = test_fixture::campaign("c1");
+        fs::create_dir_all(dir.path().join("report.md").join("inside")).unwrap();
+        let err = write_all(&build_report(&data), &data, dir.path()).unwrap_err();
+        assert!(err.to_string().contains("report.md"), "{err}");
+        assert!(dir.path().join("report.md/inside").is_dir(), "the folder is where it was");
+        let left: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".tmp-"))
+            .collect();
+        assert!(left.is_empty(), "temporary files left: {left:?}");
     }
 
     #[test]
