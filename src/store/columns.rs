@@ -545,7 +545,7 @@ fn text_or_null<'r>(r: &'r Row<'_>, i: usize) -> rusqlite::Result<Option<&'r str
 }
 
 /// A REAL column; an INTEGER is widened, as `Row::get::<f64>` does.
-fn real(r: &Row<'_>, i: usize) -> rusqlite::Result<f64> {
+pub(super) fn real(r: &Row<'_>, i: usize) -> rusqlite::Result<f64> {
     match r.get_ref(i)? {
         ValueRef::Real(x) => Ok(x),
         ValueRef::Integer(x) => Ok(x as f64),
@@ -596,56 +596,6 @@ impl Cursor {
         }
         (self.i < c.attempts() && at(self.i) == key).then_some(self.i)
     }
-}
-
-/// The rowids of campaign `id`'s first and last row in `table` (`measurements` or
-/// `series`), found from its attempts: `min(rowid)` over the table's primary key walks
-/// every one of its entries (a tenth of a large report's time), over the attempts' only
-/// a seventh as many.
-///
-/// It rests on how rows are written: attempts, measurements and series are only ever
-/// inserted (never deleted or updated in place), one attempt at a time on one
-/// connection, the attempt's row and then its rows, so rowids grow in that order in
-/// every table (SQLite gives a new row the largest rowid plus one). The first row is
-/// then the first of the earliest attempt that has any, the last the last of the latest.
-pub(super) fn rowids_after_attempts(tx: &Connection, id: &str, table: &str) -> Result<Option<(i64, i64)>, StoreError> {
-    let (first, last): (Option<i64>, Option<i64>) =
-        tx.query_row("SELECT min(rowid), max(rowid) FROM attempts WHERE campaign = ?1", [id], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })?;
-    let (Some(first), Some(last)) = (first, last) else { return Ok(None) };
-    // None at all (host devices keep no series): no walk over every attempt looking.
-    let any =
-        tx.query_row(&format!("SELECT 1 FROM {table} WHERE campaign = ?1 LIMIT 1"), [id], |_| Ok(())).optional()?;
-    if any.is_none() {
-        return Ok(None);
-    }
-    let mut ends = tx.prepare(&format!(
-        "SELECT min(rowid), max(rowid) FROM {table} WHERE campaign = ?1 AND trial_idx = ?2 AND attempt = ?3"
-    ))?;
-    // `from_end`: the last attempt with measurements and its last one, else the first's first.
-    let mut end_of = |from_end: bool| -> Result<Option<i64>, StoreError> {
-        // `+campaign`: the rowid range is walked, in the order asked, until an attempt
-        // with measurements.
-        let mut st = tx.prepare(if from_end {
-            "SELECT trial_idx, attempt FROM attempts WHERE rowid BETWEEN ?2 AND ?3 AND +campaign = ?1 ORDER BY rowid DESC"
-        } else {
-            "SELECT trial_idx, attempt FROM attempts WHERE rowid BETWEEN ?2 AND ?3 AND +campaign = ?1 ORDER BY rowid"
-        })?;
-        let mut rows = st.query(rusqlite::params![id, first, last])?;
-        while let Some(r) = rows.next()? {
-            let (idx, attempt): (u32, u32) = (r.get(0)?, r.get(1)?);
-            let (lo, hi): (Option<i64>, Option<i64>) =
-                ends.query_row(rusqlite::params![id, idx, attempt], |m| Ok((m.get(0)?, m.get(1)?)))?;
-            if let Some(at) = if from_end { hi } else { lo } {
-                return Ok(Some(at));
-            }
-        }
-        Ok(None)
-    };
-    let lo = end_of(false)?;
-    let hi = end_of(true)?;
-    Ok(lo.zip(hi))
 }
 
 fn max_attempts(conn: &Connection, id: &str) -> Result<u32, StoreError> {
