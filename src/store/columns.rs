@@ -598,6 +598,15 @@ impl Cursor {
     }
 }
 
+/// An attempt's first non-empty battery series: its `attempt_report` row, then its range
+/// of series ids.
+pub(super) const BATTERY_POINTS: &str = "
+    SELECT s.points FROM attempt_report r JOIN series s ON s.id BETWEEN r.series_from AND r.series_to
+    WHERE r.campaign = ?1 AND r.trial_idx = ?2 AND r.attempt = ?3
+        AND s.campaign = r.campaign AND s.trial_idx = r.trial_idx AND s.attempt = r.attempt
+        AND s.name = ?4 AND length(s.points) > 0
+    ORDER BY s.seq LIMIT 1";
+
 fn max_attempts(conn: &Connection, id: &str) -> Result<u32, StoreError> {
     conn.query_row("SELECT max_attempts FROM campaigns WHERE id = ?1", [id], |r| r.get(0))
         .optional()?
@@ -736,14 +745,11 @@ impl Store {
     }
 
     /// The first non-empty `battery_pct` series of each (trial idx, attempt), in the
-    /// order asked; `None` where the attempt has none. One primary-key lookup each.
+    /// order asked; `None` where the attempt has none. A lookup of its `attempt_report` row
+    /// and a walk over its series' ids each.
     pub fn battery_points(&self, id: &str, attempts: &[(u32, u32)]) -> Result<Vec<Option<Points>>, StoreError> {
         let conn = self.lock();
-        let mut st = conn.prepare(
-            "SELECT points FROM series
-             WHERE campaign = ?1 AND trial_idx = ?2 AND attempt = ?3 AND name = ?4 AND length(points) > 0
-             ORDER BY seq LIMIT 1",
-        )?;
+        let mut st = conn.prepare(BATTERY_POINTS)?;
         let mut out = Vec::with_capacity(attempts.len());
         for &(idx, attempt) in attempts {
             let mut rows = st.query(rusqlite::params![id, idx, attempt, BATTERY_PCT])?;

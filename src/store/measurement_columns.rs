@@ -98,7 +98,8 @@ fn open_reader(path: &std::path::Path) -> Result<Connection, StoreError> {
 /// (never deleted or updated in place), one attempt at a time on one connection, the
 /// attempt's row and then its measurements, so rowids grow in that order in both tables
 /// (SQLite gives a new row the largest rowid plus one). The first measurement is then
-/// the first of the earliest attempt that has any, the last the last of the latest.
+/// the first of the earliest attempt that has any, the last the last of the latest; each
+/// attempt's `attempt_report` row holds the ids of its first and last.
 fn measurement_rowids(tx: &Connection, id: &str) -> Result<Option<(i64, i64)>, StoreError> {
     let (first, last): (Option<i64>, Option<i64>) =
         tx.query_row("SELECT min(rowid), max(rowid) FROM attempts WHERE campaign = ?1", [id], |r| {
@@ -106,12 +107,19 @@ fn measurement_rowids(tx: &Connection, id: &str) -> Result<Option<(i64, i64)>, S
         })?;
     let (Some(first), Some(last)) = (first, last) else { return Ok(None) };
     // None at all: no walk over every attempt looking.
-    let any = tx.query_row("SELECT 1 FROM measurements WHERE campaign = ?1 LIMIT 1", [id], |_| Ok(())).optional()?;
+    let any = tx
+        .query_row(
+            "SELECT 1 FROM attempt_report WHERE campaign = ?1 AND measurements_from IS NOT NULL LIMIT 1",
+            [id],
+            |_| Ok(()),
+        )
+        .optional()?;
     if any.is_none() {
         return Ok(None);
     }
     let mut ends = tx.prepare(
-        "SELECT min(rowid), max(rowid) FROM measurements WHERE campaign = ?1 AND trial_idx = ?2 AND attempt = ?3",
+        "SELECT measurements_from, measurements_to FROM attempt_report
+         WHERE campaign = ?1 AND trial_idx = ?2 AND attempt = ?3",
     )?;
     // `from_end`: the last attempt with measurements and its last one, else the first's first.
     let mut end_of = |from_end: bool| -> Result<Option<i64>, StoreError> {
@@ -125,8 +133,10 @@ fn measurement_rowids(tx: &Connection, id: &str) -> Result<Option<(i64, i64)>, S
         let mut rows = st.query(rusqlite::params![id, first, last])?;
         while let Some(r) = rows.next()? {
             let (idx, attempt): (u32, u32) = (r.get(0)?, r.get(1)?);
-            let (lo, hi): (Option<i64>, Option<i64>) =
-                ends.query_row(rusqlite::params![id, idx, attempt], |m| Ok((m.get(0)?, m.get(1)?)))?;
+            let (lo, hi): (Option<i64>, Option<i64>) = ends
+                .query_row(rusqlite::params![id, idx, attempt], |m| Ok((m.get(0)?, m.get(1)?)))
+                .optional()?
+                .unwrap_or_default();
             if let Some(at) = if from_end { hi } else { lo } {
                 return Ok(Some(at));
             }
@@ -145,9 +155,8 @@ fn split(lo: i64, hi: i64, n: usize) -> Vec<(i64, i64)> {
     (0..n).map(|i| (lo + len * i / n, lo + len * (i + 1) / n - 1)).collect()
 }
 
-/// The measurements of campaign `id` with rowids in `lo..=hi`, in table order — where
-/// one attempt's rows are consecutive and attempts come as they were recorded. Reading
-/// them in key order through the primary key instead costs a B-tree seek per row.
+/// The measurements of campaign `id` with ids in `lo..=hi`, in table order — where one
+/// attempt's rows are consecutive and attempts come as they were recorded.
 fn read_part(tx: &Connection, id: &str, lo: i64, hi: i64) -> Result<Part, StoreError> {
     let mut names = Names::default();
     // Rows of other campaigns can lie in the range, but mostly it is this one's: one

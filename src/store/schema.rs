@@ -305,6 +305,63 @@ pub const MIGRATIONS: &[&str] = &[
         WHERE s.campaign = attempt_report.campaign AND s.trial_idx = attempt_report.trial_idx
             AND s.attempt = attempt_report.attempt AND s.name = 'battery_pct' AND length(s.points) > 0);
     "#,
+    // 13: measurements and series keyed by an id of their own (`INTEGER PRIMARY KEY`, so
+    // that a VACUUM keeps it) in the order they were written, and found through their
+    // attempt's `attempt_report` row: `measurements_from..=measurements_to` and
+    // `series_from..=series_to` hold every row of the attempt (NULL: it has none). The
+    // key (campaign, trial_idx, attempt, seq) they had was an index written at a random
+    // leaf for every attempt (trials that end together are far apart in index order),
+    // two of the four a recorded attempt dirtied; ids only grow. An attempt's rows are
+    // written together on one connection, so its range holds no other attempt's rows;
+    // readers still check the key of each row.
+    r#"
+    CREATE TABLE measurements_by_id (
+        id              INTEGER PRIMARY KEY,
+        campaign        TEXT NOT NULL,
+        trial_idx       INTEGER NOT NULL,
+        attempt         INTEGER NOT NULL,
+        seq             INTEGER NOT NULL,
+        metric          TEXT NOT NULL,
+        value           REAL NOT NULL,
+        unit            TEXT NOT NULL,
+        source          TEXT NOT NULL,
+        FOREIGN KEY (campaign, trial_idx, attempt) REFERENCES attempts(campaign, trial_idx, attempt)
+    );
+    INSERT INTO measurements_by_id (campaign, trial_idx, attempt, seq, metric, value, unit, source)
+        SELECT campaign, trial_idx, attempt, seq, metric, value, unit, source FROM measurements ORDER BY rowid;
+    DROP TABLE measurements;
+    ALTER TABLE measurements_by_id RENAME TO measurements;
+    CREATE TABLE series_by_id (
+        id              INTEGER PRIMARY KEY,
+        campaign        TEXT NOT NULL,
+        trial_idx       INTEGER NOT NULL,
+        attempt         INTEGER NOT NULL,
+        seq             INTEGER NOT NULL,
+        name            TEXT NOT NULL,
+        unit            TEXT NOT NULL,
+        source          TEXT NOT NULL,
+        points          BLOB NOT NULL,
+        FOREIGN KEY (campaign, trial_idx, attempt) REFERENCES attempts(campaign, trial_idx, attempt)
+    );
+    INSERT INTO series_by_id (campaign, trial_idx, attempt, seq, name, unit, source, points)
+        SELECT campaign, trial_idx, attempt, seq, name, unit, source, points FROM series ORDER BY rowid;
+    DROP TABLE series;
+    ALTER TABLE series_by_id RENAME TO series;
+    ALTER TABLE attempt_report ADD COLUMN measurements_from INTEGER;
+    ALTER TABLE attempt_report ADD COLUMN measurements_to INTEGER;
+    ALTER TABLE attempt_report ADD COLUMN series_from INTEGER;
+    ALTER TABLE attempt_report ADD COLUMN series_to INTEGER;
+    UPDATE attempt_report SET measurements_from = m.lo, measurements_to = m.hi
+        FROM (SELECT campaign, trial_idx, attempt, min(id) AS lo, max(id) AS hi FROM measurements
+              GROUP BY campaign, trial_idx, attempt) AS m
+        WHERE m.campaign = attempt_report.campaign AND m.trial_idx = attempt_report.trial_idx
+            AND m.attempt = attempt_report.attempt;
+    UPDATE attempt_report SET series_from = s.lo, series_to = s.hi
+        FROM (SELECT campaign, trial_idx, attempt, min(id) AS lo, max(id) AS hi FROM series
+              GROUP BY campaign, trial_idx, attempt) AS s
+        WHERE s.campaign = attempt_report.campaign AND s.trial_idx = attempt_report.trial_idx
+            AND s.attempt = attempt_report.attempt;
+    "#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<u32> {
@@ -395,6 +452,30 @@ mod tests {
         }
     }
 
+    /// Takes a store's tables back to what migration 13 found: measurements and series
+    /// keyed by (campaign, trial_idx, attempt, seq), their rowids in the order written,
+    /// no id ranges in `attempt_report`.
+    const BACK_TO_12: &str = "
+        CREATE TABLE m12 (campaign TEXT NOT NULL, trial_idx INTEGER NOT NULL, attempt INTEGER NOT NULL,
+            seq INTEGER NOT NULL, metric TEXT NOT NULL, value REAL NOT NULL, unit TEXT NOT NULL, source TEXT NOT NULL,
+            PRIMARY KEY (campaign, trial_idx, attempt, seq),
+            FOREIGN KEY (campaign, trial_idx, attempt) REFERENCES attempts(campaign, trial_idx, attempt));
+        INSERT INTO m12 SELECT campaign, trial_idx, attempt, seq, metric, value, unit, source FROM measurements ORDER BY id;
+        DROP TABLE measurements;
+        ALTER TABLE m12 RENAME TO measurements;
+        CREATE TABLE s12 (campaign TEXT NOT NULL, trial_idx INTEGER NOT NULL, attempt INTEGER NOT NULL,
+            seq INTEGER NOT NULL, name TEXT NOT NULL, unit TEXT NOT NULL, source TEXT NOT NULL, points BLOB NOT NULL,
+            PRIMARY KEY (campaign, trial_idx, attempt, seq),
+            FOREIGN KEY (campaign, trial_idx, attempt) REFERENCES attempts(campaign, trial_idx, attempt));
+        INSERT INTO s12 SELECT campaign, trial_idx, attempt, seq, name, unit, source, points FROM series ORDER BY id;
+        DROP TABLE series;
+        ALTER TABLE s12 RENAME TO series;
+        ALTER TABLE attempt_report DROP COLUMN measurements_from;
+        ALTER TABLE attempt_report DROP COLUMN measurements_to;
+        ALTER TABLE attempt_report DROP COLUMN series_from;
+        ALTER TABLE attempt_report DROP COLUMN series_to;
+    ";
+
     #[test]
     fn a_version_9_store_gains_attempt_report_rows_that_read_their_state_json() {
         let data = crate::report::test_fixture::records("old");
@@ -403,10 +484,10 @@ mod tests {
         {
             // As a version 9 store left them: no attempt_report.
             let conn = Connection::open(&path).unwrap();
-            conn.execute_batch(
-                "DROP TABLE attempt_report; ALTER TABLE campaigns DROP COLUMN plan_head; DROP INDEX trials_moved;
-                 PRAGMA user_version = 9;",
-            )
+            conn.execute_batch(&format!(
+                "{BACK_TO_12} DROP TABLE attempt_report; ALTER TABLE campaigns DROP COLUMN plan_head;
+                     DROP INDEX trials_moved; PRAGMA user_version = 9;"
+            ))
             .unwrap();
         }
         let s = Store::open(&path).unwrap();
@@ -445,9 +526,10 @@ mod tests {
         drop(s);
         {
             let conn = Connection::open(&path).unwrap();
-            conn.execute_batch(
-                "DROP INDEX trials_moved; ALTER TABLE attempt_report DROP COLUMN battery; PRAGMA user_version = 11;",
-            )
+            conn.execute_batch(&format!(
+                "{BACK_TO_12} DROP INDEX trials_moved; ALTER TABLE attempt_report DROP COLUMN battery;
+                 PRAGMA user_version = 11;"
+            ))
             .unwrap();
         }
         let s = Store::open(&path).unwrap();
@@ -462,6 +544,84 @@ mod tests {
             )
             .unwrap();
         assert!(plan.contains("trials_moved"), "{plan}");
+    }
+
+    #[test]
+    fn a_version_12_store_gains_ids_for_its_measurements_and_series_and_reads_the_same() {
+        let mut data = crate::report::test_fixture::records("old");
+        let points = vec![(0.0, 100.0), (60.0, 99.5)];
+        for (i, a) in data.attempts.iter_mut().enumerate() {
+            a.series = match i % 3 {
+                0 => vec![
+                    Series::new("temp_c", "°C", "sim", points.clone()),
+                    Series::new(BATTERY_PCT, "%", "sim", points.clone()),
+                ],
+                1 => vec![],
+                _ => vec![Series::new("temp_c", "°C", "sim", points.clone())],
+            };
+            if i % 5 == 4 {
+                a.measurements.clear();
+            }
+        }
+        let keys: Vec<(u32, u32)> = data.attempts.iter().map(|a| (a.trial_idx, a.attempt)).collect();
+        let (_dir, path) = stored(&data);
+        let read = |s: &Store| {
+            let points = s.battery_points("old", &keys).unwrap();
+            (s.read_columns("old").unwrap(), s.attempts("old").unwrap(), s.series("old").unwrap(), points)
+        };
+        type Ranges = Vec<((u32, u32), [Option<i64>; 4])>;
+        let ranges = |s: &Store| -> Ranges {
+            let conn = s.lock();
+            let mut st = conn
+                .prepare(
+                    "SELECT trial_idx, attempt, measurements_from, measurements_to, series_from, series_to
+                     FROM attempt_report ORDER BY trial_idx, attempt",
+                )
+                .unwrap();
+            st.query_map([], |r| Ok(((r.get(0)?, r.get(1)?), [r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?])))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        let s = Store::open(&path).unwrap();
+        let expected = read(&s);
+        assert!(expected.3.iter().any(Option::is_some) && expected.3.iter().any(Option::is_none));
+        let written = ranges(&s);
+        // Each attempt's range holds as many rows as it has, and none is there for none.
+        for (key, [mf, mt, sf, st]) in &written {
+            let a = data.attempts.iter().find(|a| (a.trial_idx, a.attempt) == *key).unwrap();
+            let len = |from: &Option<i64>, to: &Option<i64>| from.zip(*to).map_or(0, |(f, t)| t - f + 1);
+            assert_eq!(len(mf, mt), a.measurements.len() as i64, "{key:?}");
+            assert_eq!(len(sf, st), a.series.len() as i64, "{key:?}");
+        }
+        drop(s);
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(&format!("{BACK_TO_12} PRAGMA user_version = 12;")).unwrap();
+        }
+        let s = Store::open(&path).unwrap();
+        assert_eq!(ranges(&s), written, "the ranges backfilled are those written with the attempts");
+        assert_eq!(read(&s), expected, "the same columns, attempts, series and battery curves");
+        let conn = s.lock();
+        for table in ["measurements", "series"] {
+            let indexes: i64 =
+                conn.query_row("SELECT count(*) FROM pragma_index_list(?1)", [table], |r| r.get(0)).unwrap();
+            assert_eq!(indexes, 0, "{table}: no index to write at a random place for every attempt");
+        }
+        // The readers walk each attempt's range of ids, not the table.
+        for sql in [super::super::sqlite::MEASUREMENTS_OF_CAMPAIGN, super::super::sqlite::SERIES_OF_CAMPAIGN] {
+            let mut st = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let plan: Vec<String> = st.query_map(["old"], |r| r.get(3)).unwrap().collect::<Result<_, _>>().unwrap();
+            assert!(plan.iter().any(|p| p.contains("INTEGER PRIMARY KEY (rowid>? AND rowid<?)")), "{plan:?}");
+            assert!(!plan.iter().any(|p| p.starts_with("SCAN")), "{plan:?}");
+        }
+        let mut st = conn.prepare(&format!("EXPLAIN QUERY PLAN {}", super::super::columns::BATTERY_POINTS)).unwrap();
+        let plan: Vec<String> = st
+            .query_map(rusqlite::params!["old", 0, 0, BATTERY_PCT], |r| r.get(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(plan.iter().any(|p| p.contains("INTEGER PRIMARY KEY (rowid>? AND rowid<?)")), "{plan:?}");
     }
 
     #[test]

@@ -140,9 +140,7 @@ pub(super) fn outcome(attempts: u32, valid: u32, max_attempts: u32) -> TrialOutc
     }
 }
 
-/// One attempt's rows, inside the caller's transaction (`batch::record` gives each its own
-/// savepoint). An attempt already there is `Duplicate`, and adds nothing.
-/// Writes one attempt's rows. The `attempts` row goes first, and with `OR IGNORE`: an
+/// Writes one attempt's rows, inside the caller's transaction. The `attempts` row goes first, and with `OR IGNORE`: an
 /// attempt that is already there is a `Duplicate` before anything of it is written, so a
 /// transaction of many attempts needs no savepoint for it (`batch::record`).
 fn insert_attempt(tx: &rusqlite::Transaction<'_>, a: &AttemptRow) -> Result<(), StoreError> {
@@ -173,10 +171,36 @@ fn insert_attempt(tx: &rusqlite::Transaction<'_>, a: &AttemptRow) -> Result<(), 
     if inserted == 0 {
         return Err(StoreError::Duplicate { campaign: a.campaign.clone(), trial: a.trial_idx, attempt: a.attempt });
     }
+    // The attempt's rows get consecutive ids (one connection writes them, in a row); its
+    // `attempt_report` row holds their ranges.
+    let mut measurements = None;
+    {
+        let mut st = tx.prepare_cached(
+            "INSERT INTO measurements (campaign, trial_idx, attempt, seq, metric, value, unit, source)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )?;
+        for (seq, m) in a.measurements.iter().enumerate() {
+            st.execute(params![a.campaign, a.trial_idx, a.attempt, seq as u32, m.metric, m.value, m.unit, m.source])?;
+            let id = tx.last_insert_rowid();
+            measurements = Some((measurements.map_or(id, |(from, _)| from), id));
+        }
+    }
+    let mut series = None;
+    {
+        let mut st = tx.prepare_cached(
+            "INSERT INTO series (campaign, trial_idx, attempt, seq, name, unit, source, points)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )?;
+        for (seq, s) in a.series.iter().enumerate() {
+            st.execute(params![a.campaign, a.trial_idx, a.attempt, seq as u32, s.name, s.unit, s.source, s.points])?;
+            let id = tx.last_insert_rowid();
+            series = Some((series.map_or(id, |(from, _)| from), id));
+        }
+    }
     tx.prepare_cached(
         "INSERT INTO attempt_report (campaign, trial_idx, attempt, status, device, untether, soak_start_s, phases,
-            reasons, labels, state_digest, battery)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            reasons, labels, state_digest, battery, measurements_from, measurements_to, series_from, series_to)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
     )?
     .execute(params![
         a.campaign,
@@ -190,24 +214,12 @@ fn insert_attempt(tx: &rusqlite::Transaction<'_>, a: &AttemptRow) -> Result<(), 
         a.reasons,
         a.labels,
         a.state_digest,
-        a.series.iter().any(SeriesRow::is_battery)
+        a.series.iter().any(SeriesRow::is_battery),
+        measurements.map(|(from, _)| from),
+        measurements.map(|(_, to)| to),
+        series.map(|(from, _)| from),
+        series.map(|(_, to)| to)
     ])?;
-    {
-        let mut st = tx.prepare_cached(
-            "INSERT INTO measurements (campaign, trial_idx, attempt, seq, metric, value, unit, source)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        )?;
-        for (seq, m) in a.measurements.iter().enumerate() {
-            st.execute(params![a.campaign, a.trial_idx, a.attempt, seq as u32, m.metric, m.value, m.unit, m.source])?;
-        }
-        let mut st = tx.prepare_cached(
-            "INSERT INTO series (campaign, trial_idx, attempt, seq, name, unit, source, points)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        )?;
-        for (seq, s) in a.series.iter().enumerate() {
-            st.execute(params![a.campaign, a.trial_idx, a.attempt, seq as u32, s.name, s.unit, s.source, s.points])?;
-        }
-    }
     if !a.attestations.is_empty() {
         super::operator_steps::insert_attestations(tx, &a.campaign, a.trial_idx, a.attempt, &a.attestations)?;
     }
@@ -232,11 +244,23 @@ pub(super) fn merge<T>(
     }
 }
 
+/// A campaign's series, in (trial, attempt, seq) order: each attempt's `attempt_report`
+/// row, then its range of series ids (the key is checked all the same).
+pub(super) const SERIES_OF_CAMPAIGN: &str = "
+    SELECT s.trial_idx, s.attempt, s.name, s.unit, s.source, s.points
+    FROM attempt_report r JOIN series s ON s.id BETWEEN r.series_from AND r.series_to
+    WHERE r.campaign = ?1 AND s.campaign = r.campaign AND s.trial_idx = r.trial_idx AND s.attempt = r.attempt
+    ORDER BY r.trial_idx, r.attempt, s.seq";
+
+/// A campaign's measurements as `SERIES_OF_CAMPAIGN` reads its series.
+pub(super) const MEASUREMENTS_OF_CAMPAIGN: &str = "
+    SELECT m.trial_idx, m.attempt, m.metric, m.value, m.unit, m.source
+    FROM attempt_report r JOIN measurements m ON m.id BETWEEN r.measurements_from AND r.measurements_to
+    WHERE r.campaign = ?1 AND m.campaign = r.campaign AND m.trial_idx = r.trial_idx AND m.attempt = r.attempt
+    ORDER BY r.trial_idx, r.attempt, m.seq";
+
 fn series_rows(conn: &Connection, id: &str) -> Result<Vec<AttemptSeries>, StoreError> {
-    let mut st = conn.prepare(
-        "SELECT trial_idx, attempt, name, unit, source, points FROM series
-         WHERE campaign = ?1 ORDER BY trial_idx, attempt, seq",
-    )?;
+    let mut st = conn.prepare(SERIES_OF_CAMPAIGN)?;
     let rows = st.query_map([id], |r| {
         let blob: Vec<u8> = r.get(5)?;
         let points = Series::points_from_blob(&blob)
@@ -734,10 +758,7 @@ impl Store {
                 })
             })?
             .collect::<Result<_, _>>()?;
-        let mut st = conn.prepare(
-            "SELECT trial_idx, attempt, metric, value, unit, source FROM measurements
-             WHERE campaign = ?1 ORDER BY trial_idx, attempt, seq",
-        )?;
+        let mut st = conn.prepare(MEASUREMENTS_OF_CAMPAIGN)?;
         let measurements = st
             .query_map([id], |r| {
                 let m = Measurement { metric: r.get(2)?, value: r.get(3)?, unit: r.get(4)?, source: r.get(5)? };
