@@ -94,7 +94,7 @@ fn run() -> i32 {
     });
     lab_rows.push(("lab report --format json, files rewritten".into(), rewrite));
 
-    let (history_warm, history_cold) = history_bench(runs);
+    let (history_warm, history_cold, history_agrees) = history_bench(runs);
 
     let figures = dir.join("pandas-figures.json");
     let pandas = if has_pandas(&python) {
@@ -148,6 +148,10 @@ fn run() -> i32 {
         };
         print_row(&what, p, None, "start-up and imports included");
     }
+    if !history_agrees {
+        println!("report_scale: lab history recomputed from the measurements differs from the stored summaries");
+        return 1;
+    }
     let all_ok = run.ok && lab_rows.iter().all(|(_, m)| m.ok) && pandas.is_none_or(|p| p.ok);
     if !all_ok {
         println!(
@@ -181,7 +185,7 @@ fn run() -> i32 {
 /// its rows copied 99 times in SQL as later campaigns, then `lab history` with the
 /// summaries stored (as every run leaves them) and with them deleted first (each
 /// campaign's recomputed from its measurements).
-fn history_bench(runs: usize) -> (Measured, Measured) {
+fn history_bench(runs: usize) -> (Measured, Measured, bool) {
     let dir = tempfile::tempdir().expect("tempdir");
     let lab_file = dir.path().join("lab.toml");
     fs::copy(Path::new(ROOT).join("lab.toml"), &lab_file).expect("copy lab.toml");
@@ -210,7 +214,15 @@ fn history_bench(runs: usize) -> (Measured, Measured) {
         ("campaign_summaries", "campaign"),
     ];
     let tx = conn.transaction().expect("transaction");
+    // Measurements and series are keyed by ids of their own, found through each attempt's
+    // id ranges in `attempt_report` (migration 13): copy n moves all of them up by n times
+    // the largest, so that they are new and the ranges still hold the copy's rows.
+    let top = |table: &str| -> i64 {
+        tx.query_row(&format!("SELECT coalesce(max(id), 0) FROM {table}"), [], |r| r.get(0)).expect("largest id")
+    };
+    let (measurements_top, series_top) = (top("measurements"), top("series"));
     for n in 1..HISTORY_CAMPAIGNS {
+        let (m, s) = (n as i64 * measurements_top, n as i64 * series_top);
         let copy = format!("{id}-copy{n:03}");
         for (table, key) in tables {
             let cols: Vec<String> = tx
@@ -225,6 +237,10 @@ fn history_bench(runs: usize) -> (Measured, Measured) {
                     ("campaigns", "created_at") => {
                         format!("strftime('%Y-%m-%dT%H:%M:%SZ', created_at, '+{} days')", 7 * n)
                     }
+                    ("measurements", "id") | ("attempt_report", "measurements_from" | "measurements_to") => {
+                        format!("{c} + {m}")
+                    }
+                    ("series", "id") | ("attempt_report", "series_from" | "series_to") => format!("{c} + {s}"),
                     _ => c.clone(),
                 })
                 .collect();
@@ -242,13 +258,28 @@ fn history_bench(runs: usize) -> (Measured, Measured) {
         c.arg("--lab").arg(&lab_file).args(["history", &runbook, "--format", "table"]).stdout(Stdio::null());
         c
     };
+    // What history shows from the stored summaries, and recomputed from the rows: the same
+    // (a copy whose rows it could not find would show none).
+    let shown = || {
+        let out = Command::new(LAB)
+            .arg("--lab")
+            .arg(&lab_file)
+            .args(["history", &runbook, "--format", "json"])
+            .stderr(Stdio::null())
+            .output()
+            .expect("lab history");
+        out.stdout
+    };
+    let stored = shown();
+    conn.execute("DELETE FROM campaign_summaries", []).expect("delete summaries");
+    let agree = stored == shown() && !stored.is_empty();
     measure(&mut history());
     let warm = median_of(runs, || measure(&mut history()));
     let cold = median_of(runs, || {
         conn.execute("DELETE FROM campaign_summaries", []).expect("delete summaries");
         measure(&mut history())
     });
-    (warm, cold)
+    (warm, cold, agree)
 }
 
 /// Runs `lab run` unless `dir` already holds a finished campaign; its figures are kept

@@ -1005,6 +1005,29 @@ mod tests {
     }
 
     #[test]
+    fn attempts_whose_rowids_run_against_their_measurements_ids_still_read_every_measurement() {
+        // As a store copied row by row in key order leaves it: the attempts' rowids no
+        // longer grow with their measurements' ids. The range read comes from each
+        // attempt's own id range, not from which attempt was written first.
+        let (record, trials, attempts) = varied();
+        let (_dir, store) = store_of(&record, &trials, &attempts, 2);
+        let before = store.read_columns(&record.id).unwrap();
+        store.lock().execute_batch("UPDATE attempts SET rowid = 1000000 - rowid;").unwrap();
+        let first: (u32, u32) = store
+            .lock()
+            .query_row("SELECT trial_idx, attempt FROM attempts ORDER BY rowid LIMIT 1", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        let last_written = attempts.last().map(|a| (a.trial_idx, a.attempt)).unwrap();
+        assert_eq!(first, last_written, "the rowids run backwards");
+        let read = read_with_battery(&store, &record.id);
+        assert_eq!(read, from_store_records(&store, &record.id));
+        assert_eq!(read.m_value.len(), before.m_value.len());
+        assert_eq!(read.m_value.len(), 12);
+    }
+
+    #[test]
     fn varied_attempts_read_back_field_by_field() {
         let (record, trials, attempts) = varied();
         let (_dir, store) = store_of(&record, &trials, &attempts, 2);
