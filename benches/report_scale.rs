@@ -253,31 +253,28 @@ fn history_bench(runs: usize) -> (Measured, Measured, bool) {
         }
     }
     tx.commit().expect("commit");
-    let history = || {
+    let history = |format: &str| {
         let mut c = Command::new(LAB);
-        c.arg("--lab").arg(&lab_file).args(["history", &runbook, "--format", "table"]).stdout(Stdio::null());
+        c.arg("--lab").arg(&lab_file).args(["history", &runbook, "--format", format]);
+        c
+    };
+    let timed = || {
+        let mut c = history("table");
+        c.stdout(Stdio::null());
         c
     };
     // What history shows from the stored summaries, and recomputed from the rows: the same
-    // (a copy whose rows it could not find would show none).
-    let shown = || {
-        let out = Command::new(LAB)
-            .arg("--lab")
-            .arg(&lab_file)
-            .args(["history", &runbook, "--format", "json"])
-            .stderr(Stdio::null())
-            .output()
-            .expect("lab history");
-        out.stdout
-    };
+    // (a copy whose rows it could not find would show none). History stores what it
+    // recomputes, so the warm runs below read stored summaries again.
+    let shown = || history("json").stderr(Stdio::null()).output().expect("lab history").stdout;
     let stored = shown();
     conn.execute("DELETE FROM campaign_summaries", []).expect("delete summaries");
     let agree = stored == shown() && !stored.is_empty();
-    measure(&mut history());
-    let warm = median_of(runs, || measure(&mut history()));
+    measure(&mut timed());
+    let warm = median_of(runs, || measure(&mut timed()));
     let cold = median_of(runs, || {
         conn.execute("DELETE FROM campaign_summaries", []).expect("delete summaries");
-        measure(&mut history())
+        measure(&mut timed())
     });
     (warm, cold, agree)
 }
