@@ -10,6 +10,8 @@ pub mod collect;
 pub mod config;
 pub mod device;
 pub mod endpoint;
+pub mod fs;
+pub mod import;
 pub mod measure;
 pub mod notify;
 pub mod plan;

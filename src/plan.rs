@@ -325,11 +325,11 @@ pub fn human_duration(secs: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use crate::report::test_fixture;
+    use crate::testing::fixture;
 
     #[test]
     fn the_head_of_a_stored_plan_is_the_plan_without_its_trials() {
-        let mut plan = test_fixture::campaign("c1").plan;
+        let mut plan = fixture::campaign("c1").plan;
         plan.adaptive = Some(crate::config::AdaptiveRepeats { min: 2, max: 6, target_ci: 0.05 });
         assert!(!plan.trials.is_empty());
         let head = super::Plan::head_from_json(&serde_json::to_string(&plan).unwrap()).unwrap();
@@ -339,7 +339,7 @@ mod tests {
 
     #[test]
     fn add_block_appends_a_shuffled_block_per_device() {
-        let mut plan = test_fixture::campaign("c1").plan;
+        let mut plan = fixture::campaign("c1").plan;
         assert_eq!(plan.planned("iPhone 6s", "envoy-poll"), 4);
         let wanted = [("envoy-poll".to_string(), 2), ("control".to_string(), 1)];
         let added = plan.add_block("iPhone 6s", &wanted);
@@ -368,7 +368,7 @@ mod tests {
         assert_eq!(plan.devices[1].trials, 5);
         assert_eq!(plan.devices[1].device_time_s, 5.0 * 3900.0);
         // Deterministic: the same plan and request give the same block.
-        let mut again = test_fixture::campaign("c2").plan;
+        let mut again = fixture::campaign("c2").plan;
         assert_eq!(again.add_block("iPhone 6s", &wanted), added);
     }
 }

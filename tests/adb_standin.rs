@@ -10,9 +10,10 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::adb::*;
-use lab::collect::perfetto::PowerTrace;
+use lab::collect::android::perfetto::PowerTrace;
 use lab::collect::{
-    android_battery, batterystats_checkin, bluetooth, meminfo, proc_stat, settings, thermal, wifi_status,
+    android::battery as android_battery, android::batterystats_checkin, android::bluetooth, android::meminfo,
+    android::settings, android::thermal, android::wifi_status, linux::proc_stat,
 };
 use lab::transport::shell_quote;
 

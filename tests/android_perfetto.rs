@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use common::TempLab;
 use common::adb::*;
 use common::uhubctl::{Hubs, usb2_hub};
+use lab::collect::android::perfetto::PowerTrace;
 use lab::collect::metrics_map;
-use lab::collect::perfetto::PowerTrace;
 use lab::measure::Series;
 use serde_json::json;
 
@@ -24,7 +24,7 @@ fn expected_rails() -> Vec<(String, f64)> {
     let trace = PowerTrace::parse(RAILS).unwrap();
     let mut rails: Vec<(String, f64)> = metrics_map::perfetto(&trace)
         .into_iter()
-        .filter(|m| m.metric.starts_with(metrics_map::RAIL_ENERGY_PREFIX))
+        .filter(|m| m.metric.starts_with(lab::measure::RAIL_ENERGY_PREFIX))
         .map(|m| (m.metric, m.value))
         .collect();
     rails.sort_by(|a, b| a.0.cmp(&b.0));
@@ -124,7 +124,7 @@ fn valid_attempts(lab: &TempLab) -> Vec<Attempt> {
                 dir,
                 rails: all
                     .iter()
-                    .filter(|(metric, ..)| metric.starts_with(metrics_map::RAIL_ENERGY_PREFIX))
+                    .filter(|(metric, ..)| metric.starts_with(lab::measure::RAIL_ENERGY_PREFIX))
                     .map(|(metric, v, _)| (metric.clone(), *v))
                     .collect(),
                 battery: Series::points_from_blob(&blobs[0]).unwrap(),

@@ -1,7 +1,7 @@
 //! The uhubctl parser on real uhubctl output (tests/fixtures/hubs/, origins in
 //! tests/fixtures/devices/SOURCES.md).
 
-use lab::collect::uhubctl::{Block, Switching, parse};
+use lab::collect::hubs::uhubctl::{Block, Switching, parse};
 
 fn fixture(name: &str) -> String {
     std::fs::read_to_string(format!("tests/fixtures/hubs/{name}")).unwrap()

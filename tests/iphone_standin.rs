@@ -518,9 +518,9 @@ async fn a_sysdiagnose_is_flushed_listed_pulled_and_removed_through_crash_report
     assert_eq!(bytes, std::fs::read(&written).unwrap());
 
     // What lab reads out of it: one powerlog whose soak is the window asked for.
-    let logs = lab::collect::sysdiagnose::powerlogs(bytes.as_slice()).unwrap();
+    let logs = lab::collect::ios::sysdiagnose::powerlogs(bytes.as_slice()).unwrap();
     assert_eq!(logs.len(), 1, "{:?}", logs.iter().map(|l| &l.path).collect::<Vec<_>>());
-    let log = lab::collect::powerlog::parse(&logs[0].bytes).unwrap();
+    let log = lab::collect::ios::powerlog::parse(&logs[0].bytes).unwrap();
     assert_eq!(log.time_offsets, 1);
     let soak = log.soak(from, to);
     assert!((soak.charging_s - charging).abs() < 1e-6, "{}", soak.charging_s);

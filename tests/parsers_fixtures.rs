@@ -4,9 +4,10 @@
 
 use std::path::PathBuf;
 
-use lab::collect::android_battery::FieldValue;
+use lab::collect::android::battery::FieldValue;
 use lab::collect::{
-    android_battery, batterystats_checkin, cpuinfo, dumpsys_wifi, history_text, ios_battery, power_supply, wifi_status,
+    android::battery as android_battery, android::batterystats_checkin, android::cpuinfo, android::dumpsys_wifi,
+    android::history_text, android::wifi_status, ios::battery as ios_battery, linux::power_supply,
 };
 use toml::Value;
 

@@ -5,8 +5,9 @@
 use std::path::PathBuf;
 
 use lab::collect::{
-    ParseError, android_battery, batterystats_checkin, bluetooth, cpuinfo, dumpsys_wifi, history_text, ios_battery,
-    meminfo, perfetto, proc_stat, settings, thermal, wifi_status,
+    ParseError, android::battery as android_battery, android::batterystats_checkin, android::bluetooth,
+    android::cpuinfo, android::dumpsys_wifi, android::history_text, android::meminfo, android::perfetto,
+    android::settings, android::thermal, android::wifi_status, ios::battery as ios_battery, linux::proc_stat,
 };
 use proptest::prelude::*;
 

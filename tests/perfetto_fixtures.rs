@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use lab::collect::ParseError;
-use lab::collect::perfetto::PowerTrace;
+use lab::collect::android::perfetto::PowerTrace;
 use sha2::{Digest, Sha256};
 use toml::Value;
 
@@ -177,7 +177,7 @@ fn every_prefix_is_a_trace_or_an_error_at_a_byte() {
 
 #[test]
 fn lab_import_perfetto_gives_energy_per_rail_in_mj() {
-    use lab::collect::import::{self, ImportKind, ImportOptions};
+    use lab::import::{self, ImportKind, ImportOptions};
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/devices/android");
     let stem = "power_rails_session_uuid_perfetto";
     let imp =

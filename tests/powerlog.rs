@@ -9,7 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{TempLab, root};
-use lab::collect::powerlog;
+use lab::collect::ios::powerlog;
 
 fn schema() -> String {
     std::fs::read_to_string(root().join("tests/fixtures/devices/ios/powerlog_core_schema.sql")).unwrap()
@@ -262,7 +262,7 @@ fn lab_import_takes_the_newest_powerlog_out_of_a_sysdiagnose_and_nothing_else() 
     assert_eq!(v["parsed"]["soak"]["from"], wall(T0 + 900.0));
 
     // The gzipped one reads the same as it was.
-    let f = lab::collect::sysdiagnose::powerlogs(std::fs::File::open(&archive).unwrap()).unwrap();
+    let f = lab::collect::ios::sysdiagnose::powerlogs(std::fs::File::open(&archive).unwrap()).unwrap();
     assert_eq!(f[0].bytes, older);
 
     let none = dir.join("none.tar.gz");

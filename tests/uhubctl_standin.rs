@@ -1,6 +1,6 @@
 //! The stand-in `uhubctl` (examples/uhubctl) through its binary, found on PATH under
 //! uhubctl's name: listings and switching of described hubs end to end through its JSON
-//! state, read back by the lab's own parser (`lab::collect::uhubctl`), parallel runs, the
+//! state, read back by the lab's own parser (`lab::collect::hubs::uhubctl`), parallel runs, the
 //! devices' hooks, its own commands, and a run in an SSH session of the test sshd. Its output
 //! format is checked line by line in its unit tests (`cargo test --example uhubctl`).
 
@@ -8,7 +8,7 @@ mod common;
 
 use common::uhubctl::{Hubs, pixel_runbook};
 use common::{TempLab, sshd};
-use lab::collect::uhubctl::{Block, Switching, parse};
+use lab::collect::hubs::uhubctl::{Block, Switching, parse};
 use serde_json::{Value, json};
 
 const PIXEL: &str = "2A111FDH200B4Z";

@@ -9,7 +9,7 @@ use tabled::{Table, Tabled};
 use super::args::HubsArgs;
 use super::context;
 use super::exit::{self, CliError};
-use crate::collect::uhubctl::Block;
+use crate::collect::hubs::uhubctl::Block;
 use crate::config::DeviceSpec;
 use crate::tether::hubs::{self, HostHubs};
 use crate::transport::Hosts;

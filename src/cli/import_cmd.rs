@@ -10,8 +10,19 @@ use tabled::{Table, Tabled};
 
 use super::context::{self, display_path};
 use super::exit::CliError;
-use crate::collect::attach::{self, AttachError, AttachRequest, Attached};
-use crate::collect::import::{self, ImportError, ImportKind, ImportOptions, Imported};
+use crate::import::{self, AttachError, AttachRequest, Attached, ImportError, ImportKind, ImportOptions, Imported};
+
+// Clap lives in the CLI only: the import kinds offer themselves as `KIND` values here, with
+// the names and one-line help a derive would give them.
+impl clap::ValueEnum for ImportKind {
+    fn value_variants<'a>() -> &'a [Self] {
+        &ImportKind::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.name()).help(self.about()))
+    }
+}
 
 #[derive(Debug, clap::Args)]
 pub struct ImportArgs {
@@ -82,7 +93,7 @@ pub fn run(lab_arg: Option<&Path>, args: &ImportArgs) -> Result<String, CliError
                 device: device.clone(),
                 model: args.model.clone(),
             };
-            Some(attach::attach(&store, &lab, &req, &imported, &args.files)?)
+            Some(import::attach(&store, &lab, &req, &imported, &args.files)?)
         }
         _ => None,
     };

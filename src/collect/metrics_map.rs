@@ -5,18 +5,18 @@
 //! (`app_estimated_mah`, `estimated_charge_mah`), and `charge_used_mah` is only ever a
 //! measured charge (coulomb counter or gauge capacity difference).
 
-use super::android_battery::BatteryService;
-use super::batterystats_checkin::{AppUsage, Checkin};
-use super::bluetooth::BluetoothManager;
-use super::cpuinfo::CpuInfo;
-use super::dumpsys_wifi::DumpsysWifi;
-use super::history_text::{BatteryHistoryText, DischargeSummary};
-use super::ios_battery::IosBattery;
-use super::meminfo::MemInfo;
-use super::perfetto::{PowerTrace, SRC_PERFETTO_BATTERY};
-use super::proc_stat::ProcStat;
-use super::thermal::ThermalService;
-use super::wifi_status::WifiStatus;
+use super::android::battery::BatteryService;
+use super::android::batterystats_checkin::{AppUsage, Checkin};
+use super::android::bluetooth::BluetoothManager;
+use super::android::cpuinfo::CpuInfo;
+use super::android::dumpsys_wifi::DumpsysWifi;
+use super::android::history_text::{BatteryHistoryText, DischargeSummary};
+use super::android::meminfo::MemInfo;
+use super::android::perfetto::{PowerTrace, SRC_PERFETTO_BATTERY};
+use super::android::thermal::ThermalService;
+use super::android::wifi_status::WifiStatus;
+use super::ios::battery::IosBattery;
+use super::linux::proc_stat::ProcStat;
 use crate::measure::Measurement;
 
 pub const SRC_PWI: &str = "batterystats pwi estimate";
@@ -48,7 +48,7 @@ pub const SRC_PERFETTO_COUNTER: &str = "perfetto battery charge counter";
 
 /// The prefix of a rail's energy metric: `rail_energy_mj.<rail name>`, one metric per rail
 /// (rail names differ per phone; runbooks name them by this prefix).
-pub use crate::config::RAIL_ENERGY_PREFIX;
+use crate::measure::RAIL_ENERGY_PREFIX;
 
 fn m(metric: &str, value: f64, unit: &str, source: &str) -> Measurement {
     Measurement::new(metric, value, unit, source)
@@ -271,7 +271,7 @@ const SRC_POWERLOG_RAW: &str = "iOS powerlog AppleRawCurrentCapacity at the soak
 
 /// A powerlog's soak window: level drop, charge used from the raw capacity, energy with the
 /// mean voltage, average power, and Apple's per-node estimates labelled as such.
-pub fn powerlog(s: &super::powerlog::SoakLog) -> Vec<Measurement> {
+pub fn powerlog(s: &super::ios::powerlog::SoakLog) -> Vec<Measurement> {
     let mut out = Vec::new();
     if let (Some(a), Some(b)) = (s.level_start_pct, s.level_end_pct) {
         out.push(m("battery_drop_pct", a - b, "%", SRC_POWERLOG));

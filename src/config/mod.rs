@@ -10,7 +10,6 @@ mod lab;
 mod load;
 #[cfg(test)]
 mod load_tests;
-mod metrics;
 mod names;
 mod problems;
 mod runbook;
@@ -39,7 +38,6 @@ pub use diagnostics::{ConfigError, Diagnostic};
 pub use duration::{parse_duration, parse_percent};
 pub use lab::*;
 pub use load::{load_lab, load_runbook, parse_lab, parse_runbook};
-pub use metrics::{KNOWN_METRICS, RAIL_ENERGY_PREFIX, is_known_metric, rail_of};
 pub use names::is_valid_name;
 pub use runbook::*;
 pub use schedule::{BaselinePolicy, ConfirmSettings, NotifySettings, Schedule, SeedPolicy, parse_cron};

@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use super::metrics::{KNOWN_METRICS, RAIL_ENERGY_PREFIX, is_known_metric};
 use super::problems::Problems;
 use super::suggest::fix_for_unknown;
 use super::table::{Field, Table};
 use super::{EndpointSettings, PhaseTimeouts, Preconditions, StatsSettings, Workload};
+use crate::measure::{KNOWN_METRICS, RAIL_ENERGY_PREFIX, is_known_metric};
 
 const WORKLOAD_KEYS: &[&str] = &["request_interval", "request_tolerance"];
 const PRECONDITION_KEYS: &[&str] = &[

@@ -202,12 +202,12 @@ pub struct BatteryHealth {
 
 impl BatteryHealth {
     /// From a Linux power-supply uevent (Android).
-    pub fn from_power_supply(ps: &crate::collect::power_supply::PowerSupply, source: &str) -> Self {
+    pub fn from_power_supply(ps: &crate::collect::linux::power_supply::PowerSupply, source: &str) -> Self {
         BatteryHealth { health_pct: ps.health_pct(), cycle_count: ps.cycle_count, source: source.into() }
     }
 
     /// From an iPhone's IOPMPowerSource (lockdown diagnostics): ready for the iOS backend.
-    pub fn from_ios(b: &crate::collect::ios_battery::IosBattery) -> Self {
+    pub fn from_ios(b: &crate::collect::ios::battery::IosBattery) -> Self {
         BatteryHealth {
             health_pct: b.health_pct,
             cycle_count: b.cycle_count.and_then(|c| u32::try_from(c).ok()),

@@ -121,7 +121,7 @@ impl StateSnapshot {
     /// What a device's own log of the soak says (an iPhone's powerlog): the brightest the
     /// screen was and whether Bluetooth was on at any time, as `Provenance::Powerlog`;
     /// `None` when the log says neither.
-    pub fn from_soak_log(log: &crate::collect::powerlog::SoakLog) -> Option<StateSnapshot> {
+    pub fn from_soak_log(log: &crate::collect::ios::powerlog::SoakLog) -> Option<StateSnapshot> {
         let logged = |v| Reading::Known { value: v, from: Provenance::Powerlog };
         let s = StateSnapshot {
             brightness_pct: log.brightness_max_pct().map_or(Reading::Unknown, logged),

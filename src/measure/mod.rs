@@ -3,9 +3,13 @@
 //! and `report` read them; it depends on nothing of the lab.
 
 mod measurement;
+mod metric_order;
+mod metrics;
 mod series;
 mod untether;
 
 pub use measurement::Measurement;
+pub use metric_order::metric_order;
+pub use metrics::{KNOWN_METRICS, RAIL_ENERGY_PREFIX, is_known_metric, rail_of};
 pub use series::{BATTERY_PCT, Series, SeriesDecodeError};
 pub use untether::UntetherMode;

@@ -6,7 +6,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::input::{CampaignData, pooled};
-use super::metric_order::metric_order;
 use super::model::{
     AttestedRow, CampaignMeta, InvalidAttempt, MetricRow, ModelReport, Report, RerunMeta, SCHEMA_VERSION,
     StatisticsMeta, VariantSummary, VariantVerdict,
@@ -14,6 +13,7 @@ use super::model::{
 use super::verdicts::{Arm, MetricPair, judge, overall, references};
 use crate::config::StatsSettings;
 use crate::measure::UntetherMode;
+use crate::measure::metric_order;
 use crate::stats::{modified_z_outliers, summarize};
 use crate::store::{CampaignColumns, Kept, OPERATOR, SETTINGS, Sym, TrialOutcome};
 
@@ -487,7 +487,7 @@ mod tests {
 
     use super::*;
     use crate::device::Measurement;
-    use crate::report::test_fixture::{self, MODEL};
+    use crate::testing::fixture::{self, MODEL};
 
     fn row<'a>(r: &'a Report, variant: &str, metric: &str) -> &'a MetricRow {
         r.models[0].rows.iter().find(|x| x.variant == variant && x.metric == metric).expect("row exists")
@@ -495,7 +495,7 @@ mod tests {
 
     #[test]
     fn soft_untethered_trials_are_reported_apart_never_pooled_with_power_cut_ones() {
-        let base = test_fixture::records("c1");
+        let base = fixture::records("c1");
         let mut attempts = base.attempts.clone();
         for a in &mut attempts {
             a.untether = Some(UntetherMode::PowerCut);
@@ -505,7 +505,7 @@ mod tests {
                 a.labels = vec!["charged for 3412 s during the soak (soft-untethered: USB power stays on)".into()];
             }
         }
-        let data = test_fixture::Records { attempts, ..base.clone() }.data();
+        let data = fixture::Records { attempts, ..base.clone() }.data();
         let r = build_report(&data);
         let names: Vec<&str> = r.models.iter().map(|m| m.model.as_str()).collect();
         assert_eq!(names, [MODEL.to_string(), format!("{MODEL} (soft-untethered)")]);
@@ -531,7 +531,7 @@ mod tests {
 
     #[test]
     fn statistics_use_valid_attempts_only() {
-        let r = build_report(&test_fixture::campaign("c1"));
+        let r = build_report(&fixture::campaign("c1"));
         // control: trials 0, 3, 6 are valid; trial 4's invalid attempt (1.0 %) is left out.
         let b = row(&r, "control", "battery_drop_pct");
         let s = b.stats.as_ref().unwrap();
@@ -555,7 +555,7 @@ mod tests {
 
     #[test]
     fn invalid_attempts_are_listed_and_counted() {
-        let r = build_report(&test_fixture::campaign("c1"));
+        let r = build_report(&fixture::campaign("c1"));
         let listed: Vec<(u32, u32, &str)> =
             r.invalid_attempts.iter().map(|a| (a.trial_idx, a.attempt, a.device.as_str())).collect();
         assert_eq!(listed, [(2, 0, "sim-iphone-2"), (4, 0, "sim-iphone-1"), (4, 1, "sim-iphone-1")]);
@@ -584,7 +584,7 @@ mod tests {
 
     #[test]
     fn rows_follow_variant_and_metric_order() {
-        let r = build_report(&test_fixture::campaign("c1"));
+        let r = build_report(&fixture::campaign("c1"));
         assert_eq!(r.schema_version, 1);
         assert_eq!(r.models.len(), 1);
         assert_eq!(r.models[0].model, MODEL);
@@ -606,11 +606,11 @@ mod tests {
 
     #[test]
     fn inconsistencies_become_warnings() {
-        let mut data = test_fixture::records("c1");
+        let mut data = fixture::records("c1");
         // A measurement in another unit, a NaN, and an attempt of an unplanned trial.
         data.attempts[1].measurements.push(Measurement::new("cpu_pct", 0.12, "fraction", "sim model"));
         data.attempts[1].measurements.push(Measurement::new("battery_drop_pct", f64::NAN, "%", "sim model"));
-        data.attempts.push(test_fixture::attempt("c1", 99, 0, &[], &[("cpu_pct", 1.0, "%")]));
+        data.attempts.push(fixture::attempt("c1", 99, 0, &[], &[("cpu_pct", 1.0, "%")]));
         let r = build_report(&data.data());
         let cpu = row(&r, "control", "cpu_pct");
         assert_eq!(cpu.unit, "%, fraction");
@@ -626,7 +626,7 @@ mod tests {
 
     #[test]
     fn unmeasured_metric_shows_an_empty_row() {
-        let mut data = test_fixture::campaign("c1");
+        let mut data = fixture::campaign("c1");
         data.plan.metrics.push("memory_mb".into());
         let r = build_report(&data);
         let mem = row(&r, "envoy-poll", "memory_mb");
@@ -637,7 +637,7 @@ mod tests {
     /// counted. (Speed is measured by `cargo bench --bench sim_lab`, not asserted here.)
     #[test]
     fn builds_100k_measurements() {
-        let base = test_fixture::records("big");
+        let base = fixture::records("big");
         let variants = ["a", "b", "c", "d", "e"];
         let models = ["m1", "m2"];
         let mut trials = Vec::new();
@@ -654,10 +654,10 @@ mod tests {
             let values: Vec<(String, f64)> =
                 (0..10).map(|k| (format!("metric_{k}"), f64::from(i % 97) + f64::from(k))).collect();
             let refs: Vec<(&str, f64, &str)> = values.iter().map(|(m, v)| (m.as_str(), *v, "u")).collect();
-            attempts.push(test_fixture::attempt("big", i, 0, &[], &refs));
+            attempts.push(fixture::attempt("big", i, 0, &[], &refs));
         }
         let mut data = base;
-        data.plan.variants = variants.iter().map(|v| test_fixture::variant(v, *v == "a")).collect();
+        data.plan.variants = variants.iter().map(|v| fixture::variant(v, *v == "a")).collect();
         data.plan.devices.clear();
         data.plan.metrics.clear();
         data.trials = trials;

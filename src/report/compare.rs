@@ -214,7 +214,8 @@ pub fn compare_models(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{build_report, test_fixture};
+    use crate::report::build_report;
+    use crate::testing::fixture;
 
     /// Campaign B: the fixture with envoy-poll's CPU up by `factor`, and a fourth valid
     /// trial per variant so that comparisons can reach significance.
@@ -223,7 +224,7 @@ mod tests {
     }
 
     fn week_data(id: &str, factor: f64) -> crate::report::CampaignData {
-        let mut data = test_fixture::records(id);
+        let mut data = fixture::records(id);
         for a in &mut data.attempts {
             let variant = &data.trials[a.trial_idx as usize].row.variant;
             for m in &mut a.measurements {
@@ -233,8 +234,8 @@ mod tests {
             }
         }
         // Trial 7 (envoy-poll) gets a valid attempt, trial 4 (control) a valid retry.
-        data.attempts.push(test_fixture::attempt(id, 7, 0, &[], &[("cpu_pct", 186.0 * factor, "%")]));
-        data.attempts.push(test_fixture::attempt(id, 4, 2, &[], &[("cpu_pct", 12.2, "%")]));
+        data.attempts.push(fixture::attempt(id, 7, 0, &[], &[("cpu_pct", 186.0 * factor, "%")]));
+        data.attempts.push(fixture::attempt(id, 4, 2, &[], &[("cpu_pct", 12.2, "%")]));
         data.data()
     }
 
@@ -278,10 +279,8 @@ mod tests {
     fn pooled_weeks_are_one_baseline_arm() {
         let settings = StatsSettings::default();
         let weeks = [week("week-1", 1.0), week("week-2", 1.0)];
-        let stored: Vec<_> = weeks
-            .iter()
-            .flat_map(|w| crate::report::summary_rows(w, &test_fixture::campaign(&w.campaign.id)))
-            .collect();
+        let stored: Vec<_> =
+            weeks.iter().flat_map(|w| crate::report::summary_rows(w, &fixture::campaign(&w.campaign.id))).collect();
         let baseline = crate::report::pooled_models(&stored.iter().collect::<Vec<_>>(), 0.95);
         let now = week("week-3", 1.3);
         let (models, warnings) = compare_models(&baseline, &now.models, "baseline", "week-3", &settings);

@@ -10,7 +10,7 @@ use std::io;
 
 use super::float_text::push_f64;
 use super::input::CampaignData;
-use super::metric_order::metric_order;
+use crate::measure::metric_order;
 
 pub const RESULTS_CSV_HEADER: [&str; 16] = [
     "trial", "key", "device", "model", "variant", "build", "config", "repeat", "block", "order", "attempt", "status",
@@ -140,7 +140,7 @@ fn push_field(out: &mut Vec<u8>, field: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::test_fixture;
+    use crate::testing::fixture;
 
     fn csv_of(data: &CampaignData) -> String {
         let mut buf = Vec::new();
@@ -150,15 +150,15 @@ mod tests {
 
     #[test]
     fn results_csv() {
-        insta::assert_snapshot!(csv_of(&test_fixture::campaign("20250301-090000-envoy")));
+        insta::assert_snapshot!(csv_of(&fixture::campaign("20250301-090000-envoy")));
     }
 
     #[test]
     fn byte_identical_across_runs() {
         // Another run of the same runbook and seed: new campaign id, new timestamps,
         // attempts stored in another order.
-        let first = test_fixture::campaign("20250301-090000-envoy");
-        let mut second = test_fixture::records("20250308-090000-envoy");
+        let first = fixture::campaign("20250301-090000-envoy");
+        let mut second = fixture::records("20250308-090000-envoy");
         second.campaign.created_at = "2025-03-08T09:00:00Z".into();
         second.attempts.reverse();
         for a in &mut second.attempts {
@@ -216,14 +216,11 @@ mod tests {
 
     #[test]
     fn quotes_and_orders_exactly_as_the_csv_crate_does() {
-        assert_eq!(
-            csv_of(&test_fixture::campaign("c1")).into_bytes(),
-            csv_crate_reference(&test_fixture::campaign("c1"))
-        );
+        assert_eq!(csv_of(&fixture::campaign("c1")).into_bytes(), csv_crate_reference(&fixture::campaign("c1")));
         // Names that need quoting, and names that look as if they might.
         let tricky =
             ["a,b", "say \"hi\"", "two\nlines", "cr\rhere", " lead", "trail ", "\"", ",", "", "tab\there", "é ünï"];
-        let mut r = test_fixture::records("c1");
+        let mut r = fixture::records("c1");
         for (n, a) in r.attempts.iter_mut().enumerate() {
             a.device = tricky[n % tricky.len()].into();
             for (k, m) in a.measurements.iter_mut().enumerate() {
@@ -249,7 +246,7 @@ mod tests {
 
     #[test]
     fn lists_invalid_attempts_and_attempts_without_measurements() {
-        let csv = csv_of(&test_fixture::campaign("c1"));
+        let csv = csv_of(&fixture::campaign("c1"));
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines[0], RESULTS_CSV_HEADER.join(","));
         // 6 valid + 2 invalid attempts with 3 metrics each, 1 invalid attempt without any.

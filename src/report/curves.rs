@@ -155,7 +155,7 @@ mod tests {
 
     #[test]
     fn curves_come_from_the_stored_battery_series_in_minutes() {
-        let mut data = crate::report::test_fixture::records("c1");
+        let mut data = crate::testing::fixture::records("c1");
         let pts = vec![(0.0, 100.0), (90.0, 1711.0 / 1715.0 * 100.0)];
         // Trial 2 has an invalid attempt 0 and a valid attempt 1; trial 0 one valid attempt.
         for a in &mut data.attempts {
@@ -189,7 +189,7 @@ mod tests {
 
     #[test]
     fn long_series_are_drawn_in_at_most_120_points() {
-        let mut data = crate::report::test_fixture::records("c1");
+        let mut data = crate::testing::fixture::records("c1");
         let long: Vec<(f64, f64)> = (0..1000).map(|i| (i as f64 * 3.6, 100.0 - i as f64 * 0.004)).collect();
         data.attempts[1].series = vec![Series::new(BATTERY_PCT, "%", "sim", long.clone())];
         data.attempts[2].series = vec![Series::new(BATTERY_PCT, "%", "sim", long[..MAX_CURVE_POINTS].to_vec())];
@@ -200,7 +200,7 @@ mod tests {
         assert_eq!(curves[0].points[0], (0.0, 100.0));
         assert_eq!(*curves[0].points.last().unwrap(), (long[999].0 / 60.0, long[999].1), "last point kept");
         assert_eq!(curves[1].points[5], (long[5].0 / 60.0, long[5].1), "a short line is drawn as it is");
-        let model = data.cols.names.get(crate::report::test_fixture::MODEL).unwrap();
+        let model = data.cols.names.get(crate::testing::fixture::MODEL).unwrap();
         let s = &curve_sampling(&data.cols)[&model];
         assert_eq!((s.drawn, s.total, s.steps, s.thinned, s.sampled()), (2, 2, (1, 1), true, false));
     }
@@ -208,6 +208,6 @@ mod tests {
     #[test]
     fn attempts_without_series_have_no_curves() {
         // As in a store from before series were kept.
-        assert!(battery_curves(&crate::report::test_fixture::campaign("c1")).is_empty());
+        assert!(battery_curves(&crate::testing::fixture::campaign("c1")).is_empty());
     }
 }

@@ -1,7 +1,7 @@
 //! Writes a campaign's report files next to each other, each atomically.
 
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use super::csv_out::write_results_csv;
@@ -12,6 +12,7 @@ use super::json::render_json;
 use super::markdown::render_markdown;
 use super::model::Report;
 use super::summary_csv::write_summary_csv;
+use crate::fs::{with_path, write_atomic, write_atomic_with};
 
 /// Where [`write_all`] put the files.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,66 +85,6 @@ pub fn write_all_with<R: std::borrow::Borrow<Report>, E: From<io::Error>>(
     Ok((report, files))
 }
 
-/// Writes `path` through a temporary file and a rename: a reader never sees half a file.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    write_atomic_with(path, |w| w.write_all(bytes))
-}
-
-/// Like [`write_atomic`], with the content written by `fill` through a buffer.
-///
-/// Not fsynced: every file written here is derived from the store (the store is what a
-/// crash must not lose), and the rename already keeps readers from half a file; after a
-/// power loss `lab report` writes them again. Flushing 150 MB of results.csv to disk was
-/// most of a large report's time.
-pub fn write_atomic_with(
-    path: &Path,
-    fill: impl FnOnce(&mut io::BufWriter<fs::File>) -> io::Result<()>,
-) -> io::Result<()> {
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("report");
-    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut w = io::BufWriter::with_capacity(1 << 16, fs::File::create(&tmp)?);
-        fill(&mut w)?;
-        w.into_inner().map_err(io::IntoInnerError::into_error)?;
-        replace(&tmp, path)
-    })();
-    if let Err(e) = result {
-        // Best effort: do not leave the temporary file behind.
-        let _ = fs::remove_file(&tmp);
-        return Err(with_path(e, "writing", path));
-    }
-    Ok(())
-}
-
-/// Puts the file at `tmp` in place of `path`: readers see the old file or the new one,
-/// never none and never half of one.
-///
-/// Over an existing file the two are exchanged (`renameat2`, `RENAME_EXCHANGE`) and the
-/// old one, now at `tmp`, is removed. A plain rename over an existing file makes ext4
-/// write the new one out there and then (`auto_da_alloc`): 70–90 ms for the 156 MB
-/// results.csv of a million measurements, where exchanging and removing take about
-/// 13 ms. That flush guarded against a new file that is empty after a power loss;
-/// [`files_current`] checks the files' sizes against the stamp, so such a file is
-/// written again. Where there is no old file, or no exchange (another OS, a file system
-/// without it), a plain rename.
-fn replace(tmp: &Path, path: &Path) -> io::Result<()> {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
-        // Only over a file: a folder in the way stays where it is and fails the rename.
-        if fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
-            && renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RenameFlags::RENAME_EXCHANGE).is_ok()
-        {
-            return fs::remove_file(tmp);
-        }
-    }
-    fs::rename(tmp, path)
-}
-
-fn with_path(e: io::Error, what: &str, path: &Path) -> io::Error {
-    io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
-}
-
 /// The file next to a campaign's report files saying what they were written from
 /// (`Store::report_stamp`, with the lab version and report schema) and how long each is.
 const STAMP: &str = ".report-stamp";
@@ -161,7 +102,7 @@ fn stamp_text(dir: &Path, store_stamp: &str) -> Option<String> {
         "lab {} report {} summaries {}\n{store_stamp}\nsizes {}\n",
         env!("CARGO_PKG_VERSION"),
         super::model::SCHEMA_VERSION,
-        super::summaries::SUMMARY_VERSION,
+        crate::stats::SUMMARY_VERSION,
         sizes.join(" ")
     ))
 }
@@ -184,13 +125,13 @@ pub fn write_stamp(dir: &Path, store_stamp: &str) -> io::Result<()> {
 mod tests {
     use super::*;
     use crate::report::build_report;
-    use crate::report::test_fixture;
+    use crate::testing::fixture;
 
     #[test]
     fn writes_every_file_atomically() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("reports").join("c1");
-        let data = test_fixture::campaign("c1");
+        let data = fixture::campaign("c1");
         let report = build_report(&data);
         // An old version is replaced whole.
         fs::create_dir_all(&out).unwrap();
@@ -217,7 +158,7 @@ mod tests {
     #[test]
     fn results_csv_is_written_while_the_report_is_made_and_alone_when_that_fails() {
         let dir = tempfile::tempdir().unwrap();
-        let data = test_fixture::campaign("c1");
+        let data = fixture::campaign("c1");
         let mut csv = Vec::new();
         write_results_csv(&data, &mut csv).unwrap();
 
@@ -239,7 +180,7 @@ mod tests {
     #[test]
     fn the_stamp_holds_while_the_files_are_whole_and_not_after_one_is_cut_or_gone() {
         let dir = tempfile::tempdir().unwrap();
-        let data = test_fixture::campaign("c1");
+        let data = fixture::campaign("c1");
         let files = write_all(&build_report(&data), &data, dir.path()).unwrap();
         assert!(!files_current(dir.path(), "store 1"), "no stamp yet");
         write_stamp(dir.path(), "store 1").unwrap();
@@ -259,7 +200,7 @@ mod tests {
     #[test]
     fn a_folder_where_a_file_goes_is_left_alone_and_named() {
         let dir = tempfile::tempdir().unwrap();
-        let data = test_fixture::campaign("c1");
+        let data = fixture::campaign("c1");
         fs::create_dir_all(dir.path().join("report.md").join("inside")).unwrap();
         let err = write_all(&build_report(&data), &data, dir.path()).unwrap_err();
         assert!(err.to_string().contains("report.md"), "{err}");
@@ -277,7 +218,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let blocker = dir.path().join("file");
         fs::write(&blocker, "").unwrap();
-        let data = test_fixture::campaign("c1");
+        let data = fixture::campaign("c1");
         let err = write_all(&build_report(&data), &data, &blocker.join("sub")).unwrap_err();
         assert!(err.to_string().contains(&blocker.join("sub").display().to_string()), "{err}");
     }

@@ -601,15 +601,16 @@ pub(super) fn esc(s: &str) -> String {
 mod tests {
     use super::*;
     use crate::measure::{BATTERY_PCT, Series};
-    use crate::report::{build_report, test_fixture};
+    use crate::report::build_report;
     use crate::store::{TrialOutcome, TrialRecord};
+    use crate::testing::fixture;
 
     fn page() -> String {
-        let data = test_fixture::campaign("20250301-090000-envoy");
+        let data = fixture::campaign("20250301-090000-envoy");
         let curve = BatteryCurve {
             trial_key: data.cols.t_key[0].to_string(),
             device: "sim-iphone-1".into(),
-            model: test_fixture::MODEL.into(),
+            model: fixture::MODEL.into(),
             variant: "control".into(),
             valid: true,
             points: vec![(0.0, 100.0), (60.0, 96.8)],
@@ -649,13 +650,13 @@ mod tests {
     /// a 150-point battery series on every invalid one and every `battery_every`-th.
     fn large(n: usize, battery_every: usize) -> CampaignData {
         let id = "large";
-        let mut plan = test_fixture::plan(Vec::new());
+        let mut plan = fixture::plan(Vec::new());
         plan.devices.extend(plan.devices.clone().into_iter().map(|mut d| {
             d.name = d.name.replace("iphone", "ipad");
             d
         }));
         let devices: Vec<String> = plan.devices.iter().map(|d| d.name.clone()).collect();
-        let campaign = test_fixture::campaign_record(id, &plan);
+        let campaign = fixture::campaign_record(id, &plan);
         let (mut trials, mut attempts) = (Vec::with_capacity(n), Vec::with_capacity(n));
         for i in 0..n {
             let (device, variant) = (&devices[i % 4], ["control", "envoy-poll"][i / 4 % 2]);
@@ -664,7 +665,7 @@ mod tests {
                 idx: i as u32,
                 key: format!("{i:06}-{device}-{variant}"),
                 device: device.clone(),
-                device_model: test_fixture::MODEL.into(),
+                device_model: fixture::MODEL.into(),
                 variant: variant.into(),
                 build: variant.into(),
                 config: "default".into(),
@@ -679,7 +680,7 @@ mod tests {
             let noise = (i as f64 * 0.618_033_988_75) % 1.0;
             let drop = if i % 397 == 3 { 40.0 } else { 3.0 + noise + if variant == "control" { 0.0 } else { 6.0 } };
             let reasons: &[&str] = if invalid { &["app died during the soak"] } else { &[] };
-            let mut a = test_fixture::attempt(
+            let mut a = fixture::attempt(
                 id,
                 i as u32,
                 0,
@@ -808,7 +809,7 @@ mod tests {
     #[test]
     fn escapes_text() {
         assert_eq!(esc("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
-        let mut data = test_fixture::campaign("c1");
+        let mut data = fixture::campaign("c1");
         data.campaign.runbook_name = "<script>alert(1)</script>".into();
         let html = render_html(&build_report(&data), &data, &[]);
         assert!(!html.contains("<script>"));

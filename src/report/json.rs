@@ -15,11 +15,11 @@ pub fn render_json(report: &Report) -> String {
 mod tests {
     use super::*;
     use crate::report::build_report;
-    use crate::report::test_fixture;
+    use crate::testing::fixture;
 
     #[test]
     fn json_report() {
-        let r = build_report(&test_fixture::campaign("20250301-090000-envoy"));
+        let r = build_report(&fixture::campaign("20250301-090000-envoy"));
         let json = render_json(&r);
         let back: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(back["schema_version"], 1);

@@ -82,21 +82,22 @@ fn suite(rep: &Report, m: &ModelReport) -> Suite {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{build_report, test_fixture};
+    use crate::report::build_report;
+    use crate::testing::fixture;
 
     /// The fixture, with a fourth valid trial per variant: envoy-poll's CPU is then
     /// significantly worse than control's.
     fn four_per_arm() -> Report {
         let id = "20250301-090000-envoy";
-        let mut data = test_fixture::records(id);
-        data.attempts.push(test_fixture::attempt(id, 7, 0, &[], &[("cpu_pct", 186.0, "%")]));
-        data.attempts.push(test_fixture::attempt(id, 4, 2, &[], &[("cpu_pct", 12.2, "%")]));
+        let mut data = fixture::records(id);
+        data.attempts.push(fixture::attempt(id, 7, 0, &[], &[("cpu_pct", 186.0, "%")]));
+        data.attempts.push(fixture::attempt(id, 4, 2, &[], &[("cpu_pct", 12.2, "%")]));
         build_report(&data.data())
     }
 
     #[test]
     fn too_few_trials_are_skipped() {
-        let rep = build_report(&test_fixture::campaign("20250301-090000-envoy"));
+        let rep = build_report(&fixture::campaign("20250301-090000-envoy"));
         let xml = render_junit(&rep);
         // cpu_pct is the fixture's only gating metric; 3 values per arm cannot reach p ≤ 0.05.
         assert_eq!(xml.matches("<testcase ").count(), 1, "{xml}");
@@ -123,7 +124,7 @@ mod tests {
     #[test]
     fn deterministic_and_escaped() {
         let id = "20250301-090000-envoy";
-        let mut data = test_fixture::records(id);
+        let mut data = fixture::records(id);
         let model = "iPhone \"6s\" <A&B>";
         for t in &mut data.trials {
             t.row.device_model = model.into();

@@ -69,12 +69,13 @@ fn suite(cmp: &CompareReport, m: &CompareModel) -> Suite {
 mod tests {
     use super::*;
     use crate::config::StatsSettings;
-    use crate::report::{Report, build_report, compare_reports, test_fixture};
+    use crate::report::{Report, build_report, compare_reports};
+    use crate::testing::fixture;
 
     /// A week of the fixture campaign: envoy-poll's CPU times `factor`; with `fourth`,
     /// a fourth valid trial per variant (so comparisons can reach significance).
     fn week(id: &str, factor: f64, fourth: bool) -> Report {
-        let mut data = test_fixture::records(id);
+        let mut data = fixture::records(id);
         for a in &mut data.attempts {
             let variant = &data.trials[a.trial_idx as usize].row.variant;
             for m in a.measurements.iter_mut().filter(|m| m.metric == "cpu_pct" && variant == "envoy-poll") {
@@ -82,8 +83,8 @@ mod tests {
             }
         }
         if fourth {
-            data.attempts.push(test_fixture::attempt(id, 7, 0, &[], &[("cpu_pct", 186.0 * factor, "%")]));
-            data.attempts.push(test_fixture::attempt(id, 4, 2, &[], &[("cpu_pct", 12.2, "%")]));
+            data.attempts.push(fixture::attempt(id, 7, 0, &[], &[("cpu_pct", 186.0 * factor, "%")]));
+            data.attempts.push(fixture::attempt(id, 4, 2, &[], &[("cpu_pct", 12.2, "%")]));
         }
         build_report(&data.data())
     }

@@ -256,11 +256,11 @@ fn serde_plain<T: serde::Serialize>(v: &T) -> String {
 mod tests {
     use super::*;
     use crate::report::build_report;
-    use crate::report::test_fixture;
+    use crate::testing::fixture;
 
     #[test]
     fn markdown_report() {
-        let r = build_report(&test_fixture::campaign("20250301-090000-envoy"));
+        let r = build_report(&fixture::campaign("20250301-090000-envoy"));
         insta::assert_snapshot!(render_markdown(&r));
     }
 

@@ -19,7 +19,6 @@ mod junit;
 mod junit_compare;
 mod junit_xml;
 mod markdown;
-mod metric_order;
 mod metric_tables;
 mod model;
 mod plots;
@@ -29,8 +28,6 @@ mod state_rows;
 mod summaries;
 mod summary_csv;
 mod table;
-#[cfg(test)]
-pub(crate) mod test_fixture;
 mod verdicts;
 
 pub use build::build_report;
@@ -41,7 +38,7 @@ pub use compare::{
 pub use compare_render::{render_compare_json, render_compare_markdown, render_compare_table};
 pub use csv_out::{RESULTS_CSV_HEADER, write_results_csv};
 pub use curves::{BatteryCurve, battery_curves, sample_curves};
-pub use files::{ReportFiles, files_current, write_all, write_all_with, write_atomic, write_stamp};
+pub use files::{ReportFiles, files_current, write_all, write_all_with, write_stamp};
 pub use history::{
     HISTORY_SCHEMA_VERSION, History, HistoryChange, HistoryFilter, HistoryPoint, HistorySeries, Mark, build_history,
 };
@@ -54,12 +51,11 @@ pub use json::render_json;
 pub use junit::render_junit;
 pub use junit_compare::render_compare_junit;
 pub use markdown::render_markdown;
-pub use metric_order::{KNOWN_METRICS, metric_order};
 pub use model::{
     CampaignMeta, ComparisonKind, InvalidAttempt, MetricComparison, MetricRow, ModelReport, Report, SCHEMA_VERSION,
     StateRow, StatisticsMeta, VariantSummary, VariantVerdict,
 };
 pub use pooled::pooled_models;
-pub use summaries::{SUMMARY_VERSION, summary_rows};
+pub use summaries::summary_rows;
 pub use summary_csv::{SUMMARY_CSV_HEADER, write_summary_csv};
 pub use table::render_table;

@@ -61,17 +61,18 @@ pub fn pooled_models(rows: &[&SummaryRow], confidence: f64) -> Vec<ModelReport> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{build_report, summary_rows, test_fixture};
+    use crate::report::{build_report, summary_rows};
+    use crate::testing::fixture;
 
     #[test]
     fn weeks_pool_into_one_sample_per_variant_and_metric() {
-        let (a, b) = (test_fixture::campaign("w1"), test_fixture::campaign("w2"));
+        let (a, b) = (fixture::campaign("w1"), fixture::campaign("w2"));
         let (ra, rb) = (summary_rows(&build_report(&a), &a), summary_rows(&build_report(&b), &b));
         let mut other = ra[0].clone();
         other.model = "Pixel 8".into();
         let rows: Vec<&SummaryRow> = ra.iter().chain(&rb).chain([&other]).collect();
         let models = pooled_models(&rows, 0.95);
-        assert_eq!(models.iter().map(|m| m.model.as_str()).collect::<Vec<_>>(), [test_fixture::MODEL, "Pixel 8"]);
+        assert_eq!(models.iter().map(|m| m.model.as_str()).collect::<Vec<_>>(), [fixture::MODEL, "Pixel 8"]);
         let m = &models[0];
         let single = &build_report(&a).models[0];
         let keys = |m: &ModelReport| m.rows.iter().map(|r| (r.variant.clone(), r.metric.clone())).collect::<Vec<_>>();

@@ -42,11 +42,11 @@ mod tests {
     use serde_json::json;
 
     use crate::report::build_report;
-    use crate::report::test_fixture;
+    use crate::testing::fixture;
 
     #[test]
     fn every_value_is_shown_with_its_source_numbers_as_a_range() {
-        let mut data = test_fixture::records("c1");
+        let mut data = fixture::records("c1");
         for a in &mut data.attempts {
             (a.state_before, a.state_soak, a.state_after) = (json!({}), json!(null), json!({}));
         }

@@ -3,12 +3,8 @@
 
 use super::input::CampaignData;
 use super::model::Report;
+use crate::stats::SUMMARY_VERSION;
 use crate::store::SummaryRow;
-
-/// Version of how summary rows are computed. Rows stored with a lower one are
-/// recomputed from the measurements (`Store::stale_summaries`): bump it when
-/// `build_report`'s statistics or `summary_rows` change.
-pub const SUMMARY_VERSION: u32 = 1;
 
 /// One row per model × variant × metric of `report`, in report order, with the build,
 /// config and build hash of the variant from the campaign's plan and stored hashes.
@@ -54,11 +50,12 @@ pub fn summary_rows(report: &Report, data: &CampaignData) -> Vec<SummaryRow> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{build_report, test_fixture};
+    use crate::report::build_report;
+    use crate::testing::fixture;
 
     #[test]
     fn every_metric_row_becomes_a_summary_row_with_its_build_hash() {
-        let mut data = test_fixture::campaign("c1");
+        let mut data = fixture::campaign("c1");
         data.campaign.content_hashes = serde_json::json!({
             "builds": {"control": {"sim": "aa01"}, "envoy-poll": {"sim": "bb02", "ios": "not this platform"}},
             "files": {}
@@ -74,7 +71,7 @@ mod tests {
             );
             assert_eq!(s.summary, r.stats);
             assert_eq!(s.mean, r.stats.as_ref().map(|x| x.mean));
-            assert_eq!((s.campaign.as_str(), s.model.as_str(), &s.devices), ("c1", test_fixture::MODEL, &m.devices));
+            assert_eq!((s.campaign.as_str(), s.model.as_str(), &s.devices), ("c1", fixture::MODEL, &m.devices));
             assert_eq!((s.build.as_str(), s.config.as_str()), (s.variant.as_str(), "default"));
             assert_eq!(s.summary_version, SUMMARY_VERSION);
         }
@@ -87,7 +84,7 @@ mod tests {
         assert_eq!(cpu("control").confidence, rep.statistics.confidence);
 
         // The fixture's flat hashes (from before `builds`) give no build hash.
-        let plain = test_fixture::campaign("c2");
+        let plain = fixture::campaign("c2");
         assert!(summary_rows(&build_report(&plain), &plain).iter().all(|s| s.build_sha256.is_none()));
     }
 }

@@ -149,11 +149,12 @@ fn comparison_cells(c: &MetricComparison) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{build_report, test_fixture};
+    use crate::report::build_report;
+    use crate::testing::fixture;
 
     #[test]
     fn one_row_per_row_and_comparison_with_every_figure() {
-        let r = build_report(&test_fixture::campaign("20250301-090000-envoy"));
+        let r = build_report(&fixture::campaign("20250301-090000-envoy"));
         let mut buf = Vec::new();
         write_summary_csv(&r, &mut buf).unwrap();
         let text = String::from_utf8(buf).unwrap();

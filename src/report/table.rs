@@ -161,17 +161,17 @@ fn stats_table(t: &MetricTable, confidence: f64) -> String {
 mod tests {
     use super::*;
     use crate::report::build_report;
-    use crate::report::test_fixture;
+    use crate::testing::fixture;
 
     #[test]
     fn terminal_report() {
-        let r = build_report(&test_fixture::campaign("20250301-090000-envoy"));
+        let r = build_report(&fixture::campaign("20250301-090000-envoy"));
         insta::assert_snapshot!(render_table(&r));
     }
 
     #[test]
     fn no_invalid_table_without_invalid_attempts() {
-        let mut data = test_fixture::records("c1");
+        let mut data = fixture::records("c1");
         data.attempts.retain(|a| a.status == crate::store::AttemptStatus::Valid);
         let out = render_table(&build_report(&data.data()));
         assert!(!out.contains("invalid attempts (excluded"), "{out}");

@@ -14,8 +14,8 @@ use async_trait::async_trait;
 
 use super::trial::{RunError, blocking};
 use crate::device::Device;
+use crate::measure::metric_order;
 use crate::plan::Plan;
-use crate::report::metric_order;
 use crate::stats::summarize;
 use crate::store::{AttemptRecord, AttemptStatus, PlannedTrialRow, Store, TrialRecord};
 use crate::tether::{Tether, TetherError, UntetherMode};
@@ -175,7 +175,7 @@ mod tests {
     use super::*;
     use crate::config::AdaptiveRepeats;
     use crate::report::build_report;
-    use crate::report::test_fixture::{self, Records};
+    use crate::testing::fixture::{self, Records};
 
     fn needs(data: &Records) -> Vec<Imprecise> {
         imprecise(&data.trials, &data.attempts, &data.plan)
@@ -183,7 +183,7 @@ mod tests {
 
     #[test]
     fn flags_imprecise_variants_below_max_only() {
-        let mut data = test_fixture::records("c1");
+        let mut data = fixture::records("c1");
         data.plan.statistics.gating = vec!["cpu_pct".into(), "battery_drop_pct".into(), "memory_mb".into()];
         data.plan.adaptive = Some(AdaptiveRepeats { min: 4, max: 6, target_ci: 0.05 });
         // control: cpu 12.00 ± 1.24 (10.4 %), battery 3.2 ± 0.248 (7.8 %); envoy-poll:
@@ -205,7 +205,7 @@ mod tests {
 
     #[test]
     fn constant_values_are_precise_and_single_values_are_not() {
-        let mut data = test_fixture::records("c1");
+        let mut data = fixture::records("c1");
         data.plan.statistics.gating = vec!["requests".into()];
         data.plan.adaptive = Some(AdaptiveRepeats { min: 4, max: 8, target_ci: 0.0001 });
         for a in &mut data.attempts {
@@ -277,7 +277,7 @@ mod tests {
         ];
         let mut flagged = 0;
         for round in 0..200 {
-            let mut data = test_fixture::records("c1");
+            let mut data = fixture::records("c1");
             data.plan.statistics.gating = gatings[round % gatings.len()].iter().map(|g| g.to_string()).collect();
             // Listing metrics changes the reasons' order; so does a metric the report orders by name.
             if round % 3 == 0 {

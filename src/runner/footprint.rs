@@ -13,7 +13,7 @@ use std::time::Instant;
 use serde::Serialize;
 use serde_json::json;
 
-use crate::collect::procfs::{parse_pid_status, parse_schedstat_ns};
+use crate::collect::linux::procfs::{parse_pid_status, parse_schedstat_ns};
 
 /// The targets from the issue: under 1 wakeup per second and 0.5 % of one core.
 pub const TARGET_WAKEUPS_PER_S: f64 = 1.0;

@@ -234,7 +234,7 @@ impl Manifest {
     /// report files are: a reader never sees half of it.
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {
         let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)? + "\n";
-        crate::report::write_atomic(&dir.join(MANIFEST_FILE), text.as_bytes())
+        crate::fs::write_atomic(&dir.join(MANIFEST_FILE), text.as_bytes())
     }
 }
 

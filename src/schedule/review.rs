@@ -439,7 +439,7 @@ impl Review<'_> {
             .map_err(|e| e.to_string())
             .and_then(|h| {
                 std::fs::create_dir_all(path.parent().unwrap_or(&path)).map_err(|e| e.to_string())?;
-                report::write_atomic(&path, report::render_history_html(&h).as_bytes()).map_err(|e| e.to_string())
+                crate::fs::write_atomic(&path, report::render_history_html(&h).as_bytes()).map_err(|e| e.to_string())
             });
         if let Err(e) = written {
             rep.notes.push(format!("history page {}: {e}", path.display()));

@@ -29,6 +29,6 @@ pub use relative::{ChangeScale, RelativeChange, relative_change};
 pub use sample_size::trials_per_arm;
 pub use segment_test::SegmentTest;
 pub use student_t::{t_quantile, t_two_sided_p};
-pub use summary::{Summary, summarize};
+pub use summary::{SUMMARY_VERSION, Summary, summarize};
 pub use verdict::{Direction, Verdict, decide};
 pub use welch::{Welch, welch, welch_from_moments};

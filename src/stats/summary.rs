@@ -44,6 +44,13 @@ impl Summary {
     }
 }
 
+/// Version of how the summary rows the store keeps (`campaign_summaries`) are computed:
+/// the one number the report (which writes them) and the store (which says which are
+/// stale, `Store::stale_summaries`) share. Rows stored with a lower one are recomputed
+/// from the measurements: bump it when `report::build_report`'s statistics or
+/// `report::summary_rows` change.
+pub const SUMMARY_VERSION: u32 = 1;
+
 /// Summarizes `xs` at a confidence level (0.95 for a 95 % interval).
 ///
 /// `None` when `xs` is empty or holds a non-finite value (a NaN or ∞ would silently

@@ -779,8 +779,8 @@ mod tests {
 
     use super::*;
     use crate::measure::Measurement;
-    use crate::report::test_fixture;
     use crate::store::{CampaignRecord, NewCampaign, PlannedTrialRow, TrialMove};
+    use crate::testing::fixture;
 
     fn new_campaign(c: &CampaignRecord, trials: &[TrialRecord]) -> NewCampaign {
         NewCampaign {
@@ -865,10 +865,10 @@ mod tests {
             row(5, "pixel-2", "Pixel 5", "busy", 1),
             row(6, "pixel-2", "Pixel 5", "idle", 1),
         ];
-        let plan = test_fixture::plan(trials.iter().map(|t| t.row.clone()).collect());
-        let record = test_fixture::campaign_record(id, &plan);
+        let plan = fixture::plan(trials.iter().map(|t| t.row.clone()).collect());
+        let record = fixture::campaign_record(id, &plan);
         let at = |idx: u32, n: u32, reasons: &[&str], values: &[(&str, f64, &str)]| {
-            let mut a = test_fixture::attempt(id, idx, n, reasons, values);
+            let mut a = fixture::attempt(id, idx, n, reasons, values);
             a.device = trials[idx as usize].row.device.clone();
             a
         };
@@ -925,7 +925,7 @@ mod tests {
 
     #[test]
     fn the_fixture_reads_back_as_its_records_give_it() {
-        let data = test_fixture::records("c1");
+        let data = fixture::records("c1");
         let (_dir, store) = store_of(&data.campaign, &data.trials, &data.attempts, data.plan.max_attempts);
         let read = store.read_columns("c1").unwrap();
         assert_eq!(read, from_store_records(&store, "c1"));
@@ -943,7 +943,7 @@ mod tests {
         let (record, trials, mut attempts) = varied();
         // The campaign's first and last recorded attempts have no measurements.
         attempts.swap(0, 3);
-        let mut died = test_fixture::attempt(&record.id, 6, 0, &["app died during the soak"], &[]);
+        let mut died = fixture::attempt(&record.id, 6, 0, &["app died during the soak"], &[]);
         died.device = trials[6].row.device.clone();
         attempts.push(died);
         let mut other = record.clone();
@@ -961,7 +961,7 @@ mod tests {
             store.record_attempt(o).unwrap();
             store.record_attempt(a.clone()).unwrap();
         }
-        let mut o = test_fixture::attempt(&other.id, 6, 1, &[], &[("cpu_pct", 98.0, "%")]);
+        let mut o = fixture::attempt(&other.id, 6, 1, &[], &[("cpu_pct", 98.0, "%")]);
         o.device = trials[6].row.device.clone();
         store.record_attempt(o).unwrap();
         for id in [&record.id, &other.id] {
@@ -1170,7 +1170,7 @@ mod tests {
     fn attempts_of_unplanned_trials_are_dropped_as_the_join_drops_them() {
         let (_, trials, mut attempts) = varied();
         let planned = CampaignColumns::from_records(&trials, &attempts);
-        attempts.push(test_fixture::attempt("c-varied", 99, 0, &[], &[("cpu_pct", 1.0, "%")]));
+        attempts.push(fixture::attempt("c-varied", 99, 0, &[], &[("cpu_pct", 1.0, "%")]));
         let mut with_unplanned = CampaignColumns::from_records(&trials, &attempts);
         // Named, so the report can say so, and otherwise left out.
         assert_eq!(std::mem::take(&mut with_unplanned.unplanned), [(99, 0)]);
@@ -1232,7 +1232,7 @@ mod tests {
                 let reasons: &[&str] = if *valid { &[] } else { &["app died during the soak"] };
                 let values: Vec<(&str, f64, &str)> =
                     ms.iter().map(|(m, u, v)| (METRICS[*m as usize % 3], *v, UNITS[*u as usize % 2])).collect();
-                let mut a = test_fixture::attempt(id, idx as u32, n as u32, reasons, &values);
+                let mut a = fixture::attempt(id, idx as u32, n as u32, reasons, &values);
                 a.device = device.into();
                 a.untether = MODES[*mode as usize % 3];
                 if *labelled {
@@ -1243,8 +1243,8 @@ mod tests {
                 attempts.push(a);
             }
         }
-        let plan = test_fixture::plan(trials.iter().map(|t| t.row.clone()).collect());
-        (test_fixture::campaign_record(id, &plan), trials, attempts)
+        let plan = fixture::plan(trials.iter().map(|t| t.row.clone()).collect());
+        (fixture::campaign_record(id, &plan), trials, attempts)
     }
 
     proptest! {

@@ -422,7 +422,7 @@ mod tests {
 
     /// A store (in the folder returned, at the path returned) with the campaign of the
     /// report fixture's `data` and its attempts recorded, as `lab run` would leave it.
-    fn stored(data: &crate::report::test_fixture::Records) -> (tempfile::TempDir, std::path::PathBuf) {
+    fn stored(data: &crate::testing::fixture::Records) -> (tempfile::TempDir, std::path::PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("lab.db");
         let s = Store::open(&path).unwrap();
@@ -434,7 +434,7 @@ mod tests {
     }
 
     /// The campaign of the report fixture's `records`, as `lab run` would create it.
-    fn new_campaign(data: &crate::report::test_fixture::Records) -> crate::store::NewCampaign {
+    fn new_campaign(data: &crate::testing::fixture::Records) -> crate::store::NewCampaign {
         crate::store::NewCampaign {
             id: data.campaign.id.clone(),
             runbook_name: "rb".into(),
@@ -478,7 +478,7 @@ mod tests {
 
     #[test]
     fn a_version_9_store_gains_attempt_report_rows_that_read_their_state_json() {
-        let data = crate::report::test_fixture::records("old");
+        let data = crate::testing::fixture::records("old");
         let (_dir, path) = stored(&data);
         let expected = Store::open(&path).unwrap().read_columns("old").unwrap();
         {
@@ -502,7 +502,7 @@ mod tests {
 
     #[test]
     fn a_version_11_store_gains_battery_flags_from_its_series_and_an_index_of_moved_trials() {
-        let mut data = crate::report::test_fixture::records("old");
+        let mut data = crate::testing::fixture::records("old");
         // Every kind: a curve, an empty one, another series only, none.
         let points = vec![(0.0, 100.0), (60.0, 99.5)];
         for (i, a) in data.attempts.iter_mut().enumerate() {
@@ -548,7 +548,7 @@ mod tests {
 
     #[test]
     fn a_version_12_store_gains_ids_for_its_measurements_and_series_and_reads_the_same() {
-        let mut data = crate::report::test_fixture::records("old");
+        let mut data = crate::testing::fixture::records("old");
         let points = vec![(0.0, 100.0), (60.0, 99.5)];
         for (i, a) in data.attempts.iter_mut().enumerate() {
             a.series = match i % 3 {
@@ -626,7 +626,7 @@ mod tests {
 
     #[test]
     fn a_version_10_store_gains_plan_heads_that_report_the_same_plan() {
-        let data = crate::report::test_fixture::campaign("old");
+        let data = crate::testing::fixture::campaign("old");
         let plan_text = serde_json::to_string(&data.plan).unwrap();
         assert!(!data.plan.trials.is_empty());
         let dir = tempfile::tempdir().unwrap();

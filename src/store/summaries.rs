@@ -38,7 +38,7 @@ pub struct SummaryRow {
     pub summary: Option<Summary>,
     /// The values behind `summary`, in trial order.
     pub values: Vec<f64>,
-    /// `report::SUMMARY_VERSION` when written; a lower one is recomputed.
+    /// `stats::SUMMARY_VERSION` when written; a lower one is recomputed.
     pub summary_version: u32,
 }
 
@@ -209,7 +209,7 @@ impl Store {
     }
 
     /// Whether `campaign`'s stored summaries can stand for its measurements: there are
-    /// some, none older than `report::SUMMARY_VERSION`, and the campaign is not running
+    /// some, none older than `stats::SUMMARY_VERSION`, and the campaign is not running
     /// (attempts recorded after a `lab report` during the run are not in them; the run's
     /// end rewrites them).
     pub fn summaries_current(&self, campaign: &str) -> Result<bool, StoreError> {
@@ -218,14 +218,14 @@ impl Store {
             .query_row(
                 "SELECT COUNT(s.campaign) > 0 AND MIN(s.summary_version) >= ?2 AND c.status != 'running'
              FROM campaigns c LEFT JOIN campaign_summaries s ON s.campaign = c.id WHERE c.id = ?1",
-                params![campaign, crate::report::SUMMARY_VERSION],
+                params![campaign, crate::stats::SUMMARY_VERSION],
                 |r| r.get::<_, Option<bool>>(0),
             )?
             .unwrap_or(false))
     }
 
     /// Campaigns of runbook `runbook_name` whose summaries are missing or older than
-    /// `report::SUMMARY_VERSION`, oldest first: what `lab history` recomputes.
+    /// `stats::SUMMARY_VERSION`, oldest first: what `lab history` recomputes.
     pub fn stale_summaries(&self, runbook_name: &str) -> Result<Vec<CampaignId>, StoreError> {
         let conn = self.lock();
         let mut st = conn.prepare(
@@ -234,7 +234,7 @@ impl Store {
              GROUP BY c.id HAVING COUNT(s.campaign) = 0 OR MIN(s.summary_version) < ?2
              ORDER BY c.created_at, c.id",
         )?;
-        let rows = st.query_map(params![runbook_name, crate::report::SUMMARY_VERSION], |r| r.get(0))?;
+        let rows = st.query_map(params![runbook_name, crate::stats::SUMMARY_VERSION], |r| r.get(0))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 }
@@ -291,7 +291,7 @@ pub(crate) mod tests {
             confidence: 0.95,
             summary,
             values: values.to_vec(),
-            summary_version: crate::report::SUMMARY_VERSION,
+            summary_version: crate::stats::SUMMARY_VERSION,
         }
     }
 
@@ -380,7 +380,7 @@ pub(crate) mod tests {
         s.finish_campaign("a", CampaignStatus::Done, "t2", None, None).unwrap();
         assert!(s.summaries_current("a").unwrap());
         let old =
-            SummaryRow { summary_version: crate::report::SUMMARY_VERSION - 1, ..row("a", "busy", "cpu_pct", &[1.0]) };
+            SummaryRow { summary_version: crate::stats::SUMMARY_VERSION - 1, ..row("a", "busy", "cpu_pct", &[1.0]) };
         s.put_summaries("a", &[row("a", "control", "cpu_pct", &[1.0]), old]).unwrap();
         assert!(!s.summaries_current("a").unwrap(), "one row is outdated");
     }
@@ -394,10 +394,8 @@ pub(crate) mod tests {
         s.create_campaign(&new_campaign("x", "other", "t0"), 3, 1).unwrap();
         assert_eq!(s.stale_summaries("rb").unwrap(), ["a", "b", "c"]);
         s.put_summaries("a", &[row("a", "control", "cpu_pct", &[1.0])]).unwrap();
-        let old = SummaryRow {
-            summary_version: crate::report::SUMMARY_VERSION - 1,
-            ..row("b", "control", "cpu_pct", &[1.0])
-        };
+        let old =
+            SummaryRow { summary_version: crate::stats::SUMMARY_VERSION - 1, ..row("b", "control", "cpu_pct", &[1.0]) };
         s.put_summaries("b", &[row("b", "envoy-poll", "cpu_pct", &[1.0]), old]).unwrap();
         assert_eq!(s.stale_summaries("rb").unwrap(), ["b", "c"], "one old row makes the campaign stale");
         assert_eq!(s.stale_summaries("other").unwrap(), ["x"]);

@@ -3,6 +3,8 @@
 //! call's behaviour queued). Built for the crate's own tests and, with the `testing`
 //! feature, for integration tests and other crates.
 
+#[cfg(test)]
+pub(crate) mod fixture;
 mod hub_output;
 mod scripted_device;
 mod scripted_transport;

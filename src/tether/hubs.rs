@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::collect::uhubctl::{self, Block, Hub, Listing, Port, Switching};
+use crate::collect::hubs::uhubctl::{self, Block, Hub, Listing, Port, Switching};
 use crate::config::{DeviceSpec, Lab, TetherSpec};
 use crate::transport::{CommandSpec, Hosts, Transport};
 

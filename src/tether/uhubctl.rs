@@ -9,7 +9,7 @@ use async_trait::async_trait;
 
 use super::api::{Tether, TetherError, UntetherMode};
 use super::hubs::usb_serials;
-use crate::collect::uhubctl::{self, Listing, Port};
+use crate::collect::hubs::uhubctl::{self, Listing, Port};
 use crate::device::Device;
 use crate::transport::{CommandSpec, Transport};
 

@@ -33,8 +33,8 @@ pub async fn end_cgroup(t: &dyn Transport, cg: &Path) -> Result<(), TransportErr
 pub(super) fn writable_own_cgroup() -> Option<std::path::PathBuf> {
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
     let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    let base = crate::collect::procfs::cgroup2_mount(&mounts)
-        .zip(crate::collect::procfs::own_cgroup2(&own))
+    let base = crate::collect::linux::procfs::cgroup2_mount(&mounts)
+        .zip(crate::collect::linux::procfs::own_cgroup2(&own))
         .map(|(m, o)| m.join(o.trim_start_matches('/')));
     // SAFETY: geteuid has no preconditions.
     base.filter(|_| unsafe { libc::geteuid() } == 0)

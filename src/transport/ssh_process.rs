@@ -100,7 +100,7 @@ impl SshProcess {
     async fn alive(&self) -> Result<bool, TransportError> {
         let stat = format!("/proc/{}/stat", self.pid);
         match self.transport.read_file(Path::new(&stat)).await {
-            Ok(text) => Ok(crate::collect::procfs::parse_pid_stat(&String::from_utf8_lossy(&text))
+            Ok(text) => Ok(crate::collect::linux::procfs::parse_pid_stat(&String::from_utf8_lossy(&text))
                 .map(|s| !matches!(s.state, 'Z' | 'X'))
                 .unwrap_or(true)),
             Err(e) if e.is_not_found() => Ok(false),

@@ -181,8 +181,8 @@ impl Drop for Sshd {
 pub fn cgroup_base() -> Option<PathBuf> {
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
     let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    let base = lab::collect::procfs::cgroup2_mount(&mounts)
-        .zip(lab::collect::procfs::own_cgroup2(&own))
+    let base = lab::collect::linux::procfs::cgroup2_mount(&mounts)
+        .zip(lab::collect::linux::procfs::own_cgroup2(&own))
         .map(|(m, o)| m.join(o.trim_start_matches('/')));
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;

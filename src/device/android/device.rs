@@ -17,10 +17,10 @@ use async_trait::async_trait;
 use super::adb::{Adb, Connection, quote_argv, unauthorized_fix};
 use super::perfetto::{ConfigDelivery, TraceSession, session_name, trace_config};
 use crate::clock::Clock;
-use crate::collect::perfetto::PowerTrace;
+use crate::collect::android::perfetto::PowerTrace;
 use crate::collect::{
-    android_battery, batterystats_checkin, meminfo, metrics_map, power_supply, proc_stat, settings, thermal,
-    wifi_status,
+    android::battery as android_battery, android::batterystats_checkin, android::meminfo, android::settings,
+    android::thermal, android::wifi_status, linux::power_supply, linux::proc_stat, metrics_map,
 };
 use crate::config::{AndroidArtifact, Build, DeviceSpec, Platform, VariantConfig};
 use crate::device::{

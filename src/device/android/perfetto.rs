@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use super::adb::{Adb, quote_argv};
 use crate::clock::Clock;
-use crate::collect::proc_stat;
+use crate::collect::linux::proc_stat;
 use crate::device::DeviceError;
 
 /// The first SDK with `android.power` and `perfetto --txt` (Android 10).

@@ -16,7 +16,7 @@ use super::sysfs::{self, EnergySample, HostPaths};
 use super::tree::{self, SampleError, TreeRef, TreeSample};
 use super::usage::{SOURCE_RAPL, tree_usage};
 use crate::clock::Clock;
-use crate::collect::procfs::{cgroup2_mount, own_cgroup2};
+use crate::collect::linux::procfs::{cgroup2_mount, own_cgroup2};
 use crate::config::{Build, DeviceSpec, HostCommand, Platform, VariantConfig};
 use crate::device::{
     AppHandle, ArtifactFile, Collected, Device, DeviceError, Identity, LaunchSpec, Measurement, PrepareOutcome,

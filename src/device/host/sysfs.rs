@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::collect::procfs::parse_loadavg;
+use crate::collect::linux::procfs::parse_loadavg;
 use crate::device::{Provenance, Reading, StateSnapshot};
 use crate::transport::{Transport, TransportError};
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::collect::procfs::{
+use crate::collect::linux::procfs::{
     CgroupCpu, PidIo, PidStat, PidStatus, parse_cgroup_cpu_stat, parse_pid_io, parse_pid_list, parse_pid_stat,
     parse_pid_status,
 };

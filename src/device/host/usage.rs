@@ -130,7 +130,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::collect::procfs::{CgroupCpu, PidIo, PidStat, PidStatus};
+    use crate::collect::linux::procfs::{CgroupCpu, PidIo, PidStat, PidStatus};
     use crate::device::host::tree::ProcSample;
 
     fn proc(utime: u64, stime: u64, cutime: u64, threads: &[(u32, u64, u64)], io: Option<(u64, u64)>) -> ProcSample {

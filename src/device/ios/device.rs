@@ -22,7 +22,7 @@ use super::mux::{Mux, SYSTEM_SOCKET};
 use super::phone::{Phone, major};
 use super::samples::{Sampler, Via};
 use crate::clock::Clock;
-use crate::collect::{ios_battery, metrics_map, powerlog, sysdiagnose};
+use crate::collect::{ios::battery as ios_battery, ios::powerlog, ios::sysdiagnose, metrics_map};
 use crate::config::{Build, DeviceSpec, IosArtifact, StepWhen, VariantConfig};
 use crate::device::{
     AppHandle, ArtifactFile, BatteryHealth, Collected, Device, DeviceError, DeviceStep, Identity, LaunchSpec,

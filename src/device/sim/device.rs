@@ -12,7 +12,7 @@ use super::powerlog::POWERLOG_FILE;
 use super::standin_hub::StandinHub;
 use super::state::SimState;
 use crate::clock::Clock;
-use crate::collect::{powerlog, sim_dump};
+use crate::collect::{ios::powerlog, sim::dump as sim_dump};
 use crate::config::{Build, DeviceSpec, Platform, VariantConfig};
 use crate::device::{
     AppHandle, ArtifactFile, BatteryHealth, Collected, DesiredState, Device, DeviceError, Identity, LaunchSpec,
@@ -211,7 +211,7 @@ impl Device for SimDevice {
 
     /// Closes the measurement window, writes `sim-energy.log` into `dir` and reads the
     /// measurements, the battery series and the soak evidence back from it with
-    /// `collect::sim_dump::parse`.
+    /// `collect::sim::dump::parse`.
     async fn collect(&self, app: &AppHandle, dir: &Path) -> Result<Collected, DeviceError> {
         let (header, log) = self.with_state(|st| st.collect(&app.id))?;
         let text = dump::render(&header, &log);

@@ -1,11 +1,11 @@
 //! Writes a trial's log as the simulated phone's raw dump, a plain line format
-//! (docs/sim.md) that `collect::sim_dump::parse` reads back.
+//! (docs/sim.md) that `collect::sim::dump::parse` reads back.
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
 use super::log::{EventKind, TrialLog};
-use crate::collect::sim_dump::MAGIC;
+use crate::collect::sim::dump::MAGIC;
 use crate::config::Platform;
 
 /// File name of the dump in the trial's artifact folder.

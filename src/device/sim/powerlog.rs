@@ -1,7 +1,7 @@
 //! The powerlog a simulated iPhone leaves: its battery timeline, screen brightness and
 //! Bluetooth written as an iOS powerlog database (the real tables' names and columns, a
 //! subset of them), so a simulated trial reads its untethered evidence and its soak's
-//! state the way a real iPhone's are read (`collect::powerlog`).
+//! state the way a real iPhone's are read (`collect::ios::powerlog`).
 //!
 //! The powerlog clock runs `CLOCK_OFFSET_S` behind wall time, with the time-offset row
 //! that says so, as a phone whose clock was set after boot does: the reader must apply it.
@@ -13,7 +13,7 @@ use rusqlite::{Connection, MAIN_DB, params};
 use super::dump::DumpHeader;
 use super::log::{EventKind, TrialLog};
 use crate::collect::ParseError;
-use crate::collect::powerlog::{Layout, Powerlog};
+use crate::collect::ios::powerlog::{Layout, Powerlog};
 
 pub const POWERLOG_FILE: &str = "powerlog.PLSQL";
 
@@ -55,7 +55,7 @@ thread_local! {
 }
 
 /// The trial's battery records as a powerlog database: its bytes, and what
-/// `collect::powerlog::read` reads from that database.
+/// `collect::ios::powerlog::read` reads from that database.
 pub fn write(header: &DumpHeader, log: &TrialLog) -> rusqlite::Result<(Vec<u8>, Result<Powerlog, ParseError>)> {
     DB.with_borrow_mut(|slot| {
         let (conn, layout) = match slot {
@@ -69,7 +69,7 @@ pub fn write(header: &DumpHeader, log: &TrialLog) -> rusqlite::Result<(Vec<u8>, 
         };
         conn.prepare_cached("BEGIN")?.execute([])?;
         let written = fill(conn, header, log).and_then(|()| {
-            let read = crate::collect::powerlog::read_with(conn, layout);
+            let read = crate::collect::ios::powerlog::read_with(conn, layout);
             Ok((conn.serialize(MAIN_DB)?.to_vec(), read))
         });
         if conn.prepare_cached("ROLLBACK").and_then(|mut st| st.execute([])).is_err() {
@@ -176,7 +176,7 @@ mod tests {
         other.records.truncate(3);
         assert_ne!(write(&header, &other).unwrap().0, bytes);
         assert!(write(&header, &log).unwrap().0 == bytes, "and every time");
-        let read = crate::collect::powerlog::parse(&bytes).unwrap();
+        let read = crate::collect::ios::powerlog::parse(&bytes).unwrap();
         assert_eq!(from_db.unwrap(), read, "what the file reads is what the database read");
         assert_eq!((read.battery.len(), read.bluetooth.len(), read.time_offsets), (12, 1, 1));
     }

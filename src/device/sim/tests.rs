@@ -9,7 +9,7 @@ use rand::seq::SliceRandom;
 
 use super::model::{self, IDLE_MW};
 use super::{DUMP_FILE, SimDevice};
-use crate::collect::sim_dump;
+use crate::collect::sim::dump as sim_dump;
 use crate::config::{Build, DeviceKind, DeviceSpec, Platform, SimParams, SimProfile, TetherSpec, VariantConfig};
 use crate::device::{
     Collected, DesiredState, Device, DeviceError, LaunchSpec, PrepareOutcome, Provenance, Reading, StateSnapshot,
@@ -544,10 +544,11 @@ async fn charging_during_soak_fault_is_hidden_at_untether_but_logged() {
     let ev = &out.collected.evidence;
     assert!(ev.charging_s > 0.0 && ev.charging_s < 3600.0, "{ev:?}");
     // The iPhone's own record says so (read from its powerlog), and agrees with the dump.
-    let log = crate::collect::powerlog::parse(&std::fs::read(tmp.path().join(super::POWERLOG_FILE)).unwrap()).unwrap();
+    let log =
+        crate::collect::ios::powerlog::parse(&std::fs::read(tmp.path().join(super::POWERLOG_FILE)).unwrap()).unwrap();
     let (from, to) = log.last_unplugged().map_or((0.0, 0.0), |w| w);
     assert!(to > from, "it was unplugged for a while");
-    let dumped = crate::collect::sim_dump::parse(&String::from_utf8_lossy(&out.dump)).unwrap();
+    let dumped = crate::collect::sim::dump::parse(&String::from_utf8_lossy(&out.dump)).unwrap();
     // (to the millisecond: the powerlog counts in wall-clock seconds near 1.8e9)
     assert!((ev.charging_s - dumped.charging_s).abs() < 1e-3, "{} vs {}", ev.charging_s, dumped.charging_s);
     let text = String::from_utf8_lossy(&out.dump);

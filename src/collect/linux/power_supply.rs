@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::parse_error::ParseError;
+use crate::collect::parse_error::ParseError;
 
 const PREFIX: &str = "POWER_SUPPLY_";
 

@@ -2,7 +2,7 @@
 //! to walk a Perfetto trace without generated code or protoc. Every error names the byte
 //! offset in the whole input, so a nested message is read with the offset it starts at.
 
-use super::parse_error::ParseError;
+use crate::collect::parse_error::ParseError;
 
 /// One field's payload, by wire type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,10 +3,10 @@
 
 use serde_json::json;
 
-use super::input::CampaignData;
 use crate::config::{Order, Platform, StatsSettings};
-use crate::device::Measurement;
+use crate::measure::Measurement;
 use crate::plan::{Plan, PlannedDevice, Variant};
+use crate::report::CampaignData;
 use crate::store::{
     AttemptRecord, AttemptStatus, CampaignRecord, CampaignStatus, PlannedTrialRow, TrialOutcome, TrialRecord,
 };

@@ -8,95 +8,15 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::batterystats_checkin::AppUsage;
-use super::parse_error::ParseError;
-use super::{
-    android_battery, batterystats_checkin, bluetooth, cpuinfo, dumpsys_wifi, history_text, ios_battery, meminfo,
-    metrics_map, perfetto, powerlog, proc_stat, sysdiagnose, thermal, wifi_status,
+use super::kind::ImportKind;
+use crate::collect::ParseError;
+use crate::collect::android::batterystats_checkin::AppUsage;
+use crate::collect::{
+    android::battery as android_battery, android::batterystats_checkin, android::bluetooth, android::cpuinfo,
+    android::dumpsys_wifi, android::history_text, android::meminfo, android::perfetto, android::thermal,
+    android::wifi_status, ios::battery as ios_battery, ios::powerlog, ios::sysdiagnose, linux::proc_stat, metrics_map,
 };
 use crate::measure::{BATTERY_PCT, Measurement, Series};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum ImportKind {
-    /// `dumpsys batterystats --checkin` (or `-c`): per-app estimates, CPU, network, discharge.
-    AndroidBatterystats,
-    /// The human-readable `Battery History` of `dumpsys batterystats`: level drop and rate.
-    AndroidBatteryHistory,
-    /// `dumpsys battery`: one snapshot, or two (before, after).
-    AndroidBattery,
-    /// `dumpsys thermalservice`.
-    AndroidThermal,
-    /// `cmd wifi status`.
-    AndroidWifiStatus,
-    /// `dumpsys wifi` (supplicant events).
-    AndroidDumpsysWifi,
-    /// `dumpsys bluetooth_manager`.
-    AndroidBluetooth,
-    /// `dumpsys meminfo <package>`.
-    AndroidMeminfo,
-    /// `dumpsys cpuinfo` (use --package for one app).
-    AndroidCpuinfo,
-    /// `/proc/<pid>/stat`: one read, or two (before, after).
-    ProcStat,
-    /// A Perfetto `android.power` trace (`.pftrace`): energy per rail, battery counters.
-    Perfetto,
-    /// iOS battery registry (IOPMPowerSource / AppleSmartBattery), XML or binary plist:
-    /// one snapshot, or two (before, after).
-    IosBattery,
-    /// An iPhone's powerlog database (`CurrentPowerlog.PLSQL`, a sysdiagnose's
-    /// `logs/powerlogs/powerlog_*.PLSQL`): its last unplugged stretch as the soak.
-    IosPowerlog,
-    /// A sysdiagnose archive (`.tar.gz`): its newest `logs/powerlogs/*.PLSQL`, read as
-    /// `ios-powerlog` is.
-    IosSysdiagnose,
-}
-
-impl ImportKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            ImportKind::AndroidBatterystats => "android-batterystats",
-            ImportKind::AndroidBatteryHistory => "android-battery-history",
-            ImportKind::AndroidBattery => "android-battery",
-            ImportKind::AndroidThermal => "android-thermal",
-            ImportKind::AndroidWifiStatus => "android-wifi-status",
-            ImportKind::AndroidDumpsysWifi => "android-dumpsys-wifi",
-            ImportKind::AndroidBluetooth => "android-bluetooth",
-            ImportKind::AndroidMeminfo => "android-meminfo",
-            ImportKind::AndroidCpuinfo => "android-cpuinfo",
-            ImportKind::ProcStat => "proc-stat",
-            ImportKind::Perfetto => "perfetto",
-            ImportKind::IosBattery => "ios-battery",
-            ImportKind::IosPowerlog => "ios-powerlog",
-            ImportKind::IosSysdiagnose => "ios-sysdiagnose",
-        }
-    }
-
-    /// What the kind's files hold, for error messages.
-    pub fn expects(self) -> &'static str {
-        match self {
-            ImportKind::AndroidBatterystats => "`dumpsys batterystats --checkin` output",
-            ImportKind::AndroidBatteryHistory => "`dumpsys batterystats` output with its Battery History",
-            ImportKind::AndroidBattery => "`dumpsys battery` output",
-            ImportKind::AndroidThermal => "`dumpsys thermalservice` output",
-            ImportKind::AndroidWifiStatus => "`cmd wifi status` output",
-            ImportKind::AndroidDumpsysWifi => "`dumpsys wifi` output",
-            ImportKind::AndroidBluetooth => "`dumpsys bluetooth_manager` output",
-            ImportKind::AndroidMeminfo => "`dumpsys meminfo <package>` output",
-            ImportKind::AndroidCpuinfo => "`dumpsys cpuinfo` output",
-            ImportKind::ProcStat => "a /proc/<pid>/stat line",
-            ImportKind::Perfetto => "a binary Perfetto trace (`perfetto -o FILE`, not the text format)",
-            ImportKind::IosBattery => "an IOPMPowerSource/AppleSmartBattery registry plist",
-            ImportKind::IosPowerlog => "an iOS powerlog database (.PLSQL)",
-            ImportKind::IosSysdiagnose => "a sysdiagnose archive (.tar.gz) with logs/powerlogs/*.PLSQL",
-        }
-    }
-
-    /// Whether a second file (the "after" snapshot) is accepted.
-    pub fn takes_pair(self) -> bool {
-        matches!(self, ImportKind::AndroidBattery | ImportKind::IosBattery | ImportKind::ProcStat)
-    }
-}
 
 #[derive(Debug, Clone)]
 pub struct ImportOptions {

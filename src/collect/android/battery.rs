@@ -14,8 +14,8 @@
 
 use serde::Serialize;
 
-use super::parse_error::ParseError;
-use super::text::{end_line, excerpt, numbered};
+use crate::collect::parse_error::ParseError;
+use crate::collect::text::{end_line, excerpt, numbered};
 
 const HEADER: &str = "Current Battery Service state:";
 

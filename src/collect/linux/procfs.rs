@@ -1,15 +1,15 @@
 //! Parsers of the Linux kernel's accounting files the host backend reads (proc(5),
 //! cgroups(7)): pure functions of text.
 //!
-//! Field positions follow proc_pid_stat(5) (through [`super::proc_stat`]),
+//! Field positions follow proc_pid_stat(5) (through [`crate::collect::linux::proc_stat`]),
 //! proc_pid_status(5), proc_pid_io(5) and the cgroup v2 documentation
 //! (Documentation/admin-guide/cgroup-v2.rst, "cpu.stat").
 
 use std::path::PathBuf;
 
-use super::parse_error::ParseError;
-use super::proc_stat;
-use super::text::{end_line, number, numbered};
+use crate::collect::linux::proc_stat;
+use crate::collect::parse_error::ParseError;
+use crate::collect::text::{end_line, number, numbered};
 
 /// What `/proc/<pid>/stat` says about one process (or `/proc/<pid>/task/<tid>/stat` about a thread).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

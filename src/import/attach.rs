@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::import::Imported;
+use super::read::Imported;
 use crate::config::{Lab, Order, StatsSettings, is_valid_name};
 use crate::plan::Plan;
 use crate::store::{AttemptRecord, AttemptStatus, CampaignStatus, NewCampaign, PlannedTrialRow, Store, StoreError};

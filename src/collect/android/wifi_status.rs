@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::parse_error::ParseError;
-use super::text::{end_line, excerpt, number, numbered};
+use crate::collect::parse_error::ParseError;
+use crate::collect::text::{end_line, excerpt, number, numbered};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WifiInfo {

@@ -20,8 +20,8 @@
 
 use serde::Serialize;
 
-use super::parse_error::ParseError;
-use super::text::{excerpt, number, numbered};
+use crate::collect::parse_error::ParseError;
+use crate::collect::text::{excerpt, number, numbered};
 
 /// How a hub switches its ports' power (`wHubCharacteristics`' logical power switching mode).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -296,7 +296,7 @@ mod tests {
         assert!(e(&format!("{hub}  Port 2: 0103 power connect [zz:1 x]\n")).contains("does not start with VID:PID"));
         assert!(e("Current status for hub 1-1 [0bda:5411 Hub, USB 2.10, 4 ports, shared]\n").contains("`shared`"));
         // Every prefix of a real listing parses or fails cleanly.
-        let real = include_str!("../../tests/fixtures/hubs/uhubctl_listing_tplink_uh720.txt");
+        let real = include_str!("../../../tests/fixtures/hubs/uhubctl_listing_tplink_uh720.txt");
         for i in (0..real.len()).filter(|&i| real.is_char_boundary(i)) {
             let _ = parse(&real[..i]);
         }

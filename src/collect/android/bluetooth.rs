@@ -11,8 +11,8 @@
 
 use serde::Serialize;
 
-use super::parse_error::ParseError;
-use super::text::{boolean, end_line, excerpt, numbered};
+use crate::collect::parse_error::ParseError;
+use crate::collect::text::{boolean, end_line, excerpt, numbered};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BluetoothManager {

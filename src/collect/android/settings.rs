@@ -2,8 +2,8 @@
 
 use serde::Serialize;
 
-use super::parse_error::ParseError;
-use super::text::{excerpt, numbered};
+use crate::collect::parse_error::ParseError;
+use crate::collect::text::{excerpt, numbered};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", content = "value", rename_all = "lowercase")]

@@ -2,9 +2,7 @@
 
 use std::collections::BTreeSet;
 
-/// Metrics every backend may produce, in the order a reader scans them: one list for
-/// the whole crate, kept by the config (which checks runbooks against it).
-pub use crate::config::KNOWN_METRICS;
+use super::metrics::KNOWN_METRICS;
 
 /// Display order: the plan's metric list as written; then any other observed metric,
 /// known ones in [`KNOWN_METRICS`] order and the rest alphabetically. Without a plan

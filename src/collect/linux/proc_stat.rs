@@ -6,8 +6,8 @@
 
 use serde::Serialize;
 
-use super::parse_error::ParseError;
-use super::text::{excerpt, number, numbered};
+use crate::collect::parse_error::ParseError;
+use crate::collect::text::{excerpt, number, numbered};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProcStat {

@@ -7,8 +7,8 @@
 
 use serde::Serialize;
 
-use super::parse_error::ParseError;
-use super::text::{excerpt, numbered};
+use crate::collect::parse_error::ParseError;
+use crate::collect::text::{excerpt, numbered};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DumpsysWifi {

@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 use plist::{Dictionary, Value};
 use serde::Serialize;
 
-use super::parse_error::ParseError;
-use super::text::excerpt;
+use crate::collect::parse_error::ParseError;
+use crate::collect::text::excerpt;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct IosBattery {

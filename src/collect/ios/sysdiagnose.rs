@@ -5,7 +5,7 @@
 
 use std::io::Read;
 
-use super::parse_error::ParseError;
+use crate::collect::parse_error::ParseError;
 
 /// One powerlog database found in the archive: its path there and its bytes.
 #[derive(Debug, Clone, PartialEq)]

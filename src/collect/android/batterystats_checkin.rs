@@ -2,7 +2,7 @@
 //!
 //! Every row is `9,<uid>,<category>,<type>,<fields…>` (AOSP `BatteryStats.dumpCheckinLocked`):
 //! `9` is a legacy constant, `<category>` is `i` (info) or `l` (since last charge), and the
-//! history rows are `9,hsp,…` and `9,h,…` (see [`super::batterystats_history`]). Fields are
+//! history rows are `9,hsp,…` and `9,h,…` (see [`crate::collect::android::batterystats_history`]). Fields are
 //! positional; each Android release may append fields, so rows are read by position with
 //! the layout of the checkin version in the `vers` row (11 = Android 5.0 … 35 = Android 12,
 //! 36 = 2024 builds such as AP2A),
@@ -17,9 +17,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::batterystats_history::CheckinHistory;
-use super::parse_error::ParseError;
-use super::text::{excerpt, finite, number, numbered};
+use crate::collect::android::batterystats_history::CheckinHistory;
+use crate::collect::parse_error::ParseError;
+use crate::collect::text::{excerpt, finite, number, numbered};
 
 /// The checkin versions whose layouts this parser knows.
 pub const KNOWN_VERSIONS: std::ops::RangeInclusive<u32> = 11..=36;

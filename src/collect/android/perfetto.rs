@@ -1,6 +1,6 @@
 //! A Perfetto trace (`perfetto.protos.Trace`, the `.pftrace` of an `android.power` session):
 //! power rails (energy per rail) and battery counters, read with the wire reader in
-//! [`protobuf`](super::protobuf) so that no protoc is needed. Other packets are skipped.
+//! [`protobuf`](crate::collect::android::protobuf) so that no protoc is needed. Other packets are skipped.
 //!
 //! Field numbers (perfetto `protos/perfetto/trace/`): Trace.packet = 1; TracePacket.timestamp = 8,
 //! battery = 38, power_rails = 40; PowerRails.rail_descriptor = 1, energy_data = 2,
@@ -12,8 +12,8 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::parse_error::ParseError;
-use super::protobuf::{WireField, WireReader};
+use crate::collect::android::protobuf::{WireField, WireReader};
+use crate::collect::parse_error::ParseError;
 use crate::measure::{BATTERY_PCT, Series};
 
 pub const SRC_PERFETTO_BATTERY: &str = "perfetto battery counters";
@@ -317,7 +317,7 @@ mod tests {
         let trace =
             [battery_packet(1_000_000_000, 100.0, 2_001_000, 0), battery_packet(5_000_000_000, 98.0, 1_950_500, 0)]
                 .concat();
-        let ms = super::super::metrics_map::perfetto(&PowerTrace::parse(&trace).unwrap());
+        let ms = crate::collect::metrics_map::perfetto(&PowerTrace::parse(&trace).unwrap());
         let got: Vec<(&str, f64, &str)> = ms.iter().map(|m| (m.metric.as_str(), m.value, m.source.as_str())).collect();
         assert_eq!(
             got,

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use rusqlite::{Connection, MAIN_DB};
 use serde::Serialize;
 
-use super::parse_error::ParseError;
+use crate::collect::parse_error::ParseError;
 
 const BATTERY: &str = "PLBatteryAgent_EventBackward_Battery";
 const TIME_OFFSET: &str = "PLStorageOperator_EventForward_TimeOffset";

@@ -13,8 +13,8 @@
 
 use serde::Serialize;
 
-use super::parse_error::ParseError;
-use super::text::{boolean, end_line, excerpt, finite, number, numbered};
+use crate::collect::parse_error::ParseError;
+use crate::collect::text::{boolean, end_line, excerpt, finite, number, numbered};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Temperature {

@@ -11,8 +11,8 @@
 
 use serde::Serialize;
 
-use super::parse_error::ParseError;
-use super::text::{end_line, excerpt, finite, number, numbered};
+use crate::collect::parse_error::ParseError;
+use crate::collect::text::{end_line, excerpt, finite, number, numbered};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProcessCpu {

@@ -16,8 +16,8 @@
 
 use serde::Serialize;
 
-use super::parse_error::ParseError;
-use super::text::{excerpt, number};
+use crate::collect::parse_error::ParseError;
+use crate::collect::text::{excerpt, number};
 
 /// `9,hsp,<index>,<uid>,"<tag>"`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -220,19 +220,19 @@ impl CheckinHistory {
 
 #[cfg(test)]
 mod tests {
-    const CHECKIN: &str = include_str!("../../tests/fixtures/devices/android/batterystats_checkin_v36_perfetto.txt");
+    const CHECKIN: &str = include_str!("../../../tests/fixtures/devices/android/batterystats_checkin_v36_perfetto.txt");
 
     #[test]
     fn charging_and_plugged_time_are_summed_from_the_history() {
         let text = format!("{CHECKIN}9,h,60000,Bs=c,Bp=u\n9,h,30000,Bs=d,Bp=n\n9,h,10000,Bs=c\n9,h,5000,+w=1\n");
-        let h = crate::collect::batterystats_checkin::parse(&text).unwrap().history;
+        let h = crate::collect::android::batterystats_checkin::parse(&text).unwrap().history;
         // 30 s charging and plugged, then 5 s charging until the last record (still open).
         assert_eq!(h.charging_ms(), 35_000);
         assert_eq!(h.plugged_ms(), 30_000);
         // Only what falls in a window: the first 10 s of the first interval, none of the second.
         let start = h.charging[0].0;
         assert_eq!(h.charging_ms_between(start - 5_000, start + 10_000), 10_000);
-        let unplugged = crate::collect::batterystats_checkin::parse(CHECKIN).unwrap().history;
+        let unplugged = crate::collect::android::batterystats_checkin::parse(CHECKIN).unwrap().history;
         assert_eq!((unplugged.charging_ms(), unplugged.plugged_ms()), (0, 0), "the fixture discharges throughout");
     }
 }

@@ -1,0 +1,3 @@
+//! Parsers of what USB hubs (`uhubctl`) give back.
+
+pub mod uhubctl;

@@ -1,0 +1,5 @@
+//! Parsers of what iPhones (battery registry, powerlog, sysdiagnose) give back.
+
+pub mod battery;
+pub mod powerlog;
+pub mod sysdiagnose;

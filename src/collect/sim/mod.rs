@@ -1,0 +1,3 @@
+//! Parsers of what the simulated phone give back.
+
+pub mod dump;
