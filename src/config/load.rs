@@ -5,12 +5,12 @@
 
 use std::path::Path;
 
-use super::files::base_dir;
-use super::problems::Problems;
-use super::source::Source;
-use super::table::Table;
-use super::validate_lab::read_lab;
-use super::validate_runbook::read_runbook;
+use super::lab::read_lab::read_lab;
+use super::runbook::read_runbook::read_runbook;
+use super::syntax::files::base_dir;
+use super::syntax::problems::Problems;
+use super::syntax::source::Source;
+use super::syntax::table::Table;
 use super::{ConfigError, Diagnostic, Lab, Runbook};
 
 /// Reads and validates a lab file.

@@ -13,8 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::state::{DesiredState, StateSnapshot};
 use crate::clock::Clock;
 use crate::config::{Build, DeviceSpec, VariantConfig};
-// What devices measure lives below them (`measure`); named here too for device users.
-pub use crate::measure::{Measurement, Series, UntetherMode};
+use crate::measure::{Measurement, Series, UntetherMode};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {

@@ -486,7 +486,7 @@ fn campaign_meta(data: &CampaignData) -> CampaignMeta {
 mod tests {
 
     use super::*;
-    use crate::device::Measurement;
+    use crate::measure::Measurement;
     use crate::testing::fixture::{self, MODEL};
 
     fn row<'a>(r: &'a Report, variant: &str, metric: &str) -> &'a MetricRow {

@@ -14,11 +14,12 @@ use async_trait::async_trait;
 
 use super::trial::{RunError, blocking};
 use crate::device::Device;
+use crate::measure::UntetherMode;
 use crate::measure::metric_order;
 use crate::plan::Plan;
 use crate::stats::summarize;
 use crate::store::{AttemptRecord, AttemptStatus, PlannedTrialRow, Store, TrialRecord};
-use crate::tether::{Tether, TetherError, UntetherMode};
+use crate::tether::{Tether, TetherError};
 
 /// A variant × model whose gating metrics are not precise enough yet.
 #[derive(Debug, Clone, PartialEq)]

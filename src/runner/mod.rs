@@ -12,7 +12,7 @@ mod status_board;
 mod trial;
 #[cfg(test)]
 mod trial_tests;
-mod validate;
+mod validity;
 mod worker;
 
 pub use adaptive::{Extension, Imprecise, imprecise};
@@ -25,5 +25,5 @@ pub use manifest::{
 };
 pub use status_board::StatusBoard;
 pub use trial::{AttemptOutcome, RunError, TrialContext, now_rfc3339, traffic_token};
-pub use validate::{precondition_violations, soak_violations};
+pub use validity::{precondition_violations, soak_violations};
 pub use worker::WorkerEnd;

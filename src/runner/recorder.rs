@@ -6,14 +6,14 @@
 //! attempts together kept 200 threads queued on the store's connection, and the handing
 //! over between them was a large part of a fast campaign's time. An attempt's task still
 //! returns only once the transaction that holds the attempt is committed. Each attempt comes
-//! encoded (`AttemptRow`, made by its own task): every device waits on this one thread, so
+//! encoded (`EncodedAttempt`, made by its own task): every device waits on this one thread, so
 //! it does nothing but SQLite.
 
 use tokio::sync::oneshot;
 
-use crate::store::{AttemptRow, Store, StoreError};
+use crate::store::{EncodedAttempt, Store, StoreError};
 
-type Job = (AttemptRow, oneshot::Sender<Result<(), StoreError>>);
+type Job = (EncodedAttempt, oneshot::Sender<Result<(), StoreError>>);
 
 pub struct Recorder {
     jobs: std::sync::mpsc::Sender<Job>,
@@ -26,7 +26,8 @@ impl Recorder {
         let (jobs, rx) = std::sync::mpsc::channel::<Job>();
         std::thread::Builder::new().name("lab-recorder".into()).spawn(move || {
             while let Ok(first) = rx.recv() {
-                let (rows, replies): (Vec<AttemptRow>, Vec<_>) = std::iter::once(first).chain(rx.try_iter()).unzip();
+                let (rows, replies): (Vec<EncodedAttempt>, Vec<_>) =
+                    std::iter::once(first).chain(rx.try_iter()).unzip();
                 for (result, reply) in store.record_rows(rows).into_iter().zip(replies) {
                     let _ = reply.send(result);
                 }
@@ -36,7 +37,7 @@ impl Recorder {
     }
 
     /// Records `a`; returns once it is committed (or refused).
-    pub async fn record(&self, a: AttemptRow) -> Result<(), StoreError> {
+    pub async fn record(&self, a: EncodedAttempt) -> Result<(), StoreError> {
         let (tx, rx) = oneshot::channel();
         self.jobs.send((a, tx)).map_err(|_| StoreError::Internal("the recording thread has stopped".into()))?;
         rx.await.unwrap_or_else(|_| Err(StoreError::Internal("the recording thread stopped before the commit".into())))
@@ -57,13 +58,15 @@ mod tests {
         let tasks: Vec<_> = (0..300u32)
             .map(|i| {
                 let r = recorder.clone();
-                tokio::spawn(async move { r.record(AttemptRow::encode(test_attempt("c1", i, 0, i % 5 != 0))).await })
+                tokio::spawn(
+                    async move { r.record(EncodedAttempt::encode(test_attempt("c1", i, 0, i % 5 != 0))).await },
+                )
             })
             .collect();
         for t in tasks {
             t.await.unwrap().unwrap();
         }
-        let e = recorder.record(AttemptRow::encode(test_attempt("c1", 7, 0, true))).await.unwrap_err();
+        let e = recorder.record(EncodedAttempt::encode(test_attempt("c1", 7, 0, true))).await.unwrap_err();
         assert!(matches!(e, StoreError::Duplicate { trial: 7, attempt: 0, .. }), "{e}");
         let stored = store.attempts("c1").unwrap();
         assert_eq!(stored.len(), 300);

@@ -1,7 +1,7 @@
 //! An attempt's three state snapshots as the store keeps them: JSON texts and the digest
 //! reports read (`store::StateDigest`), made straight from the typed snapshots.
 //!
-//! The store can make both from JSON values (`AttemptRow::encode`), which is what records
+//! The store can make both from JSON values (`EncodedAttempt::encode`), which is what records
 //! made elsewhere go through; a campaign's attempts skip the tree of values, which took a
 //! runner more time to build, print and free than the rest of recording an attempt.
 

@@ -17,16 +17,18 @@ use super::footprint::Footprint;
 use super::recorder::Recorder;
 use super::state_row::{state_digest, state_json};
 use super::status_board::{StatusBoard, When};
-use super::validate;
+use super::validity;
 use crate::clock::Clock;
 use crate::config::{Runbook, StepWhen};
-use crate::device::{AppHandle, Collected, DesiredState, Device, DeviceError, LaunchSpec, Measurement, StateSnapshot};
+use crate::device::{AppHandle, Collected, DesiredState, Device, DeviceError, LaunchSpec, StateSnapshot};
 use crate::endpoint::{Endpoint, EndpointError, ReportAt};
+use crate::measure::Measurement;
+use crate::measure::UntetherMode;
 use crate::store::{
-    AttemptRow, AttemptStatus, DeviceStatusRow, PlannedTrialRow, SeriesRow, Store, StoreError, attempt_folder,
+    AttemptStatus, DeviceStatusRow, EncodedAttempt, PlannedTrialRow, SeriesRow, Store, StoreError, attempt_folder,
     list_json,
 };
-use crate::tether::{Tether, TetherError, UntetherMode};
+use crate::tether::{Tether, TetherError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -416,7 +418,7 @@ impl Attempt<'_> {
         // Encoded here, on this device's task: the recording thread every device waits on
         // only runs SQLite (`runner::recorder`).
         let digest = state_digest([p.before.as_ref(), p.soak.as_ref(), p.after.as_ref()]);
-        let record = AttemptRow {
+        let record = EncodedAttempt {
             campaign: self.ctx.campaign.clone(),
             trial_idx: self.trial.idx,
             attempt: self.attempt,
@@ -539,8 +541,8 @@ impl Attempt<'_> {
         };
         // What no API read, the operator may have attested (kept as attested).
         let mut before = before;
-        validate::fill_attested(&mut before, &self.ctx.desk.attested(self.device.name()), &StepWhen::BEFORE);
-        let mut reasons = validate::precondition_violations(pre, &before, "before");
+        validity::fill_attested(&mut before, &self.ctx.desk.attested(self.device.name()), &StepWhen::BEFORE);
+        let mut reasons = validity::precondition_violations(pre, &before, "before");
         p.before = Some(before.clone());
         if !reasons.is_empty() {
             return Err(Failure::new(reasons.join("; ")));
@@ -580,7 +582,7 @@ impl Attempt<'_> {
                 // Expected of a phone only told it is unplugged: its figures are labelled
                 // and reported apart, not thrown away.
                 Ok(s) if s.charging.value() == Some(true) && p.mode == UntetherMode::SoftUntethered => {
-                    p.labels.push(validate::STILL_CHARGING_SOFT.to_string());
+                    p.labels.push(validity::STILL_CHARGING_SOFT.to_string());
                 }
                 Ok(s) if s.charging.value() == Some(true) => {
                     return Err(Failure::new(format!(
@@ -661,25 +663,25 @@ impl Attempt<'_> {
         if let Some(e) = endpoint {
             if let Some(r) = e.app_report(&token, ReportAt::Launch) {
                 let mut before = before.clone();
-                p.labels.extend(validate::fill_reported(&mut before, &r, "at launch"));
-                reasons.extend(validate::precondition_violations(pre, &before, "before"));
+                p.labels.extend(validity::fill_reported(&mut before, &r, "at launch"));
+                reasons.extend(validity::precondition_violations(pre, &before, "before"));
                 p.before = Some(before);
             }
             if let Some(r) = e.app_report(&token, ReportAt::End) {
-                p.labels.extend(validate::fill_reported(&mut after, &r, "at the end"));
+                p.labels.extend(validity::fill_reported(&mut after, &r, "at the end"));
             }
         }
-        validate::fill_attested(&mut after, &self.ctx.desk.attested(self.device.name()), &StepWhen::AFTER);
+        validity::fill_attested(&mut after, &self.ctx.desk.attested(self.device.name()), &StepWhen::AFTER);
         p.after = Some(after.clone());
 
         // validate
         self.enter(p, Phase::Validate);
-        reasons.extend(validate::precondition_violations(pre, &after, "after"));
+        reasons.extend(validity::precondition_violations(pre, &after, "after"));
         if let Some(log) = &collected.soak_state {
-            reasons.extend(validate::precondition_violations(pre, log, "during"));
+            reasons.extend(validity::precondition_violations(pre, log, "during"));
             p.soak = Some(log.clone());
         }
-        reasons.extend(validate::soak_violations(
+        reasons.extend(validity::soak_violations(
             pre,
             &rb.workload,
             rb.duration,
@@ -687,7 +689,7 @@ impl Attempt<'_> {
             p.mode,
             &self.tether.cut_question(),
         ));
-        p.labels.extend(validate::soak_labels(p.mode, &collected.evidence, rb.workload.request_tolerance));
+        p.labels.extend(validity::soak_labels(p.mode, &collected.evidence, rb.workload.request_tolerance));
         if pre.app_foreground
             && !collected.evidence.app_died
             && let Some(fg) = after.foreground_app.text()

@@ -11,11 +11,12 @@ use super::event::{Event, EventSink};
 use super::footprint::Footprint;
 use super::trial::{Attempt, AttemptOutcome, TrialContext};
 use crate::device::Device;
+use crate::measure::UntetherMode;
 use crate::store::{AttemptStatus, PlannedTrialRow, Store};
 use crate::testing::{
     Behaviour, Call, Reply, ScriptedDevice, ScriptedTransport, answer_uhubctl_port, uhubctl_switch_output,
 };
-use crate::tether::{UhubctlTether, UntetherMode};
+use crate::tether::UhubctlTether;
 
 const LAB: &str = r#"
 [lab]
@@ -199,7 +200,7 @@ async fn a_soft_untethered_phone_that_still_charges_is_labelled_not_invalid() {
     assert_eq!(
         a.labels,
         [
-            super::validate::STILL_CHARGING_SOFT,
+            super::validity::STILL_CHARGING_SOFT,
             "charged for 600 s during the soak (soft-untethered: USB power stays on)"
         ]
     );

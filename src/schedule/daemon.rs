@@ -7,7 +7,7 @@
 use chrono::{DateTime, Utc};
 
 use super::due::{checkpoint, next_after, parse_utc, utc_text};
-use super::runner::{Launcher, RunDueReport, SlotRunner};
+use super::slot_runner::{Launcher, RunDueReport, SlotRunner};
 use super::{Now, ScheduleError, wake};
 
 /// What the daemon tells its caller.

@@ -12,7 +12,7 @@ mod error;
 mod install;
 mod now;
 mod review;
-mod runner;
+mod slot_runner;
 mod wake;
 
 pub use baseline::{BASELINE_MAX, baseline_campaigns};
@@ -24,6 +24,6 @@ pub use error::ScheduleError;
 pub use install::{InstallTarget, Paths, crontab, launchd_plist, systemd_units};
 pub use now::Now;
 pub use review::{ConfirmationRun, Review, ReviewReport, history_path};
-pub use runner::{
+pub use slot_runner::{
     Job, JobRunbook, Launch, Launcher, RunDueReport, SlotAction, SlotOutcome, SlotReport, SlotRunner, slot_seed,
 };

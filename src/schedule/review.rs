@@ -15,7 +15,7 @@ use super::ScheduleError;
 use super::baseline::baseline_campaigns;
 use super::build_cache::BuildCache;
 use super::confirm::{CampaignSide, ConfirmRequest, confirm_plan};
-use super::runner::{Job, JobRunbook, Launcher, SlotOutcome};
+use super::slot_runner::{Job, JobRunbook, Launcher, SlotOutcome};
 use crate::config::{Lab, Schedule};
 use crate::notify;
 use crate::plan::Plan;

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use rusqlite::{Connection, Transaction};
 
-use super::attempt_row::AttemptRow;
+use super::encoded_attempt::EncodedAttempt;
 use super::sqlite::StoreError;
 
 /// Where one attempt's result is left by whoever committed it.
@@ -23,7 +23,7 @@ pub(super) type Ticket = Arc<Mutex<Option<Result<(), StoreError>>>>;
 /// Attempts waiting for a transaction.
 #[derive(Default)]
 pub(super) struct AttemptQueue {
-    jobs: Mutex<Vec<(AttemptRow, Ticket)>>,
+    jobs: Mutex<Vec<(EncodedAttempt, Ticket)>>,
 }
 
 /// What a caller holding the connection has to do.
@@ -31,13 +31,13 @@ pub(super) enum Turn {
     /// Another caller recorded the attempt: its result.
     Done(Result<(), StoreError>),
     /// Record these (the caller's own among them) in one transaction.
-    Record(Vec<(AttemptRow, Ticket)>),
+    Record(Vec<(EncodedAttempt, Ticket)>),
 }
 
 impl AttemptQueue {
     /// Queues every one of `all` at once (whoever takes the queue takes all of them); each
     /// ticket gets its attempt's result.
-    pub(super) fn push_all(&self, all: Vec<AttemptRow>) -> Vec<Ticket> {
+    pub(super) fn push_all(&self, all: Vec<EncodedAttempt>) -> Vec<Ticket> {
         let mut jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
         all.into_iter()
             .map(|a| {
@@ -70,8 +70,8 @@ impl AttemptQueue {
 /// Returns how many commits it made (0 or 1).
 pub(super) fn record(
     conn: &mut Connection,
-    jobs: Vec<(AttemptRow, Ticket)>,
-    insert: impl Fn(&Transaction<'_>, &AttemptRow) -> Result<(), StoreError>,
+    jobs: Vec<(EncodedAttempt, Ticket)>,
+    insert: impl Fn(&Transaction<'_>, &EncodedAttempt) -> Result<(), StoreError>,
 ) -> u64 {
     // Without savepoints: a duplicate wrote nothing, any other failure may have written
     // part of an attempt, and then the whole transaction goes.
@@ -100,8 +100,8 @@ pub(super) fn record(
 /// rolled back alone.
 fn with_savepoints(
     conn: &mut Connection,
-    jobs: &[(AttemptRow, Ticket)],
-    insert: &impl Fn(&Transaction<'_>, &AttemptRow) -> Result<(), StoreError>,
+    jobs: &[(EncodedAttempt, Ticket)],
+    insert: &impl Fn(&Transaction<'_>, &EncodedAttempt) -> Result<(), StoreError>,
 ) -> (Result<(), StoreError>, Vec<Result<(), StoreError>>) {
     let mut results: Vec<Result<(), StoreError>> = Vec::with_capacity(jobs.len());
     let committed = (|| -> Result<(), StoreError> {
@@ -123,7 +123,7 @@ fn with_savepoints(
 
 /// Leaves each attempt's result in its ticket; returns the commits made (0 or 1).
 fn hand_out(
-    jobs: Vec<(AttemptRow, Ticket)>,
+    jobs: Vec<(EncodedAttempt, Ticket)>,
     committed: Result<(), StoreError>,
     mut results: Vec<Result<(), StoreError>>,
 ) -> u64 {

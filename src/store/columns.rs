@@ -426,7 +426,7 @@ impl CampaignColumns {
 
     /// The row in `a_*` of attempt `key` = (trial idx, attempt): a binary search, as
     /// attempts are in key order.
-    pub fn attempt_row(&self, key: (u32, u32)) -> Option<usize> {
+    pub fn encoded_attempt(&self, key: (u32, u32)) -> Option<usize> {
         let key_of = |a: usize| (self.t_idx[self.a_trial[a] as usize], self.a_attempt[a]);
         let (mut lo, mut hi) = (0usize, self.attempts());
         while lo < hi {

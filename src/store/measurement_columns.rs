@@ -163,7 +163,7 @@ impl Measurements {
             let row = match cached {
                 Some((k, row)) if k == m.key => row,
                 _ => {
-                    let row = c.attempt_row(m.key).map_or(u32::MAX, |r| r as u32);
+                    let row = c.encoded_attempt(m.key).map_or(u32::MAX, |r| r as u32);
                     cached = Some((m.key, row));
                     row
                 }

@@ -1,9 +1,9 @@
 //! The SQLite store: campaigns, planned trials, attempts, measurements.
 
 mod alerts;
-mod attempt_row;
 mod batch;
 mod columns;
+mod encoded_attempt;
 mod findings;
 mod measurement_columns;
 mod operator_steps;
@@ -15,8 +15,8 @@ mod state_digest;
 mod summaries;
 
 pub use alerts::{AlertRow, AlertState};
-pub use attempt_row::{AttemptRow, SeriesRow, list_json};
 pub use columns::{CampaignColumns, Names, Points, Sym};
+pub use encoded_attempt::{EncodedAttempt, SeriesRow, list_json};
 pub use findings::{FindingRow, FindingState};
 pub use records::*;
 pub use schedule_slots::{Claim, Claimant, SlotRow, SlotState};

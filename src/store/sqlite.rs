@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::attempt_row::{AttemptRow, SeriesRow};
 use super::batch::{self, AttemptQueue, Turn};
+use super::encoded_attempt::{EncodedAttempt, SeriesRow};
 use super::records::*;
 use super::schema;
 use crate::measure::{Measurement, Series, UntetherMode};
@@ -143,7 +143,7 @@ pub(super) fn outcome(attempts: u32, valid: u32, max_attempts: u32) -> TrialOutc
 /// Writes one attempt's rows, inside the caller's transaction. The `attempts` row goes first, and with `OR IGNORE`: an
 /// attempt that is already there is a `Duplicate` before anything of it is written, so a
 /// transaction of many attempts needs no savepoint for it (`batch::record`).
-fn insert_attempt(tx: &rusqlite::Transaction<'_>, a: &AttemptRow) -> Result<(), StoreError> {
+fn insert_attempt(tx: &rusqlite::Transaction<'_>, a: &EncodedAttempt) -> Result<(), StoreError> {
     let inserted = tx
         .prepare_cached(
             "INSERT OR IGNORE INTO attempts (campaign, trial_idx, attempt, status, reasons, phases, started_at, ended_at,
@@ -664,12 +664,12 @@ impl Store {
     /// Records each of `all` as `record_attempt` does, in one transaction with whatever
     /// else is queued; each gets its own result (a duplicate fails alone).
     pub fn record_attempts(&self, all: Vec<AttemptRecord>) -> Vec<Result<(), StoreError>> {
-        self.record_rows(all.into_iter().map(AttemptRow::encode).collect())
+        self.record_rows(all.into_iter().map(EncodedAttempt::encode).collect())
     }
 
-    /// Records attempts encoded by their callers (`AttemptRow::encode`, on the caller's
+    /// Records attempts encoded by their callers (`EncodedAttempt::encode`, on the caller's
     /// thread), as `record_attempts` does.
-    pub fn record_rows(&self, all: Vec<AttemptRow>) -> Vec<Result<(), StoreError>> {
+    pub fn record_rows(&self, all: Vec<EncodedAttempt>) -> Vec<Result<(), StoreError>> {
         let tickets = self.attempts.push_all(all);
         // Done: another caller took the queue, and with it all of these, and committed them;
         // `turn` hands over the first one's result, the others wait in their tickets.
@@ -1110,7 +1110,7 @@ pub(crate) mod tests {
         s.create_campaign(&campaign("c1", 3), 3, 1).unwrap();
         s.record_attempt(attempt("c1", 1, 0, true)).unwrap();
         // Three attempts queued together, the middle one already recorded: one transaction.
-        let tickets = s.attempts.push_all([0, 1, 2].map(|i| AttemptRow::encode(attempt("c1", i, 0, false))).into());
+        let tickets = s.attempts.push_all([0, 1, 2].map(|i| EncodedAttempt::encode(attempt("c1", i, 0, false))).into());
         let mut conn = s.lock();
         let Turn::Record(jobs) = s.attempts.turn(&tickets[0]) else { panic!("nobody else recorded them") };
         assert_eq!(jobs.len(), 3);

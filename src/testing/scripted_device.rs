@@ -10,9 +10,10 @@ use async_trait::async_trait;
 use crate::clock::Clock;
 use crate::config::{Build, DeviceSpec, VariantConfig};
 use crate::device::{
-    AppHandle, Collected, DesiredState, Device, DeviceError, Identity, LaunchSpec, Measurement, PrepareOutcome,
-    Prepared, Provenance, Reading, SoakEvidence, StateSnapshot, UntetherMode,
+    AppHandle, Collected, DesiredState, Device, DeviceError, Identity, LaunchSpec, PrepareOutcome, Prepared,
+    Provenance, Reading, SoakEvidence, StateSnapshot,
 };
+use crate::measure::{Measurement, UntetherMode};
 
 /// The device calls a script can change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

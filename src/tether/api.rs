@@ -3,7 +3,7 @@
 
 use crate::config::StepWhen;
 use crate::device::{Device, DeviceError};
-pub use crate::measure::UntetherMode;
+use crate::measure::UntetherMode;
 use crate::transport::TransportError;
 use async_trait::async_trait;
 

@@ -5,10 +5,11 @@ use std::sync::atomic::Ordering;
 
 use async_trait::async_trait;
 
-use super::api::{Operator, Tether, TetherError, UntetherMode};
+use super::api::{Operator, Tether, TetherError};
 use super::uhubctl::UhubctlTether;
 use crate::config::{StepWhen, TetherSpec};
 use crate::device::Device;
+use crate::measure::UntetherMode;
 use crate::transport::Transport;
 
 pub struct NoTether;

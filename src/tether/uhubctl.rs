@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::api::{Tether, TetherError, UntetherMode};
+use super::api::{Tether, TetherError};
 use super::hubs::usb_serials;
 use crate::collect::hubs::uhubctl::{self, Listing, Port};
 use crate::device::Device;
+use crate::measure::UntetherMode;
 use crate::transport::{CommandSpec, Transport};
 
 /// How the tether waits for the phone to leave the bus after `-a off` and to come back

@@ -25,8 +25,9 @@ use crate::collect::{
 use crate::config::{AndroidArtifact, Build, DeviceSpec, Platform, VariantConfig};
 use crate::device::{
     AppHandle, ArtifactFile, BatteryHealth, Collected, DesiredState, Device, DeviceError, Identity, LaunchSpec,
-    Measurement, PrepareOutcome, Prepared, Provenance, Reading, Series, SoakEvidence, StateSnapshot, UntetherMode,
+    PrepareOutcome, Prepared, Provenance, Reading, SoakEvidence, StateSnapshot,
 };
+use crate::measure::{Measurement, Series, UntetherMode};
 use crate::transport::Transport;
 
 /// One adb call's limit inside a phase (the runner's phase limits bound the phase).

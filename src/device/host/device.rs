@@ -19,9 +19,10 @@ use crate::clock::Clock;
 use crate::collect::linux::procfs::{cgroup2_mount, own_cgroup2};
 use crate::config::{Build, DeviceSpec, HostCommand, Platform, VariantConfig};
 use crate::device::{
-    AppHandle, ArtifactFile, Collected, Device, DeviceError, Identity, LaunchSpec, Measurement, PrepareOutcome,
-    Prepared, SoakEvidence, StateSnapshot,
+    AppHandle, ArtifactFile, Collected, Device, DeviceError, Identity, LaunchSpec, PrepareOutcome, Prepared,
+    SoakEvidence, StateSnapshot,
 };
+use crate::measure::Measurement;
 use crate::transport::{CommandSpec, RunningProcess, SpawnSpec, Transport, TransportError};
 
 /// Time the app's tree gets to exit after SIGTERM before it is killed.

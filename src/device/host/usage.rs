@@ -1,7 +1,7 @@
 //! What an app's process tree cost over the soak: the difference of two readings.
 
 use super::tree::{ProcKey, TreeSample};
-use crate::device::Measurement;
+use crate::measure::Measurement;
 
 /// Where the CPU time came from (the report shows it with every number).
 pub const SOURCE_CGROUP_CPU: &str = "cgroup v2 cpu.stat (µs)";

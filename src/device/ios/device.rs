@@ -26,9 +26,10 @@ use crate::collect::{ios::battery as ios_battery, ios::powerlog, ios::sysdiagnos
 use crate::config::{Build, DeviceSpec, IosArtifact, StepWhen, VariantConfig};
 use crate::device::{
     AppHandle, ArtifactFile, BatteryHealth, Collected, Device, DeviceError, DeviceStep, Identity, LaunchSpec,
-    PrepareOutcome, Prepared, Reading, Series, StateSnapshot,
+    PrepareOutcome, Prepared, Reading, StateSnapshot,
 };
 use crate::measure::BATTERY_PCT;
+use crate::measure::Series;
 use crate::transport::Transport;
 
 /// The sysdiagnose step an iPhone before iOS 17 needs from the operator.

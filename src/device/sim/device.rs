@@ -16,8 +16,9 @@ use crate::collect::{ios::powerlog, sim::dump as sim_dump};
 use crate::config::{Build, DeviceSpec, Platform, VariantConfig};
 use crate::device::{
     AppHandle, ArtifactFile, BatteryHealth, Collected, DesiredState, Device, DeviceError, Identity, LaunchSpec,
-    Prepared, SoakEvidence, StateSnapshot, UntetherMode,
+    Prepared, SoakEvidence, StateSnapshot,
 };
+use crate::measure::UntetherMode;
 
 /// A simulated phone (docs/sim.md). Deterministic: the device's seed and each launch's
 /// seed decide everything, and time is the device's own virtual clock, which only

@@ -3,10 +3,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::files::absolute;
-use super::problems::Problems;
-use super::table::Table;
-use super::{HostKind, SshHost};
+use crate::config::syntax::files::absolute;
+use crate::config::syntax::problems::Problems;
+use crate::config::syntax::table::Table;
+use crate::config::{HostKind, SshHost};
 
 /// Keys that make a host remote.
 pub(crate) const SSH_KEYS: &[&str] = &[

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use toml_edit::Document;
 
-use super::{ConfigError, Diagnostic};
+use crate::config::{ConfigError, Diagnostic};
 
 /// The text of one config file and where its lines start.
 pub(crate) struct Source {

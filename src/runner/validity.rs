@@ -3,8 +3,9 @@
 use std::time::Duration;
 
 use crate::config::{AttestKey, Preconditions, StepWhen, Workload};
-use crate::device::{Provenance, Reading, SoakEvidence, StateSnapshot, UntetherMode};
+use crate::device::{Provenance, Reading, SoakEvidence, StateSnapshot};
 use crate::endpoint::AppReport;
+use crate::measure::UntetherMode;
 use crate::store::Attestation;
 
 /// The label of a soft-untethered attempt whose phone still said it charged after the unplug.

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::problems::Problems;
-use super::table::Field;
+use crate::config::syntax::problems::Problems;
+use crate::config::syntax::table::Field;
 
 /// The folder relative paths in `source` are resolved against (`""` for a bare file name,
 /// which then means the current directory).

@@ -4,16 +4,16 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
-use super::names::check_name;
-use super::problems::Problems;
-use super::table::{Field, Table};
-use super::validate_builds::read_builds;
-use super::validate_configs::read_configs;
-use super::validate_sections::{
+use crate::config::runbook::read_builds::read_builds;
+use crate::config::runbook::read_configs::read_configs;
+use crate::config::runbook::read_sections::{
     read_endpoint, read_metrics, read_preconditions, read_statistics, read_timeouts, read_workload,
 };
-use super::validate_steps::read_steps;
-use super::{AdaptiveRepeats, Lab, OnOffline, Order, Platform, Runbook, Selector};
+use crate::config::runbook::read_steps::read_steps;
+use crate::config::syntax::names::check_name;
+use crate::config::syntax::problems::Problems;
+use crate::config::syntax::table::{Field, Table};
+use crate::config::{AdaptiveRepeats, Lab, OnOffline, Order, Platform, Runbook, Selector};
 
 const ROOT_KEYS: &[&str] = &[
     "name",

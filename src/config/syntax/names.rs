@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-use super::problems::Problems;
+use crate::config::syntax::problems::Problems;
 
 /// `^[A-Za-z0-9][A-Za-z0-9_-]*$`: no `/`, no `..`, no leading `-` or `.`, nothing a shell
 /// or a file system treats specially.

@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use super::problems::Problems;
-use super::table::Table;
-use super::validate_device::platform_from;
-use super::{Platform, SimParams};
+use crate::config::lab::read_device::platform_from;
+use crate::config::syntax::problems::Problems;
+use crate::config::syntax::table::Table;
+use crate::config::{Platform, SimParams};
 
 const SIM_KEYS: &[&str] = &[
     "emulates",

@@ -5,12 +5,14 @@ use std::path::Path;
 
 use chrono::TimeZone;
 
-use super::files::absolute;
-use super::names::{NameSet, check_name};
-use super::problems::Problems;
-use super::schedule::{BaselinePolicy, ConfirmSettings, NotifySettings, Schedule, SeedPolicy, parse_cron};
-use super::suggest::closest;
-use super::table::{Field, Table};
+use crate::config::schedule::model::{
+    BaselinePolicy, ConfirmSettings, NotifySettings, Schedule, SeedPolicy, parse_cron,
+};
+use crate::config::syntax::files::absolute;
+use crate::config::syntax::names::{NameSet, check_name};
+use crate::config::syntax::problems::Problems;
+use crate::config::syntax::suggest::closest;
+use crate::config::syntax::table::{Field, Table};
 use crate::stats::ChangePointOptions;
 
 const SCHEDULE_KEYS: &[&str] =

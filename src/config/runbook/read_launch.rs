@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 
 use toml_edit::{Item, Value};
 
-use super::problems::Problems;
-use super::table::{Field, Table};
-use super::validate_builds::read_env_where;
-use super::{AndroidLaunch, IntentExtra, IosLaunch};
+use crate::config::runbook::read_builds::read_env_where;
+use crate::config::syntax::problems::Problems;
+use crate::config::syntax::table::{Field, Table};
+use crate::config::{AndroidLaunch, IntentExtra, IosLaunch};
 
 const ANDROID_KEYS: &[&str] = &["extras"];
 const IOS_KEYS: &[&str] = &["env", "args"];

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use super::problems::Problems;
-use super::suggest::fix_for_unknown;
-use super::table::{Field, Table};
-use super::{EndpointSettings, PhaseTimeouts, Preconditions, StatsSettings, Workload};
+use crate::config::syntax::problems::Problems;
+use crate::config::syntax::suggest::fix_for_unknown;
+use crate::config::syntax::table::{Field, Table};
+use crate::config::{EndpointSettings, PhaseTimeouts, Preconditions, StatsSettings, Workload};
 use crate::measure::{KNOWN_METRICS, RAIL_ENERGY_PREFIX, is_known_metric};
 
 const WORKLOAD_KEYS: &[&str] = &["request_interval", "request_tolerance"];

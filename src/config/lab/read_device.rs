@@ -1,12 +1,12 @@
 //! One `[[device]]` of a lab file: identity, platform, tether, and its platform's section
 //! (validate_platform.rs).
 
-use super::names::{NameSet, check_name};
-use super::problems::Problems;
-use super::table::{Field, Table};
-use super::validate_lab::LOCAL_HOST;
-use super::validate_platform::{REMOVED_KEYS, SECTION_KEYS, read_kind};
-use super::{DeviceKind, DeviceSpec, Host, Platform, TetherSpec};
+use crate::config::lab::read_lab::LOCAL_HOST;
+use crate::config::lab::read_platform::{REMOVED_KEYS, SECTION_KEYS, read_kind};
+use crate::config::syntax::names::{NameSet, check_name};
+use crate::config::syntax::problems::Problems;
+use crate::config::syntax::table::{Field, Table};
+use crate::config::{DeviceKind, DeviceSpec, Host, Platform, TetherSpec};
 
 const DEVICE_KEYS: &[&str] = &["name", "host", "platform", "model", "os", "tags", "tether"];
 const PLATFORMS: &[&str] = &["sim", "host", "android", "ios"];

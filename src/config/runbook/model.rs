@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::lab::Platform;
+use crate::config::lab::model::Platform;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Runbook {
@@ -51,7 +51,7 @@ pub struct Runbook {
     pub statistics: StatsSettings,
     pub timeouts: PhaseTimeouts,
     /// `[[steps]]`: what an operator does by hand, in file order.
-    pub steps: Vec<super::OperatorStep>,
+    pub steps: Vec<crate::config::OperatorStep>,
 }
 
 impl Runbook {

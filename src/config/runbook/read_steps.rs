@@ -1,10 +1,10 @@
 //! `[[steps]]`: operator steps of a runbook.
 
-use super::names::{NameSet, check_name};
-use super::problems::Problems;
-use super::steps::{AttestKey, OperatorStep, StepWhen};
-use super::suggest::closest;
-use super::table::Field;
+use crate::config::runbook::steps::{AttestKey, OperatorStep, StepWhen};
+use crate::config::syntax::names::{NameSet, check_name};
+use crate::config::syntax::problems::Problems;
+use crate::config::syntax::suggest::closest;
+use crate::config::syntax::table::Field;
 
 const STEP_KEYS: &[&str] = &["name", "text", "when", "confirm", "attest"];
 

@@ -2,13 +2,13 @@
 
 use std::path::{Component, Path};
 
-use super::files::existing_file;
-use super::names::{NameSet, check_name};
-use super::problems::Problems;
-use super::table::{Field, Table};
-use super::validate_builds::read_env;
-use super::validate_launch::{read_android_launch, read_args, read_ios_launch};
-use super::{AndroidLaunch, IosLaunch, PushFile, SimAdjust, VariantConfig};
+use crate::config::runbook::read_builds::read_env;
+use crate::config::runbook::read_launch::{read_android_launch, read_args, read_ios_launch};
+use crate::config::syntax::files::existing_file;
+use crate::config::syntax::names::{NameSet, check_name};
+use crate::config::syntax::problems::Problems;
+use crate::config::syntax::table::{Field, Table};
+use crate::config::{AndroidLaunch, IosLaunch, PushFile, SimAdjust, VariantConfig};
 
 const CONFIG_KEYS: &[&str] = &["env", "args", "files", "sim", "android", "ios"];
 const FILE_KEYS: &[&str] = &["src", "dest"];

@@ -4,10 +4,10 @@
 
 use std::net::SocketAddr;
 
-use super::address::{is_loopback_host, parse_host_port};
-use super::problems::Problems;
-use super::table::{Field, Table};
-use super::{DeviceSpec, LabEndpoint, Platform};
+use crate::config::syntax::address::{is_loopback_host, parse_host_port};
+use crate::config::syntax::problems::Problems;
+use crate::config::syntax::table::{Field, Table};
+use crate::config::{DeviceSpec, LabEndpoint, Platform};
 
 pub(crate) const ENDPOINT_KEYS: &[&str] = &["endpoint_bind", "endpoint_url"];
 

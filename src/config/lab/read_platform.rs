@@ -4,13 +4,13 @@
 
 use std::path::{Path, PathBuf};
 
-use super::address::parse_host_port;
-use super::files::existing_file;
-use super::problems::Problems;
-use super::suggest::closest;
-use super::table::{Field, Table};
-use super::validate_sim::read_sim;
-use super::{AdbServer, AndroidDevice, DeviceKind, IosDevice, IosSample, Platform, UsbmuxdAddress};
+use crate::config::lab::read_sim::read_sim;
+use crate::config::syntax::address::parse_host_port;
+use crate::config::syntax::files::existing_file;
+use crate::config::syntax::problems::Problems;
+use crate::config::syntax::suggest::closest;
+use crate::config::syntax::table::{Field, Table};
+use crate::config::{AdbServer, AndroidDevice, DeviceKind, IosDevice, IosSample, Platform, UsbmuxdAddress};
 
 /// The device keys this file reads.
 pub(crate) const SECTION_KEYS: &[&str] = &["sim", "android", "ios"];

@@ -2,16 +2,16 @@
 
 use std::path::{Path, PathBuf};
 
-use super::files::absolute;
-use super::names::{NameSet, check_name};
-use super::problems::Problems;
-use super::table::Table;
-use super::validate_care::read_care;
-use super::validate_device::read_device;
-use super::validate_endpoint_address::{ENDPOINT_KEYS, check_phone_reaches, read_lab_endpoint};
-use super::validate_host::{SSH_KEYS, read_host_kind};
-use super::validate_schedule::read_schedules;
-use super::{Host, HostKind, Lab, LabEndpoint};
+use crate::config::lab::read_care::read_care;
+use crate::config::lab::read_device::read_device;
+use crate::config::lab::read_endpoint::{ENDPOINT_KEYS, check_phone_reaches, read_lab_endpoint};
+use crate::config::lab::read_host::{SSH_KEYS, read_host_kind};
+use crate::config::schedule::read_schedule::read_schedules;
+use crate::config::syntax::files::absolute;
+use crate::config::syntax::names::{NameSet, check_name};
+use crate::config::syntax::problems::Problems;
+use crate::config::syntax::table::Table;
+use crate::config::{Host, HostKind, Lab, LabEndpoint};
 
 const ROOT_KEYS: &[&str] = &["lab", "host", "device", "care", "schedule"];
 const LAB_KEYS: &[&str] = &["name", "artifacts", "store"];

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use toml_edit::{Document, Item, TableLike, Value};
 
-use super::duration::{parse_duration, parse_percent};
-use super::problems::Problems;
-use super::suggest::{closest, fix_for_unknown};
+use crate::config::syntax::duration::{parse_duration, parse_percent};
+use crate::config::syntax::problems::Problems;
+use crate::config::syntax::suggest::{closest, fix_for_unknown};
 
 /// A table in the document, with its dotted path and where it is written.
 pub(crate) struct Table<'a> {

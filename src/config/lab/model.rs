@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::runbook::EndpointSettings;
+use crate::config::runbook::model::EndpointSettings;
 
 /// A validated lab. Paths are absolute (resolved against the lab file's folder).
 #[derive(Debug, Clone, Serialize)]
@@ -27,7 +27,7 @@ pub struct Lab {
     /// `[care]`: how `lab care` keeps hub-powered phones between campaigns.
     pub care: CareSettings,
     /// `[[schedule]]`: runbooks that run again on a calendar (docs/schedule.md).
-    pub schedules: Vec<super::schedule::Schedule>,
+    pub schedules: Vec<crate::config::schedule::model::Schedule>,
 }
 
 /// `[care]` (docs/care.md): the charge window `lab care` keeps each hub-powered phone in,
@@ -55,7 +55,7 @@ impl Lab {
     pub fn host(&self, name: &str) -> Option<&Host> {
         self.hosts.iter().find(|h| h.name == name)
     }
-    pub fn schedule(&self, name: &str) -> Option<&super::schedule::Schedule> {
+    pub fn schedule(&self, name: &str) -> Option<&crate::config::schedule::model::Schedule> {
         self.schedules.iter().find(|s| s.name == name)
     }
 }

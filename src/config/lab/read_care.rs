@@ -2,9 +2,9 @@
 
 use toml_edit::Value;
 
-use super::CareSettings;
-use super::problems::Problems;
-use super::table::Table;
+use crate::config::CareSettings;
+use crate::config::syntax::problems::Problems;
+use crate::config::syntax::table::Table;
 
 const CARE_KEYS: &[&str] = &["charge", "interval"];
 

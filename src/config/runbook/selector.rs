@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::{DeviceSpec, Selector};
+use crate::config::{DeviceSpec, Selector};
 
 impl Selector {
     /// Parses a selector as written in `devices = [...]`.

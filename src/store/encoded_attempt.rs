@@ -1,4 +1,4 @@
-//! `AttemptRow`: an attempt as the store writes it, every column already encoded.
+//! `EncodedAttempt`: an attempt as the store writes it, every column already encoded.
 //!
 //! Encoding (JSON texts, the state digest, the series' blobs) is done by whoever records the
 //! attempt, on its own thread, so that the one connection that commits attempts spends its
@@ -34,7 +34,7 @@ impl SeriesRow {
 /// The columns of one attempt's rows in `attempts`, `attempt_report`, `measurements`,
 /// `series` and `attestations`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AttemptRow {
+pub struct EncodedAttempt {
     pub campaign: String,
     pub trial_idx: u32,
     pub attempt: u32,
@@ -60,13 +60,13 @@ pub struct AttemptRow {
     pub attestations: Vec<Attestation>,
 }
 
-impl AttemptRow {
+impl EncodedAttempt {
     /// The record's columns. Takes the record, so that its measurements and attestations
     /// move instead of being copied.
-    pub fn encode(a: AttemptRecord) -> AttemptRow {
+    pub fn encode(a: AttemptRecord) -> EncodedAttempt {
         let json = |v: &serde_json::Value| v.to_string();
         let state_digest = StateDigest::from_json(&a.state_before, &a.state_soak, &a.state_after).to_blob();
-        AttemptRow {
+        EncodedAttempt {
             reasons: list_json(&a.reasons),
             phases: list_json(&a.phases),
             labels: list_json(&a.labels),
@@ -115,7 +115,7 @@ mod tests {
             source: "s".into(),
             points: vec![(0.0, 99.5)],
         }];
-        let row = AttemptRow::encode(a.clone());
+        let row = EncodedAttempt::encode(a.clone());
         assert_eq!(row.reasons, serde_json::to_string(&a.reasons).unwrap());
         assert_eq!(row.phases, r#"[["prepare",1.5],["soak",600.0]]"#);
         assert_eq!(row.state_before, a.state_before.to_string());

@@ -2,8 +2,8 @@
 
 use std::ops::Range;
 
-use super::source::Source;
-use super::{ConfigError, Diagnostic};
+use crate::config::syntax::source::Source;
+use crate::config::{ConfigError, Diagnostic};
 
 pub(crate) struct Problems<'s> {
     pub source: &'s Source,

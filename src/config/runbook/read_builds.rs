@@ -3,11 +3,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::files::{absolute, existing_dir, existing_file, existing_file_at, sha256_file};
-use super::names::{NameSet, check_name};
-use super::problems::Problems;
-use super::table::{Field, Table, join};
-use super::{AndroidArtifact, ApkFile, Build, HostCommand, IosArtifact, SimProfile};
+use crate::config::syntax::files::{absolute, existing_dir, existing_file, existing_file_at, sha256_file};
+use crate::config::syntax::names::{NameSet, check_name};
+use crate::config::syntax::problems::Problems;
+use crate::config::syntax::table::{Field, Table, join};
+use crate::config::{AndroidArtifact, ApkFile, Build, HostCommand, IosArtifact, SimProfile};
 
 const BUILD_KEYS: &[&str] = &["baseline", "ios", "android", "host", "sim"];
 const IOS_KEYS: &[&str] = &["ipa", "bundle_id"];
