@@ -4,14 +4,14 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::csv_out::write_results_csv;
-use super::curves::battery_curves;
-use super::html::render_html;
-use super::input::CampaignData;
-use super::json::render_json;
-use super::markdown::render_markdown;
-use super::model::Report;
-use super::summary_csv::write_summary_csv;
+use super::build::curves::battery_curves;
+use super::build::input::CampaignData;
+use super::build::model::Report;
+use super::render::csv_out::write_results_csv;
+use super::render::html::render_html;
+use super::render::json::render_json;
+use super::render::markdown::render_markdown;
+use super::render::summary_csv::write_summary_csv;
 use crate::fs::{with_path, write_atomic, write_atomic_with};
 
 /// Where [`write_all`] put the files.
@@ -101,7 +101,7 @@ fn stamp_text(dir: &Path, store_stamp: &str) -> Option<String> {
     Some(format!(
         "lab {} report {} summaries {}\n{store_stamp}\nsizes {}\n",
         env!("CARGO_PKG_VERSION"),
-        super::model::SCHEMA_VERSION,
+        super::build::model::SCHEMA_VERSION,
         crate::stats::SUMMARY_VERSION,
         sizes.join(" ")
     ))

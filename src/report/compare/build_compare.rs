@@ -3,11 +3,13 @@
 
 use serde::Serialize;
 
-use super::model::{ComparisonKind, MetricComparison, ModelReport, Report, StatisticsMeta, VariantVerdict};
-use super::pooled::pooled_models;
-use super::verdicts::{Arm, MetricPair, judge, overall};
 use crate::config::StatsSettings;
 use crate::plan::Plan;
+use crate::report::build::model::{
+    ComparisonKind, MetricComparison, ModelReport, Report, StatisticsMeta, VariantVerdict,
+};
+use crate::report::build::pooled::pooled_models;
+use crate::report::build::verdicts::{Arm, MetricPair, judge, overall};
 use crate::stats::{Summary, Verdict};
 use crate::store::{CampaignRecord, SummaryRow};
 

@@ -121,7 +121,7 @@ impl StatisticsMeta {
             gating: s.gating.clone(),
             test: "welch".into(),
             adjustment: "holm".into(),
-            advice_power: super::verdicts::ADVICE_POWER,
+            advice_power: crate::report::build::verdicts::ADVICE_POWER,
         }
     }
 }

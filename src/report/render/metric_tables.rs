@@ -1,8 +1,8 @@
 //! The cells of the per-metric tables, shared by the terminal, Markdown and HTML
 //! renderers (each picks its columns), so every format shows the same figures.
 
-use super::format::{MISSING, StatCells, change_with_ci, decimals_for, fixed, p_value};
-use super::model::{ComparisonKind, MetricComparison, MetricRow, ModelReport};
+use crate::report::build::model::{ComparisonKind, MetricComparison, MetricRow, ModelReport};
+use crate::report::render::format::{MISSING, StatCells, change_with_ci, decimals_for, fixed, p_value};
 
 /// One metric of one device model: a line per variant and comparison.
 pub(crate) struct MetricTable<'a> {

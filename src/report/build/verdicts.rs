@@ -1,9 +1,9 @@
 //! Comparisons and verdicts: what each variant is compared with, p-values adjusted
 //! within families, and the decision per metric and per variant.
 
-use super::format::change_with_ci;
-use super::model::{ComparisonKind, MetricComparison, VariantSummary, VariantVerdict};
 use crate::config::StatsSettings;
+use crate::report::build::model::{ComparisonKind, MetricComparison, VariantSummary, VariantVerdict};
+use crate::report::render::format::change_with_ci;
 use crate::stats::{Direction, Summary, Verdict, compare, decide, holm, min_attainable_p, trials_per_arm};
 
 /// Power the sample-size advice aims at.

@@ -6,9 +6,9 @@ use tabled::builder::Builder;
 use tabled::settings::object::Columns;
 use tabled::settings::{Alignment, Style};
 
-use super::format::percent;
-use super::metric_tables::{MetricTable, metric_tables};
-use super::model::{ModelReport, Report, VariantSummary};
+use crate::report::build::model::{ModelReport, Report, VariantSummary};
+use crate::report::render::format::percent;
+use crate::report::render::metric_tables::{MetricTable, metric_tables};
 
 /// Renders `report` for a terminal. Ends with a newline.
 ///

@@ -2,12 +2,12 @@
 //! grouped by device, moment, setting and source: so a value the app reported or an
 //! operator attested is never read as the lab's own reading.
 
-use super::model::StateRow;
+use crate::report::build::model::StateRow;
 use crate::store::{CampaignColumns, MOMENTS, SETTINGS, SOURCES};
 
 /// The columns' state groups in the order of display: device, moment, setting, then
 /// the source's name.
-pub(super) fn state_rows(c: &CampaignColumns) -> Vec<StateRow> {
+pub(in crate::report) fn state_rows(c: &CampaignColumns) -> Vec<StateRow> {
     let mut groups: Vec<_> = c.states.groups.iter().collect();
     groups.sort_by_key(|g| (c.names.name(g.device), g.moment, g.setting, SOURCES[g.source as usize].1));
     groups

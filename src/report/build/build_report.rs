@@ -5,15 +5,15 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use super::input::{CampaignData, pooled};
-use super::model::{
-    AttestedRow, CampaignMeta, InvalidAttempt, MetricRow, ModelReport, Report, RerunMeta, SCHEMA_VERSION,
-    StatisticsMeta, VariantSummary, VariantVerdict,
-};
-use super::verdicts::{Arm, MetricPair, judge, overall, references};
 use crate::config::StatsSettings;
 use crate::measure::UntetherMode;
 use crate::measure::metric_order;
+use crate::report::build::input::{CampaignData, pooled};
+use crate::report::build::model::{
+    AttestedRow, CampaignMeta, InvalidAttempt, MetricRow, ModelReport, Report, RerunMeta, SCHEMA_VERSION,
+    StatisticsMeta, VariantSummary, VariantVerdict,
+};
+use crate::report::build::verdicts::{Arm, MetricPair, judge, overall, references};
 use crate::stats::{modified_z_outliers, summarize};
 use crate::store::{CampaignColumns, Kept, OPERATOR, SETTINGS, Sym, TrialOutcome};
 
@@ -178,13 +178,13 @@ pub fn build_report(data: &CampaignData) -> Report {
         models,
         invalid_attempts,
         attested: attested_rows(c),
-        state: super::state_rows::state_rows(c),
+        state: crate::report::build::state_rows::state_rows(c),
         warnings,
     }
 }
 
 /// The device an attempt ran on: its own, else its trial's.
-pub(super) fn attempt_device(c: &CampaignColumns, a: usize) -> Sym {
+pub(in crate::report) fn attempt_device(c: &CampaignColumns, a: usize) -> Sym {
     let own = c.a_device[a];
     if c.names.name(own).is_empty() { c.t_device[c.a_trial[a] as usize] } else { own }
 }
@@ -319,7 +319,7 @@ fn metric_row(
 }
 
 /// Compares every variant of one model with its references (see
-/// [`references`](super::verdicts::references)), fills the rows' comparisons and returns
+/// [`references`](crate::report::build::verdicts::references)), fills the rows' comparisons and returns
 /// the per-variant verdicts.
 fn compare_variants(
     variants: &[VariantSummary],

@@ -4,17 +4,19 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use super::curves::{BatteryCurve, CurveSampling, MAX_CURVE_POINTS, MAX_CURVES_PER_VARIANT, curve_sampling};
-use super::format::{duration, percent};
-use super::input::CampaignData;
-use super::metric_tables::{MetricTable, metric_tables};
-use super::model::{ModelReport, Report};
-use super::plots::{self, Binned, Span, Strip, StripSample};
-use super::table::{method_line, model_title, status_text, table_title, validity_headline};
+use crate::report::build::curves::{
+    BatteryCurve, CurveSampling, MAX_CURVE_POINTS, MAX_CURVES_PER_VARIANT, curve_sampling,
+};
+use crate::report::build::input::CampaignData;
+use crate::report::build::model::{ModelReport, Report};
+use crate::report::render::format::{duration, percent};
+use crate::report::render::metric_tables::{MetricTable, metric_tables};
+use crate::report::render::plots::{self, Binned, Span, Strip, StripSample};
+use crate::report::render::table::{method_line, model_title, status_text, table_title, validity_headline};
 use crate::stats::Verdict;
 use crate::store::Sym;
 
-pub(super) const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-width:1100px;color:#222;line-height:1.4}\
+pub(in crate::report) const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-width:1100px;color:#222;line-height:1.4}\
 table{border-collapse:collapse;margin:.5em 0 1em;font-size:.85em}\
 th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}\
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}th{background:#f3f3f3}\
@@ -116,7 +118,7 @@ fn provenance(out: &mut String, report: &Report) {
         let _ = writeln!(out, "<dt>{k}</dt><dd>{v}</dd>");
     }
     if let Some(r) = &c.rerun {
-        let _ = writeln!(out, "<dt>re-run</dt><dd>{}</dd>", esc(&super::model::rerun_text(r)));
+        let _ = writeln!(out, "<dt>re-run</dt><dd>{}</dd>", esc(&crate::report::build::model::rerun_text(r)));
     }
     out.push_str("</dl>\n");
     let hashes = flatten_hashes(&c.content_hashes, "");
@@ -582,7 +584,7 @@ fn ordinal(n: usize) -> String {
 }
 
 /// Escapes text for HTML element content and attribute values.
-pub(super) fn esc(s: &str) -> String {
+pub(in crate::report) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for ch in s.chars() {
         match ch {
@@ -723,7 +725,7 @@ mod tests {
         // Each sampled plot says how, in its caption and its SVG title.
         let model = &report.models[0];
         let per_variant = model.rows.iter().find(|r| r.metric == "battery_drop_pct").unwrap().values.len();
-        let (step, picks) = crate::report::sample::stride(per_variant, plots::MAX_POINTS);
+        let (step, picks) = crate::report::render::sample::stride(per_variant, plots::MAX_POINTS);
         let strip = format!(
             "Drawn: {} of {} values of each variant (every {} in trial order)",
             count(picks.len()),

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 
 use plotters::prelude::*;
 
-use super::curves::BatteryCurve;
-use super::sample::{Bin, bins, stride};
+use crate::report::build::curves::BatteryCurve;
+use crate::report::render::sample::{Bin, bins, stride};
 use crate::stats::{median, modified_z_outliers};
 use crate::store::FindingState;
 

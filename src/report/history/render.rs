@@ -7,25 +7,25 @@ use tabled::builder::Builder;
 use tabled::settings::object::Columns;
 use tabled::settings::{Alignment, Style};
 
-use super::format::{MISSING, decimals_for, fixed, p_value, percent, signed_percent};
-use super::history::{History, HistorySeries, Mark};
+use crate::report::history::build_history::{History, HistorySeries, Mark};
+use crate::report::render::format::{MISSING, decimals_for, fixed, p_value, percent, signed_percent};
 
-pub(super) const HEADERS: [&str; 7] = ["#", "date (UTC)", "campaign", "n", "mean ± CI", "build", "marks"];
+pub(in crate::report) const HEADERS: [&str; 7] = ["#", "date (UTC)", "campaign", "n", "mean ± CI", "build", "marks"];
 
 /// `envoy-poll × iPhone 6s · cpu_pct (%) · gating`
-pub(super) fn series_title(s: &HistorySeries) -> String {
+pub(in crate::report) fn series_title(s: &HistorySeries) -> String {
     let unit = if s.unit.is_empty() { String::new() } else { format!(" ({})", s.unit) };
     format!("{} × {} · {}{unit}{}", s.variant, s.model, s.metric, if s.gating { " · gating" } else { "" })
 }
 
 /// `2026-01-05T03:00:00Z` → `2026-01-05 03:00`.
-pub(super) fn short_time(at: &str) -> String {
+pub(in crate::report) fn short_time(at: &str) -> String {
     at.get(..16).unwrap_or(at).replacen('T', " ", 1)
 }
 
 /// The cells of point `i` of `s`, in [`HEADERS`] order. One precision per series, so the
 /// means line up.
-pub(super) fn point_cells(s: &HistorySeries, i: usize) -> [String; 7] {
+pub(in crate::report) fn point_cells(s: &HistorySeries, i: usize) -> [String; 7] {
     let scale = s.points.iter().filter_map(|p| p.mean).map(f64::abs).fold(0.0, f64::max);
     let d = decimals_for(scale);
     let p = &s.points[i];
@@ -67,7 +67,7 @@ fn marks(s: &HistorySeries, i: usize) -> String {
 }
 
 /// The line above the tables.
-pub(super) fn intro(h: &History) -> String {
+pub(in crate::report) fn intro(h: &History) -> String {
     let campaigns: std::collections::BTreeSet<&str> =
         h.series.iter().flat_map(|s| s.points.iter().map(|p| p.campaign.as_str())).collect();
     let o = &h.options;

@@ -6,8 +6,8 @@ use tabled::builder::Builder;
 use tabled::settings::object::Columns;
 use tabled::settings::{Alignment, Style};
 
-use super::compare::{CompareModel, CompareReport, CompareRow};
-use super::format::{MISSING, StatCells, change_with_ci, p_value, percent};
+use crate::report::compare::build_compare::{CompareModel, CompareReport, CompareRow};
+use crate::report::render::format::{MISSING, StatCells, change_with_ci, p_value, percent};
 
 /// The cells of one compare line: variant, n A, A, n B, B, Δ, p adj, verdict.
 fn cells(r: &CompareRow) -> [String; 8] {

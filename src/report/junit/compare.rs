@@ -7,8 +7,8 @@
 //! fails, `too few trials` and a metric without values in A or B are skipped, the rest
 //! pass. One `<testsuite>` per device model, for the reasons given in `junit.rs`.
 
-use super::compare::{CompareModel, CompareReport};
-use super::junit_xml::{Case, Side, Subject, Suite, classname, render_suites, timestamp};
+use crate::report::compare::build_compare::{CompareModel, CompareReport};
+use crate::report::junit::xml::{Case, Side, Subject, Suite, classname, render_suites, timestamp};
 
 /// The comparison's verdicts as JUnit XML (junit-10.xsd). Ends with a newline.
 pub fn render_compare_junit(cmp: &CompareReport) -> String {

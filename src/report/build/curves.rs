@@ -8,8 +8,8 @@
 
 use std::collections::HashMap;
 
-use super::input::CampaignData;
-use super::sample::{lttb, stride};
+use crate::report::build::input::CampaignData;
+use crate::report::render::sample::{lttb, stride};
 use crate::store::{CampaignColumns, Sym};
 
 /// Valid attempts drawn per model × variant, at most: enough to see the spread.

@@ -7,7 +7,7 @@
 
 use std::io;
 
-use super::model::{ComparisonKind, MetricComparison, MetricRow, Report};
+use crate::report::build::model::{ComparisonKind, MetricComparison, MetricRow, Report};
 use crate::stats::Summary;
 
 pub const SUMMARY_CSV_HEADER: [&str; 39] = [

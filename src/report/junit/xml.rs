@@ -11,8 +11,8 @@
 
 use std::fmt::Write as _;
 
-use super::format::{MISSING, StatCells, change_with_ci, decimals_for, fixed, p_value, percent};
-use super::model::{MetricComparison, StatisticsMeta};
+use crate::report::build::model::{MetricComparison, StatisticsMeta};
+use crate::report::render::format::{MISSING, StatCells, change_with_ci, decimals_for, fixed, p_value, percent};
 use crate::stats::{Summary, Verdict};
 
 /// What became of one test case.

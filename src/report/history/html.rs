@@ -3,10 +3,10 @@
 
 use std::fmt::Write;
 
-use super::history::{History, HistorySeries, Mark};
-use super::history_render::{HEADERS, intro, point_cells, series_title};
-use super::html::{STYLE, esc};
-use super::plots::{self, TrendChange, TrendMark, TrendPoint};
+use crate::report::history::build_history::{History, HistorySeries, Mark};
+use crate::report::history::render::{HEADERS, intro, point_cells, series_title};
+use crate::report::render::html::{STYLE, esc};
+use crate::report::render::plots::{self, TrendChange, TrendMark, TrendPoint};
 
 pub fn render_history_html(h: &History) -> String {
     let mut out = String::new();
@@ -91,8 +91,8 @@ fn series(out: &mut String, s: &HistorySeries) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::history::tests::{finding, step_rows};
-    use crate::report::history::{HistoryFilter, build_history};
+    use crate::report::history::build_history::tests::{finding, step_rows};
+    use crate::report::history::build_history::{HistoryFilter, build_history};
     use crate::stats::ChangePointOptions;
     use crate::store::FindingState;
 

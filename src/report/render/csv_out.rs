@@ -8,9 +8,9 @@
 
 use std::io;
 
-use super::float_text::push_f64;
-use super::input::CampaignData;
 use crate::measure::metric_order;
+use crate::report::build::input::CampaignData;
+use crate::report::render::float_text::push_f64;
 
 pub const RESULTS_CSV_HEADER: [&str; 16] = [
     "trial", "key", "device", "model", "variant", "build", "config", "repeat", "block", "order", "attempt", "status",
@@ -71,7 +71,13 @@ pub fn write_results_csv<W: io::Write>(data: &CampaignData, mut w: W) -> io::Res
         push_field(&mut prefix, c.t_key[t].as_bytes());
         prefix.push(b',');
         // Where the attempt really ran (a trial can move off a lost device).
-        for s in [super::build::attempt_device(c, a), c.t_model[t], c.t_variant[t], c.t_build[t], c.t_config[t]] {
+        for s in [
+            crate::report::build::build_report::attempt_device(c, a),
+            c.t_model[t],
+            c.t_variant[t],
+            c.t_build[t],
+            c.t_config[t],
+        ] {
             prefix.extend_from_slice(&quoted[s as usize]);
             prefix.push(b',');
         }
@@ -188,7 +194,7 @@ mod tests {
             let fixed: Vec<String> = vec![
                 c.t_idx[t].to_string(),
                 c.t_key[t].to_string(),
-                c.names.name(crate::report::build::attempt_device(c, a)).into(),
+                c.names.name(crate::report::build::build_report::attempt_device(c, a)).into(),
                 c.names.name(c.t_model[t]).into(),
                 c.names.name(c.t_variant[t]).into(),
                 c.names.name(c.t_build[t]).into(),
