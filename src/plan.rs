@@ -371,4 +371,45 @@ mod tests {
         let mut again = fixture::campaign("c2").plan;
         assert_eq!(again.add_block("iPhone 6s", &wanted), added);
     }
+
+    // The plan heads the store writes (migration 11) read back as this plan's head (was a
+    // store test; the store may not import the plan).
+    #[test]
+    fn a_version_10_store_gains_plan_heads_that_report_the_same_plan() {
+        let data = crate::testing::fixture::campaign("old");
+        let plan_text = serde_json::to_string(&data.plan).unwrap();
+        assert!(!data.plan.trials.is_empty());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lab.db");
+        {
+            let conn = crate::store::open_at_version(&path, 10);
+            for (id, plan) in [("old", plan_text.as_str()), ("odd", "not json")] {
+                conn.execute(
+                    "INSERT INTO campaigns (id, runbook_name, runbook_path, runbook_text, runbook_sha256, lab_text,
+                        lab_sha256, content_hashes, tool_version, seed, created_at, status, plan_json, max_attempts)
+                     VALUES (?1,'rb','rb.toml','','','','','{}','0',1,'t','done',?2,3)",
+                    [id, plan],
+                )
+                .unwrap();
+            }
+        }
+        let s = crate::store::Store::open(&path).unwrap();
+        let (record, head) = s.campaign_head("old").unwrap();
+        assert_eq!(record.id, "old");
+        let value: serde_json::Value = serde_json::from_str(&head).unwrap();
+        assert!(value.get("trials").is_none() && value.get("variants").is_some(), "the head is stored: {head}");
+        let from_head = crate::plan::Plan::head_from_json(&head).unwrap();
+        assert_eq!(from_head, crate::plan::Plan::head_from_json(&plan_text).unwrap());
+        assert_eq!(from_head.variants, data.plan.variants);
+        // What the store writes for a new campaign is the same head.
+        let written: serde_json::Value = serde_json::from_str(&crate::store::plan_head(&plan_text).unwrap()).unwrap();
+        assert_eq!(written, value);
+        assert_eq!(crate::store::plan_head("not json"), None);
+        assert_eq!(crate::store::plan_head("[1, 2]"), None);
+        // Not JSON: no head, the plan's text as it is.
+        assert_eq!(s.campaign_head("odd").unwrap().1, "not json");
+        // The whole plan is still there for whoever needs its trials.
+        let full: crate::plan::Plan = serde_json::from_value(s.campaign("old").unwrap().plan_json).unwrap();
+        assert_eq!(full, data.plan);
+    }
 }

@@ -599,3 +599,26 @@ async fn a_manual_unplug_nobody_confirms_asks_no_plug_in_and_the_attempt_is_inva
     assert!(!reasons.iter().any(|r| r.contains("plug-in")), "no plug-in asked after an unplug nobody did: {reasons:?}");
     assert!(!phone.calls().contains(&"usb_power:off".to_string()));
 }
+
+// The host backend's evidence of an app that died, judged by the runner (was in
+// device/host/tests.rs, which may not import the runner).
+#[tokio::test]
+async fn an_app_that_exits_early_died_and_says_how() {
+    use crate::device::host::tests::{build, device, trial};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = device(tmp.path());
+    let b = build(&["sh", "-c", "echo 'cannot reach the server' >&2; exit 3"], None, None);
+    let c = trial(&dev, &b, tmp.path(), Duration::from_millis(300)).await;
+    assert!(c.evidence.app_died);
+    assert_eq!(c.evidence.app_exit.as_deref(), Some("exit code 3; stderr: cannot reach the server"));
+    let reasons = super::soak_violations(
+        &Default::default(),
+        &crate::config::Workload { request_interval: None, request_tolerance: 0.02 },
+        Duration::from_millis(300),
+        &c.evidence,
+        crate::measure::UntetherMode::None,
+        "none",
+    );
+    assert_eq!(reasons, ["app died during the soak (exit code 3; stderr: cannot reach the server)"]);
+}

@@ -22,6 +22,10 @@ pub use records::*;
 pub use schedule_slots::{Claim, Claimant, SlotRow, SlotState};
 pub use schema::MIGRATIONS;
 #[cfg(test)]
+pub(crate) use schema::open_at_version;
+#[cfg(test)]
+pub(crate) use sqlite::plan_head;
+#[cfg(test)]
 pub(crate) use sqlite::tests::{attempt as test_attempt, campaign as test_campaign};
 pub use sqlite::{Store, StoreError, pid_alive};
 pub use state_digest::{Kept, MOMENTS, OPERATOR, Reading, SETTINGS, SOURCES, StateDigest};

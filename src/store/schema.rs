@@ -197,7 +197,7 @@ pub const MIGRATIONS: &[&str] = &[
     // 9 (history, review, alerts). `campaign_summaries`: one row per campaign × model ×
     // variant × metric (a report's `MetricRow`), kept so that history and reviews read no
     // measurements; `vals` is the row's values, f64 little-endian in trial order, and a
-    // `summary_version` below `report::SUMMARY_VERSION` means "recompute". `schedule_findings`:
+    // `summary_version` below `stats::SUMMARY_VERSION` means "recompute". `schedule_findings`:
     // what a slot's review found per model × variant × gating metric, and how its
     // confirmation came out. `schedule_alerts`: one per slot and channel (webhook | command),
     // state sending | sent | failed; the unique key makes delivery at-least-once, once per slot.
@@ -622,45 +622,5 @@ mod tests {
             .collect::<Result<_, _>>()
             .unwrap();
         assert!(plan.iter().any(|p| p.contains("INTEGER PRIMARY KEY (rowid>? AND rowid<?)")), "{plan:?}");
-    }
-
-    #[test]
-    fn a_version_10_store_gains_plan_heads_that_report_the_same_plan() {
-        let data = crate::testing::fixture::campaign("old");
-        let plan_text = serde_json::to_string(&data.plan).unwrap();
-        assert!(!data.plan.trials.is_empty());
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("lab.db");
-        {
-            let conn = open_at_version(&path, 10);
-            for (id, plan) in [("old", plan_text.as_str()), ("odd", "not json")] {
-                conn.execute(
-                    "INSERT INTO campaigns (id, runbook_name, runbook_path, runbook_text, runbook_sha256, lab_text,
-                        lab_sha256, content_hashes, tool_version, seed, created_at, status, plan_json, max_attempts)
-                     VALUES (?1,'rb','rb.toml','','','','','{}','0',1,'t','done',?2,3)",
-                    [id, plan],
-                )
-                .unwrap();
-            }
-        }
-        let s = Store::open(&path).unwrap();
-        let (record, head) = s.campaign_head("old").unwrap();
-        assert_eq!(record.id, "old");
-        let value: serde_json::Value = serde_json::from_str(&head).unwrap();
-        assert!(value.get("trials").is_none() && value.get("variants").is_some(), "the head is stored: {head}");
-        let from_head = crate::plan::Plan::head_from_json(&head).unwrap();
-        assert_eq!(from_head, crate::plan::Plan::head_from_json(&plan_text).unwrap());
-        assert_eq!(from_head.variants, data.plan.variants);
-        // What the store writes for a new campaign is the same head.
-        let written: serde_json::Value =
-            serde_json::from_str(&crate::store::sqlite::plan_head(&plan_text).unwrap()).unwrap();
-        assert_eq!(written, value);
-        assert_eq!(crate::store::sqlite::plan_head("not json"), None);
-        assert_eq!(crate::store::sqlite::plan_head("[1, 2]"), None);
-        // Not JSON: no head, the plan's text as it is.
-        assert_eq!(s.campaign_head("odd").unwrap().1, "not json");
-        // The whole plan is still there for whoever needs its trials.
-        let full: crate::plan::Plan = serde_json::from_value(s.campaign("old").unwrap().plan_json).unwrap();
-        assert_eq!(full, data.plan);
     }
 }

@@ -70,7 +70,7 @@ content_hashes, tool_version, seed, created_at, finished_at, status, runner_pid,
 /// its `trials`; `None` if the text is not a JSON object. The trials are skipped as they
 /// are read, never built (SQLite's `json_remove` builds a tree of the whole text: a plan of
 /// 144 000 trials took 130 MB more at the start of a run).
-pub(super) fn plan_head(plan_json: &str) -> Option<String> {
+pub(crate) fn plan_head(plan_json: &str) -> Option<String> {
     struct Head(serde_json::Map<String, serde_json::Value>);
     impl<'de> serde::Deserialize<'de> for Head {
         fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

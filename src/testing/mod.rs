@@ -6,6 +6,8 @@
 #[cfg(test)]
 pub(crate) mod fixture;
 mod hub_output;
+#[cfg(test)]
+mod layers;
 mod scripted_device;
 mod scripted_transport;
 

@@ -4,7 +4,7 @@
 mod device;
 pub mod sysfs;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 pub mod tree;
 pub mod usage;
 

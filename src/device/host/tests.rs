@@ -23,7 +23,7 @@ fn spec() -> DeviceSpec {
     }
 }
 
-fn build(command: &[&str], step: Option<&[&str]>, cwd: Option<&Path>) -> Build {
+pub(crate) fn build(command: &[&str], step: Option<&[&str]>, cwd: Option<&Path>) -> Build {
     Build {
         name: "app".into(),
         baseline: true,
@@ -39,12 +39,12 @@ fn build(command: &[&str], step: Option<&[&str]>, cwd: Option<&Path>) -> Build {
     }
 }
 
-fn device(dir: &Path) -> HostDevice {
+pub(crate) fn device(dir: &Path) -> HostDevice {
     HostDevice::new(spec(), Arc::new(LocalTransport::new("local")), &dir.join("host-data"))
 }
 
 /// prepare, launch, wait `soak`, collect: what a trial does.
-async fn trial(dev: &HostDevice, b: &Build, dir: &Path, soak: Duration) -> Collected {
+pub(crate) async fn trial(dev: &HostDevice, b: &Build, dir: &Path, soak: Duration) -> Collected {
     let prepared = dev.prepare(b, &VariantConfig::default_config()).await.unwrap();
     let app = dev
         .launch(&LaunchSpec {
@@ -109,25 +109,6 @@ async fn a_busy_app_is_measured_and_its_environment_is_the_labs() {
         "cgroup v2" => assert!(t["cgroup"].is_string()),
         _ => assert!(t["cgroup_note"].is_string() || t["cgroup"].is_null(), "{t}"),
     }
-}
-
-#[tokio::test]
-async fn an_app_that_exits_early_died_and_says_how() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dev = device(tmp.path());
-    let b = build(&["sh", "-c", "echo 'cannot reach the server' >&2; exit 3"], None, None);
-    let c = trial(&dev, &b, tmp.path(), Duration::from_millis(300)).await;
-    assert!(c.evidence.app_died);
-    assert_eq!(c.evidence.app_exit.as_deref(), Some("exit code 3; stderr: cannot reach the server"));
-    let reasons = crate::runner::soak_violations(
-        &Default::default(),
-        &crate::config::Workload { request_interval: None, request_tolerance: 0.02 },
-        Duration::from_millis(300),
-        &c.evidence,
-        crate::measure::UntetherMode::None,
-        "none",
-    );
-    assert_eq!(reasons, ["app died during the soak (exit code 3; stderr: cannot reach the server)"]);
 }
 
 #[tokio::test]
