@@ -157,14 +157,17 @@ impl Cpu {
     }
 }
 
+/// Clock ticks per second of /proc's CPU times (USER_HZ).
+fn clk_tck() -> f64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100) as f64
+}
+
 /// This process's CPU time so far (getrusage).
 fn process_cpu() -> Cpu {
-    // SAFETY: getrusage fills the struct it is given; a zeroed rusage is a valid one.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: RUSAGE_SELF and a valid pointer.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    Cpu { user: secs(ru.ru_utime), system: secs(ru.ru_stime) }
+    use nix::sys::time::TimeValLike;
+    let ru = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).expect("getrusage");
+    let secs = |t: nix::sys::time::TimeVal| t.num_microseconds() as f64 / 1e6;
+    Cpu { user: secs(ru.user_time()), system: secs(ru.system_time()) }
 }
 
 /// The machine's idle and stolen seconds so far, all CPUs (`/proc/stat`'s first line).
@@ -183,15 +186,13 @@ impl Machine {
 fn machine_cpu() -> Option<Machine> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let f: Vec<f64> = stat.lines().next()?.split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let hz = clk_tck();
     Some(Machine { idle: f.get(3)? / hz, steal: f.get(7)? / hz })
 }
 
 /// Each live thread's name and CPU seconds so far, by thread id (`/proc/self/task`).
 fn thread_cpu() -> std::collections::BTreeMap<u64, (String, f64)> {
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let hz = clk_tck();
     let mut out = std::collections::BTreeMap::new();
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return out };
     for t in tasks.flatten() {

@@ -104,8 +104,12 @@ impl Seen {
 /// hung-up terminal POLLHUP. While nothing changes nothing is written, so no write would
 /// find out.
 fn reader_gone() -> bool {
-    let mut fd = libc::pollfd { fd: libc::STDOUT_FILENO, events: 0, revents: 0 };
-    // SAFETY: one pollfd that lives on this stack for the call; a zero timeout never blocks.
-    let ready = unsafe { libc::poll(&mut fd, 1, 0) };
-    ready > 0 && fd.revents & (libc::POLLERR | libc::POLLHUP) != 0
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+
+    let stdout = std::io::stdout();
+    let mut fds = [PollFd::new(stdout.as_fd(), PollFlags::empty())];
+    // A zero timeout never blocks.
+    let ready = poll(&mut fds, PollTimeout::ZERO).unwrap_or(0);
+    ready > 0 && fds[0].revents().is_some_and(|r| r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP))
 }

@@ -116,8 +116,7 @@ impl Endpoint {
                         return;
                     }
                 };
-                // SAFETY: gettid has no preconditions.
-                let _ = ready_tx.send(Ok(unsafe { libc::gettid() }));
+                let _ = ready_tx.send(Ok(nix::unistd::gettid().as_raw()));
                 rt.block_on(serve(listener, Arc::new(shared), stop_rx));
             })
             .map_err(start_err("starting its thread"))?;

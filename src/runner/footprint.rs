@@ -163,10 +163,8 @@ mod tests {
     /// Spins until this thread has used `secs` of CPU (its own clock: load-proof).
     fn spin_cpu(secs: f64) {
         let cpu = || {
-            let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-            // SAFETY: a valid clock id and a valid pointer.
-            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-            ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+            let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID).unwrap();
+            ts.tv_sec() as f64 + ts.tv_nsec() as f64 / 1e9
         };
         let start = cpu();
         let mut x = 0u64;
@@ -207,8 +205,7 @@ mod tests {
         // Stands in for the endpoint's thread: spins 150 ms of CPU, then stays alive (and asleep)
         // until the window is closed, as the endpoint does.
         let spinner = std::thread::spawn(move || {
-            // SAFETY: gettid has no preconditions.
-            tid_tx.send(unsafe { libc::gettid() }).unwrap();
+            tid_tx.send(nix::unistd::gettid().as_raw()).unwrap();
             go_rx.recv().unwrap();
             spin_cpu(0.15);
             spun_tx.send(()).unwrap();
@@ -228,8 +225,7 @@ mod tests {
 
     #[test]
     fn thread_usage_reads_a_live_thread() {
-        // SAFETY: gettid has no preconditions.
-        let me = unsafe { libc::gettid() };
+        let me = nix::unistd::gettid().as_raw();
         spin_cpu(0.03);
         let u = thread_usage(me).expect("this thread's /proc entry");
         assert!(u.cpu_s >= 0.02, "{u:?}");

@@ -47,16 +47,12 @@ async fn sleep_until(deadline: DateTime<Utc>, _left: std::time::Duration) -> Res
     loop {
         let mut ready = fd.readable().await.map_err(err)?;
         let mut buf = [0u8; 8];
-        // SAFETY: reads at most 8 bytes into a buffer of 8 from a descriptor owned by `fd`.
-        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n == 8 {
-            return Ok(());
-        }
-        match std::io::Error::last_os_error().raw_os_error() {
-            Some(libc::EAGAIN) => ready.clear_ready(),
+        match nix::unistd::read(&fd.get_ref().0, &mut buf) {
+            Ok(8) => return Ok(()),
+            Ok(_) | Err(nix::errno::Errno::EAGAIN) => ready.clear_ready(),
             // The clock was set: the caller recomputes what is due.
-            Some(libc::ECANCELED) => return Ok(()),
-            _ => return Err(err(std::io::Error::last_os_error())),
+            Err(nix::errno::Errno::ECANCELED) => return Ok(()),
+            Err(e) => return Err(nix_err(e)),
         }
     }
 }

@@ -36,8 +36,7 @@ pub(super) fn writable_own_cgroup() -> Option<std::path::PathBuf> {
     let base = crate::collect::linux::procfs::cgroup2_mount(&mounts)
         .zip(crate::collect::linux::procfs::own_cgroup2(&own))
         .map(|(m, o)| m.join(o.trim_start_matches('/')));
-    // SAFETY: geteuid has no preconditions.
-    base.filter(|_| unsafe { libc::geteuid() } == 0)
+    base.filter(|_| nix::unistd::geteuid().is_root())
 }
 
 #[cfg(test)]

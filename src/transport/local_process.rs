@@ -283,7 +283,8 @@ pub fn reap_stale_cgroups(base: &Path) {
 /// runs between fork and exec.
 fn join_cgroup(procs: &CStr) -> std::io::Result<()> {
     let mut buf = [0u8; 20];
-    let mut n = unsafe { libc::getpid() } as u64;
+    // getpid(2) is async-signal-safe, as this moment between fork and exec needs.
+    let mut n = u64::from(std::process::id());
     let mut i = buf.len();
     loop {
         i -= 1;

@@ -301,9 +301,9 @@ fn answers(s: &Session, cfg: &SshConfig) -> bool {
 /// not pooled): freeing a channel waits for the host's close, which sshd sends only once the
 /// command exits, so a timed-out command would hold the worker for another timeout or two.
 fn abandon(s: &Session) {
-    // SAFETY: the descriptor is the session's open socket; shutdown(2) leaves it open (the
-    // session still owns and closes it), so nothing else is affected.
-    unsafe { libc::shutdown(s.as_raw_fd(), libc::SHUT_RDWR) };
+    // shutdown(2) leaves the descriptor open (the session still owns and closes it), so
+    // nothing else is affected; a socket already gone is nothing to shut.
+    let _ = nix::sys::socket::shutdown(s.as_raw_fd(), nix::sys::socket::Shutdown::Both);
 }
 
 fn io_err(cfg: &SshConfig, what: &str, e: impl std::fmt::Display) -> TransportError {

@@ -108,8 +108,8 @@ impl HostDevice {
 
     /// Like `new`, reading the kernel's files under other roots (tests).
     pub fn with_paths(spec: DeviceSpec, transport: Arc<dyn Transport>, data_root: &Path, paths: HostPaths) -> Self {
-        // SAFETY: sysconf has no preconditions. USER_HZ is 100 on every Linux the lab knows.
-        let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        // USER_HZ is 100 on every Linux the lab knows.
+        let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100);
         HostDevice {
             data_dir: data_root.join(&spec.name),
             spec,

@@ -159,7 +159,7 @@ async fn identify_and_state_read_this_machine() {
 #[tokio::test]
 async fn a_cgroup_holds_processes_that_leave_the_group() {
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    if unsafe { libc::geteuid() } != 0 || crate::collect::linux::procfs::cgroup2_mount(&mounts).is_none() {
+    if !nix::unistd::geteuid().is_root() || crate::collect::linux::procfs::cgroup2_mount(&mounts).is_none() {
         // Without a cgroup an escaped process would outlive the test; nothing to check here.
         return;
     }
