@@ -187,7 +187,7 @@ impl lab::device::Device for Faulty {
     async fn launch(&self, s: &lab::device::LaunchSpec) -> Result<lab::device::AppHandle, lab::device::DeviceError> {
         self.sim.launch(s).await
     }
-    async fn software_untether(&self) -> Result<lab::device::UntetherMode, lab::device::DeviceError> {
+    async fn software_untether(&self) -> Result<lab::measure::UntetherMode, lab::device::DeviceError> {
         self.sim.software_untether().await
     }
     async fn software_retether(&self) -> Result<(), lab::device::DeviceError> {

@@ -88,7 +88,7 @@ pub fn finish(path: &Path, p: &Phone) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use lab::collect::perfetto::PowerTrace;
+    use lab::collect::android::perfetto::PowerTrace;
 
     use super::*;
 
