@@ -1,5 +1,5 @@
 //! Debian's real adb client and server against the device-side stand-in
-//! (examples/adb-phone): everything but the phone is real. Each test starts its own adb
+//! (standins/adb-phone): everything but the phone is real. Each test starts its own adb
 //! server (`adb -P PORT`, `ADB_EMU=0`, its own HOME and so its own key) and its own phone
 //! on 127.0.0.1, and `adb connect`s them. Skipped with a message when /usr/bin/adb is
 //! missing, unless LAB_REQUIRE_ADB=1 (CI).

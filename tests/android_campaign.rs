@@ -1,5 +1,5 @@
 //! Whole campaigns on an Android phone through the real binary and Debian's real adb
-//! client and server; only the phone is stood in for (examples/adb-phone).
+//! client and server; only the phone is stood in for (standins/adb-phone).
 
 mod common;
 
@@ -230,7 +230,7 @@ fn hub_lab(adb: &Adb, phone: &Phone, phone_root: &std::path::Path, cuts: bool) -
     let lab = lab_for(adb, phone, r#"{ uhubctl = { location = "1-1", port = 4 } }"#);
     let port = if cuts {
         // The charger goes at the moment the port does (battery and history follow).
-        let hook = json!([common::example("adb-phone"), "power", phone_root.display().to_string()]);
+        let hook = json!([common::standin("adb-phone"), "power", phone_root.display().to_string()]);
         json!({ "device": phone_on_hub(json!({ "on_vbus": hook })) })
     } else {
         json!({ "vbus_stays": true, "device": phone_on_hub(json!({})) })

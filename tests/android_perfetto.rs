@@ -1,5 +1,5 @@
 //! `[device.android] perfetto = true` through the real binary and Debian's real adb against
-//! the stand-in phone (examples/adb-phone): the phone records a Perfetto `android.power`
+//! the stand-in phone (standins/adb-phone): the phone records a Perfetto `android.power`
 //! trace over each trial, the lab reads it back, deletes it and decodes it into the
 //! trial's rail energies and battery curve. Expected values come from decoding the
 //! fixture the stand-in's sessions are made of with the library, never from constants.

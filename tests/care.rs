@@ -1,5 +1,5 @@
 //! `lab care` through the binary on simulated phones tethered to the stand-in `uhubctl`
-//! (examples/uhubctl): each phone is moved into its charge window by switching its port
+//! (standins/uhubctl): each phone is moved into its charge window by switching its port
 //! (the stand-in's argv log says which, in what order), every port is on again when care
 //! stops, and the readings it stores are what `lab status` shows.
 

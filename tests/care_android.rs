@@ -1,12 +1,12 @@
 //! `lab care` on an Android phone through the real binary, Debian's real adb and the
-//! stand-ins for the phone (examples/adb-phone) and its hub (examples/uhubctl, whose
+//! stand-ins for the phone (standins/adb-phone) and its hub (standins/uhubctl, whose
 //! `on_vbus` hook tells the phone when its charger goes): the level read over adb, the
 //! port cut, health and cycles read from the battery's power-supply uevent and stored.
 
 mod common;
 
 use common::adb::*;
-use common::example;
+use common::standin;
 use common::uhubctl::Hubs;
 use serde_json::json;
 
@@ -27,7 +27,7 @@ fn care_reads_an_android_phone_over_adb_cuts_its_port_and_stores_its_health() {
     let hubs = Hubs::new(&json!({ "hubs": [
         { "location": "1-1", "id": "2109:2817", "usb": "2.10", "switching": "ppps", "ports": [{}, { "device": {
             "id": "18d1:4ee7", "vendor": "Google", "product": "Pixel 5", "serial": "0A1B2C3D",
-            "on_vbus": [example("adb-phone"), "power", root.display().to_string()] } }] }
+            "on_vbus": [standin("adb-phone"), "power", root.display().to_string()] } }] }
     ]}));
     let lab = android_lab("care", &adb, &phone, r#"{ uhubctl = { location = "1-1", port = 2 } }"#, "");
 

@@ -1,5 +1,5 @@
 //! `lab hubs` and `tether = { uhubctl = "auto" }` through the real binary, with the stand-in
-//! `uhubctl` (examples/uhubctl) on PATH listing and switching described hubs.
+//! `uhubctl` (standins/uhubctl) on PATH listing and switching described hubs.
 
 mod common;
 
@@ -27,7 +27,7 @@ fn phone(name: &str, serial: &str) -> String {
 }
 
 /// A lab of three simulated phones (on the per-port hub, on the ganged one, on none) and
-/// the stand-in uhubctl (examples/uhubctl) with `hubs()`.
+/// the stand-in uhubctl (standins/uhubctl) with `hubs()`.
 fn hub_lab() -> (TempLab, Hubs) {
     let mut text = String::from("[lab]\nname = \"hubs\"\n");
     text += &phone("on-ppps", "SIM0001");

@@ -1,5 +1,5 @@
 //! The whole untether / re-tether path of a simulated phone on the stand-in uhubctl
-//! (examples/uhubctl), through `lab run`: the port listed before the cut (is the phone
+//! (standins/uhubctl), through `lab run`: the port listed before the cut (is the phone
 //! there, by its USB serial?), switched off, listed until the phone has left the bus,
 //! switched on after the soak, listed until it is back — locally and with the phone's
 //! host the SSH test host. The phone (`[device.sim] standin_hub`) reads its VBUS and bus

@@ -1,5 +1,5 @@
 //! A whole campaign on an iOS 17 iPhone through the real binary, its `ios` backend and the
-//! real idevice crate; only the phone is stood in for (examples/iphone's iOS 17 path): the
+//! real idevice crate; only the phone is stood in for (standins/iphone's iOS 17 path): the
 //! preflight opens the CoreDevice tunnel, the app is installed over AFC, launched over the
 //! app service (RSD inside the tunnel) with the trial's settings, the operator unplugs and
 //! plugs the cable (`lab confirm` from another process) and — unlike iOS 16 — is asked for

@@ -1,5 +1,5 @@
 //! A whole campaign on an iPhone through the real binary, its `ios` backend and the real
-//! idevice crate; only the phone is stood in for (examples/iphone, iOS 16): install over AFC,
+//! idevice crate; only the phone is stood in for (standins/iphone, iOS 16): install over AFC,
 //! launch over DVT with the trial's settings, the operator unplugging and plugging the cable
 //! (`lab confirm` from another process), the sysdiagnose the operator triggers after
 //! re-tether pulled through crash-report copy, and the untethered stretch read from its

@@ -1,5 +1,5 @@
 //! Tethered samples of an iPhone through the real binary, its `ios` backend and the real
-//! idevice crate; only the phone is stood in for (examples/iphone, iOS 16): two builds whose
+//! idevice crate; only the phone is stood in for (standins/iphone, iOS 16): two builds whose
 //! apps differ in CPU, memory and energy (their profiles ship in the .ipa), a tethered
 //! campaign with `[device.ios] samples = ["energy", "cpu", "packets"]`, the apps sending
 //! real HTTP requests to the lab's endpoint, which the phone's packet tap counts a second time.
@@ -13,7 +13,7 @@ use common::TempLab;
 use common::iphone::{StandIn, UDID, iphone_lab, phone_toml, phone17_toml};
 
 fn ipa(dir: &Path, name: &str, bundle: &str, cpu: &str, mb: &str, cost: &str) {
-    let made = Command::new(common::example("iphone"))
+    let made = Command::new(common::standin("iphone"))
         .args(["ipa", "--bundle-id", bundle, "--version", "3", "--cpu-pct", cpu, "--footprint-mb", mb])
         .args(["--energy-cost", cost, "--out"])
         .arg(dir.join(name))

@@ -1,5 +1,5 @@
 //! `lab` itself (the real binary, its `ios` backend on the real idevice crate) against the
-//! stand-in iPhone (examples/iphone) on a Unix socket: every way a phone can be unusable
+//! stand-in iPhone (standins/iphone) on a Unix socket: every way a phone can be unusable
 //! stops `lab run` with exit 3 and one line that names the fix, before anything is
 //! recorded; a usable phone gets the .ipa installed over AFC and the installation proxy
 //! (once: the second campaign finds the recorded hash and bundle version), its battery
@@ -32,7 +32,7 @@ fn lab_on(standin: &StandIn, udid: &str, host_table: &str, host: &str) -> (TempL
         standin.socket.display()
     ));
     let ipa = lab.dir.path().join("Control.ipa");
-    let made = Command::new(common::example("iphone"))
+    let made = Command::new(common::standin("iphone"))
         .args(["ipa", "--bundle-id", "io.example.control", "--version", "42", "--out"])
         .arg(&ipa)
         .output()

@@ -55,7 +55,7 @@ async fn the_real_daemon_hands_out_pair_records_and_refuses_unknown_phones() {
     let Some(_daemon) = usbmuxd() else { return };
     let made = tempfile::tempdir().unwrap();
     let udid = "00008030-00FEEDFACE00";
-    let paired = std::process::Command::new(common::example("iphone"))
+    let paired = std::process::Command::new(common::standin("iphone"))
         .args(["pair", "--root"])
         .arg(made.path())
         .args(["--udid", udid])

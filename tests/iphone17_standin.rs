@@ -1,4 +1,4 @@
-//! The stand-in's iOS 17 path (examples/iphone: tunnel.rs, tcp.rs, http2.rs, xpc.rs, rsd.rs,
+//! The stand-in's iOS 17 path (standins/iphone: tunnel.rs, tcp.rs, http2.rs, xpc.rs, rsd.rs,
 //! coredevice.rs, diagnostics.rs) against the real `idevice` crate, through the same steps
 //! as the lab's src/device/ios/tunnel.rs: lockdown's CoreDeviceProxy, the crate's userspace
 //! TCP inside the CDTunnel, the RSD handshake, then the app service and the diagnostics

@@ -1,4 +1,4 @@
-//! The stand-in iPhone (examples/iphone: usbmuxd and the phones behind it on a Unix
+//! The stand-in iPhone (standins/iphone: usbmuxd and the phones behind it on a Unix
 //! socket) against three clients: a raw usbmuxd client written here, libimobiledevice's
 //! tools (`idevice_id`, `ideviceinfo`, `idevicediagnostics`; skipped with a message when
 //! missing, unless LAB_REQUIRE_IDEVICE=1 as in CI), and the real `idevice` crate, with every scripted fault.
@@ -319,7 +319,7 @@ async fn the_idevice_crate_identifies_reads_the_battery_and_installs() {
     assert!(mounter.query_developer_mode_status().await.unwrap());
 
     let ipa = standin.dir.path().join("app.ipa");
-    let made = Command::new(common::example("iphone"))
+    let made = Command::new(common::standin("iphone"))
         .args(["ipa", "--bundle-id", "com.example.energy", "--version", "42", "--size", "300000", "--out"])
         .arg(&ipa)
         .status()
@@ -497,7 +497,7 @@ async fn a_sysdiagnose_is_flushed_listed_pulled_and_removed_through_crash_report
     use idevice::crashreportcopymobile::{CrashReportCopyMobileClient, flush_reports};
     let standin = StandIn::start(&[(UDID, "")]);
     let (from, to, charging) = (1_772_359_200.0, 1_772_362_800.0, 120.0);
-    let made = Command::new(common::example("iphone"))
+    let made = Command::new(common::standin("iphone"))
         .args(["sysdiagnose", "--root"])
         .arg(standin.root())
         .args(["--udid", UDID, "--from", &from.to_string(), "--to", &to.to_string(), "--charging-s", "120"])
@@ -541,7 +541,7 @@ async fn a_sysdiagnose_is_flushed_listed_pulled_and_removed_through_crash_report
 /// Builds an .ipa of `bundle_id` with these `iphone ipa` options and installs it.
 async fn install_app(standin: &StandIn, p: &idevice::provider::UsbmuxdProvider, bundle_id: &str, options: &[&str]) {
     let ipa = standin.dir.path().join(format!("{bundle_id}.ipa"));
-    let made = Command::new(common::example("iphone"))
+    let made = Command::new(common::standin("iphone"))
         .args(["ipa", "--bundle-id", bundle_id, "--version", "1", "--out"])
         .arg(&ipa)
         .args(options)

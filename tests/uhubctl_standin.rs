@@ -1,8 +1,8 @@
-//! The stand-in `uhubctl` (examples/uhubctl) through its binary, found on PATH under
+//! The stand-in `uhubctl` (standins/uhubctl) through its binary, found on PATH under
 //! uhubctl's name: listings and switching of described hubs end to end through its JSON
 //! state, read back by the lab's own parser (`lab::collect::uhubctl`), parallel runs, the
 //! devices' hooks, its own commands, and a run in an SSH session of the test sshd. Its output
-//! format is checked line by line in its unit tests (`cargo test --example uhubctl`).
+//! format is checked line by line in its unit tests (`cargo test -p uhubctl`).
 
 mod common;
 

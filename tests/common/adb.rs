@@ -1,4 +1,4 @@
-//! Debian's real adb client and server and the device-side stand-in (examples/adb-phone),
+//! Debian's real adb client and server and the device-side stand-in (standins/adb-phone),
 //! for the tests that drive phones: a private adb server per test (`adb -P PORT`,
 //! `ADB_EMU=0`, its own HOME and so its own key) and phones on 127.0.0.1.
 #![allow(dead_code)]
@@ -13,7 +13,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tempfile::TempDir;
 
-use super::{TempLab, example};
+use super::{TempLab, standin};
 
 pub const ADB: &str = "/usr/bin/adb";
 
@@ -43,7 +43,7 @@ impl Phone {
     pub fn start(root: &Path, port: u16, flags: &[&str]) -> Phone {
         let log = root.with_extension("log");
         let stderr = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
-        let mut child = Command::new(example("adb-phone"))
+        let mut child = Command::new(standin("adb-phone"))
             .args(["--listen", &format!("127.0.0.1:{port}"), "--root", root.to_str().unwrap()])
             .args(flags)
             .stdout(Stdio::piped())
@@ -77,7 +77,7 @@ impl Drop for Phone {
 /// The model file, which the stand-in reads and writes around every command; a test edits
 /// it between commands as a tether or the physical world would change the phone.
 pub fn edit_state(root: &Path, f: impl FnOnce(&mut Value)) {
-    // The stand-in's lock on its model (examples/adb-phone/store.rs `ModelLock`): an edit
+    // The stand-in's lock on its model (standins/adb-phone/src/store.rs `ModelLock`): an edit
     // made while it runs a command is not overwritten by it.
     super::edit_json_locked(&root.join("phone.json"), &root.join("phone.lock"), f);
 }
@@ -191,7 +191,7 @@ pub fn root(dir: &TempDir) -> PathBuf {
     dir.path().join("phone")
 }
 
-/// Bytes that install as `package` (see examples/adb-phone/packages.rs), with a tail of
+/// Bytes that install as `package` (see standins/adb-phone/src/packages.rs), with a tail of
 /// pseudo-random bytes so the APK spans several WRTE packets.
 pub fn apk(package: &str, split: Option<&str>, len: usize) -> Vec<u8> {
     let split = split.map(|s| format!(" split=\"{s}\"")).unwrap_or_default();

@@ -401,7 +401,7 @@ mod tests {
 
     fn fixture(name: &str) -> Vec<u8> {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        std::fs::read(root.join("tests/fixtures/devices/ios").join(name)).unwrap()
+        std::fs::read(root.join("../../tests/fixtures/devices/ios").join(name)).unwrap()
     }
 
     #[test]

@@ -136,7 +136,7 @@ mod tests {
 
     #[test]
     fn the_appium_capture_decodes_and_takes_a_new_tag() {
-        let capture = include_bytes!("../../tests/fixtures/devices/ios/usbmux_connect_result_appium.bin");
+        let capture = include_bytes!("../../../tests/fixtures/devices/ios/usbmux_connect_result_appium.bin");
         let frame = MuxFrame::read_from(&mut capture.as_slice()).unwrap().unwrap();
         assert_eq!((frame.version, frame.message, frame.tag), (1, 8, 1));
         let body = parse(&frame.body).unwrap();
@@ -153,7 +153,7 @@ mod tests {
         assert_eq!(u32::from_be_bytes(out[..4].try_into().unwrap()) as usize, out.len() - 4);
         let back = read_plist(&mut out.as_slice()).unwrap().unwrap();
         assert_eq!(string(&back, "Request").as_deref(), Some("QueryType"));
-        let capture = include_bytes!("../../tests/fixtures/devices/ios/lockdown_querytype_appium.bin");
+        let capture = include_bytes!("../../../tests/fixtures/devices/ios/lockdown_querytype_appium.bin");
         let q = read_plist(&mut capture.as_slice()).unwrap().unwrap();
         assert_eq!(string(&q, "Type").as_deref(), Some("com.apple.mobile.lockdown"));
         assert_eq!(read_plist(&mut [].as_slice()).unwrap(), None);

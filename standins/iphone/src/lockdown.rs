@@ -14,7 +14,7 @@ use crate::Server;
 use crate::phone::{ErrorForm, Fault, Phone, table_to_plist};
 use crate::wire::{self, dict, string};
 
-const QUERY_TYPE_CAPTURE: &[u8] = include_bytes!("../../tests/fixtures/devices/ios/lockdown_querytype_appium.bin");
+const QUERY_TYPE_CAPTURE: &[u8] = include_bytes!("../../../tests/fixtures/devices/ios/lockdown_querytype_appium.bin");
 
 /// Keys a real lockdownd answers before a session (the host reads ProductVersion first).
 const OPEN_KEYS: &[&str] = &["ProductVersion", "ProductType", "BuildVersion", "DeviceClass", "UniqueDeviceID"];

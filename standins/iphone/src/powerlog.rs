@@ -8,7 +8,7 @@
 
 use rusqlite::{Connection, MAIN_DB, params};
 
-const SCHEMA: &str = include_str!("../../tests/fixtures/devices/ios/powerlog_core_schema.sql");
+const SCHEMA: &str = include_str!("../../../tests/fixtures/devices/ios/powerlog_core_schema.sql");
 const CLOCK_OFFSET_S: f64 = 3600.0;
 /// Logged before and after the window, plugged in.
 pub const MARGIN_S: f64 = 300.0;

@@ -1,6 +1,6 @@
 //! `uhubctl`: a stand-in for uhubctl 2.x (github.com/mvp/uhubctl) for tests, with USB hubs
 //! described in a JSON file instead of libusb. Put it on PATH as `uhubctl` (a symlink to
-//! target/…/examples/uhubctl): it takes uhubctl's options, prints what uhubctl.c prints for
+//! target/…/uhubctl): it takes uhubctl's options, prints what uhubctl.c prints for
 //! the described hubs — `Current status for hub`, `Sent power on|off request`, `New status
 //! for hub` — with the same words, errors and exit codes, and switches the described ports.
 //! Only the hub hardware is stood in for.

@@ -8,11 +8,12 @@ use crate::packages;
 use crate::phone::{Phone, Process, Reported};
 use crate::store::Store;
 
-const WIFI_STATUS: &str = include_str!("../../tests/fixtures/devices/android/wifi_status_tradefed.txt");
-const CHECKIN: &str = include_str!("../../tests/fixtures/devices/android/batterystats_checkin_v36_perfetto.txt");
+const WIFI_STATUS: &str = include_str!("../../../tests/fixtures/devices/android/wifi_status_tradefed.txt");
+const CHECKIN: &str = include_str!("../../../tests/fixtures/devices/android/batterystats_checkin_v36_perfetto.txt");
 const HISTORY: &str =
-    include_str!("../../tests/fixtures/devices/android/batterystats_history_text_loganalysis_nodischarge.txt");
-const DUMPSYS_WIFI: &str = include_str!("../../tests/fixtures/devices/android/dumpsys_wifi_loganalysis_noevents.txt");
+    include_str!("../../../tests/fixtures/devices/android/batterystats_history_text_loganalysis_nodischarge.txt");
+const DUMPSYS_WIFI: &str =
+    include_str!("../../../tests/fixtures/devices/android/dumpsys_wifi_loganalysis_noevents.txt");
 
 /// Zygote64's pid: the parent of every app.
 const ZYGOTE: u32 = 695;

@@ -24,7 +24,7 @@ impl Live {
     pub fn open() -> Result<(Live, State), String> {
         let path = std::env::var_os("UHUBCTL_STATE").map(PathBuf::from).ok_or(
             "uhubctl stand-in: UHUBCTL_STATE is not set; point it at the JSON file that describes the hubs \
-             (examples/uhubctl/main.rs)",
+             (standins/uhubctl/src/main.rs)",
         )?;
         let scale = match std::env::var("UHUBCTL_TIME_SCALE") {
             Ok(s) => s

@@ -15,7 +15,8 @@ use std::path::Path;
 
 use crate::phone::{Phone, Power};
 
-const RAILS: &[u8] = include_bytes!("../../tests/fixtures/devices/android/power_rails_session_uuid_perfetto.pftrace");
+const RAILS: &[u8] =
+    include_bytes!("../../../tests/fixtures/devices/android/power_rails_session_uuid_perfetto.pftrace");
 
 const VARINT: u8 = 0;
 const LEN: u8 = 2;

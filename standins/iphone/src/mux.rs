@@ -13,8 +13,8 @@ use crate::phone::{Fault, Phone};
 use crate::wire::{self, MuxFrame, dict, string};
 
 pub const LOCKDOWN_PORT: u16 = 62078;
-const LIST_DEVICES_CAPTURE: &[u8] = include_bytes!("../../tests/fixtures/devices/ios/usbmux_listdevices_appium.bin");
-const CONNECT_CAPTURE: &[u8] = include_bytes!("../../tests/fixtures/devices/ios/usbmux_connect_result_appium.bin");
+const LIST_DEVICES_CAPTURE: &[u8] = include_bytes!("../../../tests/fixtures/devices/ios/usbmux_listdevices_appium.bin");
+const CONNECT_CAPTURE: &[u8] = include_bytes!("../../../tests/fixtures/devices/ios/usbmux_connect_result_appium.bin");
 /// The phone in the appium captures.
 pub const REPLAY_UDID: &str = "63c3d055c4f83e960e5980fa68be0fbf7d4ba74c";
 
@@ -154,7 +154,7 @@ mod tests {
 
     #[test]
     fn an_attached_device_has_the_fields_of_the_appium_capture() {
-        let capture = MuxFrame::read_from(&mut LIST_DEVICES_CAPTURE).unwrap().unwrap();
+        let capture = MuxFrame::read_from(&mut &LIST_DEVICES_CAPTURE[..]).unwrap().unwrap();
         let real = wire::parse(&capture.body).unwrap();
         let real = real["DeviceList"].as_array().unwrap()[0].as_dictionary().unwrap().clone();
         let phone: Phone = toml::from_str(&format!(
