@@ -17,15 +17,6 @@ use super::{TempLab, standin};
 
 pub const ADB: &str = "/usr/bin/adb";
 
-pub fn adb_present() -> bool {
-    if Path::new(ADB).exists() {
-        return true;
-    }
-    assert!(std::env::var("LAB_REQUIRE_ADB").as_deref() != Ok("1"), "LAB_REQUIRE_ADB=1 but {ADB} is missing");
-    eprintln!("skipped: {ADB} is missing (apt-get install adb)");
-    false
-}
-
 /// A free port from the kernel (ephemeral, so never 5037 nor 5555–5585).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
@@ -99,14 +90,15 @@ pub struct Run {
 }
 
 impl Adb {
-    pub fn start() -> Option<Adb> {
-        if !adb_present() {
-            return None;
-        }
+    /// A test that needs it is ignored where Debian's adb is missing
+    /// (`#[test_needs::needs(adb)]`) unless LAB_REQUIRE_ADB=1 (CI); one that gets here
+    /// without it fails.
+    pub fn start() -> Adb {
+        assert!(Path::new(ADB).exists(), "needs adb: {ADB} is missing (apt-get install adb)");
         let adb = Adb { port: free_port(), home: tempfile::tempdir().unwrap() };
         let started = adb.run(&["start-server"]);
         assert_eq!(started.code, 0, "adb start-server: {}", started.err);
-        Some(adb)
+        adb
     }
 
     pub fn command(&self, args: &[&str]) -> Command {
@@ -179,12 +171,12 @@ impl Drop for Adb {
 }
 
 /// An adb server connected to a fresh phone; `dir` holds the phone's root and log.
-pub fn setup(flags: &[&str]) -> Option<(Adb, Phone, TempDir)> {
-    let adb = Adb::start()?;
+pub fn setup(flags: &[&str]) -> (Adb, Phone, TempDir) {
+    let adb = Adb::start();
     let dir = tempfile::tempdir().unwrap();
     let phone = Phone::start(&dir.path().join("phone"), 0, flags);
     adb.connect(&phone);
-    Some((adb, phone, dir))
+    (adb, phone, dir)
 }
 
 pub fn root(dir: &TempDir) -> PathBuf {

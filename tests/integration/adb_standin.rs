@@ -1,8 +1,8 @@
 //! Debian's real adb client and server against the device-side stand-in
 //! (standins/adb-phone): everything but the phone is real. Each test starts its own adb
 //! server (`adb -P PORT`, `ADB_EMU=0`, its own HOME and so its own key) and its own phone
-//! on 127.0.0.1, and `adb connect`s them. Skipped with a message when /usr/bin/adb is
-//! missing, unless LAB_REQUIRE_ADB=1 (CI).
+//! on 127.0.0.1, and `adb connect`s them. Ignored where /usr/bin/adb is missing
+//! (`#[test_needs::needs(adb)]`), unless LAB_REQUIRE_ADB=1 (CI), where they run and fail.
 
 use crate::common;
 
@@ -18,9 +18,10 @@ use lab::transport::shell_quote;
 
 const TRACE: &[u8] = include_bytes!("../fixtures/devices/android/power_rails_session_uuid_perfetto.pftrace");
 
+#[test_needs::needs(adb)]
 #[test]
 fn connect_features_and_shell_v2_exit_codes_and_stderr() {
-    let Some((adb, phone, _dir)) = setup(&[]) else { return };
+    let (adb, phone, _dir) = setup(&[]);
     let devices = adb.devices();
     assert!(
         devices.lines().any(|l| l.starts_with(&phone.serial) && l.contains(" device ") && l.contains("model:Pixel_5")),
@@ -50,9 +51,10 @@ fn connect_features_and_shell_v2_exit_codes_and_stderr() {
 
 /// The shape of the Android backend's batched state read: each argv quoted with the lab's
 /// `shell_quote`, parts split by an echoed mark, the exit status in a final sentinel.
+#[test_needs::needs(adb)]
 #[test]
 fn a_batched_state_read_as_the_backend_sends_it_parses() {
-    let Some((adb, phone, _dir)) = setup(&[]) else { return };
+    let (adb, phone, _dir) = setup(&[]);
     let argvs: [&[&str]; 5] = [
         &["settings", "get", "system", "screen_brightness"],
         &["cmd", "wifi", "status"],
@@ -74,9 +76,10 @@ fn a_batched_state_read_as_the_backend_sends_it_parses() {
     assert!(parts[4].starts_with("google/redfin/redfin:13/"), "{}", parts[4]);
 }
 
+#[test_needs::needs(adb)]
 #[test]
 fn push_then_pull_round_trips_the_bytes() {
-    let Some((adb, phone, dir)) = setup(&[]) else { return };
+    let (adb, phone, dir) = setup(&[]);
     let local = dir.path().join("blob.bin");
     let data = apk("not.an.app", None, 3_000_000); // many 64 KiB sync chunks, several WRTEs each
     std::fs::write(&local, &data).unwrap();
@@ -105,9 +108,10 @@ fn push_then_pull_round_trips_the_bytes() {
     );
 }
 
+#[test_needs::needs(adb)]
 #[test]
 fn install_puts_the_streamed_apk_where_pm_path_says() {
-    let Some((adb, phone, dir)) = setup(&[]) else { return };
+    let (adb, phone, dir) = setup(&[]);
     let base = apk("com.example.energy", None, 700_000);
     let split = apk("com.example.energy", Some("config.arm64_v8a"), 90_000);
     let (base_file, split_file) = (dir.path().join("app.apk"), dir.path().join("split.apk"));
@@ -142,9 +146,10 @@ fn install_puts_the_streamed_apk_where_pm_path_says() {
     assert!(r.err.contains("INSTALL_PARSE_FAILED_NOT_APK"), "{} {}", r.out, r.err);
 }
 
+#[test_needs::needs(adb)]
 #[test]
 fn settings_radios_and_thermal_keep_their_state() {
-    let Some((adb, phone, _dir)) = setup(&[]) else { return };
+    let (adb, phone, _dir) = setup(&[]);
     adb.sh(&phone, "settings put system screen_brightness_mode 0; settings put system screen_brightness 200");
     assert_eq!(adb.sh(&phone, "settings get system screen_brightness"), "200\n");
     assert_eq!(adb.sh(&phone, "settings get global no_such_key"), "null\n");
@@ -172,9 +177,10 @@ fn settings_radios_and_thermal_keep_their_state() {
     assert_eq!(thermal::parse(&adb.sh(&phone, "dumpsys thermalservice")).unwrap().status, 3);
 }
 
+#[test_needs::needs(adb)]
 #[test]
 fn unplugged_the_phone_discharges_and_its_charge_counter_falls() {
-    let Some((adb, phone, dir)) = setup(&[]) else { return };
+    let (adb, phone, dir) = setup(&[]);
     let battery = |adb: &Adb| android_battery::parse(&adb.sh(&phone, "dumpsys battery")).unwrap();
     let plugged = battery(&adb);
     assert_eq!((plugged.status_code, plugged.powered_by.clone()), (Some(2), vec!["USB".to_string()]));
@@ -210,9 +216,10 @@ fn unplugged_the_phone_discharges_and_its_charge_counter_falls() {
     assert_eq!(adb.sh(&phone, "dumpsys batterystats --reset"), "Battery stats reset.\n");
 }
 
+#[test_needs::needs(adb)]
 #[test]
 fn am_start_records_the_extras_and_the_app_runs_until_stopped() {
-    let Some((adb, phone, dir)) = setup(&[]) else { return };
+    let (adb, phone, dir) = setup(&[]);
     let apk_file = dir.path().join("app.apk");
     std::fs::write(&apk_file, apk("com.example.energy", None, 20_000)).unwrap();
     assert_eq!(adb.on(&phone, &["install", apk_file.to_str().unwrap()]).code, 0);
@@ -272,9 +279,10 @@ fn am_start_records_the_extras_and_the_app_runs_until_stopped() {
     assert!(r.out.ends_with("__lab_exit=0\n"), "am start reports errors with status 0: {}", r.out);
 }
 
+#[test_needs::needs(adb)]
 #[test]
 fn perfetto_in_the_background_leaves_its_trace_when_killed() {
-    let Some((adb, phone, dir)) = setup(&[]) else { return };
+    let (adb, phone, dir) = setup(&[]);
     let config = b"buffers { size_kb: 1024 }\nduration_ms: 600000\n";
     let remote = "/data/misc/perfetto-traces/soak.pftrace";
     let args =
@@ -299,9 +307,10 @@ fn perfetto_in_the_background_leaves_its_trace_when_killed() {
     assert_eq!(trace.battery.len(), 2, "a sample at the start and one at the end");
 }
 
+#[test_needs::needs(adb)]
 #[test]
 fn perfetto_reads_a_config_file_only_from_perfetto_configs_on_android_12_and_later() {
-    let Some((adb, phone, dir)) = setup(&[]) else { return };
+    let (adb, phone, dir) = setup(&[]);
     let start = "echo 'duration_ms: 1' > /data/misc/perfetto-configs/c.pbtxt && perfetto --txt \
                  -c /data/misc/perfetto-configs/c.pbtxt -o /data/misc/perfetto-traces/t.pftrace";
     assert_eq!(adb.shell(&phone, start).code, 0, "Android 13");
@@ -320,9 +329,10 @@ fn perfetto_reads_a_config_file_only_from_perfetto_configs_on_android_12_and_lat
     );
 }
 
+#[test_needs::needs(adb)]
 #[test]
 fn a_phone_that_never_allows_the_host_is_unauthorized() {
-    let Some((adb, phone, _dir)) = setup(&["--auth", "never"]) else { return };
+    let (adb, phone, _dir) = setup(&["--auth", "never"]);
     let deadline = Instant::now() + Duration::from_secs(10);
     while !adb.devices().contains("unauthorized") && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
@@ -334,9 +344,10 @@ fn a_phone_that_never_allows_the_host_is_unauthorized() {
     assert!(r.err.contains("unauthorized"), "{}", r.err);
 }
 
+#[test_needs::needs(adb)]
 #[test]
 fn an_allowed_key_is_known_after_a_restart() {
-    let Some((adb, mut phone, dir)) = setup(&["--auth", "accept"]) else { return };
+    let (adb, mut phone, dir) = setup(&["--auth", "accept"]);
     assert_eq!(adb.on(&phone, &["wait-for-device"]).code, 0);
     assert_eq!(adb.sh(&phone, "echo hi"), "hi\n");
     assert!(phone.log().contains("host allowed by a new public key"), "{}", phone.log());
@@ -352,16 +363,17 @@ fn an_allowed_key_is_known_after_a_restart() {
     assert!(phone.log().contains("host allowed by a signature by a trusted key"), "{}", phone.log());
 
     // Another host's signature does not verify against the first host's key: it must offer its own.
-    let other = Adb::start().unwrap();
+    let other = Adb::start();
     other.connect(&phone);
     assert_eq!(other.sh(&phone, "echo third"), "third\n");
     assert_eq!(phone.log().matches("host allowed by a new public key").count(), 2, "{}", phone.log());
     assert_eq!(std::fs::read_to_string(root(&dir).join("adb_keys")).unwrap().lines().count(), 2);
 }
 
+#[test_needs::needs(adb)]
 #[test]
 fn a_legacy_phone_has_no_shell_v2_but_a_shell_and_installs() {
-    let Some((adb, phone, dir)) = setup(&["--legacy"]) else { return };
+    let (adb, phone, dir) = setup(&["--legacy"]);
     assert_eq!(adb.on(&phone, &["features"]).out.trim(), "");
     assert_eq!(adb.sh(&phone, "getprop ro.build.version.sdk"), "33\n");
     // Without shell_v2 the exit status is lost and stderr comes with stdout.
@@ -379,9 +391,10 @@ fn a_legacy_phone_has_no_shell_v2_but_a_shell_and_installs() {
     assert_eq!(adb.sh(&phone, &format!("sha256sum {path}")), format!("{}  {path}\n", sha256(&bytes)));
 }
 
+#[test_needs::needs(adb)]
 #[test]
 fn a_killed_phone_drops_and_a_restarted_one_is_the_same_phone() {
-    let Some((adb, mut phone, dir)) = setup(&["--serial", "0A281FDD4000ZZ"]) else { return };
+    let (adb, mut phone, dir) = setup(&["--serial", "0A281FDD4000ZZ"]);
     adb.sh(&phone, "settings put system screen_brightness 77");
     let script = "sleep 20; echo \"__lab_exit=$?\"";
     let mut long = adb

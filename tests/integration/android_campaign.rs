@@ -33,9 +33,10 @@ fn runbook(lab: &TempLab, repeats: u32, extra: &str) -> std::path::PathBuf {
     path
 }
 
+#[test_needs::needs(adb)]
 #[test]
 fn a_campaign_installs_once_launches_with_the_extras_and_measures_the_phone() {
-    let Some((adb, phone, dir)) = setup(&["--auth", "accept"]) else { return };
+    let (adb, phone, dir) = setup(&["--auth", "accept"]);
     let lab = lab_for(&adb, &phone, r#""software""#);
     let rb = runbook(&lab, 2, "");
     let out = lab.cmd(&["run", "--verbose", rb.to_str().unwrap()]).output().unwrap();
@@ -73,9 +74,10 @@ fn a_campaign_installs_once_launches_with_the_extras_and_measures_the_phone() {
     assert_eq!(envoy, 4);
 }
 
+#[test_needs::needs(adb)]
 #[test]
 fn an_unauthorized_phone_stops_the_run_before_any_trial() {
-    let Some((adb, phone, _dir)) = setup(&["--auth", "never"]) else { return };
+    let (adb, phone, _dir) = setup(&["--auth", "never"]);
     let lab = lab_for(&adb, &phone, r#""software""#);
     let rb = runbook(&lab, 1, "");
     let out = lab.cmd(&["run", rb.to_str().unwrap()]).output().unwrap();
@@ -116,9 +118,10 @@ fn wait_exit(phone: &mut Phone) {
     }
 }
 
+#[test_needs::needs(adb)]
 #[test]
 fn a_phone_lost_mid_collect_is_waited_for_and_the_step_redone() {
-    let Some((adb, mut phone, dir)) = setup(&["--auth", "accept"]) else { return };
+    let (adb, mut phone, dir) = setup(&["--auth", "accept"]);
     let lab = lab_for(&adb, &phone, r#""software""#);
     let rb = runbook(&lab, 1, "[timeouts]\nreconnect = \"2m\"\n");
     // The first batterystats checkin (in collect) kills the phone mid-command.
@@ -139,9 +142,10 @@ fn a_phone_lost_mid_collect_is_waited_for_and_the_step_redone() {
     assert_eq!(lab.sql::<i64>("SELECT COUNT(*) FROM attempts WHERE status = 'valid'"), [4]);
 }
 
+#[test_needs::needs(adb)]
 #[test]
 fn a_phone_that_never_comes_back_goes_offline() {
-    let Some((adb, mut phone, dir)) = setup(&["--auth", "accept"]) else { return };
+    let (adb, mut phone, dir) = setup(&["--auth", "accept"]);
     let lab = lab_for(&adb, &phone, r#""software""#);
     let rb = runbook(&lab, 1, "[timeouts]\nreconnect = \"5s\"\n");
     std::fs::write(root(&dir).join("crash-on"), "batterystats --checkin").unwrap();
@@ -157,9 +161,10 @@ fn a_phone_that_never_comes_back_goes_offline() {
     assert!(stdout.contains("lab run --resume"), "{stdout}");
 }
 
+#[test_needs::needs(adb)]
 #[test]
 fn bluetooth_switched_off_during_the_soak_makes_the_trial_invalid() {
-    let Some((adb, phone, dir)) = setup(&["--auth", "accept"]) else { return };
+    let (adb, phone, dir) = setup(&["--auth", "accept"]);
     let lab = lab_for(&adb, &phone, r#""software""#);
     let rb = runbook(&lab, 1, "");
     let run = spawn_run(&lab, &rb);
@@ -179,10 +184,11 @@ fn bluetooth_switched_off_during_the_soak_makes_the_trial_invalid() {
     assert_eq!(lab.sql::<i64>("SELECT COUNT(*) FROM attempts WHERE status = 'valid'"), [4]);
 }
 
+#[test_needs::needs(adb, sshd)]
 #[test]
 fn a_phone_on_a_lab_host_is_driven_through_that_hosts_adb_over_ssh() {
-    let Some(s) = common::sshd::start() else { return };
-    let Some((adb, phone, _dir)) = setup(&["--auth", "accept"]) else { return };
+    let s = common::sshd::start();
+    let (adb, phone, _dir) = setup(&["--auth", "accept"]);
     // The same phone, but on SSH host `shelf-1`: adb runs there, and the APKs are staged
     // into that host's cache first.
     let lab = TempLab::from_text(&format!(
@@ -206,9 +212,10 @@ fn a_phone_on_a_lab_host_is_driven_through_that_hosts_adb_over_ssh() {
     assert_eq!(cached, 2);
 }
 
+#[test_needs::needs(adb)]
 #[test]
 fn a_phone_left_unplugged_in_software_by_a_crashed_lab_is_reset_first() {
-    let Some((adb, phone, _dir)) = setup(&["--auth", "accept"]) else { return };
+    let (adb, phone, _dir) = setup(&["--auth", "accept"]);
     // What a lab killed mid-soak leaves behind: BatteryService frozen, "unplugged".
     assert!(adb.sh(&phone, "dumpsys battery unplug; dumpsys battery").contains("USB powered: false"));
     let lab = lab_for(&adb, &phone, r#""none""#);
@@ -246,9 +253,10 @@ fn phone_on_hub(hooks: Value) -> Value {
     d
 }
 
+#[test_needs::needs(adb)]
 #[test]
 fn a_hub_port_that_cuts_power_gives_valid_trials_and_one_that_does_not_is_caught() {
-    let Some((adb, phone, dir)) = setup(&["--auth", "accept"]) else { return };
+    let (adb, phone, dir) = setup(&["--auth", "accept"]);
     let (lab, hubs) = hub_lab(&adb, &phone, &root(&dir), true);
     let rb = runbook(&lab, 1, "");
     let out = lab.cmd(&["run", rb.to_str().unwrap()]).envs(hubs.env()).output().unwrap();
@@ -291,9 +299,10 @@ fn the_attempt(lab: &TempLab) -> (String, String, String, String) {
     (p[0].into(), p[1].into(), p[2].into(), p[3].into())
 }
 
+#[test_needs::needs(adb)]
 #[test]
 fn a_phone_unplugged_in_software_charges_on_and_is_labelled_and_reported_apart() {
-    let Some((adb, phone, _dir)) = setup(&["--auth", "accept"]) else { return };
+    let (adb, phone, _dir) = setup(&["--auth", "accept"]);
     let lab = lab_for(&adb, &phone, r#""software""#);
     let rb = one_trial(&lab, "14s");
     let out = lab.cmd(&["run", rb.to_str().unwrap()]).output().unwrap();
@@ -311,9 +320,10 @@ fn a_phone_unplugged_in_software_charges_on_and_is_labelled_and_reported_apart()
     assert!(said.contains("never pooled with power-cut trials"), "{said}");
 }
 
+#[test_needs::needs(adb)]
 #[test]
 fn a_userdebug_phone_has_its_charging_suspended_for_the_soak_and_given_back() {
-    let Some((adb, phone, dir)) = setup(&["--auth", "accept"]) else { return };
+    let (adb, phone, dir) = setup(&["--auth", "accept"]);
     edit_state(&root(&dir), |v| v["props"]["ro.build.type"] = "userdebug".into());
     let lab = lab_for(&adb, &phone, r#""software""#);
     let rb = one_trial(&lab, "14s");
@@ -327,9 +337,10 @@ fn a_userdebug_phone_has_its_charging_suspended_for_the_soak_and_given_back() {
     assert!(s["battery"]["frozen"].is_null(), "the battery service reset");
 }
 
+#[test_needs::needs(adb)]
 #[test]
 fn a_power_cut_phone_whose_own_history_shows_charging_is_invalid() {
-    let Some((adb, mut phone, dir)) = setup(&["--auth", "accept"]) else { return };
+    let (adb, mut phone, dir) = setup(&["--auth", "accept"]);
     // A hub that drops the phone off the bus but keeps VBUS on: the phone is gone for the
     // soak (the stand-in is stopped) and charges all along (its charger stays).
     let lab = lab_for(&adb, &phone, r#"{ uhubctl = { location = "1-1", port = 4 } }"#);
@@ -361,9 +372,10 @@ fn a_power_cut_phone_whose_own_history_shows_charging_is_invalid() {
     assert!(reasons.contains("the phone charged during the soak — does hub 1-1 port 4 really cut VBUS?"), "{reasons}");
 }
 
+#[test_needs::needs(adb)]
 #[test]
 fn a_legacy_phone_without_shell_v2_runs_a_whole_campaign() {
-    let Some((adb, phone, _dir)) = setup(&["--auth", "accept", "--legacy"]) else { return };
+    let (adb, phone, _dir) = setup(&["--auth", "accept", "--legacy"]);
     assert!(!adb.run(&["-s", &phone.serial, "features"]).out.contains("shell_v2"));
     let lab = lab_for(&adb, &phone, r#""software""#);
     let rb = runbook(&lab, 1, "");

@@ -138,7 +138,7 @@ fn valid_attempts(lab: &TempLab) -> Vec<Attempt> {
 /// a file under /data/misc/perfetto-configs; Android 11: on stdin, as the stand-in then
 /// refuses config files the way SELinux does).
 fn campaign_on(sdk: &str) {
-    let Some((adb, phone, dir)) = setup(&["--auth", "accept"]) else { return };
+    let (adb, phone, dir) = setup(&["--auth", "accept"]);
     edit_state(&root(&dir), |v| v["props"]["ro.build.version.sdk"] = sdk.into());
     let lab = lab_for(&adb, &phone);
     let rails = expected_rails();
@@ -179,19 +179,22 @@ fn campaign_on(sdk: &str) {
     assert_eq!(left_on_phone(&dir), (Vec::new(), 0), "nothing is left tracing or stored on the phone");
 }
 
+#[test_needs::needs(adb)]
 #[test]
 fn on_android_13_the_trace_gives_rail_energy_and_the_battery_curve_and_leaves_nothing() {
     campaign_on("33");
 }
 
+#[test_needs::needs(adb)]
 #[test]
 fn on_android_11_the_config_goes_on_stdin_and_the_trace_is_the_same() {
     campaign_on("30");
 }
 
+#[test_needs::needs(adb)]
 #[test]
 fn a_phone_older_than_android_10_is_refused_before_any_trial() {
-    let Some((adb, phone, dir)) = setup(&["--auth", "accept"]) else { return };
+    let (adb, phone, dir) = setup(&["--auth", "accept"]);
     edit_state(&root(&dir), |v| v["props"]["ro.build.version.sdk"] = "28".into());
     let lab = lab_for(&adb, &phone);
     let rb = runbook(&lab, 1, "");
@@ -202,9 +205,10 @@ fn a_phone_older_than_android_10_is_refused_before_any_trial() {
     assert!(state(&root(&dir))["launches"].as_array().unwrap().is_empty(), "nothing was launched");
 }
 
+#[test_needs::needs(adb)]
 #[test]
 fn a_trace_that_does_not_decode_fails_the_attempt_with_the_byte_and_the_retry_is_valid() {
-    let Some((adb, phone, dir)) = setup(&["--auth", "accept"]) else { return };
+    let (adb, phone, dir) = setup(&["--auth", "accept"]);
     let lab = lab_for(&adb, &phone);
     let rb = runbook(&lab, 1, "");
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_lab"))
@@ -254,9 +258,10 @@ fn a_trace_that_does_not_decode_fails_the_attempt_with_the_byte_and_the_retry_is
     assert_eq!(left_on_phone(&dir), (Vec::new(), 0));
 }
 
+#[test_needs::needs(adb)]
 #[test]
 fn a_trial_that_ends_before_collect_stops_and_deletes_its_session() {
-    let Some((adb, phone, dir)) = setup(&["--auth", "accept"]) else { return };
+    let (adb, phone, dir) = setup(&["--auth", "accept"]);
     // A hub port that keeps VBUS: the phone charges on, every attempt ends at untether, after launch.
     let lab = lab_with_tether(&adb, &phone, r#"{ uhubctl = { location = "1-1", port = 4 } }"#);
     let hubs = Hubs::new(&usb2_hub("1-1", vec![json!({}), json!({}), json!({}), json!({ "vbus_stays": true })]));

@@ -10,9 +10,10 @@ use common::standin;
 use common::uhubctl::Hubs;
 use serde_json::json;
 
+#[test_needs::needs(adb)]
 #[test]
 fn care_reads_an_android_phone_over_adb_cuts_its_port_and_stores_its_health() {
-    let Some((adb, phone, dir)) = setup(&["--auth", "accept"]) else { return };
+    let (adb, phone, dir) = setup(&["--auth", "accept"]);
     let root = root(&dir);
     edit_state(&root, |s| {
         let cap = s["battery"]["capacity_uah"].as_f64().unwrap();

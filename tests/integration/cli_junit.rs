@@ -1,9 +1,9 @@
 //! `lab report --format junit` and `lab compare --format junit` through the real binary,
 //! checked as a CI server reads them: tests/junit_check.py validates the XML against the
 //! Jenkins xUnit plugin's junit-10.xsd (tests/fixtures/junit/) with PyPI `xmlschema` and
-//! reads it back with PyPI `junitparser`. Without python3 and those packages the Python
-//! check says so and is skipped (the binary's own checks still run), unless
-//! LAB_REQUIRE_JUNITPARSER=1 (set by .ci/run), where it fails.
+//! reads it back with PyPI `junitparser`. Without python3 and those packages the test is
+//! ignored (`#[test_needs::needs(junitparser)]`), unless LAB_REQUIRE_JUNITPARSER=1 (set by
+//! .ci/run), where it runs and fails.
 
 use crate::common;
 
@@ -12,18 +12,17 @@ use std::process::Command;
 
 use common::TempLab;
 
-fn junitparser_available() -> bool {
+/// Fails a test that runs (see the module's note) without the Python packages.
+fn junitparser_available() {
     let ok = Command::new("python3")
         .args(["-c", "import xmlschema, junitparser"])
         .output()
         .is_ok_and(|o| o.status.success());
-    if !ok {
-        let msg = "python3 with xmlschema and junitparser is not installed: the JUnit XML cannot be checked \
-against its schema (install them with `python3 -m pip install xmlschema junitparser`)";
-        assert!(std::env::var("LAB_REQUIRE_JUNITPARSER").as_deref() != Ok("1"), "{msg}");
-        eprintln!("SKIPPED: {msg}");
-    }
-    ok
+    assert!(
+        ok,
+        "needs junitparser: python3 with xmlschema and junitparser is not installed: the JUnit XML cannot be checked \
+against its schema (install them with `python3 -m pip install xmlschema junitparser`)"
+    );
 }
 
 const CLASS: &str = "lab.envoy-battery-audit.iPhone 6s";
@@ -62,9 +61,10 @@ fn stdout_of(out: &std::process::Output) -> String {
     String::from_utf8(out.stdout.clone()).unwrap()
 }
 
+#[test_needs::needs(junitparser)]
 #[test]
 fn report_and_compare_verdicts_as_junit_xml() {
-    let python = junitparser_available();
+    junitparser_available();
     let lab = TempLab::new();
     lab.cmd(&["run", "runbooks/envoy-battery-audit.toml"]).assert().success();
     // A week later: envoy-poll 30 % more CPU-hungry (as in cli_verdicts.rs), and
@@ -118,27 +118,25 @@ fn report_and_compare_verdicts_as_junit_xml() {
     let compare_xml = lab.dir.path().join("compare.xml");
     std::fs::write(&compare_xml, &xml).unwrap();
 
-    if python {
-        check(&report_xml, 8, &report_failures, &report_skipped);
-        // control (against itself a week earlier) and envoy-poll's memory pass.
-        check(&compare_xml, 12, &compare_failures, &compare_skipped);
+    check(&report_xml, 8, &report_failures, &report_skipped);
+    // control (against itself a week earlier) and envoy-poll's memory pass.
+    check(&compare_xml, 12, &compare_failures, &compare_skipped);
 
-        // The check can fail: an element the schema does not know, a count that does not
-        // match the cases, and an expected failure that passed are each named.
-        let xml = std::fs::read_to_string(&report_xml).unwrap();
-        let tampered =
-            xml.replacen("skipped=\"4\"", "skipped=\"3\"", 1).replacen("<properties>", "<bogus/><properties>", 1);
-        std::fs::write(&report_xml, tampered).unwrap();
-        let mut wrong = report_failures.clone();
-        wrong.push(case("envoy-poll vs control: battery_drop_pct"));
-        let out = run_check(&report_xml, 8, &wrong, &report_skipped);
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(!out.status.success(), "{text}");
-        assert!(text.contains("PROBLEM: schema: "), "{text}");
-        assert!(text.contains("skipped=3, its cases say 4"), "{text}");
-        assert!(
-            text.contains("missing ['lab.envoy-battery-audit.iPhone 6s::envoy-poll vs control: battery_drop_pct']"),
-            "{text}"
-        );
-    }
+    // The check can fail: an element the schema does not know, a count that does not
+    // match the cases, and an expected failure that passed are each named.
+    let xml = std::fs::read_to_string(&report_xml).unwrap();
+    let tampered =
+        xml.replacen("skipped=\"4\"", "skipped=\"3\"", 1).replacen("<properties>", "<bogus/><properties>", 1);
+    std::fs::write(&report_xml, tampered).unwrap();
+    let mut wrong = report_failures.clone();
+    wrong.push(case("envoy-poll vs control: battery_drop_pct"));
+    let out = run_check(&report_xml, 8, &wrong, &report_skipped);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("PROBLEM: schema: "), "{text}");
+    assert!(text.contains("skipped=3, its cases say 4"), "{text}");
+    assert!(
+        text.contains("missing ['lab.envoy-battery-audit.iPhone 6s::envoy-poll vs control: battery_drop_pct']"),
+        "{text}"
+    );
 }

@@ -2,8 +2,9 @@
 //! a campaign's report.json recomputed with scipy from its results.csv, to 1e-9 relative.
 //!
 //! Campaigns: the Envoy audit (exact Mann–Whitney with ties, zero-spread arms) and the
-//! quickstart with 30 repeats (normal approximation). Without python3 + scipy the test
-//! says so and passes, unless LAB_REQUIRE_SCIPY=1 (set by .ci/run), where it fails.
+//! quickstart with 30 repeats (normal approximation). Without python3 + scipy the tests
+//! are ignored (`#[test_needs::needs(scipy)]`, decided when they are built), unless
+//! LAB_REQUIRE_SCIPY=1 (set by .ci/run), where they run and fail.
 
 use crate::common;
 #[path = "../common/figures.rs"]
@@ -13,15 +14,14 @@ use std::process::Command;
 
 use common::TempLab;
 
-fn scipy_available() -> bool {
+/// Fails a test that runs (see the module's note) without scipy.
+fn scipy_available() {
     let ok = Command::new("python3").args(["-c", "import scipy, numpy"]).output().is_ok_and(|o| o.status.success());
-    if !ok {
-        let msg = "python3 with scipy is not installed: the scipy cross-check cannot run \
-(install it with `python3 -m pip install scipy`)";
-        assert!(std::env::var("LAB_REQUIRE_SCIPY").as_deref() != Ok("1"), "{msg}");
-        eprintln!("SKIPPED: {msg}");
-    }
-    ok
+    assert!(
+        ok,
+        "needs scipy: python3 with scipy is not installed: the scipy cross-check cannot run \
+(install it with `python3 -m pip install scipy`)"
+    );
 }
 
 fn run_script(folder: &std::path::Path) -> std::process::Output {
@@ -41,11 +41,10 @@ fn crosscheck(lab: &TempLab) -> String {
     stdout
 }
 
+#[test_needs::needs(scipy)]
 #[test]
 fn envoy_audit_matches_scipy() {
-    if !scipy_available() {
-        return;
-    }
+    scipy_available();
     let lab = TempLab::new();
     lab.cmd(&["run", "runbooks/envoy-battery-audit.toml"]).assert().success();
     let out = crosscheck(&lab);
@@ -67,11 +66,10 @@ fn envoy_audit_matches_scipy() {
     assert!(text.contains("iPhone 6s / envoy-poll / cpu_pct vs control: welch p"), "{text}");
 }
 
+#[test_needs::needs(scipy)]
 #[test]
 fn large_samples_match_scipy() {
-    if !scipy_available() {
-        return;
-    }
+    scipy_available();
     let lab = TempLab::new();
     let text = std::fs::read_to_string(common::root().join("runbooks/quickstart.toml")).unwrap();
     let path = lab.dir.path().join("quickstart-30.toml");
@@ -84,27 +82,25 @@ fn large_samples_match_scipy() {
 }
 
 /// The interpreter with pandas for benches/report_pandas.py: `LAB_BENCH_PYTHON` (as the
-/// bench), else python3; `None` (and a skip, or a failure under LAB_REQUIRE_PANDAS=1)
-/// without pandas.
-fn pandas_python() -> Option<String> {
+/// bench), else python3. The test is ignored without pandas (`#[test_needs::needs(pandas)]`)
+/// unless LAB_REQUIRE_PANDAS=1, where it runs and fails here.
+fn pandas_python() -> String {
     let python = std::env::var("LAB_BENCH_PYTHON").unwrap_or_else(|_| "python3".into());
     let ok = Command::new(&python).args(["-c", "import pandas, scipy"]).output().is_ok_and(|o| o.status.success());
-    if !ok {
-        let msg = format!(
-            "{python} has no pandas: the benchmark's pandas script cannot be checked \
+    assert!(
+        ok,
+        "needs pandas: {python} has no pandas: the benchmark's pandas script cannot be checked \
 (install it with `python3 -m pip install pandas scipy`)"
-        );
-        assert!(std::env::var("LAB_REQUIRE_PANDAS").as_deref() != Ok("1"), "{msg}");
-        eprintln!("SKIPPED: {msg}");
-    }
-    ok.then_some(python)
+    );
+    python
 }
 
 /// The benchmark's reference side (`cargo bench --bench report_scale` times it against
 /// `lab report`) must compute what lab computes, or its times compare different work.
+#[test_needs::needs(pandas)]
 #[test]
 fn the_benchmarks_pandas_script_computes_the_figures_of_report_json() {
-    let Some(python) = pandas_python() else { return };
+    let python = pandas_python();
     let lab = TempLab::new();
     let text = std::fs::read_to_string(common::root().join("runbooks/quickstart.toml")).unwrap();
     let path = lab.dir.path().join("quickstart-30.toml");

@@ -1,8 +1,8 @@
 //! The HTML report renders in headless Chromium without console messages, and its
 //! plots are drawn: a screenshot holds many pixels in each variant's plot color.
 //!
-//! Needs Debian's `chromium`. Without it the test says so and passes, unless
-//! LAB_REQUIRE_CHROMIUM=1 (set by .ci/run, which installs chromium), where it fails.
+//! Needs Debian's `chromium`. Without it the test is ignored (`#[test_needs::needs(chromium)]`),
+//! unless LAB_REQUIRE_CHROMIUM=1 (set by .ci/run, which installs chromium), where it fails.
 
 use crate::common;
 
@@ -12,18 +12,15 @@ use std::time::{Duration, Instant};
 
 use common::TempLab;
 
-fn chromium() -> Option<PathBuf> {
+fn chromium() -> PathBuf {
     let found = ["chromium", "chromium-browser"].iter().find_map(|name| {
         let out = Command::new("sh").args(["-c", &format!("command -v {name}")]).output().ok()?;
         let path = String::from_utf8(out.stdout).ok()?.trim().to_string();
         (out.status.success() && !path.is_empty()).then(|| PathBuf::from(path))
     });
-    if found.is_none() {
-        let msg = "chromium is not installed: the HTML screenshot test cannot run (Debian: apt-get install chromium)";
-        assert!(std::env::var("LAB_REQUIRE_CHROMIUM").as_deref() != Ok("1"), "{msg}");
-        eprintln!("SKIPPED: {msg}");
-    }
-    found
+    found.expect(
+        "needs chromium: it is not installed: the HTML screenshot test cannot run (Debian: apt-get install chromium)",
+    )
 }
 
 /// Screenshots `page` into `png`; returns Chromium's log (stderr).
@@ -97,9 +94,10 @@ fn pixels(png_path: &Path, colors: &[[u8; 3]], tol: i32) -> (Vec<usize>, f64) {
     (counts, non_white as f64 / total as f64)
 }
 
+#[test_needs::needs(chromium)]
 #[test]
 fn html_report_renders_with_plots_and_no_console_messages() {
-    let Some(chromium) = chromium() else { return };
+    let chromium = chromium();
     let lab = TempLab::new();
     lab.cmd(&["run", "runbooks/envoy-battery-audit.toml"]).assert().success();
     let id = lab.campaigns()[0].clone();

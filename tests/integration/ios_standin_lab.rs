@@ -158,9 +158,10 @@ fn a_usable_phone_gets_the_ipa_installed_once_its_battery_read_and_the_app_launc
     }
 }
 
+#[test_needs::needs(sshd)]
 #[test]
 fn a_phone_on_an_ssh_lab_host_is_reached_through_a_forward_of_that_hosts_usbmuxd() {
-    let Some(sshd) = common::sshd::start() else { return };
+    let sshd = common::sshd::start();
     let standin = StandIn::start(&[(UDID, "")]);
     let (lab, rb) = lab_on(&standin, UDID, &sshd.host_table(""), "shelf-1");
     let before = sshd.accepted_logins();

@@ -28,9 +28,10 @@ fn lab() -> TempLab {
     lab
 }
 
+#[test_needs::needs(usbmuxd)]
 #[test]
 fn a_configured_iphone_that_usbmuxd_does_not_list_stops_the_run_before_any_trial() {
-    let Some(_daemon) = usbmuxd() else { return };
+    let _daemon = usbmuxd();
     let lab = lab();
     let rb = lab.dir.path().join("ios.toml");
     let out = lab.cmd(&["run", rb.to_str().unwrap()]).output().unwrap();
@@ -50,9 +51,10 @@ fn a_configured_iphone_that_usbmuxd_does_not_list_stops_the_run_before_any_trial
 /// Debian's usbmuxd keeps pair records in /var/lib/lockdown: the crate reads one the test
 /// made (with the stand-in's `pair`, in usbmuxd's own format), and a phone without one gets
 /// usbmuxd's `Result 2` — the answer the backend reports as "not paired".
+#[test_needs::needs(usbmuxd)]
 #[tokio::test]
 async fn the_real_daemon_hands_out_pair_records_and_refuses_unknown_phones() {
-    let Some(_daemon) = usbmuxd() else { return };
+    let _daemon = usbmuxd();
     let made = tempfile::tempdir().unwrap();
     let udid = "00008030-00FEEDFACE00";
     let paired = std::process::Command::new(common::standin("iphone"))

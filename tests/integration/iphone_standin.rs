@@ -1,7 +1,7 @@
 //! The stand-in iPhone (standins/iphone: usbmuxd and the phones behind it on a Unix
 //! socket) against three clients: a raw usbmuxd client written here, libimobiledevice's
-//! tools (`idevice_id`, `ideviceinfo`, `idevicediagnostics`; skipped with a message when
-//! missing, unless LAB_REQUIRE_IDEVICE=1 as in CI), and the real `idevice` crate, with every scripted fault.
+//! tools (`idevice_id`, `ideviceinfo`, `idevicediagnostics`; those tests are ignored where
+//! they are missing, unless LAB_REQUIRE_IDEVICE=1 as in CI), and the real `idevice` crate, with every scripted fault.
 
 use crate::common;
 
@@ -181,18 +181,13 @@ fn replay_answers_with_the_captured_bytes_under_this_hosts_tag() {
 
 // ---- b) libimobiledevice's tools ----
 
-/// The tool's path, or `None` (skipped locally with the reason; CI must have it).
-fn tool(name: &str) -> Option<&'static str> {
+/// The tool's path. The tests that use these tools are ignored where they are missing
+/// (`#[test_needs::needs(idevice)]`), unless LAB_REQUIRE_IDEVICE=1 (CI); one that gets
+/// here without them fails.
+fn tool(name: &str) -> &'static str {
     let path: &'static str = Box::leak(format!("/usr/bin/{name}").into_boxed_str());
-    if Path::new(path).exists() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var("LAB_REQUIRE_IDEVICE").as_deref() != Ok("1"),
-        "LAB_REQUIRE_IDEVICE=1 but {path} is missing (apt-get install libimobiledevice-utils)"
-    );
-    eprintln!("skipped: {path} is missing (apt-get install libimobiledevice-utils)");
-    None
+    assert!(Path::new(path).exists(), "needs idevice: {path} is missing (apt-get install libimobiledevice-utils)");
+    path
 }
 
 fn run_tool(standin: &StandIn, path: &str, args: &[&str]) -> (i32, String, String) {
@@ -205,12 +200,10 @@ fn run_tool(standin: &StandIn, path: &str, args: &[&str]) -> (i32, String, Strin
     (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
 }
 
+#[test_needs::needs(idevice)]
 #[test]
 fn libimobiledevice_lists_and_reads_the_phone_through_a_tls_session() {
-    let (Some(id), Some(info), Some(diag)) = (tool("idevice_id"), tool("ideviceinfo"), tool("idevicediagnostics"))
-    else {
-        return;
-    };
+    let (id, info, diag) = (tool("idevice_id"), tool("ideviceinfo"), tool("idevicediagnostics"));
     let standin = StandIn::start(&[(UDID, "")]);
     let (code, out, err) = run_tool(&standin, id, &["-l"]);
     assert_eq!((code, out.as_str()), (0, format!("{UDID}\n").as_str()), "{err}");
@@ -255,9 +248,10 @@ fn libimobiledevice_lists_and_reads_the_phone_through_a_tls_session() {
     assert_eq!(printed["IORegistry"], canned["Diagnostics"].as_dictionary().unwrap()["IORegistry"]);
 }
 
+#[test_needs::needs(idevice)]
 #[test]
 fn libimobiledevice_reports_an_untrusted_and_a_locked_phone() {
-    let Some(info) = tool("ideviceinfo") else { return };
+    let info = tool("ideviceinfo");
     let standin = StandIn::start(&[("a-untrusted", "fault = \"untrusted\""), ("b-locked", "fault = \"locked\"")]);
     let (code, _, err) = run_tool(&standin, info, &["-u", "a-untrusted"]);
     assert_eq!(code, 255);

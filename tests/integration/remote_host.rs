@@ -75,9 +75,10 @@ fn cached(s: &Sshd) -> Vec<std::path::PathBuf> {
     out
 }
 
+#[test_needs::needs(sshd)]
 #[test]
 fn a_campaign_on_a_remote_host_measures_there_and_uploads_once() {
-    let Some(s) = sshd::start() else { return };
+    let s = sshd::start();
     let (lab, runbook) = setup(&s, "remote-1", "2s", 2, "");
     lab.cmd(&["run", runbook.to_str().unwrap()]).assert().success();
 
@@ -157,9 +158,10 @@ fn apps_of(device: &str) -> Vec<u32> {
     out
 }
 
+#[test_needs::needs(sshd)]
 #[test]
 fn a_host_that_stays_down_takes_its_device_offline_and_the_campaign_resumes() {
-    let Some(mut s) = sshd::start() else { return };
+    let mut s = sshd::start();
     let (lab, runbook) = setup(&s, "remote-3", "3s", 2, "\n[timeouts]\nreconnect = \"3s\"\n");
     let mut child = spawn_run(&lab, &["run", runbook.to_str().unwrap()]);
     wait_for_soak(&lab, &mut child);
@@ -209,10 +211,11 @@ fn cgroups_of(base: &Path, device: &str) -> Vec<String> {
 /// On an SSH host the app runs in its own cgroup v2: a busy child that leaves the
 /// process group (`setsid`) is measured with the app and stopped with it, and the
 /// cgroup is removed.
+#[test_needs::needs(sshd, cgroup)]
 #[test]
 fn an_app_on_a_remote_host_is_measured_and_stopped_as_its_cgroup() {
-    let Some(s) = sshd::start() else { return };
-    let Some(base) = sshd::cgroup_base() else { return };
+    let s = sshd::start();
+    let base = sshd::cgroup();
     let (lab, runbook) = setup(&s, "remote-cg", "2s", 1, "");
     let dev = unique("remote-cg");
     // The app only sleeps; its escaped child works in bursts (like `setup`'s app, so the
@@ -260,9 +263,10 @@ fn find(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
     None
 }
 
+#[test_needs::needs(sshd)]
 #[test]
 fn the_campaign_completes_when_sshd_is_killed_and_restarted() {
-    let Some(mut s) = sshd::start() else { return };
+    let mut s = sshd::start();
     let (lab, runbook) = setup(&s, "remote-2", "4s", 3, "");
     let mut child = spawn_run(&lab, &["run", runbook.to_str().unwrap()]);
     // Kill the server (and every connection) while a soak is under way, bring it back.
@@ -279,9 +283,10 @@ fn the_campaign_completes_when_sshd_is_killed_and_restarted() {
     assert_eq!(per_trial, [1, 1, 1], "every planned trial valid exactly once");
 }
 
+#[test_needs::needs(sshd)]
 #[test]
 fn a_host_down_from_the_start_is_waited_for_then_reported_offline() {
-    let Some(mut s) = sshd::start() else { return };
+    let mut s = sshd::start();
     let (lab, runbook) = setup(&s, "remote-4", "1s", 1, "\n[timeouts]\nreconnect = \"2s\"\n");
     s.stop();
     let out = lab.cmd(&["run", runbook.to_str().unwrap()]).assert().code(3).get_output().stdout.clone();

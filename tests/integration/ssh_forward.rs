@@ -25,10 +25,10 @@ fn config(s: &Sshd, known_hosts: std::path::PathBuf) -> SshConfig {
 }
 
 /// The server, a runtime for the async calls, and a transport that trusts the server's key.
-fn setup() -> Option<(Sshd, tokio::runtime::Runtime, SshTransport)> {
-    let s = sshd::start()?;
+fn setup() -> (Sshd, tokio::runtime::Runtime, SshTransport) {
+    let s = sshd::start();
     let t = SshTransport::new(config(&s, s.known_hosts()));
-    Some((s, runtime(), t))
+    (s, runtime(), t)
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -101,9 +101,10 @@ fn round_trip(addr: SocketAddr, len: usize, seed: u64) -> (String, String, Durat
     (sent, hex::encode(Sha256::digest(&back)), start.elapsed())
 }
 
+#[test_needs::needs(sshd)]
 #[test]
 fn tcp_and_unix_targets_carry_8_mib_each_way_intact() {
-    let Some((s, rt, t)) = setup() else { return };
+    let (s, rt, t) = setup();
     let sock = s.dir.path().join("echo.sock");
     unix_echo(&sock);
     let targets =
@@ -120,10 +121,11 @@ fn tcp_and_unix_targets_carry_8_mib_each_way_intact() {
     }
 }
 
+#[test_needs::needs(sshd)]
 #[test]
 fn concurrent_connections_do_not_mix_and_do_not_take_exec_sessions() {
     // One exec session only: forwards must not take it, or the exec below would wait forever.
-    let Some((_s, rt, t)) = setup() else { return };
+    let (_s, rt, t) = setup();
     let fwd =
         rt.block_on(t.forward(0, &ForwardTarget::Tcp { host: "127.0.0.1".into(), port: tcp_echo_port() })).unwrap();
     let addr = fwd.local_addr();
@@ -152,9 +154,10 @@ fn concurrent_connections_do_not_mix_and_do_not_take_exec_sessions() {
     assert_eq!((fwd.connections(), fwd.failed()), (10, 0));
 }
 
+#[test_needs::needs(sshd)]
 #[test]
 fn half_close_passes_end_of_file_both_ways() {
-    let Some((s, rt, t)) = setup() else { return };
+    let (s, rt, t) = setup();
     // A server that answers only after the client's end of file, then closes.
     let sock = s.dir.path().join("count.sock");
     let l = UnixListener::bind(&sock).unwrap();
@@ -175,9 +178,10 @@ fn half_close_passes_end_of_file_both_ways() {
     assert_eq!(reply, "got 5 bytes", "the reply came after the client's end of file, then end of file");
 }
 
+#[test_needs::needs(sshd)]
 #[test]
 fn a_refused_target_closes_that_connection_is_reported_and_the_listener_keeps_serving() {
-    let Some((_s, rt, t)) = setup() else { return };
+    let (_s, rt, t) = setup();
     // A port with nothing listening (yet).
     let spare = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = spare.local_addr().unwrap().port();
@@ -205,9 +209,10 @@ fn a_refused_target_closes_that_connection_is_reported_and_the_listener_keeps_se
     let _ = failures.borrow_and_update();
 }
 
+#[test_needs::needs(sshd)]
 #[test]
 fn an_unknown_host_key_or_a_dead_host_opens_no_forward() {
-    let Some(mut s) = sshd::start() else { return };
+    let mut s = sshd::start();
     let rt = runtime();
     let target = ForwardTarget::Tcp { host: "127.0.0.1".into(), port: tcp_echo_port() };
     let spare = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -227,9 +232,10 @@ fn an_unknown_host_key_or_a_dead_host_opens_no_forward() {
     assert!(matches!(e, TransportError::Unreachable { .. }), "{e}");
 }
 
+#[test_needs::needs(sshd)]
 #[test]
 fn an_idle_connection_survives_keepalives_and_dropping_the_forward_closes_everything() {
-    let Some(s) = sshd::start() else { return };
+    let s = sshd::start();
     let rt = runtime();
     // Keepalives every 2 s (libssh2's shortest), so the idle wait below sends one.
     let t = SshTransport::new(SshConfig { keepalive: Duration::from_secs(1), ..config(&s, s.known_hosts()) });
@@ -299,9 +305,10 @@ fn start_forward(lab: &TempLab, args: &[&str]) -> (Running, String) {
     (child, first)
 }
 
+#[test_needs::needs(sshd)]
 #[test]
 fn lab_hosts_forward_prints_its_address_moves_data_and_stops_on_sigterm() {
-    let Some(s) = sshd::start() else { return };
+    let s = sshd::start();
     let lab = lab_with(&s, &s.known_hosts());
     let sock = s.dir.path().join("usbmuxd.sock");
     unix_echo(&sock);
@@ -348,9 +355,10 @@ fn lab_hosts_forward_prints_its_address_moves_data_and_stops_on_sigterm() {
     drop(child);
 }
 
+#[test_needs::needs(sshd)]
 #[test]
 fn lab_hosts_forward_rejects_bad_input_with_exit_2_and_a_dead_host_with_exit_3() {
-    let Some(mut s) = sshd::start() else { return };
+    let mut s = sshd::start();
     let lab = lab_with(&s, &s.known_hosts());
     let err = |args: &[&str], code: i32| {
         let out = lab.cmd(args).timeout(Duration::from_secs(60)).assert().code(code).get_output().clone();

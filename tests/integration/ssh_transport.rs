@@ -11,9 +11,10 @@ fn config(s: &Sshd, known_hosts: std::path::PathBuf) -> SshConfig {
     s.ssh_config(known_hosts)
 }
 
+#[test_needs::needs(sshd)]
 #[tokio::test]
 async fn arguments_reach_the_remote_program_literally() {
-    let Some(s) = sshd::start() else { return };
+    let s = sshd::start();
     let t = SshTransport::new(config(&s, s.known_hosts()));
     let nasty = ["a b", "it's", "double \"quote\"", "; touch /tmp/lab-pwned", "$(id)", "`id`", "line1\nline2", "*"];
     let mut cmd = CommandSpec::new("printf", &["%s\\0"]);
@@ -29,9 +30,10 @@ async fn arguments_reach_the_remote_program_literally() {
     assert_eq!((fail.status, fail.stderr_text().as_str()), (Some(3), "oops\n"));
 }
 
+#[test_needs::needs(sshd)]
 #[tokio::test]
 async fn unknown_and_changed_host_keys_are_refused_before_anything_runs() {
-    let Some(s) = sshd::start() else { return };
+    let s = sshd::start();
     let marker = s.dir.path().join("ran");
     let touch = CommandSpec::new("touch", &[marker.to_str().unwrap()]);
 
@@ -59,9 +61,10 @@ async fn unknown_and_changed_host_keys_are_refused_before_anything_runs() {
     assert!(marker.exists());
 }
 
+#[test_needs::needs(sshd)]
 #[tokio::test]
 async fn builds_are_uploaded_once_per_host_and_files_come_back() {
-    let Some(s) = sshd::start() else { return };
+    let s = sshd::start();
     let t = SshTransport::new(config(&s, s.known_hosts()));
     let local = s.dir.path().join("app.bin");
     std::fs::write(&local, b"build bytes").unwrap();
@@ -75,9 +78,10 @@ async fn builds_are_uploaded_once_per_host_and_files_come_back() {
     assert_eq!(std::fs::read(&back).unwrap(), b"build bytes");
 }
 
+#[test_needs::needs(sshd)]
 #[tokio::test]
 async fn a_restarted_server_is_reconnected_and_a_stopped_one_is_unreachable() {
-    let Some(mut s) = sshd::start() else { return };
+    let mut s = sshd::start();
     let mut cfg = config(&s, s.known_hosts());
     cfg.connect_timeout = Duration::from_secs(2);
     cfg.connect_attempts = 2;
@@ -111,10 +115,11 @@ fn spawn_spec(script: &str, out: std::path::PathBuf, cgroup: Option<std::path::P
 /// An app on an SSH host runs in the cgroup asked for: a child that leaves the process
 /// group (`setsid`) is in it, its CPU is in the cgroup's `cpu.stat`, and stop kills it and
 /// removes the folder.
+#[test_needs::needs(sshd, cgroup)]
 #[tokio::test]
 async fn an_app_on_an_ssh_host_runs_in_its_cgroup_and_stop_removes_it() {
-    let Some(s) = sshd::start() else { return };
-    let Some(base) = sshd::cgroup_base() else { return };
+    let s = sshd::start();
+    let base = sshd::cgroup();
     let t = SshTransport::new(config(&s, s.known_hosts()));
     let pidfile = s.dir.path().join("escaped.pid");
     let script = format!("setsid sh -c 'echo $$ > {}; while :; do :; done' & sleep 30", pidfile.display());
@@ -141,9 +146,10 @@ async fn an_app_on_an_ssh_host_runs_in_its_cgroup_and_stop_removes_it() {
 
 /// A cgroup that cannot be made (a missing parent) or joined (a plain folder, not in a
 /// cgroup v2 hierarchy) is not an error: the app runs in its process group, the note says why.
+#[test_needs::needs(sshd)]
 #[tokio::test]
 async fn an_ssh_app_whose_cgroup_cannot_be_made_runs_in_its_process_group() {
-    let Some(s) = sshd::start() else { return };
+    let s = sshd::start();
     let t = SshTransport::new(config(&s, s.known_hosts()));
     let plain = s.dir.path().join("lab-not-a-cgroup");
     let cases = [
@@ -168,9 +174,10 @@ async fn an_ssh_app_whose_cgroup_cannot_be_made_runs_in_its_process_group() {
 /// well inside its timeout: both streams are read as they come. 1 MiB fits libssh2's 2 MiB
 /// receive window; 4 MiB overflows it, which stalled the old stdout-then-stderr reading until
 /// the timeout.
+#[test_needs::needs(sshd)]
 #[tokio::test]
 async fn a_command_writing_mebibytes_of_stderr_before_stdout_completes() {
-    let Some(s) = sshd::start() else { return };
+    let s = sshd::start();
     let t = SshTransport::new(config(&s, s.known_hosts()));
     for mib in [1, 4] {
         let script = format!("head -c {} /dev/zero | tr '\\0' x >&2; echo done", mib << 20);
@@ -193,9 +200,10 @@ async fn a_command_writing_mebibytes_of_stderr_before_stdout_completes() {
 }
 
 /// A command that outlives its timeout fails with `Timeout` soon after it, output or not.
+#[test_needs::needs(sshd)]
 #[tokio::test]
 async fn a_command_past_its_timeout_is_a_timeout() {
-    let Some(s) = sshd::start() else { return };
+    let s = sshd::start();
     let t = SshTransport::new(config(&s, s.known_hosts()));
     let mut cmd = CommandSpec::new("sh", &["-c", "echo partial; echo err >&2; sleep 10"]);
     cmd.timeout = Duration::from_secs(1);
@@ -233,9 +241,10 @@ fn signal_all(pids: &[u32], sig: &str) {
 
 /// A host that stops answering in the middle of a command (frozen, or the network gone) is
 /// `Unreachable`, the lost-host path, not a slow command's `Timeout`.
+#[test_needs::needs(sshd)]
 #[tokio::test]
 async fn a_host_gone_silent_during_a_command_is_unreachable() {
-    let Some(s) = sshd::start() else { return };
+    let s = sshd::start();
     let t = SshTransport::new(config(&s, s.known_hosts()));
     let server: u32 = std::fs::read_to_string(s.dir.path().join("sshd.pid")).unwrap().trim().parse().unwrap();
     let started = s.dir.path().join("started");

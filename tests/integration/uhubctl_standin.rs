@@ -202,11 +202,12 @@ fn a_test_edit_under_the_lock_is_seen_by_the_next_run() {
     assert!(hubs.powered("1-1", 1) && !hubs.powered("1-1", 2));
 }
 
+#[test_needs::needs(sshd)]
 #[tokio::test]
 async fn on_the_ssh_host_it_runs_in_the_session_with_the_state_sshd_gives_it() {
     use lab::transport::{CommandSpec, SshTransport, Transport};
     let hubs = Hubs::new(&via_hub(pixel()));
-    let Some(s) = sshd::start_with(&hubs.sshd_env()) else { return };
+    let s = sshd::start_with(&hubs.sshd_env());
     let t = SshTransport::new(s.ssh_config(s.known_hosts()));
     let out = t.exec(&CommandSpec::new("uhubctl", &["-l", "1-1", "-p", "2", "-a", "off"])).await.unwrap();
     assert!(out.success(), "{}", out.stderr_text());
