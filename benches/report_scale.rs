@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-// Shared with tests/crosscheck.rs, which runs the same script on a small campaign in CI.
+// Shared with tests/integration/crosscheck.rs, which runs the same script on a small campaign in CI.
 #[path = "../tests/common/figures.rs"]
 mod figures;
 

@@ -1,4 +1,4 @@
-//! Debian's real adb client and server and the device-side stand-in (examples/adb-phone),
+//! Debian's real adb client and server and the device-side stand-in (standins/adb-phone),
 //! for the tests that drive phones: a private adb server per test (`adb -P PORT`,
 //! `ADB_EMU=0`, its own HOME and so its own key) and phones on 127.0.0.1.
 #![allow(dead_code)]
@@ -13,18 +13,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tempfile::TempDir;
 
-use super::{TempLab, example};
+use super::{TempLab, standin};
 
 pub const ADB: &str = "/usr/bin/adb";
-
-pub fn adb_present() -> bool {
-    if Path::new(ADB).exists() {
-        return true;
-    }
-    assert!(std::env::var("LAB_REQUIRE_ADB").as_deref() != Ok("1"), "LAB_REQUIRE_ADB=1 but {ADB} is missing");
-    eprintln!("skipped: {ADB} is missing (apt-get install adb)");
-    false
-}
 
 /// A free port from the kernel (ephemeral, so never 5037 nor 5555–5585).
 pub fn free_port() -> u16 {
@@ -43,7 +34,7 @@ impl Phone {
     pub fn start(root: &Path, port: u16, flags: &[&str]) -> Phone {
         let log = root.with_extension("log");
         let stderr = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
-        let mut child = Command::new(example("adb-phone"))
+        let mut child = Command::new(standin("adb-phone"))
             .args(["--listen", &format!("127.0.0.1:{port}"), "--root", root.to_str().unwrap()])
             .args(flags)
             .stdout(Stdio::piped())
@@ -77,7 +68,7 @@ impl Drop for Phone {
 /// The model file, which the stand-in reads and writes around every command; a test edits
 /// it between commands as a tether or the physical world would change the phone.
 pub fn edit_state(root: &Path, f: impl FnOnce(&mut Value)) {
-    // The stand-in's lock on its model (examples/adb-phone/store.rs `ModelLock`): an edit
+    // The stand-in's lock on its model (standins/adb-phone/src/store.rs `ModelLock`): an edit
     // made while it runs a command is not overwritten by it.
     super::edit_json_locked(&root.join("phone.json"), &root.join("phone.lock"), f);
 }
@@ -99,14 +90,15 @@ pub struct Run {
 }
 
 impl Adb {
-    pub fn start() -> Option<Adb> {
-        if !adb_present() {
-            return None;
-        }
+    /// A test that needs it is ignored where Debian's adb is missing
+    /// (`#[test_needs::needs(adb)]`) unless LAB_REQUIRE_ADB=1 (CI); one that gets here
+    /// without it fails.
+    pub fn start() -> Adb {
+        assert!(Path::new(ADB).exists(), "needs adb: {ADB} is missing (apt-get install adb)");
         let adb = Adb { port: free_port(), home: tempfile::tempdir().unwrap() };
         let started = adb.run(&["start-server"]);
         assert_eq!(started.code, 0, "adb start-server: {}", started.err);
-        Some(adb)
+        adb
     }
 
     pub fn command(&self, args: &[&str]) -> Command {
@@ -179,19 +171,19 @@ impl Drop for Adb {
 }
 
 /// An adb server connected to a fresh phone; `dir` holds the phone's root and log.
-pub fn setup(flags: &[&str]) -> Option<(Adb, Phone, TempDir)> {
-    let adb = Adb::start()?;
+pub fn setup(flags: &[&str]) -> (Adb, Phone, TempDir) {
+    let adb = Adb::start();
     let dir = tempfile::tempdir().unwrap();
     let phone = Phone::start(&dir.path().join("phone"), 0, flags);
     adb.connect(&phone);
-    Some((adb, phone, dir))
+    (adb, phone, dir)
 }
 
 pub fn root(dir: &TempDir) -> PathBuf {
     dir.path().join("phone")
 }
 
-/// Bytes that install as `package` (see examples/adb-phone/packages.rs), with a tail of
+/// Bytes that install as `package` (see standins/adb-phone/src/packages.rs), with a tail of
 /// pseudo-random bytes so the APK spans several WRTE packets.
 pub fn apk(package: &str, split: Option<&str>, len: usize) -> Vec<u8> {
     let split = split.map(|s| format!(" split=\"{s}\"")).unwrap_or_default();

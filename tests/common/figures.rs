@@ -1,5 +1,5 @@
 //! The pandas script's figures (benches/report_pandas.py) against a report.json: used by
-//! `cargo bench --bench report_scale` and tests/crosscheck.rs.
+//! `cargo bench --bench report_scale` and tests/integration/crosscheck.rs.
 
 use serde_json::Value;
 

@@ -1,4 +1,4 @@
-//! The stand-in iPhone (examples/iphone): usbmuxd and the phones behind it on a Unix
+//! The stand-in iPhone (standins/iphone): usbmuxd and the phones behind it on a Unix
 //! socket of the test's own, each phone paired (its pair record in the stand-in's root).
 #![allow(dead_code)]
 
@@ -50,7 +50,7 @@ impl StandIn {
         std::fs::create_dir_all(root.join("phones")).unwrap();
         for (udid, text) in phones {
             std::fs::write(root.join(format!("phones/{udid}.toml")), text).unwrap();
-            let paired = Command::new(super::example("iphone"))
+            let paired = Command::new(super::standin("iphone"))
                 .args(["pair", "--root"])
                 .arg(&root)
                 .args(["--udid", udid])
@@ -59,7 +59,7 @@ impl StandIn {
             assert!(paired.status.success(), "{}", String::from_utf8_lossy(&paired.stderr));
         }
         let socket = dir.path().join("usbmuxd");
-        let mut child = Command::new(super::example("iphone"))
+        let mut child = Command::new(super::standin("iphone"))
             .args(["serve", "--socket"])
             .arg(&socket)
             .arg("--root")
@@ -99,7 +99,7 @@ impl StandIn {
 
     /// What `iphone sysdiagnose` printed: the archive it left for the phone.
     pub fn sysdiagnose(&self, udid: &str, from: f64, to: f64, charging_s: Option<f64>) -> PathBuf {
-        let mut c = Command::new(super::example("iphone"));
+        let mut c = Command::new(super::standin("iphone"));
         c.args(["sysdiagnose", "--root"]).arg(self.root()).args(["--udid", udid]);
         c.args(["--from", &format!("{from:.3}"), "--to", &format!("{to:.3}")]);
         if let Some(s) = charging_s {
@@ -124,7 +124,7 @@ pub fn now_s() -> f64 {
 
 /// A minimal `.ipa` of `bundle` at `dir/name`.
 pub fn ipa(dir: &Path, name: &str, bundle: &str) {
-    let made = Command::new(super::example("iphone"))
+    let made = Command::new(super::standin("iphone"))
         .args(["ipa", "--bundle-id", bundle, "--version", "7", "--out"])
         .arg(dir.join(name))
         .output()

@@ -22,6 +22,60 @@ pub fn example(name: &str) -> String {
     path.display().to_string()
 }
 
+/// A protocol stand-in's binary (the workspace crate standins/NAME: adb-phone, iphone,
+/// uhubctl) next to the `lab` binary, target/<profile>/NAME. `cargo test --workspace`
+/// builds it before any test runs; when it is missing or older than its sources (a
+/// `cargo test` of lab alone), it is built here, once, with `cargo build -p NAME`, and a
+/// build that fails or leaves no binary fails the test that asked.
+pub fn standin(name: &str) -> String {
+    static CHECKED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut checked = CHECKED.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = PathBuf::from(env!("CARGO_BIN_EXE_lab")).parent().unwrap().to_path_buf();
+    let path = dir.join(name);
+    if !checked.iter().any(|c| c == name) {
+        if let Some(why) = stale(&path, &root().join("standins").join(name)) {
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
+            let mut cmd = std::process::Command::new(cargo);
+            cmd.arg("build").arg("--manifest-path").arg(root().join("Cargo.toml")).args(["-p", name, "--bin", name]);
+            cmd.arg("--target-dir").arg(dir.parent().unwrap());
+            if dir.file_name().is_some_and(|d| d == "release") {
+                cmd.arg("--release");
+            }
+            eprintln!("the stand-in {name}: {why}; building it: {cmd:?}");
+            let out = cmd.output().unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+            assert!(
+                out.status.success(),
+                "the stand-in {name} did not build ({cmd:?}; `cargo test --workspace` builds it):\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        assert!(
+            path.exists(),
+            "{} is missing after `cargo build -p {name}`: run `cargo test --workspace`",
+            path.display()
+        );
+        checked.push(name.to_string());
+    }
+    path.display().to_string()
+}
+
+/// Why the binary at `bin` must be built again from the crate in `krate`, if it must.
+fn stale(bin: &Path, krate: &Path) -> Option<String> {
+    let Ok(built) = std::fs::metadata(bin).and_then(|m| m.modified()) else {
+        return Some(format!("{} is missing", bin.display()));
+    };
+    let mut todo = vec![krate.to_path_buf()];
+    while let Some(p) = todo.pop() {
+        let Ok(meta) = std::fs::metadata(&p) else { continue };
+        if meta.is_dir() {
+            todo.extend(std::fs::read_dir(&p).unwrap().flatten().map(|e| e.path()));
+        } else if meta.modified().is_ok_and(|m| m > built) {
+            return Some(format!("{} is newer than {}", p.display(), bin.display()));
+        }
+    }
+    None
+}
+
 /// Writes an executable script (a stand-in tool, an app under test).
 pub fn executable(path: &Path, text: &str) {
     use std::os::unix::fs::PermissionsExt;

@@ -1,6 +1,7 @@
 //! A real OpenSSH server on 127.0.0.1 for the tests, with a temporary host key and an
 //! authorized client key. `.ci/run` installs openssh-server; where it is missing the
-//! tests that need it say so and skip, unless LAB_REQUIRE_SSHD=1 (set by CI).
+//! tests that need it are ignored (`#[test_needs::needs(sshd)]`, decided when they are
+//! built), unless LAB_REQUIRE_SSHD=1 (set by CI), where they run and fail.
 #![allow(dead_code)]
 
 use std::net::TcpStream;
@@ -17,21 +18,14 @@ pub struct Sshd {
     child: Option<Child>,
 }
 
-/// `None` (with a message) when there is no sshd here and CI did not ask for one.
-pub fn start() -> Option<Sshd> {
+/// The server; a test that gets here without an sshd (see the module's note) fails.
+pub fn start() -> Sshd {
     start_with("")
 }
 
 /// Like `start`, with more `sshd_config` lines (e.g. `SetEnv PATH=…` for the sessions).
-pub fn start_with(extra_config: &str) -> Option<Sshd> {
-    if !Path::new(SSHD).exists() {
-        assert!(
-            std::env::var("LAB_REQUIRE_SSHD").is_err(),
-            "LAB_REQUIRE_SSHD is set but {SSHD} is missing: apt-get install openssh-server"
-        );
-        eprintln!("skipping: {SSHD} not installed (apt-get install openssh-server)");
-        return None;
-    }
+pub fn start_with(extra_config: &str) -> Sshd {
+    assert!(Path::new(SSHD).exists(), "needs sshd: {SSHD} is missing (apt-get install openssh-server)");
     let dir = tempfile::tempdir().unwrap();
     keygen(&dir.path().join("host_key"));
     keygen(&dir.path().join("client_key"));
@@ -53,7 +47,7 @@ pub fn start_with(extra_config: &str) -> Option<Sshd> {
     let _ = std::fs::create_dir_all("/run/sshd");
     let mut s = Sshd { dir, port, user, child: None };
     s.restart();
-    Some(s)
+    s
 }
 
 fn keygen(path: &Path) {
@@ -175,9 +169,16 @@ impl Drop for Sshd {
     }
 }
 
+/// Where the lab makes cgroups on this sshd's sessions, for a test that needs them
+/// (`#[test_needs::needs(cgroup)]`: ignored where there is no cgroup v2 or the tests do not
+/// run as root); one that gets here without them fails.
+pub fn cgroup() -> PathBuf {
+    cgroup_base().expect("needs cgroup: a writable cgroup v2 (mounted, and the tests run as root)")
+}
+
 /// Where the lab makes cgroups on this sshd's sessions: the cgroup v2 this test process is
 /// in (sshd runs as its child, without PAM, so its sessions stay there). `None` when there
-/// is no cgroup v2 or it is not writable (not root): the tests that need one say so and skip.
+/// is no cgroup v2 or it is not writable (not root), where a test checks what it can.
 pub fn cgroup_base() -> Option<PathBuf> {
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
     let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();

@@ -1,5 +1,5 @@
-//! The stand-in `uhubctl` (examples/uhubctl) for integration tests: a folder with
-//! `bin/uhubctl` (a symlink to the built example, so it is found on PATH under uhubctl's
+//! The stand-in `uhubctl` (standins/uhubctl) for integration tests: a folder with
+//! `bin/uhubctl` (a symlink to the built stand-in, so it is found on PATH under uhubctl's
 //! name), the JSON state of its hubs and the log of its calls.
 
 use std::path::PathBuf;
@@ -8,7 +8,7 @@ use std::process::Command;
 use serde_json::Value;
 use tempfile::TempDir;
 
-use super::example;
+use super::standin;
 
 pub struct Hubs {
     pub dir: TempDir,
@@ -19,11 +19,11 @@ pub struct Hubs {
 }
 
 impl Hubs {
-    /// Hubs described by `state` (the shape is in examples/uhubctl/main.rs).
+    /// Hubs described by `state` (the shape is in standins/uhubctl/src/main.rs).
     pub fn new(state: &Value) -> Hubs {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("bin")).unwrap();
-        std::os::unix::fs::symlink(example("uhubctl"), dir.path().join("bin/uhubctl")).unwrap();
+        std::os::unix::fs::symlink(standin("uhubctl"), dir.path().join("bin/uhubctl")).unwrap();
         let (state_file, log) = (dir.path().join("hubs.json"), dir.path().join("uhubctl.log"));
         std::fs::write(&state_file, serde_json::to_string_pretty(state).unwrap()).unwrap();
         Hubs { dir, state: state_file, log }
@@ -94,7 +94,7 @@ impl Hubs {
 }
 
 /// A stand-in state of one USB 2 hub at `location` that switches per port, its ports as
-/// in `ports` (`{}`: powered, nothing plugged in; see examples/uhubctl/main.rs).
+/// in `ports` (`{}`: powered, nothing plugged in; see standins/uhubctl/src/main.rs).
 pub fn usb2_hub(location: &str, ports: Vec<Value>) -> Value {
     serde_json::json!({ "hubs": [
         { "location": location, "id": "2109:2817", "vendor": "VIA Labs, Inc.", "product": "USB2.0 Hub",

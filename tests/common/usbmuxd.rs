@@ -29,25 +29,20 @@ impl Drop for Daemon {
     }
 }
 
-/// usbmuxd on its socket, or `None` to skip where it may be missing (never in CI:
-/// `LAB_REQUIRE_USBMUXD=1`).
-pub fn usbmuxd() -> Option<Daemon> {
+/// usbmuxd on its socket. The tests that need it are ignored where it is missing or cannot
+/// be started (`#[test_needs::needs(usbmuxd)]`), unless LAB_REQUIRE_USBMUXD=1 (CI); one
+/// that gets here without it fails.
+pub fn usbmuxd() -> Daemon {
     static ONE: Mutex<()> = Mutex::new(());
     let guard = ONE.lock().unwrap_or_else(|p| p.into_inner());
     if UnixStream::connect(SOCKET).is_ok() {
-        return Some(Daemon { child: None, _one_at_a_time: guard });
+        return Daemon { child: None, _one_at_a_time: guard };
     }
-    let required = std::env::var("LAB_REQUIRE_USBMUXD").as_deref() == Ok("1");
-    if !Path::new(USBMUXD).exists() {
-        assert!(!required, "LAB_REQUIRE_USBMUXD=1 but {USBMUXD} is missing");
-        eprintln!("skipped: {USBMUXD} is missing (apt-get install usbmuxd)");
-        return None;
-    }
-    if !Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n")) {
-        assert!(!required, "LAB_REQUIRE_USBMUXD=1 but usbmuxd needs root to listen on {SOCKET}");
-        eprintln!("skipped: usbmuxd must run as root to listen on {SOCKET}");
-        return None;
-    }
+    assert!(Path::new(USBMUXD).exists(), "needs usbmuxd: {USBMUXD} is missing (apt-get install usbmuxd)");
+    assert!(
+        Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n")),
+        "needs usbmuxd: it must run as root to listen on {SOCKET}"
+    );
     let _ = std::fs::remove_file(SOCKET);
     let child = Command::new(USBMUXD)
         .args(["-f", "-U", "root"])
@@ -61,5 +56,5 @@ pub fn usbmuxd() -> Option<Daemon> {
         assert!(start.elapsed() < Duration::from_secs(20), "usbmuxd did not listen on {SOCKET} within 20 s");
         std::thread::sleep(Duration::from_millis(100));
     }
-    Some(daemon)
+    daemon
 }

@@ -1,0 +1,65 @@
+//! lab's integration tests, one binary (as `just` has them): each module is an area that
+//! drives the real `lab` binary, the library, or a stand-in; linking the library with its
+//! vendored OpenSSL, bundled SQLite and idevice once instead of once per file is most of
+//! what building the tests costs. `cargo test --test integration cli_run::` runs one area.
+//!
+//! Helpers shared with the benches live in tests/common/, fixtures in tests/fixtures/, and
+//! insta's snapshots in tests/integration/snapshots/ (`integration__<module>__<name>.snap`).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod aa_false_positive;
+mod adb_standin;
+mod android_campaign;
+mod android_perfetto;
+mod app_state;
+mod care;
+mod care_android;
+mod cli_bad_input;
+mod cli_changes;
+mod cli_completions;
+mod cli_event_stream;
+mod cli_faults;
+mod cli_history;
+mod cli_hosts;
+mod cli_hubs;
+mod cli_import;
+mod cli_junit;
+mod cli_offline;
+mod cli_plan_status;
+mod cli_power_cut;
+mod cli_rerun;
+mod cli_resume;
+mod cli_run;
+mod cli_schedule;
+mod cli_status_watch;
+mod cli_verdicts;
+mod config_errors;
+mod config_load;
+mod crosscheck;
+mod endpoint_load;
+mod host_audit;
+mod host_trials;
+mod html_screenshot;
+mod hub_fixtures;
+mod hub_untether;
+mod ios17_campaign;
+mod ios_campaign;
+mod ios_samples;
+mod ios_standin_lab;
+mod ios_usbmuxd;
+mod iphone17_standin;
+mod iphone_standin;
+mod operator_steps;
+mod parsers_fixtures;
+mod parsers_fuzz;
+mod perfetto_fixtures;
+mod powerlog;
+mod remote_host;
+mod remote_tether;
+mod runner_time;
+mod schedule_regression;
+mod ssh_forward;
+mod ssh_transport;
+mod uhubctl_standin;
