@@ -185,7 +185,7 @@ mod tests {
         assert!(v["soak_s"].as_f64().unwrap() >= 0.3);
         assert!(v.get("endpoint").is_none(), "no endpoint, no endpoint figure");
         // (An upper bound on a sleeping process is checked on the real binary, in
-        // tests/host_trials.rs: here other tests' threads share the process.)
+        // tests/integration/host_trials.rs: here other tests' threads share the process.)
 
         let busy = Footprint::new(None);
         let w = busy.begin();

@@ -1,7 +1,6 @@
 //! Debian's real adb client and server and the device-side stand-in (standins/adb-phone),
 //! for the tests that drive phones: a private adb server per test (`adb -P PORT`,
 //! `ADB_EMU=0`, its own HOME and so its own key) and phones on 127.0.0.1.
-#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;

@@ -1,6 +1,5 @@
 //! The stand-in iPhone (standins/iphone): usbmuxd and the phones behind it on a Unix
 //! socket of the test's own, each phone paired (its pair record in the stand-in's root).
-#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};

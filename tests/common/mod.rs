@@ -1,6 +1,5 @@
 //! Shared helpers for the integration tests: each test gets its own copy of the
 //! default lab in a temporary folder, so stores and artifacts never collide.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 

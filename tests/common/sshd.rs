@@ -2,7 +2,6 @@
 //! authorized client key. `.ci/run` installs openssh-server; where it is missing the
 //! tests that need it are ignored (`#[test_needs::needs(sshd)]`, decided when they are
 //! built), unless LAB_REQUIRE_SSHD=1 (set by CI), where they run and fail.
-#![allow(dead_code)]
 
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,6 @@
 //! Debian's real usbmuxd (1.1.1 listens only on /var/run/usbmuxd and keeps pair records
 //! in /var/lib/lockdown): the tests start it in the foreground when none is running, and
 //! share it. This machine has no USB, so it lists no device.
-#![allow(dead_code)]
 
 use std::os::unix::net::UnixStream;
 use std::path::Path;

@@ -56,6 +56,9 @@ fn needs() -> Vec<Need> {
             Box::new(|| runs("systemd-analyze", "Debian: apt-get install systemd")),
         ),
         need("cgroup", "LAB_REQUIRE_CGROUP", Box::new(cgroup)),
+        need("zsh", "LAB_REQUIRE_ZSH", Box::new(|| tool("zsh", "apt-get install zsh"))),
+        need("fish", "LAB_REQUIRE_FISH", Box::new(|| tool("fish", "apt-get install fish"))),
+        need("groff", "LAB_REQUIRE_GROFF", Box::new(|| tool("groff", "apt-get install groff-base"))),
     ]
 }
 
@@ -116,6 +119,11 @@ fn on_path(names: &[&str]) -> Option<PathBuf> {
         .iter()
         .flat_map(|d| names.iter().map(move |n| d.join(n)))
         .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+}
+
+/// `name` is an executable on PATH.
+fn tool(name: &str, install: &str) -> Result<(), String> {
+    on_path(&[name]).map(|_| ()).ok_or_else(|| format!("{name} is not on PATH ({install})"))
 }
 
 /// `program --version` starts.

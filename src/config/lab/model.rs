@@ -361,7 +361,7 @@ pub struct SimParams {
     pub usb_only: bool,
     /// The USB serial it shows on a hub (`lab hubs`, `tether = { uhubctl = "auto" }`).
     pub usb_serial: Option<String>,
-    /// For tests on the stand-in uhubctl (examples/uhubctl), which stands in for the hub
+    /// For tests on the stand-in uhubctl (standins/uhubctl), which stands in for the hub
     /// hardware: the phone reads its VBUS and whether it is on the bus from the stand-in at
     /// its uhubctl tether's port (`uhubctl --standin-vbus|--standin-bus LOC PORT` on its
     /// host) each time the tether switches it, instead of believing the tether.

@@ -1,5 +1,5 @@
 //! The host backend on this machine, with shell commands as apps (the example apps are
-//! exercised through the real binary in tests/host_trials.rs).
+//! exercised through the real binary in tests/integration/host_trials.rs).
 
 use std::collections::BTreeMap;
 use std::path::Path;

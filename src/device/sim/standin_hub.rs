@@ -1,5 +1,5 @@
 //! `[device.sim] standin_hub`: the simulated phone's USB port is a port of the stand-in
-//! uhubctl (examples/uhubctl), which stands in for the hub hardware. What reaches the
+//! uhubctl (standins/uhubctl), which stands in for the hub hardware. What reaches the
 //! phone — VBUS, the bus — is read from the stand-in at the port, not taken from what the
 //! tether meant to do, so a port that keeps VBUS (`vbus_stays`) keeps the phone charging.
 
@@ -43,7 +43,7 @@ impl StandinHub {
             (true, "on") => Ok(true),
             (true, "off") => Ok(false),
             _ => Err(fail(format!(
-                "`{}` exited {:?}: {}{}; fix: put the stand-in uhubctl (examples/uhubctl) on the host's PATH with UHUBCTL_STATE",
+                "`{}` exited {:?}: {}{}; fix: put the stand-in uhubctl (standins/uhubctl) on the host's PATH with UHUBCTL_STATE",
                 cmd.display(),
                 out.status,
                 out.stdout_text().trim(),

@@ -752,5 +752,5 @@ async fn on_the_stand_in_hub_the_phone_charges_on_while_its_port_keeps_vbus_and_
     let hub = super::StandinHub { transport: bare, location: "1-1".into(), port: 2 };
     let d = SimDevice::on_standin_hub(iphone("bare", 3, |s| s.standin_hub = true), hub);
     let e = d.usb_power_changed(false).await.unwrap_err().to_string();
-    assert!(e.contains("put the stand-in uhubctl (examples/uhubctl) on the host's PATH"), "{e}");
+    assert!(e.contains("put the stand-in uhubctl (standins/uhubctl) on the host's PATH"), "{e}");
 }
