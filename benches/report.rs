@@ -227,6 +227,7 @@ fn campaign() -> (CampaignData, Vec<TrialRecord>, Vec<AttemptRecord>) {
         finished_at: None,
         status: CampaignStatus::Done,
         runner_pid: None,
+        runner_start: None,
         note: None,
         plan_json: serde_json::to_value(&plan).expect("plan"),
         footprint_json: None,

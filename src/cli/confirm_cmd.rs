@@ -5,7 +5,6 @@ use std::time::{Duration, Instant};
 
 use super::context::{self, display_path};
 use super::exit::CliError;
-use super::run_cmd::pid_alive;
 use crate::config::{AttestKey, parse_duration};
 use crate::runner::now_rfc3339;
 use crate::store::{CampaignStatus, StepRow, Store};
@@ -51,7 +50,7 @@ pub fn run(lab_arg: Option<&std::path::Path>, args: &ConfirmArgs) -> Result<Stri
     let until = Instant::now() + wait;
     let step = loop {
         let c = store.campaign(&args.campaign)?;
-        if c.status != CampaignStatus::Running || !c.runner_pid.is_some_and(pid_alive) {
+        if c.status != CampaignStatus::Running || !c.runner().is_some_and(|p| p.alive()) {
             return Err(CliError::bad_input(format!(
                 "campaign {} is not running ({}), so no step of it waits; fix: `lab run --resume {}` asks its steps again",
                 c.id,

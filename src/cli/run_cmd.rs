@@ -133,7 +133,7 @@ pub(super) async fn run_campaign(
                 CliError::bad_input(format!("no store at {}; nothing to resume", display_path(&lab.store_path)))
             })?;
             let c = store.campaign(id)?;
-            if c.status == CampaignStatus::Running && c.runner_pid.is_some_and(pid_alive) {
+            if c.status == CampaignStatus::Running && c.runner().is_some_and(|p| p.alive()) {
                 return Err(CliError::bad_input(format!(
                     "campaign {id} is being run by process {}; fix: wait for it, or stop it first",
                     c.runner_pid.unwrap_or_default()
@@ -343,5 +343,3 @@ async fn execute(
     };
     Ok(RunOutcome { output: text, code, campaign: id, stream })
 }
-
-pub use crate::store::pid_alive;

@@ -11,7 +11,6 @@ use tabled::{Table, Tabled};
 use super::args::StatusArgs;
 use super::context::{self, display_path};
 use super::exit::CliError;
-use super::run_cmd::pid_alive;
 use super::status_care::{self, BatteryView};
 use super::status_operator;
 use crate::config::Lab;
@@ -90,7 +89,7 @@ pub fn collect(lab: &Lab, store: Option<&Store>) -> Result<StatusView, CliError>
         Some(s) => s.campaign_list()?,
         None => Vec::new(),
     };
-    let live = |c: &CampaignRecord| c.status == CampaignStatus::Running && c.runner_pid.is_some_and(pid_alive);
+    let live = |c: &CampaignRecord| c.status == CampaignStatus::Running && c.runner().is_some_and(|p| p.alive());
     let devices: Vec<DeviceLine> = lab
         .devices
         .iter()

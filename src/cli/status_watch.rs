@@ -13,10 +13,9 @@ use tokio::time::MissedTickBehavior;
 use super::args::StatusArgs;
 use super::context;
 use super::exit::CliError;
-use super::run_cmd::pid_alive;
 use super::status_cmd::{self, StatusView};
 use crate::config::Lab;
-use crate::store::{CampaignStatus, Store};
+use crate::store::{CampaignStatus, ProcessId, Store};
 
 /// ANSI: cursor home, then clear the screen.
 const CLEAR: &str = "\x1b[H\x1b[2J";
@@ -69,7 +68,7 @@ struct Seen {
     version: Option<i64>,
     /// Runners of the campaigns drawn as running: one that dies (kill -9) turns its campaign
     /// into "interrupted" without any commit.
-    runners: Vec<u32>,
+    runners: Vec<ProcessId>,
 }
 
 impl Seen {
@@ -81,7 +80,7 @@ impl Seen {
         }
         // Read before the status: a commit in between is drawn again at the next check.
         let version = self.store.as_ref().map(Store::data_version).transpose()?;
-        if self.drawn && version == self.version && self.runners.iter().all(|&pid| pid_alive(pid)) {
+        if self.drawn && version == self.version && self.runners.iter().all(ProcessId::alive) {
             return Ok(None);
         }
         let view = status_cmd::collect(lab, self.store.as_ref())?;
@@ -90,7 +89,7 @@ impl Seen {
                 .campaign_list()?
                 .iter()
                 .filter(|c| c.status == CampaignStatus::Running)
-                .filter_map(|c| c.runner_pid.filter(|&pid| pid_alive(pid)))
+                .filter_map(|c| c.runner().filter(ProcessId::alive))
                 .collect(),
             None => Vec::new(),
         };

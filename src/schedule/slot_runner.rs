@@ -15,7 +15,7 @@ use super::build_cache::BuildCache;
 use super::due::{checkpoint, due_slots, parse_utc, utc_text};
 use super::{Now, ScheduleError};
 use crate::config::{Lab, Schedule, SeedPolicy};
-use crate::store::{Claim, Claimant, SlotRow, SlotState, Store, pid_alive};
+use crate::store::{Claim, Claimant, SlotRow, SlotState, Store};
 
 /// How a slot's campaign ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -181,7 +181,7 @@ impl SlotRunner<'_> {
         let due = parse_utc(&row.due_utc)?;
         let mine = row.claimed_host.as_deref() == Some(self.host.as_str());
         let gone = row.state == SlotState::Interrupted
-            || (mine && row.claimed_pid.is_none_or(|p| p != self.pid && !pid_alive(p)));
+            || (mine && row.claimant().is_none_or(|p| p.pid != self.pid && !p.alive()));
         let at = utc_text(now.get());
         if !gone || !self.store.take_over_slot(&row, &self.claimant(&at))? {
             let current = self.store.slot(&row.schedule, &row.due_utc)?.unwrap_or(row.clone());

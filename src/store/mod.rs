@@ -7,6 +7,7 @@ mod encoded_attempt;
 mod findings;
 mod measurement_columns;
 mod operator_steps;
+mod process_id;
 mod records;
 mod schedule_slots;
 mod schema;
@@ -18,6 +19,7 @@ pub use alerts::{AlertRow, AlertState};
 pub use columns::{CampaignColumns, Names, Points, Sym};
 pub use encoded_attempt::{EncodedAttempt, SeriesRow, list_json};
 pub use findings::{FindingRow, FindingState};
+pub use process_id::ProcessId;
 pub use records::*;
 pub use schedule_slots::{Claim, Claimant, SlotRow, SlotState};
 pub use schema::MIGRATIONS;
@@ -27,7 +29,7 @@ pub(crate) use schema::open_at_version;
 pub(crate) use sqlite::plan_head;
 #[cfg(test)]
 pub(crate) use sqlite::tests::{attempt as test_attempt, campaign as test_campaign};
-pub use sqlite::{Store, StoreError, pid_alive};
+pub use sqlite::{Store, StoreError};
 pub use state_digest::{Kept, MOMENTS, OPERATOR, Reading, SETTINGS, SOURCES, StateDigest};
 #[cfg(test)]
 pub(crate) use summaries::tests::row as summary_row_fixture;

@@ -1,5 +1,6 @@
 //! Rows of the store, as the runner writes them and the report reads them.
 
+use super::ProcessId;
 use serde::{Deserialize, Serialize};
 
 use crate::measure::{Measurement, Series, UntetherMode};
@@ -113,11 +114,21 @@ pub struct CampaignRecord {
     pub status: CampaignStatus,
     /// pid of the `lab run` working on it, while running.
     pub runner_pid: Option<u32>,
+    /// When that process started (see [`ProcessId`]); `None` for campaigns recorded before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_start: Option<u64>,
     /// Free-form note set at the end ("interrupted by Ctrl-C", "sim-iphone-2 offline").
     pub note: Option<String>,
     pub plan_json: serde_json::Value,
     /// The lab's own CPU and wakeups during the campaign, when measured.
     pub footprint_json: Option<serde_json::Value>,
+}
+
+impl CampaignRecord {
+    /// The `lab run` process working on it, while running (alive or not: ask it).
+    pub fn runner(&self) -> Option<ProcessId> {
+        self.runner_pid.map(|pid| ProcessId { pid, start: self.runner_start })
+    }
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]

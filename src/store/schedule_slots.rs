@@ -4,6 +4,8 @@
 //! (`INSERT … ON CONFLICT DO NOTHING`): of two runners racing, one inserts, the other
 //! finds the row. Taking over a slot whose runner died is one conditional `UPDATE`.
 
+use super::ProcessId;
+use super::sqlite::start_column;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
 
@@ -50,6 +52,9 @@ pub struct SlotRow {
     pub state: SlotState,
     pub claimed_at: Option<String>,
     pub claimed_pid: Option<u32>,
+    /// When the claimant process started (see [`ProcessId`]); `None` for rows written before.
+    #[serde(skip)]
+    pub claimed_start: Option<u64>,
     pub claimed_host: Option<String>,
     pub campaign: Option<String>,
     pub finished_at: Option<String>,
@@ -67,7 +72,7 @@ pub enum Claim {
 }
 
 const COLUMNS: &str = "schedule, due_utc, state, claimed_at, claimed_pid, claimed_host, campaign, finished_at, \
-outcome, skipped_because";
+outcome, skipped_because, claimed_start";
 
 fn slot_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SlotRow> {
     let state: String = r.get(2)?;
@@ -82,7 +87,15 @@ fn slot_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SlotRow> {
         finished_at: r.get(7)?,
         outcome: r.get(8)?,
         skipped_because: r.get(9)?,
+        claimed_start: r.get::<_, Option<i64>>(10)?.map(|t| t as u64),
     })
+}
+
+impl SlotRow {
+    /// The runner process that claimed it (alive or not: ask it).
+    pub fn claimant(&self) -> Option<ProcessId> {
+        self.claimed_pid.map(|pid| ProcessId { pid, start: self.claimed_start })
+    }
 }
 
 /// Who claims, and when.
@@ -163,9 +176,10 @@ impl Store {
         // competitor's row see one state.
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let inserted = tx.execute(
-            "INSERT INTO schedule_slots (schedule, due_utc, state, claimed_at, claimed_pid, claimed_host, campaign)
-             VALUES (?1, ?2, 'claimed', ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING",
-            params![schedule, due_utc, by.at, by.pid, by.host, campaign],
+            "INSERT INTO schedule_slots (schedule, due_utc, state, claimed_at, claimed_pid, claimed_host, campaign,
+                claimed_start)
+             VALUES (?1, ?2, 'claimed', ?3, ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING",
+            params![schedule, due_utc, by.at, by.pid, by.host, campaign, start_column(by.pid)],
         )?;
         if inserted == 0 {
             let sql = format!("SELECT {COLUMNS} FROM schedule_slots WHERE schedule = ?1 AND due_utc = ?2");
@@ -191,9 +205,19 @@ impl Store {
     pub fn take_over_slot(&self, seen: &SlotRow, by: &Claimant<'_>) -> Result<bool, StoreError> {
         let conn = self.lock();
         let n = conn.execute(
-            "UPDATE schedule_slots SET state = 'claimed', claimed_at = ?3, claimed_pid = ?4, claimed_host = ?5
+            "UPDATE schedule_slots SET state = 'claimed', claimed_at = ?3, claimed_pid = ?4, claimed_host = ?5,
+                claimed_start = ?8
              WHERE schedule = ?1 AND due_utc = ?2 AND state = ?6 AND claimed_pid IS ?7",
-            params![seen.schedule, seen.due_utc, by.at, by.pid, by.host, seen.state.as_str(), seen.claimed_pid],
+            params![
+                seen.schedule,
+                seen.due_utc,
+                by.at,
+                by.pid,
+                by.host,
+                seen.state.as_str(),
+                seen.claimed_pid,
+                start_column(by.pid)
+            ],
         )?;
         Ok(n == 1)
     }
@@ -272,5 +296,18 @@ mod tests {
         assert_eq!(s.schedule_seen("w").unwrap(), None);
         assert_eq!(s.schedule_first_seen("w", "t0").unwrap(), "t0");
         assert_eq!(s.schedule_first_seen("w", "t1").unwrap(), "t0");
+    }
+
+    #[test]
+    fn a_claim_records_when_its_runner_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("lab.db")).unwrap();
+        let me = Claimant { pid: std::process::id(), host: "h", at: "t0" };
+        assert_eq!(s.claim_slot("w", "d", None, &me, &[]).unwrap(), Claim::Won);
+        let row = s.slot("w", "d").unwrap().unwrap();
+        assert_eq!(row.claimant(), Some(ProcessId::current()));
+        assert!(row.claimant().unwrap().alive());
+        s.lock().execute("UPDATE schedule_slots SET claimed_start = claimed_start + 1", []).unwrap();
+        assert!(!s.slot("w", "d").unwrap().unwrap().claimant().unwrap().alive(), "a reused pid is not the claimant");
     }
 }

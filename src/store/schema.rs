@@ -362,6 +362,15 @@ pub const MIGRATIONS: &[&str] = &[
         WHERE s.campaign = attempt_report.campaign AND s.trial_idx = attempt_report.trial_idx
             AND s.attempt = attempt_report.attempt;
     "#,
+    // 14: when each owner process started (clock ticks after boot, `/proc/<pid>/stat` field
+    // 22), beside its pid: a campaign's runner and a schedule slot's claimant are alive
+    // only if the process with that pid started then (`store::ProcessId`), so a pid the
+    // kernel gave to another process after the owner died does not hold the row. NULL for
+    // rows written before: their pid alone decides, as it did.
+    r#"
+    ALTER TABLE campaigns ADD COLUMN runner_start INTEGER;
+    ALTER TABLE schedule_slots ADD COLUMN claimed_start INTEGER;
+    "#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<u32> {
@@ -456,6 +465,8 @@ mod tests {
     /// keyed by (campaign, trial_idx, attempt, seq), their rowids in the order written,
     /// no id ranges in `attempt_report`.
     const BACK_TO_12: &str = "
+        ALTER TABLE campaigns DROP COLUMN runner_start;
+        ALTER TABLE schedule_slots DROP COLUMN claimed_start;
         CREATE TABLE m12 (campaign TEXT NOT NULL, trial_idx INTEGER NOT NULL, attempt INTEGER NOT NULL,
             seq INTEGER NOT NULL, metric TEXT NOT NULL, value REAL NOT NULL, unit TEXT NOT NULL, source TEXT NOT NULL,
             PRIMARY KEY (campaign, trial_idx, attempt, seq),

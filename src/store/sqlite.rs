@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::ProcessId;
 use super::batch::{self, AttemptQueue, Turn};
 use super::encoded_attempt::{EncodedAttempt, SeriesRow};
 use super::records::*;
@@ -64,7 +65,7 @@ fn json_text(v: &serde_json::Value) -> String {
 /// Every column of `campaigns` but the plan's: SQLite copies each selected column out of
 /// the row, and a big plan is tens of megabytes.
 const HEAD_COLUMNS: &str = "id, runbook_name, runbook_path, runbook_text, runbook_sha256, lab_text, lab_sha256, \
-content_hashes, tool_version, seed, created_at, finished_at, status, runner_pid, note, footprint_json, max_attempts";
+content_hashes, tool_version, seed, created_at, finished_at, status, runner_pid, runner_start, note, footprint_json, max_attempts";
 
 /// A plan's head (`campaigns.plan_head`, migration 11): the plan's JSON object without
 /// its `trials`; `None` if the text is not a JSON object. The trials are skipped as they
@@ -347,8 +348,8 @@ impl Store {
         tx.execute(
             "INSERT INTO campaigns (id, runbook_name, runbook_path, runbook_text, runbook_sha256, lab_text,
                 lab_sha256, content_hashes, tool_version, seed, created_at, status, runner_pid, plan_json, max_attempts,
-                plan_head)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'running', ?12, ?13, ?14, ?15)",
+                plan_head, runner_start)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'running', ?12, ?13, ?14, ?15, ?16)",
             params![
                 c.id,
                 c.runbook_name,
@@ -364,7 +365,8 @@ impl Store {
                 pid,
                 c.plan_json,
                 max_attempts,
-                plan_head(&c.plan_json)
+                plan_head(&c.plan_json),
+                start_column(pid)
             ],
         )?;
         insert_trials(&tx, &c.id, &c.planned_trials)?;
@@ -414,6 +416,7 @@ impl Store {
                 finished_at: r.get("finished_at")?,
                 status: CampaignStatus::parse(&status).unwrap_or(CampaignStatus::Interrupted),
                 runner_pid: r.get("runner_pid")?,
+                runner_start: r.get::<_, Option<i64>>("runner_start")?.map(|t| t as u64),
                 note: r.get("note")?,
                 plan_json: if plan { parse(r.get("plan_json")?) } else { serde_json::Value::Null },
                 footprint_json: footprint.map(parse),
@@ -510,8 +513,9 @@ impl Store {
     /// Marks a campaign as being worked on by process `pid` (a new run or a resume).
     pub fn set_running(&self, id: &str, pid: u32) -> Result<(), StoreError> {
         let n = self.lock().execute(
-            "UPDATE campaigns SET status = 'running', runner_pid = ?2, finished_at = NULL, note = NULL WHERE id = ?1",
-            params![id, pid],
+            "UPDATE campaigns SET status = 'running', runner_pid = ?2, runner_start = ?3, finished_at = NULL, note = NULL
+             WHERE id = ?1",
+            params![id, pid, start_column(pid)],
         )?;
         if n == 0 {
             return Err(StoreError::NoCampaign(id.into()));
@@ -528,7 +532,7 @@ impl Store {
         footprint: Option<&serde_json::Value>,
     ) -> Result<(), StoreError> {
         self.lock().execute(
-            "UPDATE campaigns SET status = ?2, finished_at = ?3, note = ?4, runner_pid = NULL,
+            "UPDATE campaigns SET status = ?2, finished_at = ?3, note = ?4, runner_pid = NULL, runner_start = NULL,
                 footprint_json = COALESCE(?5, footprint_json) WHERE id = ?1",
             params![id, status.as_str(), finished_at, note, footprint.map(json_text)],
         )?;
@@ -853,15 +857,18 @@ impl Store {
     /// leaves such a device alone.
     pub fn campaign_using(&self, device: &str) -> Result<Option<CampaignId>, StoreError> {
         let conn = self.lock();
-        let row: Option<(String, Option<u32>)> = conn
+        let row: Option<(String, Option<u32>, Option<i64>)> = conn
             .query_row(
-                "SELECT c.id, c.runner_pid FROM device_status d JOIN campaigns c ON c.id = d.campaign
+                "SELECT c.id, c.runner_pid, c.runner_start FROM device_status d JOIN campaigns c ON c.id = d.campaign
                  WHERE d.device = ?1 AND c.status = 'running'",
                 [device],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional()?;
-        Ok(row.filter(|(_, pid)| pid.is_some_and(pid_alive)).map(|(id, _)| id))
+        let alive = |pid: Option<u32>, start: Option<i64>| {
+            pid.is_some_and(|pid| ProcessId { pid, start: start.map(|t| t as u64) }.alive())
+        };
+        Ok(row.filter(|(_, pid, start)| alive(*pid, *start)).map(|(id, ..)| id))
     }
 }
 
@@ -884,9 +891,10 @@ pub(super) fn report_stamp(conn: &Connection, id: &str) -> Result<String, StoreE
     .ok_or_else(|| StoreError::NoCampaign(id.into()))
 }
 
-/// Whether process `pid` exists (signal 0).
-pub fn pid_alive(pid: u32) -> bool {
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_ok()
+/// The start time of process `pid` as a column value (see [`ProcessId`]), read when a row
+/// records `pid` as its owner.
+pub(super) fn start_column(pid: u32) -> Option<i64> {
+    ProcessId::of(pid).start.map(|t| t as i64)
 }
 
 #[cfg(test)]
@@ -1005,6 +1013,24 @@ pub(crate) mod tests {
         assert_eq!((attempts[0].attestations.as_slice(), attempts[1].attestations.len()), (&[attested.clone()][..], 0));
         let latest = s.latest_attestations().unwrap();
         assert_eq!(latest, [("dev".to_string(), "c1".to_string(), attested)]);
+    }
+
+    #[test]
+    fn a_campaign_knows_when_its_runner_started_and_a_reused_pid_is_not_its_runner() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("lab.db")).unwrap();
+        s.create_campaign(&campaign("c1", 1), 2, std::process::id()).unwrap();
+        let runner = s.campaign("c1").unwrap().runner().unwrap();
+        assert_eq!(runner, ProcessId::current());
+        assert!(runner.alive());
+        // The same pid, started at another time: the kernel's reuse of a dead runner's pid.
+        s.lock().execute("UPDATE campaigns SET runner_start = runner_start - 1", []).unwrap();
+        assert!(!s.campaign("c1").unwrap().runner().unwrap().alive());
+        s.set_running("c1", std::process::id()).unwrap();
+        assert!(s.campaign("c1").unwrap().runner().unwrap().alive(), "a resume records its own start");
+        s.finish_campaign("c1", CampaignStatus::Done, "t", None, None).unwrap();
+        let c = s.campaign("c1").unwrap();
+        assert_eq!((c.runner(), c.runner_start), (None, None));
     }
 
     #[test]

@@ -79,6 +79,7 @@ pub(crate) fn campaign_record(id: &str, plan: &Plan) -> CampaignRecord {
         finished_at: Some("2025-03-01T17:40:00Z".into()),
         status: CampaignStatus::Done,
         runner_pid: None,
+        runner_start: None,
         note: None,
         plan_json: serde_json::to_value(plan).expect("plan serializes"),
         footprint_json: Some(json!({ "cpu_s": 1.5, "wakeups": 340 })),
