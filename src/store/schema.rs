@@ -371,6 +371,21 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE campaigns ADD COLUMN runner_start INTEGER;
     ALTER TABLE schedule_slots ADD COLUMN claimed_start INTEGER;
     "#,
+    // 15: who holds each device's lease (`store/lease.rs`): the exclusion itself is an
+    // flock on `<store>.locks/<device>.lock`, which the kernel frees when the holder dies;
+    // this row says who holds it, for `lab status` and a refusal's message. A row whose
+    // process (pid and start) is gone is stale.
+    r#"
+    CREATE TABLE device_leases (
+        device      TEXT PRIMARY KEY,
+        purpose     TEXT NOT NULL,
+        campaign    TEXT,
+        host        TEXT NOT NULL,
+        pid         INTEGER NOT NULL,
+        pid_start   INTEGER,
+        since       TEXT NOT NULL
+    );
+    "#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<u32> {
@@ -465,6 +480,7 @@ mod tests {
     /// keyed by (campaign, trial_idx, attempt, seq), their rowids in the order written,
     /// no id ranges in `attempt_report`.
     const BACK_TO_12: &str = "
+        DROP TABLE device_leases;
         ALTER TABLE campaigns DROP COLUMN runner_start;
         ALTER TABLE schedule_slots DROP COLUMN claimed_start;
         CREATE TABLE m12 (campaign TEXT NOT NULL, trial_idx INTEGER NOT NULL, attempt INTEGER NOT NULL,
