@@ -2,39 +2,24 @@
 
 use serde::Serialize;
 
+/// A kind of captured output; what each holds is [`ImportKind::about`] (the one text `lab
+/// import --help` shows too), its name on the command line [`ImportKind::name`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ImportKind {
-    /// `dumpsys batterystats --checkin` (or `-c`): per-app estimates, CPU, network, discharge.
     AndroidBatterystats,
-    /// The human-readable `Battery History` of `dumpsys batterystats`: level drop and rate.
     AndroidBatteryHistory,
-    /// `dumpsys battery`: one snapshot, or two (before, after).
     AndroidBattery,
-    /// `dumpsys thermalservice`.
     AndroidThermal,
-    /// `cmd wifi status`.
     AndroidWifiStatus,
-    /// `dumpsys wifi` (supplicant events).
     AndroidDumpsysWifi,
-    /// `dumpsys bluetooth_manager`.
     AndroidBluetooth,
-    /// `dumpsys meminfo <package>`.
     AndroidMeminfo,
-    /// `dumpsys cpuinfo` (use --package for one app).
     AndroidCpuinfo,
-    /// `/proc/<pid>/stat`: one read, or two (before, after).
     ProcStat,
-    /// A Perfetto `android.power` trace (`.pftrace`): energy per rail, battery counters.
     Perfetto,
-    /// iOS battery registry (IOPMPowerSource / AppleSmartBattery), XML or binary plist:
-    /// one snapshot, or two (before, after).
     IosBattery,
-    /// An iPhone's powerlog database (`CurrentPowerlog.PLSQL`, a sysdiagnose's
-    /// `logs/powerlogs/powerlog_*.PLSQL`): its last unplugged stretch as the soak.
     IosPowerlog,
-    /// A sysdiagnose archive (`.tar.gz`): its newest `logs/powerlogs/*.PLSQL`, read as
-    /// `ios-powerlog` is.
     IosSysdiagnose,
 }
 

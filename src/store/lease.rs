@@ -16,6 +16,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
 use super::ProcessId;
+use super::process_id::start_from_column;
 use super::sqlite::{Store, StoreError};
 
 /// Who asks for a device, and why.
@@ -122,7 +123,7 @@ impl Store {
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
              ON CONFLICT (device) DO UPDATE SET purpose = ?2, campaign = ?3, host = ?4, pid = ?5, pid_start = ?6,
                 since = ?7",
-            params![device, req.purpose, req.campaign, req.host, me.pid, me.start.map(|t| t as i64), req.at],
+            params![device, req.purpose, req.campaign, req.host, me.pid, me.start_column(), req.at],
         )?;
         Ok(DeviceLease { device: device.to_string(), conn: self.conn.clone(), _file: file })
     }
@@ -154,7 +155,7 @@ fn holder_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<LeaseHolder> {
         campaign: r.get(2)?,
         host: r.get(3)?,
         pid: r.get(4)?,
-        start: r.get::<_, Option<i64>>(5)?.map(|t| t as u64),
+        start: start_from_column(r.get(5)?),
         since: r.get(6)?,
     })
 }

@@ -24,6 +24,16 @@ impl ProcessId {
         ProcessId { pid, start: start_ticks(pid) }
     }
 
+    /// A process as a row names it: its pid and start columns.
+    pub(super) fn from_columns(pid: u32, start: Option<i64>) -> ProcessId {
+        ProcessId { pid, start: start_from_column(start) }
+    }
+
+    /// The start time as the store's column holds it.
+    pub(super) fn start_column(&self) -> Option<i64> {
+        self.start.map(|t| t as i64)
+    }
+
     /// Whether this process still runs: its pid exists (signal 0; a process of another
     /// user answers EPERM, and exists) and, where its start time is known, the process
     /// with that pid started then.
@@ -41,6 +51,11 @@ impl ProcessId {
             (None, _) => true,
         }
     }
+}
+
+/// A start column's value (SQLite's INTEGER is i64; clock ticks after boot fit in it).
+pub(super) fn start_from_column(start: Option<i64>) -> Option<u64> {
+    start.map(|t| t as u64)
 }
 
 /// When process `pid` started, from `/proc/<pid>/stat` (Linux).

@@ -5,7 +5,7 @@
 //! finds the row. Taking over a slot whose runner died is one conditional `UPDATE`.
 
 use super::ProcessId;
-use super::sqlite::start_column;
+use super::process_id::start_from_column;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
 
@@ -87,7 +87,7 @@ fn slot_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SlotRow> {
         finished_at: r.get(7)?,
         outcome: r.get(8)?,
         skipped_because: r.get(9)?,
-        claimed_start: r.get::<_, Option<i64>>(10)?.map(|t| t as u64),
+        claimed_start: start_from_column(r.get(10)?),
     })
 }
 
@@ -179,7 +179,7 @@ impl Store {
             "INSERT INTO schedule_slots (schedule, due_utc, state, claimed_at, claimed_pid, claimed_host, campaign,
                 claimed_start)
              VALUES (?1, ?2, 'claimed', ?3, ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING",
-            params![schedule, due_utc, by.at, by.pid, by.host, campaign, start_column(by.pid)],
+            params![schedule, due_utc, by.at, by.pid, by.host, campaign, ProcessId::of(by.pid).start_column()],
         )?;
         if inserted == 0 {
             let sql = format!("SELECT {COLUMNS} FROM schedule_slots WHERE schedule = ?1 AND due_utc = ?2");
@@ -216,7 +216,7 @@ impl Store {
                 by.host,
                 seen.state.as_str(),
                 seen.claimed_pid,
-                start_column(by.pid)
+                ProcessId::of(by.pid).start_column()
             ],
         )?;
         Ok(n == 1)

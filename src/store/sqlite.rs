@@ -15,6 +15,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::ProcessId;
 use super::batch::{self, AttemptQueue, Turn};
 use super::encoded_attempt::{EncodedAttempt, SeriesRow};
+use super::process_id::start_from_column;
 use super::records::*;
 use super::schema;
 use crate::measure::{Measurement, Series, UntetherMode};
@@ -366,7 +367,7 @@ impl Store {
                 c.plan_json,
                 max_attempts,
                 plan_head(&c.plan_json),
-                start_column(pid)
+                ProcessId::of(pid).start_column()
             ],
         )?;
         insert_trials(&tx, &c.id, &c.planned_trials)?;
@@ -416,7 +417,7 @@ impl Store {
                 finished_at: r.get("finished_at")?,
                 status: CampaignStatus::parse(&status).unwrap_or(CampaignStatus::Interrupted),
                 runner_pid: r.get("runner_pid")?,
-                runner_start: r.get::<_, Option<i64>>("runner_start")?.map(|t| t as u64),
+                runner_start: start_from_column(r.get("runner_start")?),
                 note: r.get("note")?,
                 plan_json: if plan { parse(r.get("plan_json")?) } else { serde_json::Value::Null },
                 footprint_json: footprint.map(parse),
@@ -515,7 +516,7 @@ impl Store {
         let n = self.lock().execute(
             "UPDATE campaigns SET status = 'running', runner_pid = ?2, runner_start = ?3, finished_at = NULL, note = NULL
              WHERE id = ?1",
-            params![id, pid, start_column(pid)],
+            params![id, pid, ProcessId::of(pid).start_column()],
         )?;
         if n == 0 {
             return Err(StoreError::NoCampaign(id.into()));
@@ -865,10 +866,9 @@ impl Store {
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional()?;
-        let alive = |pid: Option<u32>, start: Option<i64>| {
-            pid.is_some_and(|pid| ProcessId { pid, start: start.map(|t| t as u64) }.alive())
-        };
-        Ok(row.filter(|(_, pid, start)| alive(*pid, *start)).map(|(id, ..)| id))
+        Ok(row
+            .filter(|(_, pid, start)| pid.is_some_and(|pid| ProcessId::from_columns(pid, *start).alive()))
+            .map(|(id, ..)| id))
     }
 }
 
@@ -889,12 +889,6 @@ pub(super) fn report_stamp(conn: &Connection, id: &str) -> Result<String, StoreE
     )
     .optional()?
     .ok_or_else(|| StoreError::NoCampaign(id.into()))
-}
-
-/// The start time of process `pid` as a column value (see [`ProcessId`]), read when a row
-/// records `pid` as its owner.
-pub(super) fn start_column(pid: u32) -> Option<i64> {
-    ProcessId::of(pid).start.map(|t| t as i64)
 }
 
 #[cfg(test)]

@@ -184,8 +184,7 @@ pub fn cgroup_base() -> Option<PathBuf> {
     let base = lab::collect::linux::procfs::cgroup2_mount(&mounts)
         .zip(lab::collect::linux::procfs::own_cgroup2(&own))
         .map(|(m, o)| m.join(o.trim_start_matches('/')));
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = nix::unistd::geteuid().is_root();
     match base {
         Some(b) if root => Some(b),
         _ => {
