@@ -86,6 +86,8 @@ fn main() {
         .collect();
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
     let trials = plan.trials.len();
+    let names: Vec<String> = plan.devices.iter().map(|d| d.name.clone()).collect();
+    let turns = runner::Turns::take_now(&store, &names, &Default::default()).expect("leases");
     let campaign = Campaign {
         id: id.clone(),
         lab: lab.clone(),
@@ -102,6 +104,7 @@ fn main() {
             std::time::Duration::from_secs(60),
             shutdown,
         )),
+        turns,
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let (cpu_before, machine_before, threads_before) = (process_cpu(), machine_cpu(), thread_cpu());

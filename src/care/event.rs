@@ -10,8 +10,9 @@ use serde::Serialize;
 pub enum CareEvent {
     /// A device care does not switch (no uhubctl tether, or it could not be opened).
     Skipped { device: String, why: String },
-    /// A device a running campaign is using: left alone this pass.
-    Busy { at: Duration, device: String, campaign: String },
+    /// A device someone else holds (a campaign) or waits for: left alone this pass; `by`
+    /// names the holder, or the first in its queue.
+    Busy { at: Duration, device: String, by: String },
     /// A reading, and whether the phone has USB power.
     Reading {
         at: Duration,

@@ -14,7 +14,7 @@ use super::targets::CareTarget;
 use crate::clock::Clock;
 use crate::config::CareSettings;
 use crate::device::DeviceError;
-use crate::store::{BatteryReadingRow, Store};
+use crate::store::{BatteryReadingRow, DeviceLease, LeaseRequest, Store};
 
 /// Bound of one device call (a state read, a port switch).
 const CALL: Duration = Duration::from_secs(60);
@@ -146,23 +146,18 @@ impl Keeper {
     async fn care_for(&mut self, i: usize) -> Option<Duration> {
         let at = self.elapsed();
         let name = self.targets[i].target.device.name().to_string();
-        if let Some(store) = self.store.clone() {
-            let device = name.clone();
-            let using = tokio::task::spawn_blocking(move || store.campaign_using(&device))
-                .await
-                .unwrap_or_else(|e| Err(crate::store::StoreError::Internal(e.to_string())));
-            match using {
-                Ok(Some(campaign)) => {
-                    // The campaign owns the port now; what care cut, its re-tether restores.
-                    let t = &mut self.targets[i];
-                    (t.cut, t.since) = (false, None);
-                    self.emit(CareEvent::Busy { at, device: name, campaign });
-                    return None;
-                }
-                Ok(None) => {}
-                Err(e) => self.emit(CareEvent::Failed { at, device: name.clone(), error: e.to_string() }),
+        // Care touches a phone only while it holds the phone's lease, for this pass.
+        let _lease = match self.lease(i).await {
+            Ok(lease) => lease,
+            Err(by) => {
+                // Someone else has the phone (or its turn): they switch the port on if care
+                // left it off (`port_cuts`), and care starts over with it afterwards.
+                let t = &mut self.targets[i];
+                (t.cut, t.since) = (false, None);
+                self.emit(CareEvent::Busy { at, device: name, by });
+                return None;
             }
-        }
+        };
         let (level, powered) = match self.read(i).await {
             Ok(r) => r,
             Err(e) => {
@@ -288,8 +283,43 @@ impl Keeper {
         self.wall_start + chrono::Duration::from_std(self.elapsed()).unwrap_or_default()
     }
 
-    /// Switches target `i`'s port through its tether (which tells the device).
+    /// Target `i`'s lease, if nobody holds it or waits for it; else who does. `Ok(None)`:
+    /// no store to lease it from (care without a lab store: nothing else can run).
+    async fn lease(&self, i: usize) -> Result<Option<DeviceLease>, String> {
+        let Some(store) = self.store.clone() else { return Ok(None) };
+        let device = self.targets[i].target.device.name().to_string();
+        let got = tokio::task::spawn_blocking(move || store.try_lease(&device, &LeaseRequest::new("care")))
+            .await
+            .unwrap_or_else(|e| Err(crate::store::StoreError::Internal(e.to_string())));
+        match got {
+            Ok(Ok(lease)) => Ok(Some(lease)),
+            Ok(Err(busy)) => Err(busy.describe()),
+            Err(e) => Err(format!("its lease could not be read: {e}")),
+        }
+    }
+
+    /// Records (or clears) that care left target `i`'s port off, for whoever takes the
+    /// phone next.
+    async fn mark_cut(&self, i: usize, cut: bool) -> Result<(), String> {
+        let Some(store) = self.store.clone() else { return Ok(()) };
+        let (device, port) = (self.targets[i].target.device.name().to_string(), self.targets[i].target.port.clone());
+        let at = self.wall_now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        tokio::task::spawn_blocking(move || {
+            if cut { store.set_port_cut(&device, &port, &at) } else { store.clear_port_cut(&device) }
+        })
+        .await
+        .unwrap_or_else(|e| Err(crate::store::StoreError::Internal(e.to_string())))
+        .map_err(|e| e.to_string())
+    }
+
+    /// Switches target `i`'s port through its tether (which tells the device); call it
+    /// while holding the phone's lease.
     async fn switch(&mut self, i: usize, on: bool) -> Result<(), String> {
+        // Off is recorded before the switch, on after it: a crash between leaves a row
+        // that makes the next holder switch on a port that is on, never the other way.
+        if !on {
+            self.mark_cut(i, true).await?;
+        }
         let t = &self.targets[i];
         let device = t.target.device.as_ref();
         let call = async {
@@ -308,17 +338,24 @@ impl Keeper {
         }
         let t = &mut self.targets[i];
         (t.powered, t.cut, t.since) = (on, !on, None);
+        if on {
+            self.mark_cut(i, false).await?;
+        }
         Ok(())
     }
 
     /// Switches on every port care cut (twice if need be), and says what it did.
-    async fn finish(mut self) -> CareSummary {
+    pub(super) async fn finish(mut self) -> CareSummary {
         for i in 0..self.targets.len() {
             if !self.targets[i].cut {
                 continue;
             }
             let (device, port) =
                 (self.targets[i].target.device.name().to_string(), self.targets[i].target.port.clone());
+            // A phone someone else took meanwhile is theirs: they switch its port on.
+            let Ok(_lease) = self.lease(i).await else {
+                continue;
+            };
             let mut result = self.switch(i, true).await;
             if result.is_err() {
                 result = self.switch(i, true).await;

@@ -10,7 +10,7 @@ use super::{CareEvent, CareSummary, CareTarget, Keeper};
 use crate::clock::Clock;
 use crate::config::{Lab, parse_lab};
 use crate::device::sim::SimDevice;
-use crate::store::{DeviceStatusRow, NewCampaign, Store};
+use crate::store::{LeaseRequest, Store};
 use crate::testing::{Reply, ScriptedTransport, answer_uhubctl_port, uhubctl_port_listing, uhubctl_switch_output};
 use crate::tether::UhubctlTether;
 
@@ -121,49 +121,45 @@ async fn a_stop_switches_on_every_port_care_cut_and_only_those() {
 }
 
 #[tokio::test]
-async fn a_device_in_a_running_campaign_is_left_alone() {
+async fn a_device_another_holds_is_left_alone_and_a_cut_port_is_recorded_for_its_next_holder() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("lab.db")).unwrap();
-    let campaign = NewCampaign {
-        id: "c1".into(),
-        runbook_name: "rb".into(),
-        runbook_path: "rb.toml".into(),
-        runbook_text: String::new(),
-        runbook_sha256: "00".into(),
-        lab_text: String::new(),
-        lab_sha256: "11".into(),
-        content_hashes: serde_json::json!({}),
-        tool_version: "0".into(),
-        seed: 1,
-        created_at: "2026-12-01T00:00:00.000Z".into(),
-        planned_trials: Vec::new(),
-        plan_json: "{}".into(),
-    };
-    // This test's own process runs it: the runner is alive.
-    store.create_campaign(&campaign, 1, std::process::id()).unwrap();
-    let row = |state: &str| DeviceStatusRow {
-        device: "a".into(),
-        state: state.into(),
-        battery_pct: Some(90.0),
+    let campaign = LeaseRequest {
+        purpose: "campaign".into(),
         campaign: Some("c1".into()),
-        trial_key: Some("0000-a".into()),
-        phase: Some("soak".into()),
-        updated_at: "2026-12-01T00:00:01.000Z".into(),
+        runbook: Some("rb".into()),
+        host: "bench-1".into(),
+        ..LeaseRequest::default()
     };
-    store.set_device_status(&row("busy")).unwrap();
+    let held = store.try_lease("a", &campaign).unwrap().unwrap();
     let bench = Bench::new(Clock::virtual_clock());
     let (keeper, mut rx) = bench.keeper(&["a"], Some(store.clone()));
     let summary = keeper.run(watch::channel(false).1, true, None).await;
     assert!(bench.switches().is_empty(), "{:?}", bench.switches());
     assert_eq!(summary.levels, [("a".to_string(), None)]);
-    assert_eq!(drain(&mut rx), [CareEvent::Busy { at: Duration::ZERO, device: "a".into(), campaign: "c1".into() }]);
+    let events = drain(&mut rx);
+    let [CareEvent::Busy { device, by, .. }] = events.as_slice() else { panic!("{events:?}") };
+    assert_eq!(device, "a");
+    assert!(by.starts_with("held by campaign c1 (runbook rb) on bench-1"), "{by}");
     assert!(store.battery_readings("a").unwrap().is_empty());
 
-    // The campaign finished: care takes the phone back.
-    store.finish_campaign("c1", crate::store::CampaignStatus::Done, "2026-12-01T01:00:00.000Z", None, None).unwrap();
+    // The campaign let it go: care takes the phone, cuts its port (90 %) and says so in the
+    // store while the port is off.
+    drop(held);
     let (keeper, _rx) = bench.keeper(&["a"], Some(store.clone()));
-    keeper.run(watch::channel(false).1, true, None).await;
-    assert_eq!(bench.switches(), ["-l 1-1 -p 1 -a off", "-l 1-1 -p 1 -a on"]);
+    let mut keeper = keeper;
+    keeper.pass().await;
+    assert_eq!(bench.switches(), ["-l 1-1 -p 1 -a off"]);
+    assert_eq!(store.port_cut("a").unwrap().map(|c| c.port), Some("1-1:1".to_string()));
+    assert!(store.lease_holder("a").unwrap().is_none(), "care holds a phone only during its pass");
+    // A campaign takes it between passes: care leaves it (and its port) to the campaign.
+    let held = store.try_lease("a", &campaign).unwrap().unwrap();
+    keeper.pass().await;
+    let summary = keeper.finish().await;
+    assert_eq!(bench.switches(), ["-l 1-1 -p 1 -a off"], "care switched a held phone's port");
+    assert!(summary.not_restored.is_empty());
+    assert!(store.port_cut("a").unwrap().is_some(), "the holder is told to switch it on");
+    drop(held);
     let readings = store.battery_readings("a").unwrap();
     assert_eq!(readings.len(), 1);
     assert_eq!(

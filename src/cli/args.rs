@@ -153,6 +153,21 @@ pub struct RunArgs {
     /// hashes (the new campaign's manifest and report say which).
     #[arg(long, requires = "from_manifest")]
     pub allow_changed_builds: bool,
+    #[command(flatten)]
+    pub queue: QueueArgs,
+}
+
+/// How a campaign takes its turn on devices other campaigns hold (docs/shared-lab.md).
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct QueueArgs {
+    /// Place in the devices' queues: higher goes first; equal priorities in the order
+    /// they came.
+    #[arg(long, value_name = "N", default_value_t = 0, allow_negative_numbers = true)]
+    pub priority: i32,
+    /// Exit (code 3) at once, naming the holder, when a device is held or queued for,
+    /// instead of waiting for it.
+    #[arg(long)]
+    pub no_wait: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]

@@ -125,9 +125,7 @@ pub fn event_line(e: &CareEvent, verbose: bool) -> Option<String> {
     let at = |d: &Duration| format!("[{}]", human(d));
     Some(match e {
         CareEvent::Skipped { device, why } => format!("{device}: skipped: {why}"),
-        CareEvent::Busy { at: t, device, campaign } => {
-            format!("{} {device}: left alone: campaign {campaign} is using it", at(t))
-        }
+        CareEvent::Busy { at: t, device, by } => format!("{} {device}: left alone: {by}", at(t)),
         CareEvent::Reading { at: t, device, battery_pct, powered, health_pct, cycle_count } => {
             if !verbose {
                 return None;

@@ -35,3 +35,8 @@ pub fn display_path(p: &Path) -> String {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     p.strip_prefix(&cwd).unwrap_or(p).display().to_string()
 }
+
+/// This machine's name, as leases and schedule slots name their holder.
+pub fn hostname() -> String {
+    crate::store::this_host()
+}

@@ -15,11 +15,18 @@ pub const INTERRUPTED: u8 = 130;
 pub struct CliError {
     pub code: u8,
     pub message: String,
+    /// Devices held by others kept the command from starting (exit 3): a schedule slot
+    /// records that as skipped, naming the holders.
+    pub busy: bool,
 }
 
 impl CliError {
     pub fn new(code: u8, message: impl fmt::Display) -> Self {
-        CliError { code, message: message.to_string() }
+        CliError { code, message: message.to_string(), busy: false }
+    }
+    /// Devices held by others (exit 3).
+    pub fn busy(message: impl fmt::Display) -> Self {
+        CliError { busy: true, ..Self::new(UNAVAILABLE, message) }
     }
     pub fn bad_input(message: impl fmt::Display) -> Self {
         Self::new(BAD_INPUT, message)

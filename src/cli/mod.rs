@@ -26,6 +26,7 @@ mod schedule_cmd;
 pub mod status_care;
 pub mod status_cmd;
 mod status_operator;
+mod status_queue;
 mod status_watch;
 
 pub use app::main;

@@ -150,6 +150,9 @@ fn bars(
             }
         }
         Event::Reconnected { .. }
+        | Event::DeviceWaiting { .. }
+        | Event::DeviceAcquired { .. }
+        | Event::PortRestored { .. }
         | Event::PowerNotRestored { .. }
         | Event::OperatorStep { .. }
         | Event::OperatorAnswered { .. }
@@ -250,6 +253,15 @@ pub fn plain_line(e: &Event, verbose: bool) -> Option<String> {
             human_wall(Duration::from_secs_f64(*after_s))
         )),
         Event::DeviceOffline { device, reason } => Some(format!("[{device}] OFFLINE: {reason}")),
+        Event::DeviceWaiting { device, position, holder } => {
+            Some(format!("[{device}] waiting its turn (number {position} in its queue): {holder}"))
+        }
+        Event::PortRestored { device, port } => {
+            Some(format!("[{device}] port {port} was left off by `lab care`: switched on"))
+        }
+        Event::DeviceAcquired { device, waited_s } => {
+            Some(format!("[{device}] its turn came after {}", human_wall(Duration::from_secs_f64(*waited_s))))
+        }
         Event::OffUsb { device, trial } => verbose.then(|| {
             format!("[{device}] {trial}: off USB for the soak (unreachable until re-tether, as a power cut makes it)")
         }),

@@ -9,7 +9,7 @@ use super::context::{self, display_path};
 use super::exit::{self, CliError};
 use super::report_cmd::existing_store;
 use super::reporter::Output;
-use super::run_cmd::{self, Start};
+use super::run_cmd::{self, Queueing, Start};
 use crate::plan::Plan;
 use crate::runner::{MANIFEST_FILE, Manifest};
 
@@ -32,6 +32,8 @@ pub struct RerunArgs {
     /// Plain progress: one line per phase change too.
     #[arg(long, short)]
     pub verbose: bool,
+    #[command(flatten)]
+    pub queue: super::args::QueueArgs,
 }
 
 /// The re-run's output and the comparison. Exits 5 when a gating metric came out worse;
@@ -69,7 +71,7 @@ pub async fn run(lab_arg: Option<&Path>, args: &RerunArgs) -> Result<(String, u8
         MessageFormat::Human => Output::Human,
     };
     let start = Start::Manifest { manifest: Box::new(manifest), allow_changed_builds: args.allow_changed_builds };
-    let ran = run_cmd::run_until_ctrl_c(target, start, output, args.verbose).await?;
+    let ran = run_cmd::run_until_ctrl_c(target, start, Queueing::from(args.queue), output, args.verbose).await?;
     if ran.code != exit::OK && ran.code != exit::TRIALS_FAILED {
         return Ok((ran.output, ran.code));
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use tokio::sync::{mpsc, watch};
 
-use super::args::{MessageFormat, RunArgs};
+use super::args::{MessageFormat, QueueArgs, RunArgs};
 use super::context::{self, display_path};
 use super::exit::{self, CliError};
 use super::operator;
@@ -15,8 +15,8 @@ use super::report_cmd;
 use super::reporter::{Output, Reporter};
 use crate::config::{self, Lab, Runbook};
 use crate::plan::{self, Plan};
-use crate::runner::{self, Campaign, EventSink};
-use crate::store::{CampaignStatus, Store};
+use crate::runner::{self, Campaign, EventSink, Turns};
+use crate::store::{CampaignStatus, LeaseRequest, Store};
 
 pub const NO_RUNBOOK: &str = "no runbook given; fix: `lab run runbooks/quickstart.toml` (a first campaign in seconds) \
 or `lab run runbooks/envoy-battery-audit.toml` (the Envoy Mobile battery audit), or `lab run --resume CAMPAIGN`";
@@ -54,7 +54,21 @@ pub async fn run(lab_arg: Option<&Path>, args: &RunArgs) -> Result<RunOutcome, C
         (MessageFormat::Human, true) => Output::SummaryJson,
         (MessageFormat::Human, false) => Output::Human,
     };
-    run_until_ctrl_c(lab, start, output, args.verbose).await
+    run_until_ctrl_c(lab, start, Queueing::from(args.queue), output, args.verbose).await
+}
+
+/// How a campaign takes its turn on its devices (docs/shared-lab.md).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Queueing {
+    pub priority: i32,
+    pub start: runner::StartWhen,
+}
+
+impl From<QueueArgs> for Queueing {
+    fn from(q: QueueArgs) -> Queueing {
+        let start = if q.no_wait { runner::StartWhen::AllNow } else { runner::StartWhen::AnyFree };
+        Queueing { priority: q.priority, start }
+    }
 }
 
 /// Runs `start` until done or Ctrl-C (the first lets the trials in flight wind down, a
@@ -62,6 +76,7 @@ pub async fn run(lab_arg: Option<&Path>, args: &RunArgs) -> Result<RunOutcome, C
 pub(super) async fn run_until_ctrl_c(
     lab: Lab,
     start: Start,
+    queueing: Queueing,
     output: Output,
     verbose: bool,
 ) -> Result<RunOutcome, CliError> {
@@ -74,7 +89,7 @@ pub(super) async fn run_until_ctrl_c(
             }
         }
     });
-    let result = run_campaign(lab, start, output, verbose, stop_rx).await;
+    let result = run_campaign(lab, start, queueing, output, verbose, stop_rx).await;
     ctrl_c.abort();
     result
 }
@@ -95,11 +110,13 @@ pub(super) enum Start {
 }
 
 /// `lab run`'s whole path, for `lab run` and for scheduled slots: validate, open every
-/// device, create (or reopen) the campaign, run it until done or until `stop` is set
-/// (the way a first Ctrl-C stops it), write the report files.
+/// device, take the campaign's turn on them, create (or reopen) the campaign, run it
+/// until done or until `stop` is set (the way a first Ctrl-C stops it), write the report
+/// files.
 pub(super) async fn run_campaign(
     lab: Lab,
     start: Start,
+    queueing: Queueing,
     output: Output,
     verbose: bool,
     stop: watch::Receiver<bool>,
@@ -159,11 +176,8 @@ pub(super) async fn run_campaign(
     let lab = Arc::new(resolved);
     let devices = open_devices(&lab, &plan, &hosts)?;
     preflight(&devices).await?;
-    let (store, id, resumed) = match resume {
-        Some((store, id)) => {
-            store.set_running(&id, std::process::id())?;
-            (store, id, true)
-        }
+    let opening = match resume {
+        Some((store, id)) => Opening { store, id, new: None },
         None => {
             let store = context::open_store(&lab)?;
             let id = match new_id {
@@ -174,11 +188,18 @@ pub(super) async fn run_campaign(
             if let (Some(r), Some(hashes)) = (&rerun_of, record.content_hashes.as_object_mut()) {
                 hashes.insert("rerun".into(), serde_json::to_value(r).map_err(CliError::internal)?);
             }
-            store.create_campaign(&record, plan.max_attempts, std::process::id())?;
-            (store, id, false)
+            Opening { store, id, new: Some(Box::new(record)) }
         }
     };
-    execute(lab, hosts, runbook, plan, store, id, devices, resumed, output, verbose, stop).await
+    execute(lab, hosts, runbook, plan, opening, devices, queueing, output, verbose, stop).await
+}
+
+/// The campaign about to run: in `store` under `id`, created once its first device is its
+/// own (`new`), or there already (a resume).
+struct Opening {
+    store: Store,
+    id: String,
+    new: Option<Box<crate::store::NewCampaign>>,
 }
 
 /// The runbook and plan a manifest describes, on `lab`, and what the new campaign records
@@ -252,14 +273,15 @@ async fn execute(
     hosts: crate::transport::Hosts,
     runbook: Runbook,
     plan: Plan,
-    store: Store,
-    id: String,
+    opening: Opening,
     devices: Devices,
-    resumed: bool,
+    queueing: Queueing,
     output: Output,
     verbose: bool,
     stop_rx: watch::Receiver<bool>,
 ) -> Result<RunOutcome, CliError> {
+    let Opening { store, id, new } = opening;
+    let resumed = new.is_none();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let (report_tx, report_rx) = mpsc::unbounded_channel();
     let reporter = tokio::spawn(Reporter::new(verbose, output).run(report_rx));
@@ -290,6 +312,45 @@ async fn execute(
     }
     // The reporter ends when the last event sender is gone: the desk's go with the campaign.
     drop(operator);
+    // The campaign's turn on its devices: it starts once one is its own (all, for
+    // `--no-wait` and a schedule slot); the others are waited for by their workers.
+    let req = LeaseRequest {
+        purpose: "campaign".into(),
+        campaign: Some(id.clone()),
+        runbook: Some(runbook.name.clone()),
+        host: context::hostname(),
+        priority: queueing.priority,
+        expect_s: None,
+    };
+    let expect: Vec<(String, f64)> = plan
+        .devices
+        .iter()
+        .filter(|d| opened.contains_key(&d.name))
+        .map(|d| (d.name.clone(), d.device_time_s))
+        .collect();
+    let mut turns = Turns::join(&store, &expect, &req, &events).await?;
+    if !turns.until(queueing.start, &mut stop_rx.clone(), &events).await? {
+        // Not started: nothing of the campaign is left behind (a resumed one stays as it was).
+        let busy: Vec<String> = turns.waiting().iter().map(|(d, b)| format!("{d} is {b}")).collect();
+        drop((turns, events, desk, opened));
+        let _ = relay.await;
+        let _ = reporter.await;
+        if *stop_rx.borrow() {
+            return Err(CliError::new(
+                exit::INTERRUPTED,
+                format!("stopped while waiting for devices; campaign {id} did not start, nothing was recorded"),
+            ));
+        }
+        let fix = match queueing.start {
+            runner::StartWhen::AllNow => "run it without --no-wait to wait its turn, or name other devices",
+            _ => "it waited as long as it may; it runs at its next slot, or start it by hand with `lab run`",
+        };
+        return Err(CliError::busy(format!("{}; fix: {fix}", busy.join("; "))));
+    }
+    match new {
+        Some(record) => store.create_campaign(&record, plan.max_attempts, std::process::id())?,
+        None => store.set_running(&id, std::process::id())?,
+    }
     let campaign = Campaign {
         id: id.clone(),
         lab: lab.clone(),
@@ -300,6 +361,7 @@ async fn execute(
         events,
         shutdown: stop_rx.clone(),
         desk,
+        turns,
     };
     let result = campaign.run(resumed).await;
     let _ = relay.await;

@@ -10,6 +10,7 @@ use super::context;
 use super::exit::{self, CliError};
 use super::run_cmd::{self, Start};
 use crate::config::{Lab, Schedule};
+use crate::runner;
 use crate::schedule::{
     Daemon, DaemonEvent, InstallTarget, Job, JobRunbook, Launch, Launcher, Now, Paths, ReviewReport, RunDueReport,
     SlotAction, SlotOutcome, SlotReport, SlotRunner, checkpoint, due_slots, parse_utc, utc_text,
@@ -229,9 +230,11 @@ impl Launcher for CliLauncher {
                 Start::Generated { text: text.clone(), source: source.clone(), id: id.clone() }
             }
         };
+        let queueing = run_cmd::Queueing { priority: job.priority, start: runner::StartWhen::All(job.deadline) };
         match run_cmd::run_campaign(
             self.lab.clone(),
             start,
+            queueing,
             super::reporter::Output::Human,
             self.verbose,
             self.stop.clone(),
@@ -248,6 +251,7 @@ impl Launcher for CliLauncher {
                 };
                 Launch { outcome, output: o.output }
             }
+            Err(e) if e.busy => Launch { outcome: SlotOutcome::Busy(e.message), output: String::new() },
             Err(e) => {
                 Launch { outcome: SlotOutcome::Failed { code: e.code, message: e.message }, output: String::new() }
             }
@@ -255,12 +259,8 @@ impl Launcher for CliLauncher {
     }
 }
 
-fn hostname() -> String {
-    nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_else(|_| "localhost".into())
-}
-
 fn slot_runner(lab: &Lab, stop: watch::Receiver<bool>) -> Result<SlotRunner<'_>, CliError> {
-    Ok(SlotRunner { lab, store: context::open_store(lab)?, pid: std::process::id(), host: hostname(), stop })
+    Ok(SlotRunner { lab, store: context::open_store(lab)?, pid: std::process::id(), host: context::hostname(), stop })
 }
 
 async fn run_due(lab: Lab, now: Now, only: Option<&str>, verbose: bool) -> Result<(String, u8), CliError> {
@@ -304,7 +304,7 @@ fn exit_code(report: &RunDueReport) -> u8 {
     let rank = |o: &SlotOutcome| match o {
         SlotOutcome::Failed { code, .. } => (5, *code),
         SlotOutcome::Interrupted => (4, exit::INTERRUPTED),
-        SlotOutcome::Unavailable => (3, exit::UNAVAILABLE),
+        SlotOutcome::Unavailable | SlotOutcome::Busy(_) => (3, exit::UNAVAILABLE),
         SlotOutcome::TrialsFailed => (2, exit::TRIALS_FAILED),
         SlotOutcome::Ok => (1, exit::OK),
     };

@@ -13,6 +13,7 @@ use super::context::{self, display_path};
 use super::exit::CliError;
 use super::status_care::{self, BatteryView};
 use super::status_operator;
+use super::status_queue;
 use crate::config::Lab;
 use crate::store::{CampaignRecord, CampaignStatus, DeviceStatusRow, Store, TrialOutcome};
 
@@ -68,6 +69,8 @@ pub struct StatusView {
     pub attested: Vec<status_operator::AttestedLine>,
     /// Battery health from `lab care`'s readings.
     pub batteries: BatteryView,
+    /// Who holds each device, and who waits for it in order, with estimated starts.
+    pub queues: Vec<status_queue::QueueLine>,
 }
 
 pub fn run(lab_arg: Option<&std::path::Path>, args: &StatusArgs) -> Result<String, CliError> {
@@ -181,6 +184,7 @@ pub fn collect(lab: &Lab, store: Option<&Store>) -> Result<StatusView, CliError>
         devices,
         campaigns: lines,
         batteries: status_care::collect(lab, store)?,
+        queues: status_queue::collect(store, chrono::Utc::now())?,
     })
 }
 
@@ -190,6 +194,7 @@ pub fn render(v: &StatusView) -> String {
     let _ =
         writeln!(s, "\nhosts (`lab hosts check` connects to them):\n{}", Table::new(&v.hosts).with(Style::rounded()));
     let _ = writeln!(s, "\ndevices:\n{}", Table::new(&v.devices).with(Style::rounded()));
+    status_queue::render(&mut s, &v.queues);
     status_care::render(&v.batteries, &mut s);
     if v.campaigns.is_empty() {
         let _ = writeln!(s, "\nno campaigns yet; start one with: lab run runbooks/quickstart.toml");

@@ -17,6 +17,7 @@ use super::manifest::{MANIFEST_FILE, Manifest};
 use super::recorder::Recorder;
 use super::status_board::StatusBoard;
 use super::trial::{RunError, TrialContext, blocking, now_rfc3339};
+use super::turns::{Turn, Turns};
 use super::worker::{TrialRows, WorkerEnd, run_device};
 use crate::config::{Lab, OnOffline, Runbook};
 use crate::device::{Device, Identity};
@@ -45,7 +46,14 @@ pub struct Campaign {
     pub shutdown: watch::Receiver<bool>,
     /// Operator steps (the runbook's and a manual tether's) are asked and answered here.
     pub desk: Arc<OperatorDesk>,
+    /// Each device's lease, held or waited for: a worker touches its device only once
+    /// the lease is its campaign's.
+    pub turns: Turns,
 }
+
+/// A device's turn, shared by the workers of a campaign's rounds: the lease stays with
+/// the campaign until it ends.
+type TurnSlot = Arc<tokio::sync::Mutex<Turn>>;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct CampaignSummary {
@@ -187,6 +195,10 @@ impl Campaign {
         // Tethers are shared so that adaptive rounds can hand them to new workers.
         let devices: BTreeMap<String, SharedDevice> =
             std::mem::take(&mut self.devices).into_iter().map(|(name, (d, t))| (name, (d, Arc::from(t)))).collect();
+        let turns: BTreeMap<String, TurnSlot> = std::mem::take(&mut self.turns.turns)
+            .into_iter()
+            .map(|(name, t)| (name, Arc::new(tokio::sync::Mutex::new(t))))
+            .collect();
         // The plan grows only with adaptive repeats; it is copied (once) only then.
         let mut plan = self.plan.clone();
         let mut round = 1;
@@ -194,7 +206,8 @@ impl Campaign {
         let mut down: BTreeMap<String, String> = BTreeMap::new();
         let mut moved_notes = Vec::new();
         let (cancelled, fatal) = loop {
-            let end = self.run_round(&ctx, &devices, &plan, &down, round == 1, resumed, &artifacts, &stop_tx).await?;
+            let end =
+                self.run_round(&ctx, &devices, &turns, &plan, &down, round == 1, resumed, &artifacts, &stop_tx).await?;
             down.extend(end.offline);
             if end.fatal.is_some() {
                 break (false, end.fatal);
@@ -266,6 +279,8 @@ impl Campaign {
         blocking(move || store.finish_campaign(&id, status, &now_rfc3339(), n.as_deref(), fp.as_ref())).await?;
         drop(ctx);
         drop(endpoint);
+        // The devices are free for the next in their queues.
+        drop(turns);
         if let Some(e) = fatal {
             return Err(e);
         }
@@ -337,6 +352,7 @@ impl Campaign {
         &self,
         ctx: &Arc<TrialContext>,
         devices: &BTreeMap<String, SharedDevice>,
+        turns: &BTreeMap<String, TurnSlot>,
         plan: &Arc<Plan>,
         down: &BTreeMap<String, String>,
         first: bool,
@@ -380,14 +396,17 @@ impl Campaign {
                 // Offline earlier in this run: not waited for again until a resume.
                 continue;
             }
-            match devices.get(&name) {
-                Some((device, tether)) => {
+            match (devices.get(&name), turns.get(&name)) {
+                (Some((device, tether)), Some(turn)) => {
                     let ctx = ctx.clone();
                     let (device, tether) = (device.clone(), Box::new(SharedTether(tether.clone())));
-                    let rows = rows.clone();
-                    set.spawn(async move { (name, run_device(ctx, device, tether, rows, queue).await) });
+                    let (rows, turn) = (rows.clone(), turn.clone());
+                    set.spawn(async move { (name, run_device(ctx, device, tether, turn, rows, queue).await) });
                 }
-                None => missing.push(name),
+                (Some(_), None) => {
+                    return Err(RunError::Internal(format!("device {name} was opened without its lease")));
+                }
+                (None, _) => missing.push(name),
             }
         }
         let mut end = RoundEnd {

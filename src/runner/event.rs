@@ -106,6 +106,23 @@ pub enum Event {
         device: String,
         reason: String,
     },
+    /// Someone else has the device (or its turn): the campaign waits in its queue.
+    /// `position`: 1 when next, and `holder` says who is ahead.
+    DeviceWaiting {
+        device: String,
+        position: u32,
+        holder: String,
+    },
+    /// The device waited for is this campaign's now.
+    DeviceAcquired {
+        device: String,
+        waited_s: f64,
+    },
+    /// `lab care` had left the phone's hub port off: switched on before anything else.
+    PortRestored {
+        device: String,
+        port: String,
+    },
     /// After a power-cut untether the device cannot be reached, as expected (its port is
     /// off); the soak goes on and the device's own record is read after re-tether.
     OffUsb {

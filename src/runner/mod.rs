@@ -12,6 +12,7 @@ mod status_board;
 mod trial;
 #[cfg(test)]
 mod trial_tests;
+mod turns;
 mod validity;
 mod worker;
 
@@ -25,5 +26,6 @@ pub use manifest::{
 };
 pub use status_board::StatusBoard;
 pub use trial::{AttemptOutcome, RunError, TrialContext, now_rfc3339, traffic_token};
+pub use turns::{StartWhen, Turn, Turns, WaitingTurn};
 pub use validity::{precondition_violations, soak_violations};
 pub use worker::WorkerEnd;

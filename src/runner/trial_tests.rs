@@ -421,6 +421,7 @@ async fn a_worker_that_fails_stops_its_siblings() {
             Duration::from_secs(60),
             shutdown,
         )),
+        turns: super::Turns::take_now(&store, &["phone-1".into(), "phone-2".into()], &Default::default()).unwrap(),
     };
     let start = tokio::time::Instant::now();
     let err = c.run(false).await.expect_err("a panicking worker is fatal");

@@ -9,6 +9,7 @@ use super::trial::{
     Attempt, AttemptOutcome, RunError, TrialContext, blocking, now_rfc3339, sleep_or_cancel, wait_for_device,
     write_status,
 };
+use super::turns::Turn;
 use crate::device::Device;
 use crate::plan::Plan;
 use crate::store::{BatteryReadingRow, PlannedTrialRow};
@@ -62,12 +63,51 @@ pub async fn run_device(
     ctx: Arc<TrialContext>,
     device: Arc<dyn Device>,
     tether: Box<dyn Tether>,
+    turn: Arc<tokio::sync::Mutex<Turn>>,
     rows: Arc<TrialRows>,
     queue: Vec<(u32, u32)>,
 ) -> Result<WorkerEnd, RunError> {
     let mut queue: VecDeque<(u32, u32)> = queue.into();
     let name = device.name().to_string();
     let mut shutdown = ctx.shutdown.clone();
+
+    // Nothing touches the device before its lease is the campaign's.
+    {
+        let mut slot = turn.lock().await;
+        if let Turn::Waiting(w) = &mut *slot {
+            let since = std::time::Instant::now();
+            match w.taken(&mut shutdown).await? {
+                Some(lease) => {
+                    ctx.events
+                        .emit(Event::DeviceAcquired { device: name.clone(), waited_s: since.elapsed().as_secs_f64() });
+                    *slot = Turn::Held(lease);
+                }
+                None => return Ok(WorkerEnd::Cancelled),
+            }
+        }
+    }
+
+    // A port `lab care` left off is switched on before anything else.
+    let (store, dev) = (ctx.store.clone(), name.clone());
+    if let Some(cut) = blocking(move || store.port_cut(&dev)).await? {
+        match tokio::time::timeout(ctx.runbook.timeouts.tether, tether.retether(device.as_ref())).await {
+            Ok(Ok(())) => {
+                let (store, dev) = (ctx.store.clone(), name.clone());
+                blocking(move || store.clear_port_cut(&dev)).await?;
+                ctx.events.emit(Event::PortRestored { device: name.clone(), port: cut.port });
+            }
+            failed => {
+                let why = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => format!("did not finish within {:?}", ctx.runbook.timeouts.tether),
+                };
+                let reason = format!("`lab care` left port {} off and switching it on failed: {why}", cut.port);
+                set_status(&ctx, &name, "offline").await;
+                ctx.events.emit(Event::DeviceOffline { device: name, reason: reason.clone() });
+                return Ok(WorkerEnd::Offline(reason));
+            }
+        }
+    }
 
     let identified = device.identify().await;
     if let Ok(id) = &identified {

@@ -337,6 +337,8 @@ mod tests {
             notify: NotifySettings::default(),
             seed: Default::default(),
             changes: Default::default(),
+            priority: 0,
+            max_wait: None,
         }
     }
 

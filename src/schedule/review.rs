@@ -60,6 +60,8 @@ pub struct Review<'a> {
     pub campaign: &'a str,
     /// Now, as stored.
     pub at: &'a str,
+    /// Until when a confirmation waits for devices others hold.
+    pub deadline: Option<std::time::Instant>,
 }
 
 /// One earlier slot campaign of the schedule that counts for history and baselines.
@@ -371,6 +373,8 @@ impl Review<'_> {
                 runbook: JobRunbook::Text { text: confirm.text.clone(), source: confirm.source.clone() },
                 id: id.clone(),
                 seed: None,
+                priority: self.schedule.priority,
+                deadline: self.deadline,
             };
             let launch = launcher.launch(&job).await;
             rep.output.push_str(&launch.output);
@@ -387,7 +391,7 @@ impl Review<'_> {
                 rep.interrupted = true;
                 return Ok(());
             }
-            SlotOutcome::Failed { message, .. } => {
+            SlotOutcome::Failed { message, .. } | SlotOutcome::Busy(message) => {
                 return decide_all(FindingState::Inconclusive, &format!("confirmation {id} could not run: {message}"));
             }
             _ => {}

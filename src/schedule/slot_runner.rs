@@ -32,6 +32,8 @@ pub enum SlotOutcome {
     Interrupted,
     /// The campaign could not run: an invalid runbook, a device that cannot be opened.
     Failed { code: u8, message: String },
+    /// Its devices stayed held by others for as long as the slot may wait: who held them.
+    Busy(String),
 }
 
 impl SlotOutcome {
@@ -43,6 +45,7 @@ impl SlotOutcome {
             SlotOutcome::Unavailable => "unavailable".into(),
             SlotOutcome::Interrupted => "interrupted".into(),
             SlotOutcome::Failed { message, .. } => format!("failed: {message}"),
+            SlotOutcome::Busy(holders) => format!("devices busy: {holders}"),
         }
     }
 }
@@ -70,6 +73,10 @@ pub struct Job {
     pub runbook: JobRunbook,
     pub id: String,
     pub seed: Option<u64>,
+    /// Its place in its devices' queues (the schedule's `priority`).
+    pub priority: i32,
+    /// Until when it waits for devices others hold; after that the slot is skipped.
+    pub deadline: Option<std::time::Instant>,
 }
 
 /// Runs a job's campaign: the one in the store under its id is resumed (with the
@@ -192,10 +199,16 @@ impl SlotRunner<'_> {
                 SlotAction::Claimed { pid: current.claimed_pid, host: current.claimed_host, state: current.state },
             ));
         }
-        let job = match (self.new_job(s, due), &row.campaign) {
+        let job = match (self.new_job(s, due, now), &row.campaign) {
             (Ok(job), Some(c)) => Ok(Job { id: c.clone(), ..job }),
             // A campaign in the store resumes from its stored runbook, whatever today's file says.
-            (Err(_), Some(c)) => Ok(Job { runbook: JobRunbook::File(s.runbook.clone()), id: c.clone(), seed: None }),
+            (Err(_), Some(c)) => Ok(Job {
+                runbook: JobRunbook::File(s.runbook.clone()),
+                id: c.clone(),
+                seed: None,
+                priority: s.priority,
+                deadline: wait_deadline(s, due, now),
+            }),
             (job, None) => job,
         };
         let campaign = job.as_ref().ok().map(|j| j.id.clone());
@@ -235,7 +248,7 @@ impl SlotRunner<'_> {
             }
             return Ok(());
         };
-        let job = self.new_job(s, slot);
+        let job = self.new_job(s, slot, now);
         let because =
             format!("missed: at {at} the later slot {} was due too, and only the latest due slot runs", utc_text(slot));
         let skipped: Vec<(String, String)> = due.skipped.iter().map(|d| (utc_text(*d), because.clone())).collect();
@@ -263,10 +276,15 @@ impl SlotRunner<'_> {
                 let mut launch = self.launch(job, launcher).await;
                 let review = self.review(s, slot, campaign.as_deref(), &mut launch, now, launcher).await;
                 self.end(s, slot, &launch.outcome, now)?;
+                let (campaign, action) = match launch.outcome.clone() {
+                    // Never started: no campaign, and the slot is skipped, naming who held its devices.
+                    SlotOutcome::Busy(_) => (None, SlotAction::Skipped { because: launch.outcome.text() }),
+                    outcome => (campaign, SlotAction::Ran(outcome)),
+                };
                 report.slots.push(SlotReport {
                     output: launch.output,
                     review,
-                    ..self.report(s, slot, campaign, SlotAction::Ran(launch.outcome))
+                    ..self.report(s, slot, campaign, action)
                 });
             }
         }
@@ -289,9 +307,18 @@ impl SlotRunner<'_> {
         if !matches!(launch.outcome, SlotOutcome::Ok | SlotOutcome::TrialsFailed) {
             return None;
         }
+        let deadline = wait_deadline(s, due, now);
         let due = utc_text(due);
         let at = utc_text(now.get());
-        let review = super::Review { lab: self.lab, store: &self.store, schedule: s, due_utc: &due, campaign, at: &at };
+        let review = super::Review {
+            lab: self.lab,
+            store: &self.store,
+            schedule: s,
+            due_utc: &due,
+            campaign,
+            at: &at,
+            deadline,
+        };
         let report = match review.run(launcher).await {
             Ok(r) => r,
             Err(e) => super::ReviewReport { notes: vec![format!("the review stopped: {e}")], ..Default::default() },
@@ -314,7 +341,7 @@ impl SlotRunner<'_> {
     /// names it) and the slot's seed; or the outcome of a runbook that cannot be read.
     /// The runbook's phone builds are kept in the build cache first, so a confirmation
     /// can run this build again after next week's nightly replaced the file.
-    fn new_job(&self, s: &Schedule, due: DateTime<Utc>) -> Result<Job, SlotOutcome> {
+    fn new_job(&self, s: &Schedule, due: DateTime<Utc>, now: Now) -> Result<Job, SlotOutcome> {
         let runbook = crate::config::load_runbook(&s.runbook, self.lab)
             .map_err(|e| SlotOutcome::Failed { code: 2, message: e.to_string() })?;
         let id = self
@@ -332,11 +359,21 @@ impl SlotRunner<'_> {
             SeedPolicy::PerSlot => Some(slot_seed(runbook.seed, &s.name, due)),
             SeedPolicy::Runbook => None,
         };
-        Ok(Job { runbook: JobRunbook::File(s.runbook.clone()), id, seed })
+        Ok(Job {
+            runbook: JobRunbook::File(s.runbook.clone()),
+            id,
+            seed,
+            priority: s.priority,
+            deadline: wait_deadline(s, due, now),
+        })
     }
 
     fn end(&self, s: &Schedule, due: DateTime<Utc>, outcome: &SlotOutcome, now: Now) -> Result<(), ScheduleError> {
-        let state = if *outcome == SlotOutcome::Interrupted { SlotState::Interrupted } else { SlotState::Finished };
+        let state = match outcome {
+            SlotOutcome::Interrupted => SlotState::Interrupted,
+            SlotOutcome::Busy(_) => SlotState::Skipped,
+            _ => SlotState::Finished,
+        };
         self.store.end_slot(&s.name, &utc_text(due), state, &outcome.text(), &utc_text(now.get()))?;
         Ok(())
     }
@@ -352,6 +389,19 @@ impl SlotRunner<'_> {
             output: String::new(),
         }
     }
+}
+
+/// Until when a slot due at `due` waits for devices others hold: `max_wait` from now, or
+/// else until the schedule's next slot after `due`.
+pub fn wait_deadline(s: &Schedule, due: DateTime<Utc>, now: Now) -> Option<std::time::Instant> {
+    let wait = match s.max_wait {
+        Some(w) => w,
+        None => {
+            let next = super::due::next_after(s, due, due)?;
+            (next - now.get()).to_std().unwrap_or_default()
+        }
+    };
+    std::time::Instant::now().checked_add(wait)
 }
 
 /// A slot's seed: the runbook's, the schedule's name and the due time, so weeks differ

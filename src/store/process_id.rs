@@ -24,11 +24,6 @@ impl ProcessId {
         ProcessId { pid, start: start_ticks(pid) }
     }
 
-    /// A process as a row names it: its pid and start columns.
-    pub(super) fn from_columns(pid: u32, start: Option<i64>) -> ProcessId {
-        ProcessId { pid, start: start_from_column(start) }
-    }
-
     /// The start time as the store's column holds it.
     pub(super) fn start_column(&self) -> Option<i64> {
         self.start.map(|t| t as i64)

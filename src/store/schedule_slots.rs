@@ -243,7 +243,10 @@ impl Store {
     ) -> Result<(), StoreError> {
         let conn = self.lock();
         conn.execute(
-            "UPDATE schedule_slots SET state = ?3, outcome = ?4, finished_at = ?5 WHERE schedule = ?1 AND due_utc = ?2",
+            // A slot skipped at its end (its devices stayed busy) says why as skipped ones do.
+            "UPDATE schedule_slots SET state = ?3, outcome = ?4, finished_at = ?5,
+                skipped_because = CASE WHEN ?3 = 'skipped' THEN ?4 ELSE skipped_because END
+             WHERE schedule = ?1 AND due_utc = ?2",
             params![schedule, due_utc, state.as_str(), outcome, at],
         )?;
         Ok(())

@@ -386,6 +386,37 @@ pub const MIGRATIONS: &[&str] = &[
         since       TEXT NOT NULL
     );
     "#,
+    // 16: the queue for each device (`store/queue.rs`): waiters in order of priority, then
+    // ticket (arrival); each holds an flock on `<device>.wait-<token>.lock` while its row is
+    // there, which the one behind it sleeps on. A holder's row says which runbook it runs,
+    // its priority and how long it expects to hold the device, for the queue's estimates.
+    // `port_cuts`: the phones whose hub port `lab care` left off; the next holder switches
+    // it on before it uses the phone.
+    r#"
+    ALTER TABLE device_leases ADD COLUMN runbook TEXT;
+    ALTER TABLE device_leases ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE device_leases ADD COLUMN expect_s REAL;
+    CREATE TABLE device_queue (
+        ticket      INTEGER PRIMARY KEY AUTOINCREMENT,
+        device      TEXT NOT NULL,
+        priority    INTEGER NOT NULL,
+        purpose     TEXT NOT NULL,
+        campaign    TEXT,
+        runbook     TEXT,
+        host        TEXT NOT NULL,
+        pid         INTEGER NOT NULL,
+        pid_start   INTEGER,
+        since       TEXT NOT NULL,
+        expect_s    REAL,
+        token       TEXT NOT NULL
+    );
+    CREATE INDEX device_queue_order ON device_queue (device, priority DESC, ticket);
+    CREATE TABLE port_cuts (
+        device      TEXT PRIMARY KEY,
+        port        TEXT NOT NULL,
+        since       TEXT NOT NULL
+    );
+    "#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<u32> {
@@ -480,6 +511,8 @@ mod tests {
     /// keyed by (campaign, trial_idx, attempt, seq), their rowids in the order written,
     /// no id ranges in `attempt_report`.
     const BACK_TO_12: &str = "
+        DROP TABLE port_cuts;
+        DROP TABLE device_queue;
         DROP TABLE device_leases;
         ALTER TABLE campaigns DROP COLUMN runner_start;
         ALTER TABLE schedule_slots DROP COLUMN claimed_start;

@@ -853,23 +853,6 @@ impl Store {
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
-
-    /// The running campaign `device` is working for, if its runner is alive: `lab care`
-    /// leaves such a device alone.
-    pub fn campaign_using(&self, device: &str) -> Result<Option<CampaignId>, StoreError> {
-        let conn = self.lock();
-        let row: Option<(String, Option<u32>, Option<i64>)> = conn
-            .query_row(
-                "SELECT c.id, c.runner_pid, c.runner_start FROM device_status d JOIN campaigns c ON c.id = d.campaign
-                 WHERE d.device = ?1 AND c.status = 'running'",
-                [device],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .optional()?;
-        Ok(row
-            .filter(|(_, pid, start)| pid.is_some_and(|pid| ProcessId::from_columns(pid, *start).alive()))
-            .map(|(id, ..)| id))
-    }
 }
 
 /// [`Store::report_stamp`] on `conn` (inside a read transaction: the stamp of what it reads).

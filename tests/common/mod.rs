@@ -119,6 +119,13 @@ impl TempLab {
         c
     }
 
+    /// `lab --lab <this lab> ARGS` as a std `Command`, to be spawned and run alongside others.
+    pub fn process(&self, args: &[&str]) -> std::process::Command {
+        let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("lab"));
+        c.current_dir(root()).arg("--lab").arg(&self.lab).args(args).env_remove("LAB_CONFIG");
+        c
+    }
+
     /// Ids of the store's campaigns, newest first.
     pub fn campaigns(&self) -> Vec<String> {
         if !self.store().exists() {

@@ -230,3 +230,39 @@ fn every_campaign_run_stores_each_phones_battery_health_for_the_trend() {
     );
     assert_eq!(rows, ["loose - 100.0 0 sim"], "one reading when the campaign started, with no level");
 }
+
+/// Holds `device`'s lease in this process, as a running campaign `c-held` would.
+fn hold(lab: &TempLab, device: &str) -> lab::store::DeviceLease {
+    use lab::store::{LeaseRequest, Store};
+    let store = Store::open(&lab.store()).unwrap();
+    let req = LeaseRequest {
+        purpose: "campaign".into(),
+        campaign: Some("c-held".into()),
+        runbook: Some("audit".into()),
+        host: "bench-1".into(),
+        ..LeaseRequest::default()
+    };
+    store.try_lease(device, &req).unwrap().unwrap()
+}
+
+#[test]
+fn care_never_switches_the_port_of_a_phone_another_holds() {
+    let lab = lab();
+    let hubs = Hubs::new(&hub());
+    let held = hold(&lab, "full");
+    let out = lab.cmd(&["care", "--once", "--device", "full", "--device", "low"]).envs(hubs.env()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("full: left alone: held by campaign c-held (runbook audit) on bench-1"), "{stdout}");
+    let calls: Vec<String> = hubs.calls().into_iter().map(|(args, _)| args).collect();
+    assert!(!calls.iter().any(|c| c.starts_with("-l 1-1 -p 1")), "care switched the held phone's port: {calls:?}");
+
+    // Let go, `full` (85 %) is care's again: cut, and on again when care stops.
+    drop(held);
+    let out = lab.cmd(&["care", "--once", "--device", "full"]).envs(hubs.env()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let calls: Vec<String> = hubs.calls().into_iter().map(|(args, _)| args).collect();
+    let switches = common::uhubctl::switches_with_their_listings(&calls);
+    assert_eq!(switches, ["-l 1-1 -p 1 -a off", "-l 1-1 -p 1 -a on"], "{calls:?}");
+    assert!(lab.sql::<String>("SELECT device FROM port_cuts").is_empty(), "a port on again is not a cut");
+}

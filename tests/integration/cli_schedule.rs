@@ -451,3 +451,57 @@ fn install_cron_prints_a_frequent_trigger() {
         )
     );
 }
+
+/// Holds `device`'s lease in this process, as an engineer's ad-hoc campaign `adhoc-1`.
+fn hold(lab: &TempLab, device: &str) -> lab::store::DeviceLease {
+    use lab::store::{LeaseRequest, Store};
+    let store = Store::open(&lab.store()).unwrap();
+    let req = LeaseRequest {
+        purpose: "campaign".into(),
+        campaign: Some("adhoc-1".into()),
+        runbook: Some("tiny".into()),
+        host: "laptop-7".into(),
+        ..LeaseRequest::default()
+    };
+    store.try_lease(device, &req).unwrap().unwrap()
+}
+
+#[test]
+fn a_slot_waits_for_its_phones_and_one_held_past_max_wait_is_skipped_naming_the_holder() {
+    let lab = scheduled_lab(WEEKLY, 2);
+    at(&lab, BEFORE, &["schedule", "run-due"]).assert().success();
+    let held = hold(&lab, "sim-pixel-2");
+    let runner = spawn_schedule(&lab, AFTER_SLOT, "run-due", Stdio::piped());
+    let until = Instant::now() + Duration::from_secs(60);
+    while lab.try_sql::<i64>("SELECT ticket FROM device_queue").map(|t| t.len()).unwrap_or(0) != 1 {
+        assert!(Instant::now() < until, "the slot never queued for sim-pixel-2");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(lab.campaigns().is_empty(), "the slot started before all its phones were its own");
+    drop(held);
+    let out = runner.wait_with_output().unwrap();
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        text.contains("[sim-pixel-2] waiting its turn (number 1 in its queue): held by campaign adhoc-1"),
+        "{text}"
+    );
+    assert_eq!(slots(&lab), [format!("{SLOT} finished ok")]);
+    assert_eq!(lab.sql::<i64>("SELECT COUNT(*) FROM attempts WHERE status = 'valid'"), [8]);
+
+    // The next week, the phone is held for longer than the slot may wait: skipped, naming who.
+    let lab = scheduled_lab(&format!("{WEEKLY}max_wait = \"1s\"\npriority = 5\n"), 2);
+    at(&lab, BEFORE, &["schedule", "run-due"]).assert().success();
+    let held = hold(&lab, "sim-pixel-2");
+    let out = at(&lab, AFTER_SLOT, &["schedule", "run-due"]).timeout(Duration::from_secs(60)).output().unwrap();
+    drop(held);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    let because = "devices busy: sim-pixel-2 is held by campaign adhoc-1 (runbook tiny) on laptop-7";
+    assert!(text.contains(&format!("skipped; {because}")), "{text}");
+    let row = &slots(&lab)[0];
+    assert!(row.starts_with(&format!("{SLOT} skipped {because}")), "{row}");
+    assert!(lab.campaigns().is_empty(), "a skipped slot leaves no campaign");
+    assert!(lab.sql::<i64>("SELECT ticket FROM device_queue").is_empty(), "nor a place in a queue");
+}

@@ -76,6 +76,32 @@ fn a_phone_on_the_stand_in_hub_leaves_the_bus_for_each_soak_and_comes_back() {
     assert_eq!(lab.sql::<String>("SELECT DISTINCT untether FROM attempts"), ["power-cut"]);
 }
 
+/// `lab care` left the phone's port off (and died, or the campaign took the phone between
+/// its passes): the campaign switches it on before it touches the phone.
+#[test]
+fn a_port_lab_care_left_off_is_switched_on_before_the_campaign_touches_the_phone() {
+    let hubs = Hubs::new(&json!({}));
+    let events = hubs.dir.path().join("events");
+    std::fs::write(&hubs.state, hub_with_phone(&events, json!({})).to_string()).unwrap();
+    let (lab, runbook) = campaign("", "local", "{ uhubctl = { location = \"1-1\", port = 2 } }");
+    assert!(hubs.command(&["-l", "1-1", "-p", "2", "-a", "off"]).status().unwrap().success());
+    assert!(!hubs.powered("1-1", 2));
+    let store = lab::store::Store::open(&lab.store()).unwrap();
+    store.set_port_cut("pixel", "1-1:2", "2026-12-04T12:00:00Z").unwrap();
+    drop(store);
+    let before = hubs.calls().len();
+
+    let out = lab.cmd(&["run", runbook.to_str().unwrap()]).envs(hubs.env()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("[pixel] port 1-1:2 was left off by `lab care`: switched on"), "{stdout}");
+    assert_eq!(lab.sql::<i64>("SELECT COUNT(*) FROM attempts WHERE status = 'valid'"), [2], "{stdout}");
+    let calls: Vec<String> = hubs.calls().into_iter().skip(before).map(|(args, _)| args).collect();
+    assert_eq!(calls[0], "-l 1-1 -p 2 -a on", "the first thing done is switching the port on: {calls:?}");
+    assert!(lab.sql::<String>("SELECT device FROM port_cuts").is_empty());
+    assert!(hubs.powered("1-1", 2));
+}
+
 #[test]
 fn a_port_that_keeps_vbus_gives_invalid_trials_that_name_the_hub_port() {
     let hubs = Hubs::new(&json!({}));

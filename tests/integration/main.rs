@@ -60,6 +60,7 @@ mod remote_host;
 mod remote_tether;
 mod runner_time;
 mod schedule_regression;
+mod shared_lab;
 mod ssh_forward;
 mod ssh_transport;
 mod uhubctl_standin;

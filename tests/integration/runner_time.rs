@@ -47,6 +47,8 @@ fn campaign(
         runbook.timeouts.operator,
         shutdown.clone(),
     ));
+    let names: Vec<String> = devices.keys().cloned().collect();
+    let turns = runner::Turns::take_now(&store, &names, &Default::default()).unwrap();
     Campaign {
         id: id.into(),
         lab,
@@ -57,6 +59,7 @@ fn campaign(
         events,
         shutdown,
         desk,
+        turns,
     }
 }
 

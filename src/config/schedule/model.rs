@@ -27,6 +27,11 @@ pub struct Schedule {
     pub seed: SeedPolicy,
     /// `[schedule.changes]`: how the history's change points are found (Otava's defaults).
     pub changes: ChangePointOptions,
+    /// The slot's place in its devices' queues: higher goes first (`lab run --priority`).
+    pub priority: i32,
+    /// How long a slot waits for devices others hold before it is skipped; `None`: until
+    /// the schedule's next slot.
+    pub max_wait: Option<std::time::Duration>,
 }
 
 /// `seed`: which seed a scheduled campaign runs with.

@@ -15,8 +15,9 @@ use crate::config::syntax::suggest::closest;
 use crate::config::syntax::table::{Field, Table};
 use crate::stats::ChangePointOptions;
 
-const SCHEDULE_KEYS: &[&str] =
-    &["name", "cron", "timezone", "runbook", "baseline", "confirm", "notify", "seed", "changes"];
+const SCHEDULE_KEYS: &[&str] = &[
+    "name", "cron", "timezone", "runbook", "baseline", "confirm", "notify", "seed", "changes", "priority", "max_wait",
+];
 const CHANGES_KEYS: &[&str] = &["window_len", "max_pvalue", "min_magnitude"];
 const CONFIRM_KEYS: &[&str] = &["enabled", "min_trials_per_arm", "max_trials_per_arm"];
 const NOTIFY_KEYS: &[&str] = &["webhook", "command"];
@@ -63,10 +64,24 @@ pub(crate) fn read_schedules(root: &Table, p: &mut Problems, base: &Path) -> Vec
             _ => SeedPolicy::PerSlot,
         };
         let changes = read_changes(t, p);
+        let priority = t.get("priority").and_then(|f| f.integer_in(p, -1000, 1000)).unwrap_or(0) as i32;
+        let max_wait = t.get("max_wait").and_then(|f| f.duration(p));
         if let (Some(name), Some(cron), Some(timezone), Some(runbook), true) =
             (name, cron, timezone, runbook, p.len() == before)
         {
-            out.push(Schedule { name, cron, timezone, runbook, baseline, confirm, notify, seed, changes });
+            out.push(Schedule {
+                name,
+                cron,
+                timezone,
+                runbook,
+                baseline,
+                confirm,
+                notify,
+                seed,
+                changes,
+                priority,
+                max_wait,
+            });
         }
     }
     out

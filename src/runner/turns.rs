@@ -1,0 +1,210 @@
+//! A campaign's turns on its devices: each device's lease, held or waited for in the
+//! device's queue (`store/queue.rs`). A device that is held by someone else is waited for
+//! by a thread of its own that sleeps in the kernel until its turn: nothing in the
+//! orchestrator wakes up for it.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Instant;
+
+use tokio::sync::{oneshot, watch};
+
+use super::event::{Event, EventSink};
+use super::trial::{RunError, blocking};
+use crate::store::{DeviceLease, LeaseRequest, QueueTicket, Store, StoreError};
+
+/// One device's turn.
+#[derive(Debug)]
+pub enum Turn {
+    /// The lease is this campaign's.
+    Held(DeviceLease),
+    /// Waiting in the device's queue.
+    Waiting(WaitingTurn),
+}
+
+/// A place in a device's queue, being waited on. Dropping it leaves the queue.
+#[derive(Debug)]
+pub struct WaitingTurn {
+    ticket: Arc<QueueTicket>,
+    rx: oneshot::Receiver<Result<Option<DeviceLease>, StoreError>>,
+    since: Instant,
+    /// Who had the device or its turn when the wait began, in words.
+    pub busy: String,
+}
+
+impl WaitingTurn {
+    fn start(ticket: Arc<QueueTicket>, busy: String) -> Result<WaitingTurn, RunError> {
+        let (tx, rx) = oneshot::channel();
+        let t = ticket.clone();
+        std::thread::Builder::new()
+            .name(format!("queue {}", ticket.device()))
+            .spawn(move || {
+                // A lease nobody is there to take any more (the wait was dropped) is given back.
+                if let Err(Ok(Some(lease))) = tx.send(t.wait()) {
+                    drop(lease);
+                }
+            })
+            .map_err(|e| RunError::Internal(format!("cannot start the thread that waits for a device: {e}")))?;
+        Ok(WaitingTurn { ticket, rx, since: Instant::now(), busy })
+    }
+
+    /// The lease, once it is this campaign's turn; `None` when `stop` is set first (the
+    /// place in the queue is then given up).
+    pub async fn taken(&mut self, stop: &mut watch::Receiver<bool>) -> Result<Option<DeviceLease>, RunError> {
+        tokio::select! {
+            got = &mut self.rx => got
+                .map_err(|_| RunError::Internal(format!("the wait for {} ended without an answer", self.ticket.device())))?
+                .map_err(RunError::from),
+            _ = stop.wait_for(|s| *s) => {
+                self.ticket.cancel();
+                Ok(None)
+            }
+        }
+    }
+}
+
+impl Drop for WaitingTurn {
+    fn drop(&mut self) {
+        self.ticket.cancel();
+    }
+}
+
+/// What to wait for before a campaign starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartWhen {
+    /// Every device now, or not at all (`lab run --no-wait`).
+    AllNow,
+    /// As soon as one device is this campaign's: the rest are waited for by their
+    /// workers (`lab run`).
+    AnyFree,
+    /// Every device, waiting for them until the deadline (a schedule slot).
+    All(Option<Instant>),
+}
+
+/// Every device's turn, by name.
+#[derive(Debug, Default)]
+pub struct Turns {
+    pub turns: BTreeMap<String, Turn>,
+}
+
+impl Turns {
+    /// Joins the queue of each device (`expect_s`: how long the campaign expects to hold
+    /// it): those free and with nobody ahead are held at once; the others are waited for,
+    /// each announced with who has it.
+    pub async fn join(
+        store: &Store,
+        devices: &[(String, f64)],
+        req: &LeaseRequest,
+        events: &EventSink,
+    ) -> Result<Turns, RunError> {
+        let mut turns = BTreeMap::new();
+        for (device, expect_s) in devices {
+            let (store, device, req) =
+                (store.clone(), device.clone(), LeaseRequest { expect_s: Some(*expect_s), ..req.clone() });
+            let dev = device.clone();
+            let (ticket, first) = blocking(move || {
+                let ticket = store.enqueue(&dev, &req)?;
+                let first = ticket.try_take()?;
+                let ahead = match &first {
+                    Ok(_) => 0,
+                    Err(_) => ticket.ahead()?.len(),
+                };
+                Ok((ticket, first.map_err(|busy| (busy.describe(), ahead))))
+            })
+            .await?;
+            let turn = match first {
+                Ok(lease) => Turn::Held(lease),
+                Err((busy, ahead)) => {
+                    events.emit(Event::DeviceWaiting {
+                        device: device.clone(),
+                        position: ahead as u32 + 1,
+                        holder: busy.clone(),
+                    });
+                    Turn::Waiting(WaitingTurn::start(ticket, busy)?)
+                }
+            };
+            turns.insert(device, turn);
+        }
+        Ok(Turns { turns })
+    }
+
+    /// Every device's lease now, or an error naming the first that is busy (blocking; for
+    /// a caller that must not wait, such as a test that owns its store).
+    pub fn take_now(store: &Store, devices: &[String], req: &LeaseRequest) -> Result<Turns, RunError> {
+        let mut turns = BTreeMap::new();
+        for d in devices {
+            match store.try_lease(d, req)? {
+                Ok(lease) => turns.insert(d.clone(), Turn::Held(lease)),
+                Err(busy) => return Err(RunError::Internal(format!("{d} is {}", busy.describe()))),
+            };
+        }
+        Ok(Turns { turns })
+    }
+
+    /// The devices still waited for, with who had them.
+    pub fn waiting(&self) -> Vec<(&str, &str)> {
+        self.turns
+            .iter()
+            .filter_map(|(d, t)| match t {
+                Turn::Waiting(w) => Some((d.as_str(), w.busy.as_str())),
+                Turn::Held(_) => None,
+            })
+            .collect()
+    }
+
+    /// Waits until `when` is met: `false` when it cannot be (a device is held with
+    /// `AllNow`, the deadline passed) or `stop` was set first.
+    pub async fn until(
+        &mut self,
+        when: StartWhen,
+        stop: &mut watch::Receiver<bool>,
+        events: &EventSink,
+    ) -> Result<bool, RunError> {
+        loop {
+            let held = self.turns.values().filter(|t| matches!(t, Turn::Held(_))).count();
+            let met = match when {
+                StartWhen::AnyFree => held > 0 || self.turns.is_empty(),
+                StartWhen::AllNow | StartWhen::All(_) => held == self.turns.len(),
+            };
+            if met {
+                return Ok(true);
+            }
+            if when == StartWhen::AllNow || *stop.borrow() {
+                return Ok(false);
+            }
+            let deadline = match when {
+                StartWhen::All(Some(d)) => Some(tokio::time::Instant::from_std(d)),
+                _ => None,
+            };
+            let next = std::future::poll_fn(|cx| {
+                for (device, turn) in self.turns.iter_mut() {
+                    if let Turn::Waiting(w) = turn
+                        && let Poll::Ready(got) = Pin::new(&mut w.rx).poll(cx)
+                    {
+                        return Poll::Ready((device.clone(), got, w.since));
+                    }
+                }
+                Poll::Pending
+            });
+            let sleep = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                (device, got, since) = next => {
+                    let got = got.map_err(|_| RunError::Internal(format!("the wait for {device} ended without an answer")))??;
+                    let Some(lease) = got else { return Ok(false) };
+                    events.emit(Event::DeviceAcquired { device: device.clone(), waited_s: since.elapsed().as_secs_f64() });
+                    self.turns.insert(device, Turn::Held(lease));
+                }
+                _ = stop.wait_for(|s| *s) => return Ok(false),
+                _ = sleep => return Ok(false),
+            }
+        }
+    }
+}
