@@ -181,3 +181,37 @@ fn ctrl_c_while_queued_leaves_nothing_and_a_killed_holder_frees_the_device_at_on
     let (code, out) = finish(waiter);
     assert_eq!(code, 0, "{out}");
 }
+
+/// One of the quickstart's phones is held: the campaign starts on the other three at once,
+/// and the held one's trials run once it is let go.
+#[test]
+fn a_campaign_starts_on_the_free_devices_while_a_held_one_is_waited_for() {
+    use lab::store::{LeaseRequest, Store};
+    let lab = TempLab::new();
+    let store = Store::open(&lab.store()).unwrap();
+    let req = LeaseRequest { purpose: "care".into(), host: "shelf-1".into(), ..LeaseRequest::default() };
+    let held = store.try_lease("sim-pixel-2", &req).unwrap().unwrap();
+    let run = spawn(&lab, &["run", "runbooks/quickstart.toml"]);
+    let on = |device: &str| {
+        lab.try_sql::<i64>(&format!(
+            "SELECT count(*) FROM attempts a JOIN trials t ON t.campaign = a.campaign AND t.idx = a.trial_idx
+             WHERE t.device = '{device}'"
+        ))
+        .ok()
+        .and_then(|v| v.first().copied())
+        .unwrap_or(0)
+    };
+    // The other phones finish their trials (4 each) while sim-pixel-2 is held.
+    wait_until("the free phones ran their trials", || {
+        ["sim-iphone-1", "sim-iphone-2", "sim-pixel-1"].iter().all(|d| on(d) == 4)
+    });
+    assert_eq!(on("sim-pixel-2"), 0, "a held phone was used");
+    drop(held);
+    let (code, out) = finish(run);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("[sim-pixel-2] waiting its turn (number 1 in its queue): held by `lab care` on shelf-1"),
+        "{out}"
+    );
+    assert_eq!(on("sim-pixel-2"), 4);
+}
