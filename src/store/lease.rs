@@ -1,21 +1,21 @@
-//! Device leases on this store: one holder per device at a time.
+//! Device leases: one holder per device at a time, on either backend.
 //!
-//! The exclusion is an `flock(2)` on `<store>.locks/<device>.lock`, held through the
-//! holder's open file: the kernel enforces it between processes (and between two stores
-//! opened in one process), frees it the moment the holder's process dies, SIGKILL
-//! included, and wakes a waiter blocked on it then, without anybody polling. The
-//! `device_leases` row says who holds the device (purpose, campaign, process, host, since)
-//! for `lab status` and for a refusal's message; a row whose process is gone is stale and
-//! is taken over by the next holder. Waiting for a device, in order, is `queue.rs`.
+//! The exclusion is a lock that dies with its holder ([`Locks`]): an `flock(2)` on
+//! `<store>.locks/<device>.lock` next to a SQLite store, a session-level advisory lock on
+//! PostgreSQL. It is enforced by the kernel or the server, not by a look at a row; it is
+//! freed the moment its holder dies, SIGKILL included; and a waiter blocked on it wakes
+//! then, without anybody polling. The `device_leases` row says who holds the device
+//! (purpose, campaign, process, host, since) for `lab status` and for a refusal's message;
+//! a row whose owner no longer holds its lock is stale and is taken over by the next
+//! holder. Waiting for a device, in order, is `queue.rs`.
 
-use std::fs::{File, OpenOptions};
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
 use super::ProcessId;
+use super::backend::vals;
+use super::backend::{Conn, Db, DbError, FileLocks, Held, LockName, Locks, Owner, PgLocks, PgOwner, PgUrl, Row};
 use super::process_id::start_from_column;
 use super::queue::Busy;
 use super::sqlite::{Store, StoreError};
@@ -80,6 +80,10 @@ impl LeaseHolder {
         ProcessId { pid: self.pid, start: self.start }
     }
 
+    fn owner(&self) -> Owner {
+        Owner { pid: self.pid, start: self.start, lock: LockName::Device(self.device.clone()) }
+    }
+
     /// One line naming the holder, for a refusal or a wait: campaign (runbook) on host,
     /// pid, since, and when it expects to be done.
     pub fn describe(&self) -> String {
@@ -97,13 +101,106 @@ impl LeaseHolder {
     }
 }
 
+/// Where a store's leases are: its rows, and its locks.
+#[derive(Debug, Clone)]
+pub struct LeaseSpace {
+    pub(super) db: Db,
+    pub(super) locks: Arc<dyn Locks>,
+}
+
+impl LeaseSpace {
+    /// A PostgreSQL store's leases (its lease tables made if missing).
+    pub fn postgres(url: &PgUrl) -> Result<LeaseSpace, StoreError> {
+        let owner = PgOwner::connect(url).map_err(db_err)?;
+        owner.call(|c| c.batch(super::backend::PG_LEASE_TABLES)).map_err(db_err)?;
+        let locks = PgLocks::new(url).map_err(db_err)?;
+        Ok(LeaseSpace { db: Db::Postgres(Arc::new(owner)), locks: Arc::new(locks) })
+    }
+
+    /// The lease of `device` if nobody holds it and nobody waits for it; else who does.
+    pub fn try_lease(&self, device: &str, req: &LeaseRequest) -> Result<Result<DeviceLease, Busy>, StoreError> {
+        self.enqueue(device, req)?.try_take()
+    }
+
+    /// The lease of `device`, waiting in its queue as long as it is held: the calling
+    /// thread sleeps until its turn (call it on a blocking thread).
+    pub fn lease(&self, device: &str, req: &LeaseRequest) -> Result<DeviceLease, StoreError> {
+        let ticket = self.enqueue(device, req)?;
+        ticket.wait()?.ok_or_else(|| StoreError::Internal(format!("waiting for {device}: cancelled")))
+    }
+
+    /// The lease of a device whose lock `held` is this process's and whose holder's row
+    /// is written ([`write_holder`]).
+    pub(super) fn lease_of(&self, device: &str, held: Box<dyn Held>) -> DeviceLease {
+        DeviceLease { device: device.to_string(), db: self.db.clone(), _held: held }
+    }
+
+    /// The live holder of `device`'s lease, if any (a row whose owner let go of its lock is stale).
+    pub fn lease_holder(&self, device: &str) -> Result<Option<LeaseHolder>, StoreError> {
+        let device = device.to_string();
+        let rows = self
+            .db
+            .call(move |c| c.query(&format!("SELECT {COLUMNS} FROM device_leases WHERE device = ?1"), &vals![&device]))
+            .map_err(db_err)?;
+        Ok(self.live(rows)?.into_iter().next())
+    }
+
+    /// Every live holder, by device name.
+    pub fn lease_holders(&self) -> Result<Vec<LeaseHolder>, StoreError> {
+        let rows = self
+            .db
+            .call(|c| c.query(&format!("SELECT {COLUMNS} FROM device_leases ORDER BY device"), &[]))
+            .map_err(db_err)?;
+        self.live(rows)
+    }
+
+    fn live(&self, rows: Vec<Row>) -> Result<Vec<LeaseHolder>, StoreError> {
+        let holders = rows.iter().map(holder_row).collect::<Result<Vec<_>, _>>().map_err(db_err)?;
+        Ok(holders.into_iter().filter(|h| self.locks.alive(&h.owner())).collect())
+    }
+}
+
+impl Store {
+    /// This store's leases: its rows, and the lock files in [`Store::lock_dir`].
+    pub fn leases(&self) -> LeaseSpace {
+        LeaseSpace { db: Db::Sqlite(self.conn.clone()), locks: Arc::new(FileLocks { dir: self.lock_dir() }) }
+    }
+
+    /// Where the lock files are: `<store file>.locks/`.
+    pub fn lock_dir(&self) -> std::path::PathBuf {
+        let mut name = self.path().as_os_str().to_owned();
+        name.push(".locks");
+        std::path::PathBuf::from(name)
+    }
+
+    /// [`LeaseSpace::try_lease`] on this store.
+    pub fn try_lease(&self, device: &str, req: &LeaseRequest) -> Result<Result<DeviceLease, Busy>, StoreError> {
+        self.leases().try_lease(device, req)
+    }
+
+    /// [`LeaseSpace::lease`] on this store.
+    pub fn lease(&self, device: &str, req: &LeaseRequest) -> Result<DeviceLease, StoreError> {
+        self.leases().lease(device, req)
+    }
+
+    /// [`LeaseSpace::lease_holder`] on this store.
+    pub fn lease_holder(&self, device: &str) -> Result<Option<LeaseHolder>, StoreError> {
+        self.leases().lease_holder(device)
+    }
+
+    /// [`LeaseSpace::lease_holders`] on this store.
+    pub fn lease_holders(&self) -> Result<Vec<LeaseHolder>, StoreError> {
+        self.leases().lease_holders()
+    }
+}
+
 /// A held lease: the device is this holder's until it is dropped (or its process dies).
 #[derive(Debug)]
 pub struct DeviceLease {
     device: String,
-    conn: Arc<Mutex<Connection>>,
-    /// The locked file: closing it releases the lock.
-    _file: File,
+    db: Db,
+    /// The device's lock: dropping it releases it.
+    _held: Box<dyn Held>,
 }
 
 impl DeviceLease {
@@ -114,96 +211,44 @@ impl DeviceLease {
 
 impl Drop for DeviceLease {
     fn drop(&mut self) {
-        // The row first, then the lock (when `_file` closes): the next holder writes its own.
-        let me = std::process::id();
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        // Best effort: a row left behind names a dead or finished holder and is replaced.
-        let _ = conn.execute("DELETE FROM device_leases WHERE device = ?1 AND pid = ?2", params![self.device, me]);
+        // The row first, then the lock (when `_held` goes): the next holder writes its own.
+        let (device, me) = (self.device.clone(), std::process::id());
+        // Best effort: a row left behind names a holder without its lock, and is replaced.
+        let _ = self
+            .db
+            .call(move |c| c.execute("DELETE FROM device_leases WHERE device = ?1 AND pid = ?2", &vals![&device, me]));
     }
 }
 
-impl Store {
-    /// Where the lock files are: `<store file>.locks/`.
-    pub fn lock_dir(&self) -> PathBuf {
-        let mut name = self.path().as_os_str().to_owned();
-        name.push(".locks");
-        PathBuf::from(name)
-    }
+/// Writes (in `c`) the holder's row of a device whose lock this process holds.
+pub(super) fn write_holder(c: &mut dyn Conn, device: &str, req: &LeaseRequest) -> Result<(), DbError> {
+    let me = ProcessId::current();
+    c.execute(
+        "INSERT INTO device_leases (device, purpose, campaign, runbook, host, pid, pid_start, since, priority, expect_s)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+         ON CONFLICT (device) DO UPDATE SET purpose = ?2, campaign = ?3, runbook = ?4, host = ?5, pid = ?6,
+            pid_start = ?7, since = ?8, priority = ?9, expect_s = ?10",
+        &vals![
+            device,
+            &req.purpose,
+            req.campaign.clone(),
+            req.runbook.clone(),
+            &req.host,
+            me.pid,
+            me.start_column(),
+            now_rfc3339(),
+            req.priority,
+            req.expect_s
+        ],
+    )?;
+    Ok(())
+}
 
-    /// The file whose flock is `device`'s lease.
-    pub(super) fn lock_file(&self, device: &str) -> Result<File, StoreError> {
-        self.open_lock(&format!("{device}.lock"), true)
-    }
-
-    /// Opens (creating if `create`) a file in the lock folder.
-    pub(super) fn open_lock(&self, name: &str, create: bool) -> Result<File, StoreError> {
-        let dir = self.lock_dir();
-        let io = |e: std::io::Error| StoreError::Internal(format!("lock file {name} in {}: {e}", dir.display()));
-        if create {
-            std::fs::create_dir_all(&dir).map_err(io)?;
-        }
-        // Device names are config names (a safe alphabet), so the file stays in `dir`.
-        OpenOptions::new().create(create).truncate(false).write(true).open(dir.join(name)).map_err(io)
-    }
-
-    /// The lease of `device` if nobody holds it and nobody waits for it; else who does.
-    pub fn try_lease(&self, device: &str, req: &LeaseRequest) -> Result<Result<DeviceLease, Busy>, StoreError> {
-        self.enqueue(device, req)?.try_take()
-    }
-
-    /// The lease of `device`, waiting in its queue as long as it is held: the calling
-    /// thread sleeps in the kernel until its turn (call it on a blocking thread).
-    pub fn lease(&self, device: &str, req: &LeaseRequest) -> Result<DeviceLease, StoreError> {
-        let ticket = self.enqueue(device, req)?;
-        ticket.wait()?.ok_or_else(|| StoreError::Internal(format!("waiting for {device}: cancelled")))
-    }
-
-    /// Writes the holder's row for a device whose lock `file` this process holds.
-    pub(super) fn hold(
-        &self,
-        conn: &Connection,
-        device: &str,
-        file: File,
-        req: &LeaseRequest,
-    ) -> Result<DeviceLease, StoreError> {
-        let me = ProcessId::current();
-        conn.execute(
-            "INSERT INTO device_leases (device, purpose, campaign, runbook, host, pid, pid_start, since, priority,
-                expect_s)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-             ON CONFLICT (device) DO UPDATE SET purpose = ?2, campaign = ?3, runbook = ?4, host = ?5, pid = ?6,
-                pid_start = ?7, since = ?8, priority = ?9, expect_s = ?10",
-            params![
-                device,
-                req.purpose,
-                req.campaign,
-                req.runbook,
-                req.host,
-                me.pid,
-                me.start_column(),
-                now_rfc3339(),
-                req.priority,
-                req.expect_s
-            ],
-        )?;
-        Ok(DeviceLease { device: device.to_string(), conn: self.conn.clone(), _file: file })
-    }
-
-    /// The live holder of `device`'s lease, if any (a row whose process is gone is stale).
-    pub fn lease_holder(&self, device: &str) -> Result<Option<LeaseHolder>, StoreError> {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let row = conn
-            .query_row(&format!("SELECT {COLUMNS} FROM device_leases WHERE device = ?1"), [device], holder_row)
-            .optional()?;
-        Ok(row.filter(|h| h.process().alive()))
-    }
-
-    /// Every live holder, by device name.
-    pub fn lease_holders(&self) -> Result<Vec<LeaseHolder>, StoreError> {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let mut st = conn.prepare(&format!("SELECT {COLUMNS} FROM device_leases ORDER BY device"))?;
-        let rows = st.query_map([], holder_row)?.collect::<Result<Vec<_>, _>>()?;
-        Ok(rows.into_iter().filter(|h| h.process().alive()).collect())
+/// A backend's error as the store's.
+pub(super) fn db_err(e: DbError) -> StoreError {
+    match e {
+        DbError::Sqlite(e) => StoreError::Sql(e),
+        e => StoreError::Internal(e.to_string()),
     }
 }
 
@@ -214,7 +259,7 @@ pub(super) fn now_rfc3339() -> String {
 
 const COLUMNS: &str = "device, purpose, campaign, runbook, host, pid, pid_start, since, priority, expect_s";
 
-fn holder_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<LeaseHolder> {
+fn holder_row(r: &Row) -> Result<LeaseHolder, DbError> {
     Ok(LeaseHolder {
         device: r.get(0)?,
         purpose: r.get(1)?,
@@ -228,10 +273,10 @@ fn holder_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<LeaseHolder> {
         expect_s: r.get(9)?,
     })
 }
+
 #[cfg(test)]
 pub(crate) mod tests {
-    use std::process::{Child, Command};
-    use std::time::{Duration, Instant};
+    use std::process::Command;
 
     use super::*;
 
@@ -279,40 +324,6 @@ pub(crate) mod tests {
         let again = b.try_lease("pixel-1", &req("c-2")).unwrap().unwrap();
         assert_eq!(b.lease_holders().unwrap()[0].campaign.as_deref(), Some("c-2"));
         drop(again);
-    }
-
-    /// `flock -o FILE sleep 30`: another process holding the device's lock, as a `lab run`
-    /// would (`-o`: the lock is flock's own, not inherited by `sleep`, as the lab's files are
-    /// opened close-on-exec and never reach the apps it starts).
-    pub(crate) fn other_holder(s: &Store, device: &str) -> Child {
-        std::fs::create_dir_all(s.lock_dir()).unwrap();
-        let file = s.lock_dir().join(format!("{device}.lock"));
-        let child = Command::new("flock").arg("-o").arg(&file).args(["sleep", "30"]).spawn().unwrap();
-        let until = Instant::now() + Duration::from_secs(10);
-        while s.try_lease(device, &req("probe")).unwrap().is_ok() {
-            assert!(Instant::now() < until, "flock never took the lock");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        child
-    }
-
-    #[test]
-    fn a_waiter_gets_the_device_the_moment_its_holder_is_killed() {
-        let (_d, a, b) = two_stores();
-        let mut holder = other_holder(&a, "pixel-1");
-        let (tx, rx) = std::sync::mpsc::channel();
-        let waiter = std::thread::spawn(move || {
-            let lease = b.lease("pixel-1", &req("c-2")).unwrap();
-            tx.send(Instant::now()).unwrap();
-            drop(lease);
-        });
-        assert!(rx.recv_timeout(Duration::from_millis(300)).is_err(), "the waiter got a held device");
-        holder.kill().unwrap(); // SIGKILL: no chance to release anything itself
-        let killed = Instant::now();
-        holder.wait().unwrap();
-        let got = rx.recv_timeout(Duration::from_secs(10)).expect("the waiter never got the device");
-        waiter.join().unwrap();
-        assert!(got.duration_since(killed) < Duration::from_secs(5), "{:?}", got.duration_since(killed));
     }
 
     #[test]

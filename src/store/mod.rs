@@ -1,6 +1,7 @@
 //! The SQLite store: campaigns, planned trials, attempts, measurements.
 
 mod alerts;
+mod backend;
 mod batch;
 mod columns;
 mod encoded_attempt;
@@ -19,6 +20,7 @@ mod state_digest;
 mod summaries;
 
 pub use alerts::{AlertRow, AlertState};
+pub use backend::{Conn, DbError, Dialect, FromValue, PgOwner, PgUrl, Row, Value};
 pub use columns::{CampaignColumns, Names, Points, Sym};
 pub use encoded_attempt::{EncodedAttempt, SeriesRow, list_json};
 pub use findings::{FindingRow, FindingState};

@@ -1,22 +1,22 @@
 //! A device's queue: who waits for its lease, in order (higher priority first, then
 //! first come, first served), each woken by the one ahead of it.
 //!
-//! A waiter holds an flock on a file of its own (`<device>.wait-<token>.lock`) from before
-//! its row is written until its row is gone. The one behind it sleeps on that file: it
-//! wakes when the one ahead got the device (and then sleeps on the device's own lock
-//! until that one is done with it), left the queue, or died. The head of the queue sleeps
-//! on the device's lock. Nobody polls, and a dead waiter frees its place the moment it
-//! dies, as a dead holder frees the device.
+//! A waiter holds a lock of its own (its token's: a file next to a SQLite store, an
+//! advisory lock on PostgreSQL) from before its row is written until its row is gone. The
+//! one behind it sleeps on that lock: it wakes when the one ahead got the device (and
+//! then sleeps on the device's own lock until that one is done with it), left the queue,
+//! or died. The head of the queue sleeps on the device's lock. Nobody polls, and a dead
+//! waiter frees its place the moment it dies, as a dead holder frees the device.
 
-use std::fs::File;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rusqlite::{Connection, params};
 use serde::Serialize;
 
 use super::ProcessId;
-use super::lease::{DeviceLease, LeaseHolder, LeaseRequest, now_rfc3339, who};
+use super::backend::vals;
+use super::backend::{Conn, DbError, Held, LockName, Owner, Row, new_token};
+use super::lease::{DeviceLease, LeaseHolder, LeaseRequest, LeaseSpace, db_err, now_rfc3339, who, write_holder};
 use super::process_id::start_from_column;
 use super::sqlite::{Store, StoreError};
 
@@ -37,7 +37,7 @@ pub struct Waiter {
     pub since: String,
     /// How long it expects to hold the device once it has it, seconds.
     pub expect_s: Option<f64>,
-    /// Names the waiter's lock file.
+    /// Names the waiter's own lock.
     #[serde(skip)]
     pub(crate) token: String,
 }
@@ -47,8 +47,12 @@ impl Waiter {
         ProcessId { pid: self.pid, start: self.start }
     }
 
-    fn lock_name(&self) -> String {
-        wait_lock_name(&self.device, &self.token)
+    fn lock(&self) -> LockName {
+        LockName::Waiter { device: self.device.clone(), token: self.token.clone() }
+    }
+
+    fn owner(&self) -> Owner {
+        Owner { pid: self.pid, start: self.start, lock: self.lock() }
     }
 
     /// One line naming the waiter.
@@ -84,79 +88,107 @@ impl Busy {
 /// A place in a device's queue. Dropping it leaves the queue.
 #[derive(Debug)]
 pub struct QueueTicket {
-    store: Store,
+    space: LeaseSpace,
     device: String,
     req: LeaseRequest,
     ticket: i64,
-    /// The waiter's own locked file and its name, until it leaves the queue.
-    own: Mutex<Option<(File, String)>>,
+    token: String,
+    /// The waiter's own lock, until it leaves the queue.
+    own: Mutex<Option<Box<dyn Held>>>,
     cancelled: AtomicBool,
 }
 
-fn wait_lock_name(device: &str, token: &str) -> String {
-    format!("{device}.wait-{token}.lock")
-}
-
-impl Store {
+impl LeaseSpace {
     /// Joins the queue of `device`.
     pub fn enqueue(&self, device: &str, req: &LeaseRequest) -> Result<Arc<QueueTicket>, StoreError> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let me = ProcessId::current();
-        let token = format!("{}-{}-{}", me.pid, me.start.unwrap_or(0), NEXT.fetch_add(1, Ordering::Relaxed));
-        let name = wait_lock_name(device, &token);
-        let file = self.open_lock(&name, true)?;
-        // A new file nobody else knows of yet: the lock is ours at once.
-        file.try_lock().map_err(|e| StoreError::Internal(format!("locking {name}: {e}")))?;
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let lock_err = |e: String| StoreError::Internal(format!("joining the queue of {device}: {e}"));
+        // The waiter's own lock first, so that whoever sees its row finds it held.
+        let (token, own) = loop {
+            let token = new_token();
+            let name = LockName::Waiter { device: device.to_string(), token: token.clone() };
+            if let Some(held) = self.locks.lock(&name, false).map_err(lock_err)? {
+                break (token, held);
+            }
+        };
         // Rows of waiters that died are no one's place.
-        for w in waiters(&conn, "WHERE device = ?1", params![device])? {
-            if !w.process().alive() {
-                self.forget_waiter(&conn, &w)?;
+        for w in self.waiters("WHERE device = ?1", vals![device].to_vec())? {
+            if !self.locks.alive(&w.owner()) {
+                self.forget_waiter(&w)?;
             }
         }
-        conn.execute(
-            "INSERT INTO device_queue (device, priority, purpose, campaign, runbook, host, pid, pid_start, since,
-                expect_s, token)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            params![
-                device,
-                req.priority,
-                req.purpose,
-                req.campaign,
-                req.runbook,
-                req.host,
-                me.pid,
-                me.start_column(),
-                now_rfc3339(),
-                req.expect_s,
-                token
-            ],
-        )?;
-        let ticket = conn.last_insert_rowid();
-        drop(conn);
+        let me = ProcessId::current();
+        let (d, r, t) = (device.to_string(), req.clone(), token.clone());
+        let ticket = self
+            .db
+            .call(move |c| {
+                c.query(
+                    "INSERT INTO device_queue (device, priority, purpose, campaign, runbook, host, pid, pid_start,
+                        since, expect_s, token)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) RETURNING ticket",
+                    &vals![
+                        &d,
+                        r.priority,
+                        &r.purpose,
+                        r.campaign,
+                        r.runbook,
+                        &r.host,
+                        me.pid,
+                        me.start_column(),
+                        now_rfc3339(),
+                        r.expect_s,
+                        &t
+                    ],
+                )?[0]
+                    .get::<i64>(0)
+            })
+            .map_err(db_err)?;
         Ok(Arc::new(QueueTicket {
-            store: self.clone(),
+            space: self.clone(),
             device: device.to_string(),
             req: req.clone(),
             ticket,
-            own: Mutex::new(Some((file, name))),
+            token,
+            own: Mutex::new(Some(own)),
             cancelled: AtomicBool::new(false),
         }))
     }
 
     /// Every live waiter, by device, each device's in queue order.
     pub fn queued(&self) -> Result<Vec<Waiter>, StoreError> {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let all = waiters(&conn, "ORDER BY device, priority DESC, ticket", [])?;
-        Ok(all.into_iter().filter(|w| w.process().alive()).collect())
+        let all = self.waiters("ORDER BY device, priority DESC, ticket", Vec::new())?;
+        Ok(all.into_iter().filter(|w| self.locks.alive(&w.owner())).collect())
     }
 
-    /// Removes a waiter's row; a waiter whose row was still there died, and its file goes too.
-    fn forget_waiter(&self, conn: &Connection, w: &Waiter) -> Result<(), StoreError> {
-        if conn.execute("DELETE FROM device_queue WHERE ticket = ?1", [w.ticket])? > 0 {
-            let _ = std::fs::remove_file(self.lock_dir().join(w.lock_name()));
+    fn waiters(&self, tail: &str, params: Vec<super::backend::Value>) -> Result<Vec<Waiter>, StoreError> {
+        let sql = format!("SELECT {COLUMNS} FROM device_queue {tail}");
+        let rows = self.db.call(move |c| c.query(&sql, &params)).map_err(db_err)?;
+        rows.iter().map(waiter_row).collect::<Result<Vec<_>, _>>().map_err(db_err)
+    }
+
+    /// Removes a waiter's row; a waiter whose row was still there died, and its lock's
+    /// file goes too.
+    fn forget_waiter(&self, w: &Waiter) -> Result<(), StoreError> {
+        let ticket = w.ticket;
+        let gone = self
+            .db
+            .call(move |c| c.execute("DELETE FROM device_queue WHERE ticket = ?1", &vals![ticket]))
+            .map_err(db_err)?;
+        if gone > 0 {
+            self.locks.forget(&w.lock());
         }
         Ok(())
+    }
+}
+
+impl Store {
+    /// [`LeaseSpace::enqueue`] on this store.
+    pub fn enqueue(&self, device: &str, req: &LeaseRequest) -> Result<Arc<QueueTicket>, StoreError> {
+        self.leases().enqueue(device, req)
+    }
+
+    /// [`LeaseSpace::queued`] on this store.
+    pub fn queued(&self) -> Result<Vec<Waiter>, StoreError> {
+        self.leases().queued()
     }
 }
 
@@ -167,13 +199,15 @@ impl QueueTicket {
 
     /// The live waiters ahead of this one, in queue order.
     pub fn ahead(&self) -> Result<Vec<Waiter>, StoreError> {
-        let conn = self.store.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let rows = waiters(
-            &conn,
+        let rows = self.space.waiters(
             "WHERE device = ?1 AND (priority > ?2 OR (priority = ?2 AND ticket < ?3)) ORDER BY priority DESC, ticket",
-            params![self.device, self.req.priority, self.ticket],
+            vals![&self.device, self.req.priority, self.ticket].to_vec(),
         )?;
-        Ok(rows.into_iter().filter(|w| w.process().alive()).collect())
+        Ok(rows.into_iter().filter(|w| self.space.locks.alive(&w.owner())).collect())
+    }
+
+    fn lock_err(&self, e: String) -> StoreError {
+        StoreError::Internal(format!("waiting for {}: {e}", self.device))
     }
 
     /// The device's lease if it is free and nobody is ahead; else who has it or its turn.
@@ -182,44 +216,39 @@ impl QueueTicket {
         if let Some(first) = self.ahead()?.into_iter().next() {
             return Ok(Err(Busy::Queued(first)));
         }
-        let file = self.store.lock_file(&self.device)?;
-        match file.try_lock() {
-            Ok(()) => match self.promote(file)? {
+        let name = LockName::Device(self.device.clone());
+        match self.space.locks.lock(&name, false).map_err(|e| self.lock_err(e))? {
+            Some(held) => match self.promote(held)? {
                 Some(lease) => Ok(Ok(lease)),
-                None => Err(self.cancelled_error()),
+                None => Err(self.lock_err("cancelled".into())),
             },
-            Err(std::fs::TryLockError::WouldBlock) => Ok(Err(Busy::Held(self.store.lease_holder(&self.device)?))),
-            Err(std::fs::TryLockError::Error(e)) => Err(StoreError::Internal(format!("locking {}: {e}", self.device))),
+            None => Ok(Err(Busy::Held(self.space.lease_holder(&self.device)?))),
         }
     }
 
-    /// Waits for this ticket's turn, then takes the device: the calling thread sleeps in
-    /// the kernel meanwhile (run it on a thread of its own). `None`: cancelled.
+    /// Waits for this ticket's turn, then takes the device: the calling thread sleeps
+    /// meanwhile (run it on a thread of its own). `None`: cancelled.
     pub fn wait(&self) -> Result<Option<DeviceLease>, StoreError> {
-        let lock_err = |what: &str, e: std::io::Error| StoreError::Internal(format!("waiting for {what}: {e}"));
         loop {
             if self.is_cancelled() {
                 return Ok(None);
             }
             if let Some(pred) = self.ahead()?.pop() {
                 // Sleep until the one just ahead is gone from the queue (it got the device,
-                // left, or died); a file already gone means it already is.
-                match std::fs::OpenOptions::new().write(true).open(self.store.lock_dir().join(pred.lock_name())) {
-                    Ok(f) => f.lock().map_err(|e| lock_err(&pred.lock_name(), e))?,
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(lock_err(&pred.lock_name(), e)),
-                }
-                let conn = self.store.conn.lock().unwrap_or_else(|p| p.into_inner());
-                self.store.forget_waiter(&conn, &pred)?;
+                // left, or died).
+                let held = self.space.locks.lock(&pred.lock(), true).map_err(|e| self.lock_err(e))?;
+                self.space.forget_waiter(&pred)?;
+                drop(held);
                 continue;
             }
-            let file = self.store.lock_file(&self.device)?;
-            file.lock().map_err(|e| lock_err(&self.device, e))?;
+            let name = LockName::Device(self.device.clone());
+            let held = self.space.locks.lock(&name, true).map_err(|e| self.lock_err(e))?;
+            let Some(held) = held else { continue };
             // One with a higher priority may have come while this one slept on the lock.
             if !self.is_cancelled() && !self.ahead()?.is_empty() {
                 continue;
             }
-            return self.promote(file);
+            return self.promote(held);
         }
     }
 
@@ -234,40 +263,42 @@ impl QueueTicket {
         self.cancelled.load(Ordering::SeqCst)
     }
 
-    fn cancelled_error(&self) -> StoreError {
-        StoreError::Internal(format!("waiting for {}: cancelled", self.device))
-    }
-
-    /// The device's lock is held (`file`): the queue row becomes the holder's row, and
-    /// the waiter's own file is let go (the one behind wakes, and sleeps on the device).
-    fn promote(&self, file: File) -> Result<Option<DeviceLease>, StoreError> {
+    /// The device's lock is held: the queue row becomes the holder's row, and the
+    /// waiter's own lock is let go (the one behind wakes, and sleeps on the device).
+    fn promote(&self, held: Box<dyn Held>) -> Result<Option<DeviceLease>, StoreError> {
         let mut own = self.own.lock().unwrap_or_else(|p| p.into_inner());
         if self.is_cancelled() || own.is_none() {
             return Ok(None);
         }
-        let conn = self.store.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let tx = conn.unchecked_transaction()?;
-        tx.execute("DELETE FROM device_queue WHERE ticket = ?1", [self.ticket])?;
-        let lease = self.store.hold(&tx, &self.device, file, &self.req)?;
-        tx.commit()?;
-        drop(conn);
-        if let Some((f, name)) = own.take() {
-            let _ = std::fs::remove_file(self.store.lock_dir().join(name));
-            drop(f);
+        let (device, req, ticket) = (self.device.clone(), self.req.clone(), self.ticket);
+        self.space
+            .db
+            .call(move |c: &mut dyn Conn| {
+                c.transaction(|c| {
+                    c.execute("DELETE FROM device_queue WHERE ticket = ?1", &vals![ticket])?;
+                    write_holder(c, &device, &req)
+                })
+            })
+            .map_err(db_err)?;
+        // Made outside the call: a lease dropped there would wait on the connection it is in.
+        let lease = self.space.lease_of(&self.device, held);
+        if let Some(held) = own.take() {
+            self.space.locks.forget(&LockName::Waiter { device: self.device.clone(), token: self.token.clone() });
+            drop(held);
         }
         Ok(Some(lease))
     }
 
-    /// Removes the row, then lets go of the waiter's file.
+    /// Removes the row, then lets go of the waiter's own lock.
     fn leave(&self) {
         let mut own = self.own.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((f, name)) = own.take() {
-            let conn = self.store.conn.lock().unwrap_or_else(|p| p.into_inner());
-            // Best effort: a row left behind names this process, and goes when it ends.
-            let _ = conn.execute("DELETE FROM device_queue WHERE ticket = ?1", [self.ticket]);
-            drop(conn);
-            let _ = std::fs::remove_file(self.store.lock_dir().join(name));
-            drop(f);
+        if let Some(held) = own.take() {
+            let ticket = self.ticket;
+            // Best effort: a row left behind has no lock held, and is skipped and removed.
+            let _ =
+                self.space.db.call(move |c| c.execute("DELETE FROM device_queue WHERE ticket = ?1", &vals![ticket]));
+            self.space.locks.forget(&LockName::Waiter { device: self.device.clone(), token: self.token.clone() });
+            drop(held);
         }
     }
 }
@@ -281,46 +312,125 @@ impl Drop for QueueTicket {
 const COLUMNS: &str =
     "ticket, device, priority, purpose, campaign, runbook, host, pid, pid_start, since, expect_s, token";
 
-fn waiters(conn: &Connection, tail: &str, p: impl rusqlite::Params) -> Result<Vec<Waiter>, StoreError> {
-    let mut st = conn.prepare(&format!("SELECT {COLUMNS} FROM device_queue {tail}"))?;
-    let rows = st
-        .query_map(p, |r| {
-            Ok(Waiter {
-                ticket: r.get(0)?,
-                device: r.get(1)?,
-                priority: r.get(2)?,
-                purpose: r.get(3)?,
-                campaign: r.get(4)?,
-                runbook: r.get(5)?,
-                host: r.get(6)?,
-                pid: r.get(7)?,
-                start: start_from_column(r.get(8)?),
-                since: r.get(9)?,
-                expect_s: r.get(10)?,
-                token: r.get(11)?,
-            })
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(rows)
+fn waiter_row(r: &Row) -> Result<Waiter, DbError> {
+    Ok(Waiter {
+        ticket: r.get(0)?,
+        device: r.get(1)?,
+        priority: r.get(2)?,
+        purpose: r.get(3)?,
+        campaign: r.get(4)?,
+        runbook: r.get(5)?,
+        host: r.get(6)?,
+        pid: r.get(7)?,
+        start: start_from_column(r.get(8)?),
+        since: r.get(9)?,
+        expect_s: r.get(10)?,
+        token: r.get(11)?,
+    })
 }
 
 #[cfg(test)]
 mod tests {
-    use std::process::Command;
+    use std::io::Write as _;
+    use std::process::{Child, Command, Stdio};
     use std::sync::mpsc;
     use std::time::{Duration, Instant};
 
     use super::*;
-    use crate::store::lease::tests::{req, two_stores};
+    use crate::store::lease::tests::req;
+
+    /// Two handles on one store's leases, as two processes have them, and what keeps the
+    /// store alive (SQLite: its folder).
+    struct Pair {
+        a: LeaseSpace,
+        b: LeaseSpace,
+        dir: Option<tempfile::TempDir>,
+        url: Option<String>,
+    }
+
+    fn sqlite() -> Pair {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lab.db");
+        let (a, b) = (Store::open(&path).unwrap().leases(), Store::open(&path).unwrap().leases());
+        Pair { a, b, dir: Some(dir), url: None }
+    }
+
+    fn postgres() -> Pair {
+        let url = crate::testing::postgres::fresh_database();
+        let parsed = crate::store::PgUrl::parse(&url).unwrap();
+        let (a, b) = (LeaseSpace::postgres(&parsed).unwrap(), LeaseSpace::postgres(&parsed).unwrap());
+        Pair { a, b, dir: None, url: Some(url) }
+    }
+
+    impl Pair {
+        /// Another process holding `lock` (and nothing else), as a `lab run` would: `flock`
+        /// on the lock's file, or `psql` holding the advisory lock in an idle session.
+        fn other_process(&self, lock: &LockName) -> Child {
+            let child = match (&self.dir, &self.url) {
+                (Some(dir), _) => {
+                    let file = match lock {
+                        LockName::Device(d) => format!("{d}.lock"),
+                        LockName::Waiter { device, token } => format!("{device}.wait-{token}.lock"),
+                    };
+                    let dir = dir.path().join("lab.db.locks");
+                    std::fs::create_dir_all(&dir).unwrap();
+                    let path = dir.join(file);
+                    std::fs::write(&path, "").unwrap();
+                    Command::new("flock").arg("-o").arg(&path).args(["sleep", "30"]).spawn().unwrap()
+                }
+                (None, Some(url)) => {
+                    let args = match lock {
+                        LockName::Device(d) => {
+                            let d = d.clone();
+                            let key = self
+                                .a
+                                .db
+                                .call(move |c| {
+                                    c.execute(
+                                        "INSERT INTO device_keys (device) VALUES (?1) ON CONFLICT (device) DO NOTHING",
+                                        &vals![&d],
+                                    )?;
+                                    c.query("SELECT key FROM device_keys WHERE device = ?1", &vals![&d])?[0]
+                                        .get::<i64>(0)
+                                })
+                                .unwrap();
+                            key.to_string()
+                        }
+                        LockName::Waiter { token, .. } => token.replace('-', ", "),
+                    };
+                    let mut psql = Command::new("psql")
+                        .args([url.as_str(), "-q", "-v", "ON_ERROR_STOP=1"])
+                        .stdin(Stdio::piped())
+                        .stdout(Stdio::null())
+                        .spawn()
+                        .expect("psql (Debian: apt-get install postgresql-client)");
+                    writeln!(psql.stdin.as_mut().unwrap(), "SELECT pg_advisory_lock({args});").unwrap();
+                    psql
+                }
+                _ => unreachable!(),
+            };
+            let until = Instant::now() + Duration::from_secs(10);
+            while self.a.locks.lock(lock, false).unwrap().is_some() {
+                assert!(Instant::now() < until, "the other process never took {lock:?}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            child
+        }
+    }
 
     fn with_priority(campaign: &str, priority: i32) -> LeaseRequest {
         LeaseRequest { priority, ..req(campaign) }
     }
 
-    /// Waits on `store` for `pixel-1` in a thread of its own, which reports the campaign
+    /// Waits on `space` for `pixel-1` in a thread of its own, which reports the campaign
     /// that got it and holds it for `hold`.
-    fn waiter(store: &Store, r: LeaseRequest, tx: mpsc::Sender<String>, hold: Duration) -> std::thread::JoinHandle<()> {
-        let ticket = store.enqueue("pixel-1", &r).unwrap();
+    fn waiter(
+        space: &LeaseSpace,
+        r: LeaseRequest,
+        tx: mpsc::Sender<String>,
+        hold: Duration,
+    ) -> std::thread::JoinHandle<()> {
+        let ticket = space.enqueue("pixel-1", &r).unwrap();
         std::thread::spawn(move || {
             let lease = ticket.wait().unwrap().unwrap();
             tx.send(r.campaign.clone().unwrap()).unwrap();
@@ -329,20 +439,19 @@ mod tests {
         })
     }
 
-    #[test]
-    fn waiters_get_the_device_by_priority_then_in_the_order_they_came() {
-        let (_d, a, b) = two_stores();
+    fn waiters_get_the_device_by_priority_then_in_the_order_they_came(p: Pair) {
+        let (a, b) = (&p.a, &p.b);
         let held = a.try_lease("pixel-1", &req("c-0")).unwrap().unwrap();
         let (tx, rx) = mpsc::channel();
         let hold = Duration::from_millis(50);
-        let first = waiter(&b, with_priority("c-1", 0), tx.clone(), hold);
-        let second = waiter(&a, with_priority("c-2", 0), tx.clone(), hold);
-        let urgent = waiter(&b, with_priority("c-3", 5), tx.clone(), hold);
-        std::thread::sleep(Duration::from_millis(200));
+        let first = waiter(b, with_priority("c-1", 0), tx.clone(), hold);
+        let second = waiter(a, with_priority("c-2", 0), tx.clone(), hold);
+        let urgent = waiter(b, with_priority("c-3", 5), tx.clone(), hold);
+        std::thread::sleep(Duration::from_millis(300));
         assert!(rx.try_recv().is_err(), "a waiter got a held device");
         let queue: Vec<_> = a.queued().unwrap().into_iter().map(|w| w.campaign.unwrap()).collect();
         assert_eq!(queue, ["c-3", "c-1", "c-2"], "the queue in the order it is served");
-        let Err(Busy::Queued(next)) = a.try_lease("pixel-1", &req("c-4")).unwrap() else {
+        let Err(Busy::Queued(next)) = b.try_lease("pixel-1", &req("c-4")).unwrap() else {
             panic!("a try jumped the queue or found the device free")
         };
         assert_eq!(next.campaign.as_deref(), Some("c-3"));
@@ -353,20 +462,33 @@ mod tests {
             t.join().unwrap();
         }
         assert!(a.queued().unwrap().is_empty() && a.lease_holders().unwrap().is_empty(), "nothing left behind");
-        assert_eq!(std::fs::read_dir(a.lock_dir()).unwrap().count(), 1, "only the device's own lock file stays");
+        if let Some(dir) = &p.dir {
+            let files = std::fs::read_dir(dir.path().join("lab.db.locks")).unwrap().count();
+            assert_eq!(files, 1, "only the device's own lock file stays");
+        }
     }
 
     #[test]
-    fn a_cancelled_wait_leaves_no_place_and_the_next_one_is_served() {
-        let (_d, a, b) = two_stores();
+    fn waiters_get_the_device_by_priority_then_in_the_order_they_came_on_sqlite() {
+        waiters_get_the_device_by_priority_then_in_the_order_they_came(sqlite());
+    }
+
+    #[test_needs::needs(postgres)]
+    #[test]
+    fn waiters_get_the_device_by_priority_then_in_the_order_they_came_on_postgres() {
+        waiters_get_the_device_by_priority_then_in_the_order_they_came(postgres());
+    }
+
+    fn a_cancelled_wait_leaves_no_place_and_the_next_one_is_served(p: Pair) {
+        let (a, b) = (&p.a, &p.b);
         let held = a.try_lease("pixel-1", &req("c-0")).unwrap().unwrap();
         let ticket = b.enqueue("pixel-1", &req("c-1")).unwrap();
         let t = ticket.clone();
         let (tx, rx) = mpsc::channel();
         let waiting = std::thread::spawn(move || tx.send(t.wait().unwrap().is_none()).unwrap());
         let (tx2, rx2) = mpsc::channel();
-        let behind = waiter(&a, req("c-2"), tx2, Duration::ZERO);
-        std::thread::sleep(Duration::from_millis(100));
+        let behind = waiter(a, req("c-2"), tx2, Duration::ZERO);
+        std::thread::sleep(Duration::from_millis(200));
         ticket.cancel();
         assert_eq!(a.queued().unwrap().len(), 1, "the cancelled place is gone at once");
         drop(held);
@@ -376,42 +498,73 @@ mod tests {
         behind.join().unwrap();
     }
 
-    /// A waiter ahead that dies (SIGKILL, in another process) frees its place at once.
     #[test]
-    fn a_waiter_ahead_that_is_killed_frees_its_place() {
-        let (_d, a, b) = two_stores();
+    fn a_cancelled_wait_leaves_no_place_and_the_next_one_is_served_on_sqlite() {
+        a_cancelled_wait_leaves_no_place_and_the_next_one_is_served(sqlite());
+    }
+
+    #[test_needs::needs(postgres)]
+    #[test]
+    fn a_cancelled_wait_leaves_no_place_and_the_next_one_is_served_on_postgres() {
+        a_cancelled_wait_leaves_no_place_and_the_next_one_is_served(postgres());
+    }
+
+    /// A waiter ahead that dies (SIGKILL, in another process) frees its place at once, and
+    /// so does a holder: on PostgreSQL, by the end of its session.
+    fn the_dead_free_their_places_and_devices_at_once(p: Pair) {
+        let (a, b) = (&p.a, &p.b);
         let held = a.try_lease("pixel-1", &req("c-0")).unwrap().unwrap();
-        // Another process's place in the queue: its row, and its file locked by `flock`.
-        let token = "other-1";
-        let file = a.lock_dir().join(wait_lock_name("pixel-1", token));
-        std::fs::write(&file, "").unwrap();
-        let mut other = Command::new("flock").arg("-o").arg(&file).args(["sleep", "30"]).spawn().unwrap();
-        let until = Instant::now() + Duration::from_secs(10);
-        while std::fs::File::open(&file).unwrap().try_lock().is_ok() {
-            assert!(Instant::now() < until, "flock never took the lock");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        // Another process's place in the queue: its row, and its lock held by that process.
+        let token = "17-4711".to_string();
+        let mut other = p.other_process(&LockName::Waiter { device: "pixel-1".into(), token: token.clone() });
         let pid = ProcessId::of(other.id());
-        a.conn
-            .lock()
-            .unwrap()
-            .execute(
+        a.db.call(move |c| {
+            c.execute(
                 "INSERT INTO device_queue (device, priority, purpose, campaign, host, pid, pid_start, since, token)
                  VALUES ('pixel-1', 0, 'campaign', 'c-other', 'bench-2', ?1, ?2, 't', ?3)",
-                params![pid.pid, pid.start_column(), token],
+                &vals![pid.pid, pid.start_column(), &token],
             )
-            .unwrap();
+        })
+        .unwrap();
         let (tx, rx) = mpsc::channel();
-        let mine = waiter(&b, req("c-1"), tx, Duration::ZERO);
+        let mine = waiter(b, req("c-1"), tx, Duration::ZERO);
         drop(held);
-        assert!(rx.recv_timeout(Duration::from_millis(300)).is_err(), "served before the waiter ahead");
+        assert!(rx.recv_timeout(Duration::from_millis(500)).is_err(), "served before the waiter ahead");
         other.kill().unwrap();
         let killed = Instant::now();
         other.wait().unwrap();
         assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), "c-1");
-        assert!(killed.elapsed() < Duration::from_secs(5));
+        assert!(killed.elapsed() < Duration::from_secs(5), "{:?}", killed.elapsed());
         mine.join().unwrap();
         assert!(a.queued().unwrap().is_empty(), "the dead waiter's row is gone");
-        assert!(!file.exists(), "… and its file");
+
+        // A holder in another process, killed: the device is free at once.
+        let mut holder = p.other_process(&LockName::Device("pixel-2".into()));
+        assert!(matches!(b.try_lease("pixel-2", &req("c-2")).unwrap(), Err(Busy::Held(None))));
+        let (tx, rx) = mpsc::channel();
+        let b2 = b.clone();
+        let got = std::thread::spawn(move || {
+            let lease = b2.lease("pixel-2", &req("c-2")).unwrap();
+            tx.send(Instant::now()).unwrap();
+            drop(lease);
+        });
+        assert!(rx.recv_timeout(Duration::from_millis(500)).is_err(), "the waiter got a held device");
+        holder.kill().unwrap();
+        let killed = Instant::now();
+        holder.wait().unwrap();
+        let at = rx.recv_timeout(Duration::from_secs(10)).expect("the waiter never got the device");
+        got.join().unwrap();
+        assert!(at.duration_since(killed) < Duration::from_secs(5), "{:?}", at.duration_since(killed));
+    }
+
+    #[test]
+    fn the_dead_free_their_places_and_devices_at_once_on_sqlite() {
+        the_dead_free_their_places_and_devices_at_once(sqlite());
+    }
+
+    #[test_needs::needs(postgres)]
+    #[test]
+    fn the_dead_free_their_places_and_devices_at_once_on_postgres() {
+        the_dead_free_their_places_and_devices_at_once(postgres());
     }
 }

@@ -8,6 +8,8 @@ pub(crate) mod fixture;
 mod hub_output;
 #[cfg(test)]
 mod layers;
+#[cfg(test)]
+pub(crate) mod postgres;
 mod scripted_device;
 mod scripted_transport;
 

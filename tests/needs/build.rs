@@ -59,6 +59,7 @@ fn needs() -> Vec<Need> {
         need("zsh", "LAB_REQUIRE_ZSH", Box::new(|| tool("zsh", "apt-get install zsh"))),
         need("fish", "LAB_REQUIRE_FISH", Box::new(|| tool("fish", "apt-get install fish"))),
         need("groff", "LAB_REQUIRE_GROFF", Box::new(|| tool("groff", "apt-get install groff-base"))),
+        need("postgres", "LAB_REQUIRE_POSTGRES", Box::new(postgres)),
     ]
 }
 
@@ -87,7 +88,7 @@ fn main() {
     // Probe again when what the probes read changes: the variables, and the folders tools
     // and Python packages are installed in (only ones that exist: cargo would take a
     // missing one as always changed).
-    for var in ["PATH", "LAB_BENCH_PYTHON", "PYTHONPATH", "PYENV_VERSION"] {
+    for var in ["PATH", "LAB_BENCH_PYTHON", "PYTHONPATH", "PYENV_VERSION", "LAB_TEST_POSTGRES"] {
         println!("cargo:rerun-if-env-changed={var}");
     }
     let mut watched = BTreeSet::new();
@@ -103,6 +104,16 @@ fn main() {
 /// The interpreter crosscheck.rs gives the benchmark's pandas script.
 fn bench_python() -> String {
     std::env::var("LAB_BENCH_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+/// A PostgreSQL server the tests may create databases on: `LAB_TEST_POSTGRES`.
+fn postgres() -> Result<(), String> {
+    match std::env::var("LAB_TEST_POSTGRES") {
+        Ok(url) if !url.is_empty() => Ok(()),
+        _ => Err("LAB_TEST_POSTGRES is not set (start a throwaway server: `eval \"$(tests/pg-cluster.sh)\"`; \
+Debian: apt-get install postgresql)"
+            .into()),
+    }
 }
 
 fn file(path: &str, install: &str) -> Result<(), String> {

@@ -1,0 +1,75 @@
+//! `Conn`: one connection to the store's database, whichever backend. A store operation
+//! is written once against it, in one SQL text: `?1`, `?2`, … for parameters (rewritten to
+//! `$1`, `$2`, … for PostgreSQL), `RETURNING` for generated keys, `ON CONFLICT` for
+//! upserts, `CAST(… AS BIGINT)` where PostgreSQL would widen a sum to `numeric`. What
+//! really differs (DDL, the bulk load, locks) stays in the backend files.
+
+use super::value::{Row, Value};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("{0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// PostgreSQL's own message (the server's, with its SQLSTATE), never the URL.
+    #[error("PostgreSQL: {0}")]
+    Postgres(String),
+    /// A value of an unexpected type.
+    #[error("unexpected value: {0}")]
+    Type(String),
+    /// The connection is gone (its thread ended).
+    #[error("the database connection is closed: {0}")]
+    Closed(String),
+}
+
+impl From<postgres::Error> for DbError {
+    fn from(e: postgres::Error) -> DbError {
+        DbError::Postgres(match e.as_db_error() {
+            Some(db) => format!("{} ({})", db.message(), db.code().code()),
+            None => e.to_string(),
+        })
+    }
+}
+
+/// Which backend a connection is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+pub trait Conn {
+    fn dialect(&self) -> Dialect;
+    /// Runs one statement; the number of rows it changed.
+    fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64, DbError>;
+    /// Runs one query; every row.
+    fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, DbError>;
+    /// Runs statements without parameters, `;`-separated.
+    fn batch(&mut self, sql: &str) -> Result<(), DbError>;
+    /// Starts a transaction that writes (SQLite: `BEGIN IMMEDIATE`, so two writers queue
+    /// at its start rather than fail at their first write).
+    fn begin(&mut self) -> Result<(), DbError>;
+    fn commit(&mut self) -> Result<(), DbError>;
+    fn rollback(&mut self) -> Result<(), DbError>;
+}
+
+impl dyn Conn + '_ {
+    /// The first row, if any.
+    pub fn query_opt(&mut self, sql: &str, params: &[Value]) -> Result<Option<Row>, DbError> {
+        Ok(self.query(sql, params)?.into_iter().next())
+    }
+
+    /// Runs `f` in a transaction: committed when it returns `Ok`, rolled back otherwise.
+    pub fn transaction<T>(&mut self, f: impl FnOnce(&mut dyn Conn) -> Result<T, DbError>) -> Result<T, DbError> {
+        self.begin()?;
+        match f(self) {
+            Ok(v) => {
+                self.commit()?;
+                Ok(v)
+            }
+            Err(e) => {
+                let _ = self.rollback();
+                Err(e)
+            }
+        }
+    }
+}

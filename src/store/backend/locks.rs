@@ -1,0 +1,49 @@
+//! The locks leases are made of (`store/lease.rs`, `store/queue.rs`): each device's, and
+//! each waiter's own. Held through something that dies with the holder, so a holder that
+//! dies frees its lock at once, without a timeout: an open file's `flock` next to a SQLite
+//! store (the kernel drops it with the process), a session-level advisory lock on
+//! PostgreSQL (the server drops it with the session, which ends with the process or its
+//! connection).
+
+/// What a lock is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockName {
+    /// A device's lease.
+    Device(String),
+    /// A waiter's place in a device's queue, by its token.
+    Waiter { device: String, token: String },
+}
+
+/// The process that holds a row's lock, as the row names it.
+#[derive(Debug, Clone)]
+pub struct Owner {
+    pub pid: u32,
+    pub start: Option<u64>,
+    pub lock: LockName,
+}
+
+/// A held lock: released when dropped.
+pub trait Held: Send + Sync + std::fmt::Debug {}
+
+pub trait Locks: Send + Sync + std::fmt::Debug {
+    /// Takes the lock: waits for it when `wait` (the calling thread sleeps until it is
+    /// free), else `None` when someone holds it. A waiter's lock that no longer exists is
+    /// free.
+    fn lock(&self, name: &LockName, wait: bool) -> Result<Option<Box<dyn Held>>, String>;
+    /// Whether the row's owner still holds what it holds (it is alive).
+    fn alive(&self, owner: &Owner) -> bool;
+    /// A waiter's lock is gone for good: its file, where there is one.
+    fn forget(&self, name: &LockName);
+}
+
+/// A new waiter's token: two random 31-bit numbers (a file name, and PostgreSQL's two-key
+/// advisory lock). A token already held by someone makes `enqueue` draw again.
+pub fn new_token() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    // std's RandomState is seeded from the OS for each process: a random 64-bit number.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    let r = h.finish();
+    format!("{}-{}", (r >> 33) & 0x7fff_ffff, r & 0x7fff_ffff)
+}

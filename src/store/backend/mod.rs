@@ -1,0 +1,27 @@
+//! The store's two backends behind one connection type: SQLite (embedded, the default)
+//! and PostgreSQL (a lab that spans machines). See docs/shared-lab.md.
+
+mod conn;
+mod db;
+mod file_locks;
+mod locks;
+mod pg_locks;
+mod pg_owner;
+mod pg_schema;
+mod pg_url;
+mod postgres_conn;
+mod sqlite_conn;
+#[cfg(test)]
+mod tests;
+mod value;
+
+pub use conn::{Conn, DbError, Dialect};
+pub use db::Db;
+pub use file_locks::FileLocks;
+pub use locks::{Held, LockName, Locks, Owner, new_token};
+pub use pg_locks::PgLocks;
+pub use pg_owner::PgOwner;
+pub use pg_schema::PG_LEASE_TABLES;
+pub use pg_url::PgUrl;
+pub(crate) use value::vals;
+pub use value::{FromValue, Row, Value};

@@ -1,0 +1,64 @@
+//! [`Conn`] on SQLite (rusqlite, bundled): the embedded default, which needs nothing.
+
+use rusqlite::types::{ToSqlOutput, ValueRef};
+
+use super::conn::{Conn, DbError, Dialect};
+use super::value::{Row, Value};
+
+impl rusqlite::ToSql for Value {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(match self {
+            Value::Null => ToSqlOutput::Borrowed(ValueRef::Null),
+            Value::Int(i) => ToSqlOutput::Borrowed(ValueRef::Integer(*i)),
+            Value::Real(f) => ToSqlOutput::Borrowed(ValueRef::Real(*f)),
+            Value::Text(s) => ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes())),
+            Value::Blob(b) => ToSqlOutput::Borrowed(ValueRef::Blob(b)),
+        })
+    }
+}
+
+fn value(v: ValueRef<'_>) -> Value {
+    match v {
+        ValueRef::Null => Value::Null,
+        ValueRef::Integer(i) => Value::Int(i),
+        ValueRef::Real(f) => Value::Real(f),
+        ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
+        ValueRef::Blob(b) => Value::Blob(b.to_vec()),
+    }
+}
+
+impl Conn for rusqlite::Connection {
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
+    }
+
+    fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64, DbError> {
+        let mut st = self.prepare_cached(sql)?;
+        Ok(st.execute(rusqlite::params_from_iter(params))? as u64)
+    }
+
+    fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, DbError> {
+        let mut st = self.prepare_cached(sql)?;
+        let n = st.column_count();
+        let rows = st.query_map(rusqlite::params_from_iter(params), |r| {
+            (0..n).map(|i| r.get_ref(i).map(value)).collect::<rusqlite::Result<Vec<_>>>().map(Row)
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    fn batch(&mut self, sql: &str) -> Result<(), DbError> {
+        Ok(self.execute_batch(sql)?)
+    }
+
+    fn begin(&mut self) -> Result<(), DbError> {
+        Ok(self.execute_batch("BEGIN IMMEDIATE")?)
+    }
+
+    fn commit(&mut self) -> Result<(), DbError> {
+        Ok(self.execute_batch("COMMIT")?)
+    }
+
+    fn rollback(&mut self) -> Result<(), DbError> {
+        Ok(self.execute_batch("ROLLBACK")?)
+    }
+}

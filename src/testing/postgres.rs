@@ -1,0 +1,21 @@
+//! A fresh PostgreSQL database for a test, on the server `LAB_TEST_POSTGRES` names (a
+//! throwaway cluster: `eval "$(tests/pg-cluster.sh)"`; `.ci/run` starts one). Tests that
+//! use it carry `#[test_needs::needs(postgres)]`.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::store::{PgOwner, PgUrl};
+
+/// A new, empty database; its URL (with the server's password).
+pub fn fresh_database() -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let admin = std::env::var("LAB_TEST_POSTGRES")
+        .expect("LAB_TEST_POSTGRES is not set: start a throwaway server with `eval \"$(tests/pg-cluster.sh)\"`");
+    let name = format!("lab_t{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let owner = PgOwner::connect(&PgUrl::parse(&admin).unwrap()).unwrap();
+    let create = format!("CREATE DATABASE {name}");
+    owner.call(move |c| c.batch(&create)).unwrap();
+    // The admin URL with the new database's name in place of its own.
+    let (base, _) = admin.rsplit_once('/').unwrap();
+    format!("{base}/{name}")
+}
