@@ -4,9 +4,9 @@
 //! that finds the row still `sending` (its runner died mid-delivery) sends again: delivery
 //! is at-least-once, and receivers dedupe by the payload's `alert_id`.
 
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 
+use super::backend::{DbError, Row, vals};
 use super::sqlite::{Store, StoreError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,11 +60,7 @@ pub struct AlertRow {
 
 const COLUMNS: &str = "schedule, due_utc, channel, target, payload, state, tries, response, error, at";
 
-#[derive(Debug, thiserror::Error)]
-#[error("unknown alert state `{0}`")]
-struct UnknownState(String);
-
-fn alert_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AlertRow> {
+fn alert_row(r: &Row) -> Result<AlertRow, DbError> {
     let state: String = r.get(5)?;
     Ok(AlertRow {
         schedule: r.get(0)?,
@@ -72,13 +68,7 @@ fn alert_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AlertRow> {
         channel: r.get(2)?,
         target: r.get(3)?,
         payload: r.get(4)?,
-        state: AlertState::parse(&state).ok_or_else(|| {
-            rusqlite::Error::FromSqlConversionFailure(
-                5,
-                rusqlite::types::Type::Text,
-                Box::new(UnknownState(state.clone())),
-            )
-        })?,
+        state: AlertState::parse(&state).ok_or_else(|| DbError::Type(format!("unknown alert state `{state}`")))?,
         tries: r.get(6)?,
         response: r.get(7)?,
         error: r.get(8)?,
@@ -92,72 +82,64 @@ impl Store {
     /// runner that did not finish. False when the slot's alert on this channel was
     /// already sent or failed.
     pub fn begin_alert(&self, alert: &AlertRow) -> Result<bool, StoreError> {
-        let mut conn = self.lock();
-        // IMMEDIATE: the insert and the read of an earlier row see one state.
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let inserted = tx.execute(
-            "INSERT INTO schedule_alerts (schedule, due_utc, channel, target, payload, state, tries, response, error, at)
-             VALUES (?1, ?2, ?3, ?4, ?5, 'sending', ?6, ?7, ?8, ?9) ON CONFLICT DO NOTHING",
-            params![
-                alert.schedule,
-                alert.due_utc,
-                alert.channel,
-                alert.target,
-                alert.payload,
-                alert.tries,
-                alert.response,
-                alert.error,
-                alert.at
-            ],
-        )?;
-        let send = inserted == 1 || {
-            let state: Option<String> = tx
-                .query_row(
+        let a = alert.clone();
+        // One writing transaction: the insert and the read of an earlier row see one state.
+        Ok(self.db.call(move |c| {
+            c.transaction(|c| {
+                let inserted = c.execute(
+                    "INSERT INTO schedule_alerts (schedule, due_utc, channel, target, payload, state, tries, response,
+                        error, at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, 'sending', ?6, ?7, ?8, ?9) ON CONFLICT DO NOTHING",
+                    &vals![
+                        &a.schedule,
+                        &a.due_utc,
+                        &a.channel,
+                        &a.target,
+                        &a.payload,
+                        a.tries,
+                        a.response,
+                        a.error,
+                        &a.at
+                    ],
+                )?;
+                if inserted == 1 {
+                    return Ok(true);
+                }
+                let state = c.query_opt(
                     "SELECT state FROM schedule_alerts WHERE schedule = ?1 AND due_utc = ?2 AND channel = ?3",
-                    params![alert.schedule, alert.due_utc, alert.channel],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            state.as_deref() == Some(AlertState::Sending.as_str())
-        };
-        tx.commit()?;
-        Ok(send)
+                    &vals![&a.schedule, &a.due_utc, &a.channel],
+                )?;
+                Ok(state.map(|r| r.get::<String>(0)).transpose()?.as_deref() == Some(AlertState::Sending.as_str()))
+            })
+        })?)
     }
 
     /// Ends a delivery: the row of `alert`'s slot and channel takes its state, tries,
     /// response, error and time.
     pub fn end_alert(&self, alert: &AlertRow) -> Result<(), StoreError> {
-        self.lock().execute(
-            "UPDATE schedule_alerts SET state = ?4, tries = ?5, response = ?6, error = ?7, at = ?8
-             WHERE schedule = ?1 AND due_utc = ?2 AND channel = ?3",
-            params![
-                alert.schedule,
-                alert.due_utc,
-                alert.channel,
-                alert.state.as_str(),
-                alert.tries,
-                alert.response,
-                alert.error,
-                alert.at
-            ],
-        )?;
+        let a = alert.clone();
+        self.db.call(move |c| {
+            c.execute(
+                "UPDATE schedule_alerts SET state = ?4, tries = ?5, response = ?6, error = ?7, at = ?8
+                 WHERE schedule = ?1 AND due_utc = ?2 AND channel = ?3",
+                &vals![&a.schedule, &a.due_utc, &a.channel, a.state.as_str(), a.tries, a.response, a.error, &a.at],
+            )
+        })?;
         Ok(())
     }
 
     /// Every alert of a schedule, oldest slot first.
     pub fn alerts_of_schedule(&self, schedule: &str) -> Result<Vec<AlertRow>, StoreError> {
-        let conn = self.lock();
         let sql = format!("SELECT {COLUMNS} FROM schedule_alerts WHERE schedule = ?1 ORDER BY due_utc, channel");
-        let mut st = conn.prepare(&sql)?;
-        let rows = st.query_map([schedule], alert_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let schedule = vals![schedule];
+        let rows = self.db.call(move |c| c.query(&sql, &schedule))?;
+        Ok(rows.iter().map(alert_row).collect::<Result<_, _>>()?)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::summaries::tests::store;
 
     fn alert(due: &str, channel: &str) -> AlertRow {
         AlertRow {
@@ -174,9 +156,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn an_alert_is_sent_once_unless_its_runner_died_while_sending() {
-        let (_d, s) = store();
+    crate::testing::postgres::on_both!(an_alert_is_sent_once_unless_its_runner_died_while_sending);
+
+    fn an_alert_is_sent_once_unless_its_runner_died_while_sending(s: &Store) {
         let a = alert("d1", "webhook");
         assert!(s.begin_alert(&a).unwrap(), "the first runner sends");
         assert!(s.begin_alert(&AlertRow { at: "t1".into(), ..a.clone() }).unwrap(), "still sending: resend");

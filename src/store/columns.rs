@@ -626,8 +626,8 @@ impl Store {
     /// [`Store::read_columns`], and the [`Store::report_stamp`] of what was read (taken in
     /// the same transaction, while the measurements are being read).
     pub fn read_columns_stamped(&self, id: &str) -> Result<(CampaignColumns, String), StoreError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction()?;
+        let mut conn = self.lock()?;
+        let mut tx = conn.transaction()?;
         // The first read starts this transaction's snapshot.
         let max_attempts = max_attempts(&tx, id)?;
         let fetch = Fetch::start(self.path(), id);
@@ -657,7 +657,7 @@ impl Store {
             }
         }
         // Attestations first: the attempts that have one keep their whole digest.
-        let attested = super::operator_steps::attestation_rows(&tx, id)?;
+        let attested = super::operator_steps::attestation_rows(&mut tx, id)?;
         let with_attestation: std::collections::HashSet<(u32, u32)> = attested.iter().map(|(k, _)| *k).collect();
         let mut valid_of = vec![0u32; c.t_idx.len()];
         c.t_attempts = vec![0; c.t_idx.len()];
@@ -748,7 +748,7 @@ impl Store {
     /// order asked; `None` where the attempt has none. A lookup of its `attempt_report` row
     /// and a walk over its series' ids each.
     pub fn battery_points(&self, id: &str, attempts: &[(u32, u32)]) -> Result<Vec<Option<Points>>, StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         let mut st = conn.prepare(BATTERY_POINTS)?;
         let mut out = Vec::with_capacity(attempts.len());
         for &(idx, attempt) in attempts {
@@ -984,6 +984,7 @@ mod tests {
         // Each attempt's first two measurements swap places in seq, not in table order.
         store
             .lock()
+            .unwrap()
             .execute_batch(
                 "UPDATE measurements SET seq = -1 WHERE seq = 0;
                  UPDATE measurements SET seq = 0 WHERE seq = 1 AND EXISTS (SELECT 1 FROM measurements m
@@ -1000,7 +1001,7 @@ mod tests {
         let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_ne!(bits(&read.m_value), bits(&before.m_value), "the swap shows");
         // The rows are read in two parts: the attempts on both sides of the cut are whole.
-        let n: i64 = store.lock().query_row("SELECT count(*) FROM measurements", [], |r| r.get(0)).unwrap();
+        let n: i64 = store.lock().unwrap().query_row("SELECT count(*) FROM measurements", [], |r| r.get(0)).unwrap();
         assert_eq!(read.m_value.len() as i64, n);
     }
 
@@ -1012,9 +1013,10 @@ mod tests {
         let (record, trials, attempts) = varied();
         let (_dir, store) = store_of(&record, &trials, &attempts, 2);
         let before = store.read_columns(&record.id).unwrap();
-        store.lock().execute_batch("UPDATE attempts SET rowid = 1000000 - rowid;").unwrap();
+        store.lock().unwrap().execute_batch("UPDATE attempts SET rowid = 1000000 - rowid;").unwrap();
         let first: (u32, u32) = store
             .lock()
+            .unwrap()
             .query_row("SELECT trial_idx, attempt FROM attempts ORDER BY rowid LIMIT 1", [], |r| {
                 Ok((r.get(0)?, r.get(1)?))
             })
@@ -1130,10 +1132,10 @@ mod tests {
         let attested: Vec<u32> = read.attested_states.iter().map(|(r, _)| *r).collect();
         assert_eq!(attested, [4]);
         // A store from before migration 10: no digests, the same columns from the JSON.
-        store.lock().execute("UPDATE attempt_report SET state_digest = NULL", []).unwrap();
+        store.lock().unwrap().execute("UPDATE attempt_report SET state_digest = NULL", []).unwrap();
         assert_eq!(read_with_battery(&store, &record.id), read);
         // A digest that does not decode falls back to the JSON too.
-        store.lock().execute("UPDATE attempt_report SET state_digest = x'ff'", []).unwrap();
+        store.lock().unwrap().execute("UPDATE attempt_report SET state_digest = x'ff'", []).unwrap();
         assert_eq!(read_with_battery(&store, &record.id), read);
     }
 

@@ -4,9 +4,9 @@
 //! A slot's findings are inserted once (`ON CONFLICT DO NOTHING`): a review resumed
 //! after a crash keeps the first screening, and only the decision columns change later.
 
-use rusqlite::params;
 use serde::{Deserialize, Serialize};
 
+use super::backend::{DbError, Row, Value, vals};
 use super::records::CampaignId;
 use super::sqlite::{Store, StoreError};
 
@@ -89,18 +89,10 @@ pub struct FindingRow {
 const COLUMNS: &str = "id, schedule, due_utc, campaign, model, variant, metric, direction, by_verdict, change_point, \
 baseline, screen, state, confirm_campaign, confirm, decided_at, note";
 
-fn conversion(i: usize, e: impl std::error::Error + Send + Sync + 'static) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("unknown finding state `{0}`")]
-struct UnknownState(String);
-
-fn finding_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<FindingRow> {
-    let json = |i: usize| -> rusqlite::Result<serde_json::Value> {
+fn finding_row(r: &Row) -> Result<FindingRow, DbError> {
+    let json = |i: usize| -> Result<serde_json::Value, DbError> {
         let text: String = r.get(i)?;
-        serde_json::from_str(&text).map_err(|e| conversion(i, e))
+        serde_json::from_str(&text).map_err(|e| DbError::Type(format!("column {i}: {e}")))
     };
     let state: String = r.get(12)?;
     let confirm: Option<String> = r.get(14)?;
@@ -117,9 +109,9 @@ fn finding_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<FindingRow> {
         change_point: r.get(9)?,
         baseline: json(10)?,
         screen: json(11)?,
-        state: FindingState::parse(&state).ok_or_else(|| conversion(12, UnknownState(state.clone())))?,
+        state: FindingState::parse(&state).ok_or_else(|| DbError::Type(format!("unknown finding state `{state}`")))?,
         confirm_campaign: r.get(13)?,
-        confirm: confirm.map(|c| serde_json::from_str(&c)).transpose().map_err(|e| conversion(14, e))?,
+        confirm: confirm.map(|c| serde_json::from_str(&c)).transpose().map_err(|e| DbError::Type(e.to_string()))?,
         decided_at: r.get(15)?,
         note: r.get(16)?,
     })
@@ -130,70 +122,83 @@ impl Store {
     /// transaction; a finding whose slot × model × variant × metric is already there is
     /// left as it was. Returns how many were new.
     pub fn insert_findings(&self, rows: &[FindingRow]) -> Result<usize, StoreError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction()?;
-        let mut inserted = 0;
-        {
-            let mut st = tx.prepare(
-                "INSERT INTO schedule_findings (schedule, due_utc, campaign, model, variant, metric, direction,
-                    by_verdict, change_point, baseline, screen, state, confirm_campaign, confirm, decided_at, note)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) ON CONFLICT DO NOTHING",
-            )?;
-            for f in rows {
-                inserted += st.execute(params![
-                    f.schedule,
-                    f.due_utc,
-                    f.campaign,
-                    f.model,
-                    f.variant,
-                    f.metric,
-                    f.direction,
+        let rows: Vec<_> = rows
+            .iter()
+            .map(|f| {
+                vals![
+                    &f.schedule,
+                    &f.due_utc,
+                    &f.campaign,
+                    &f.model,
+                    &f.variant,
+                    &f.metric,
+                    &f.direction,
                     f.by_verdict,
-                    f.change_point,
+                    f.change_point.clone(),
                     f.baseline.to_string(),
                     f.screen.to_string(),
                     f.state.as_str(),
-                    f.confirm_campaign,
+                    f.confirm_campaign.clone(),
                     f.confirm.as_ref().map(|c| c.to_string()),
-                    f.decided_at,
-                    f.note
-                ])?;
-            }
-        }
-        tx.commit()?;
-        Ok(inserted)
+                    f.decided_at.clone(),
+                    f.note.clone()
+                ]
+            })
+            .collect();
+        let inserted = self.db.call(move |c| {
+            c.transaction(|c| {
+                let mut inserted = 0;
+                for row in &rows {
+                    inserted += c.execute(
+                        "INSERT INTO schedule_findings (schedule, due_utc, campaign, model, variant, metric, direction,
+                            by_verdict, change_point, baseline, screen, state, confirm_campaign, confirm, decided_at, note)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+                         ON CONFLICT DO NOTHING",
+                        row,
+                    )?;
+                }
+                Ok(inserted)
+            })
+        })?;
+        Ok(inserted as usize)
     }
 
     /// The findings of one slot, in the order they were inserted.
     pub fn findings_of_slot(&self, schedule: &str, due_utc: &str) -> Result<Vec<FindingRow>, StoreError> {
-        let conn = self.lock();
-        let sql = format!("SELECT {COLUMNS} FROM schedule_findings WHERE schedule = ?1 AND due_utc = ?2 ORDER BY id");
-        let mut st = conn.prepare(&sql)?;
-        let rows = st.query_map([schedule, due_utc], finding_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.findings(
+            format!("SELECT {COLUMNS} FROM schedule_findings WHERE schedule = ?1 AND due_utc = ?2 ORDER BY id"),
+            vals![schedule, due_utc].to_vec(),
+        )
     }
 
     /// Every finding of a schedule, oldest slot first.
     pub fn findings_of_schedule(&self, schedule: &str) -> Result<Vec<FindingRow>, StoreError> {
-        let conn = self.lock();
-        let sql = format!("SELECT {COLUMNS} FROM schedule_findings WHERE schedule = ?1 ORDER BY due_utc, id");
-        let mut st = conn.prepare(&sql)?;
-        let rows = st.query_map([schedule], finding_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.findings(
+            format!("SELECT {COLUMNS} FROM schedule_findings WHERE schedule = ?1 ORDER BY due_utc, id"),
+            vals![schedule].to_vec(),
+        )
+    }
+
+    fn findings(&self, sql: String, params: Vec<Value>) -> Result<Vec<FindingRow>, StoreError> {
+        let rows = self.db.call(move |c| c.query(&sql, &params))?;
+        Ok(rows.iter().map(finding_row).collect::<Result<_, _>>()?)
     }
 
     /// Names the confirmation campaign of findings `ids` (one campaign confirms every
     /// finding of a variant), in one transaction.
     pub fn set_confirm_campaign(&self, ids: &[i64], campaign: &str) -> Result<(), StoreError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction()?;
-        {
-            let mut st = tx.prepare("UPDATE schedule_findings SET confirm_campaign = ?2 WHERE id = ?1")?;
-            for id in ids {
-                st.execute(params![id, campaign])?;
-            }
-        }
-        tx.commit()?;
+        let (ids, campaign) = (ids.to_vec(), campaign.to_string());
+        self.db.call(move |c| {
+            c.transaction(|c| {
+                for id in &ids {
+                    c.execute(
+                        "UPDATE schedule_findings SET confirm_campaign = ?2 WHERE id = ?1",
+                        &vals![*id, &campaign],
+                    )?;
+                }
+                Ok(())
+            })
+        })?;
         Ok(())
     }
 
@@ -207,10 +212,13 @@ impl Store {
         note: Option<&str>,
         at: &str,
     ) -> Result<(), StoreError> {
-        self.lock().execute(
-            "UPDATE schedule_findings SET state = ?2, confirm = ?3, note = ?4, decided_at = ?5 WHERE id = ?1",
-            params![id, state.as_str(), confirm.map(|c| c.to_string()), note, at],
-        )?;
+        let row = vals![id, state.as_str(), confirm.map(|c| c.to_string()), note, at];
+        self.db.call(move |c| {
+            c.execute(
+                "UPDATE schedule_findings SET state = ?2, confirm = ?3, note = ?4, decided_at = ?5 WHERE id = ?1",
+                &row,
+            )
+        })?;
         Ok(())
     }
 }
@@ -218,7 +226,6 @@ impl Store {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::store::summaries::tests::store;
     use serde_json::json;
 
     pub(crate) fn finding(due: &str, variant: &str, metric: &str) -> FindingRow {
@@ -261,9 +268,9 @@ pub(crate) mod tests {
         assert_eq!(FindingState::parse("maybe"), None);
     }
 
-    #[test]
-    fn a_slot_keeps_its_first_screening_and_its_decision_is_recorded() {
-        let (_d, s) = store();
+    crate::testing::postgres::on_both!(a_slot_keeps_its_first_screening_and_its_decision_is_recorded);
+
+    fn a_slot_keeps_its_first_screening_and_its_decision_is_recorded(s: &Store) {
         let first = vec![finding("d2", "envoy-poll", "cpu_pct"), finding("d2", "envoy-poll", "memory_mb")];
         assert_eq!(s.insert_findings(&first).unwrap(), 2);
         let again = FindingRow { direction: "better".into(), ..finding("d2", "envoy-poll", "cpu_pct") };

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::ProcessId;
 use super::backend::vals;
-use super::backend::{Conn, Db, DbError, FileLocks, Held, LockName, Locks, Owner, PgLocks, PgOwner, PgUrl, Row};
+use super::backend::{Conn, Db, DbError, Held, LockName, Locks, Owner, Row};
 use super::process_id::start_from_column;
 use super::queue::Busy;
 use super::sqlite::{Store, StoreError};
@@ -109,14 +109,6 @@ pub struct LeaseSpace {
 }
 
 impl LeaseSpace {
-    /// A PostgreSQL store's leases (its lease tables made if missing).
-    pub fn postgres(url: &PgUrl) -> Result<LeaseSpace, StoreError> {
-        let owner = PgOwner::connect(url).map_err(db_err)?;
-        owner.call(|c| c.batch(super::backend::PG_LEASE_TABLES)).map_err(db_err)?;
-        let locks = PgLocks::new(url).map_err(db_err)?;
-        Ok(LeaseSpace { db: Db::Postgres(Arc::new(owner)), locks: Arc::new(locks) })
-    }
-
     /// The lease of `device` if nobody holds it and nobody waits for it; else who does.
     pub fn try_lease(&self, device: &str, req: &LeaseRequest) -> Result<Result<DeviceLease, Busy>, StoreError> {
         self.enqueue(device, req)?.try_take()
@@ -161,16 +153,14 @@ impl LeaseSpace {
 }
 
 impl Store {
-    /// This store's leases: its rows, and the lock files in [`Store::lock_dir`].
+    /// This store's leases: its rows, and its locks.
     pub fn leases(&self) -> LeaseSpace {
-        LeaseSpace { db: Db::Sqlite(self.conn.clone()), locks: Arc::new(FileLocks { dir: self.lock_dir() }) }
+        LeaseSpace { db: self.db.clone(), locks: self.locks.clone() }
     }
 
-    /// Where the lock files are: `<store file>.locks/`.
+    /// Where a SQLite store's lock files are: `<store file>.locks/`.
     pub fn lock_dir(&self) -> std::path::PathBuf {
-        let mut name = self.path().as_os_str().to_owned();
-        name.push(".locks");
-        std::path::PathBuf::from(name)
+        super::sqlite::lock_dir(self.path())
     }
 
     /// [`LeaseSpace::try_lease`] on this store.
@@ -332,8 +322,7 @@ pub(crate) mod tests {
         let mut gone = Command::new("true").spawn().unwrap();
         let pid = gone.id();
         gone.wait().unwrap();
-        a.conn
-            .lock()
+        a.lock()
             .unwrap()
             .execute(
                 "INSERT INTO device_leases (device, purpose, campaign, host, pid, pid_start, since)

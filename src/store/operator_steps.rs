@@ -3,8 +3,9 @@
 //! Every change of a step's status is one conditional `UPDATE … WHERE status = 'pending'`,
 //! so an answer and an expiry that race settle on exactly one of them.
 
-use rusqlite::{OptionalExtension, params};
+use rusqlite::params;
 
+use super::backend::{Conn, DbError, Row, vals};
 use super::records::{Attestation, NewStep, StepRow, StepStatus};
 use super::sqlite::{Store, StoreError};
 
@@ -12,7 +13,7 @@ const STEP_COLUMNS: &str =
     "id, campaign, device, trial_key, attempt, step, step_when, text, attest, asked_at, deadline,
     status, answered_at, answered_by, answer";
 
-fn step_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StepRow> {
+fn step_row(r: &Row) -> Result<StepRow, DbError> {
     let attest: String = r.get(8)?;
     let status: String = r.get(11)?;
     let answer: Option<String> = r.get(14)?;
@@ -40,43 +41,44 @@ fn step_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StepRow> {
 impl Store {
     /// Puts a step on the desk (pending); returns its id.
     pub fn ask_step(&self, s: &NewStep) -> Result<i64, StoreError> {
-        let conn = self.lock();
-        conn.execute(
-            "INSERT INTO operator_steps (campaign, device, trial_key, attempt, step, step_when, text, attest,
-                asked_at, deadline, status)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending')",
-            params![
-                s.campaign,
-                s.device,
-                s.trial_key,
-                s.attempt,
-                s.step,
-                s.when,
-                s.text,
-                serde_json::to_string(&s.attest)?,
-                s.asked_at,
-                s.deadline
-            ],
-        )?;
-        Ok(conn.last_insert_rowid())
+        let row = vals![
+            &s.campaign,
+            &s.device,
+            s.trial_key.clone(),
+            s.attempt,
+            &s.step,
+            &s.when,
+            &s.text,
+            serde_json::to_string(&s.attest)?,
+            &s.asked_at,
+            &s.deadline
+        ];
+        Ok(self.db.call(move |c| {
+            c.query(
+                "INSERT INTO operator_steps (campaign, device, trial_key, attempt, step, step_when, text, attest,
+                    asked_at, deadline, status)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending') RETURNING id",
+                &row,
+            )?[0]
+                .get::<i64>(0)
+        })?)
     }
 
     pub fn step(&self, id: i64) -> Result<Option<StepRow>, StoreError> {
-        let conn = self.lock();
         let sql = format!("SELECT {STEP_COLUMNS} FROM operator_steps WHERE id = ?1");
-        Ok(conn.query_row(&sql, [id], step_row).optional()?)
+        let row = self.db.call(move |c| c.query_opt(&sql, &vals![id]))?;
+        Ok(row.as_ref().map(step_row).transpose()?)
     }
 
     /// Steps waiting for an answer, oldest first; of one campaign or of all.
     pub fn pending_steps(&self, campaign: Option<&str>) -> Result<Vec<StepRow>, StoreError> {
-        let conn = self.lock();
         let sql = format!(
-            "SELECT {STEP_COLUMNS} FROM operator_steps WHERE status = 'pending' AND (?1 IS NULL OR campaign = ?1)
+            "SELECT {STEP_COLUMNS} FROM operator_steps WHERE status = 'pending' AND (CAST(?1 AS TEXT) IS NULL OR campaign = ?1)
              ORDER BY id"
         );
-        let mut st = conn.prepare(&sql)?;
-        let rows = st.query_map([campaign], step_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let campaign = vals![campaign];
+        let rows = self.db.call(move |c| c.query(&sql, &campaign))?;
+        Ok(rows.iter().map(step_row).collect::<Result<_, _>>()?)
     }
 
     /// Answers a pending step. False when it is no longer pending (answered, expired or
@@ -88,47 +90,55 @@ impl Store {
         at: &str,
         values: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<bool, StoreError> {
-        let n = self.lock().execute(
-            "UPDATE operator_steps SET status = 'answered', answered_by = ?2, answered_at = ?3, answer = ?4
-             WHERE id = ?1 AND status = 'pending'",
-            params![id, by, at, serde_json::to_string(values)?],
-        )?;
+        let row = vals![id, by, at, serde_json::to_string(values)?];
+        let n = self.db.call(move |c| {
+            c.execute(
+                "UPDATE operator_steps SET status = 'answered', answered_by = ?2, answered_at = ?3, answer = ?4
+                 WHERE id = ?1 AND status = 'pending'",
+                &row,
+            )
+        })?;
         Ok(n == 1)
     }
 
     /// Closes a pending step unanswered (`Expired` or `Abandoned`). False when it was
     /// answered first.
     pub fn close_step(&self, id: i64, status: StepStatus) -> Result<bool, StoreError> {
-        let n = self.lock().execute(
-            "UPDATE operator_steps SET status = ?2 WHERE id = ?1 AND status = 'pending'",
-            params![id, status.as_str()],
-        )?;
+        let row = vals![id, status.as_str()];
+        let n = self.db.call(move |c| {
+            c.execute("UPDATE operator_steps SET status = ?2 WHERE id = ?1 AND status = 'pending'", &row)
+        })?;
         Ok(n == 1)
     }
 
     /// Steps a crashed runner of `campaign` left pending: nobody waits for them any more.
     pub fn abandon_steps(&self, campaign: &str) -> Result<usize, StoreError> {
-        Ok(self.lock().execute(
-            "UPDATE operator_steps SET status = 'abandoned' WHERE campaign = ?1 AND status = 'pending'",
-            [campaign],
-        )?)
+        let campaign = vals![campaign];
+        let n = self.db.call(move |c| {
+            c.execute(
+                "UPDATE operator_steps SET status = 'abandoned' WHERE campaign = ?1 AND status = 'pending'",
+                &campaign,
+            )
+        })?;
+        Ok(n as usize)
     }
 
     /// The newest attestation of each (device, step) in the store: (device, campaign, it).
     pub fn latest_attestations(&self) -> Result<Vec<(String, String, Attestation)>, StoreError> {
-        let conn = self.lock();
-        let mut st = conn.prepare(
-            "SELECT COALESCE(a.device, t.device), x.campaign, x.step, x.step_when, x.text, x.answered_by,
-                    x.answered_at, x.answer
-             FROM attestations x
-             JOIN attempts a ON a.campaign = x.campaign AND a.trial_idx = x.trial_idx AND a.attempt = x.attempt
-             JOIN trials t ON t.campaign = x.campaign AND t.idx = x.trial_idx
-             ORDER BY x.answered_at DESC",
-        )?;
-        let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, attestation(r, 2)?)))?;
+        let rows = self.db.call(|c| {
+            c.query(
+                "SELECT COALESCE(a.device, t.device), x.campaign, x.step, x.step_when, x.text, x.answered_by,
+                        x.answered_at, x.answer
+                 FROM attestations x
+                 JOIN attempts a ON a.campaign = x.campaign AND a.trial_idx = x.trial_idx AND a.attempt = x.attempt
+                 JOIN trials t ON t.campaign = x.campaign AND t.idx = x.trial_idx
+                 ORDER BY x.answered_at DESC",
+                &[],
+            )
+        })?;
         let mut out: Vec<(String, String, Attestation)> = Vec::new();
-        for row in rows {
-            let row = row?;
+        for r in &rows {
+            let row = (r.get::<String>(0)?, r.get::<String>(1)?, attestation(r, 2)?);
             if !out.iter().any(|(d, _, a)| *d == row.0 && a.step == row.2.step) {
                 out.push(row);
             }
@@ -140,7 +150,7 @@ impl Store {
 
 /// An attestation from six columns from `at`: step, step_when, text, answered_by,
 /// answered_at, answer.
-fn attestation(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Attestation> {
+fn attestation(r: &Row, at: usize) -> Result<Attestation, DbError> {
     let answer: String = r.get(at + 5)?;
     Ok(Attestation {
         step: r.get(at)?,
@@ -156,16 +166,13 @@ fn attestation(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Attestation
 pub(super) type AttemptAttestation = ((u32, u32), Attestation);
 
 /// Every attestation of a campaign, by trial, attempt and as given.
-pub(super) fn attestation_rows(
-    conn: &rusqlite::Connection,
-    campaign: &str,
-) -> Result<Vec<AttemptAttestation>, StoreError> {
-    let mut st = conn.prepare(
+pub(super) fn attestation_rows(c: &mut dyn Conn, campaign: &str) -> Result<Vec<AttemptAttestation>, StoreError> {
+    let rows = c.query(
         "SELECT trial_idx, attempt, step, step_when, text, answered_by, answered_at, answer FROM attestations
          WHERE campaign = ?1 ORDER BY trial_idx, attempt, seq",
+        &vals![campaign],
     )?;
-    let rows = st.query_map([campaign], |r| Ok(((r.get(0)?, r.get(1)?), attestation(r, 2)?)))?;
-    Ok(rows.collect::<Result<_, _>>()?)
+    Ok(rows.iter().map(|r| Ok(((r.get(0)?, r.get(1)?), attestation(r, 2)?))).collect::<Result<_, DbError>>()?)
 }
 
 pub(super) fn insert_attestations(

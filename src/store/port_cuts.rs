@@ -4,8 +4,7 @@
 //! row. A care process that dies leaves its rows, so the next holder still powers the
 //! phone.
 
-use rusqlite::{OptionalExtension, params};
-
+use super::backend::vals;
 use super::sqlite::{Store, StoreError};
 
 /// A port care left off.
@@ -20,30 +19,33 @@ pub struct PortCut {
 impl Store {
     /// Records that `device`'s port is off, by care's hand.
     pub fn set_port_cut(&self, device: &str, port: &str, at: &str) -> Result<(), StoreError> {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        conn.execute(
-            "INSERT INTO port_cuts (device, port, since) VALUES (?1, ?2, ?3)
-             ON CONFLICT (device) DO UPDATE SET port = ?2, since = ?3",
-            params![device, port, at],
-        )?;
+        let row = vals![device, port, at];
+        self.db.call(move |c| {
+            c.execute(
+                "INSERT INTO port_cuts (device, port, since) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (device) DO UPDATE SET port = ?2, since = ?3",
+                &row,
+            )
+        })?;
         Ok(())
     }
 
     /// The port is on again.
     pub fn clear_port_cut(&self, device: &str) -> Result<(), StoreError> {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        conn.execute("DELETE FROM port_cuts WHERE device = ?1", [device])?;
+        let device = vals![device];
+        self.db.call(move |c| c.execute("DELETE FROM port_cuts WHERE device = ?1", &device))?;
         Ok(())
     }
 
     /// Whether care left `device`'s port off.
     pub fn port_cut(&self, device: &str) -> Result<Option<PortCut>, StoreError> {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let row = conn
-            .query_row("SELECT device, port, since FROM port_cuts WHERE device = ?1", [device], |r| {
-                Ok(PortCut { device: r.get(0)?, port: r.get(1)?, since: r.get(2)? })
-            })
-            .optional()?;
-        Ok(row)
+        let device = vals![device];
+        let row = self
+            .db
+            .call(move |c| c.query_opt("SELECT device, port, since FROM port_cuts WHERE device = ?1", &device))?;
+        Ok(match row {
+            Some(r) => Some(PortCut { device: r.get(0)?, port: r.get(1)?, since: r.get(2)? }),
+            None => None,
+        })
     }
 }

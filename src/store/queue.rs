@@ -358,7 +358,7 @@ mod tests {
     fn postgres() -> Pair {
         let url = crate::testing::postgres::fresh_database();
         let parsed = crate::store::PgUrl::parse(&url).unwrap();
-        let (a, b) = (LeaseSpace::postgres(&parsed).unwrap(), LeaseSpace::postgres(&parsed).unwrap());
+        let (a, b) = (Store::open_postgres(&parsed).unwrap().leases(), Store::open_postgres(&parsed).unwrap().leases());
         Pair { a, b, dir: None, url: Some(url) }
     }
 

@@ -6,9 +6,9 @@
 
 use super::ProcessId;
 use super::process_id::start_from_column;
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
 
+use super::backend::{DbError, Row, Value, vals};
 use super::sqlite::{Store, StoreError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -74,7 +74,7 @@ pub enum Claim {
 const COLUMNS: &str = "schedule, due_utc, state, claimed_at, claimed_pid, claimed_host, campaign, finished_at, \
 outcome, skipped_because, claimed_start";
 
-fn slot_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SlotRow> {
+fn slot_row(r: &Row) -> Result<SlotRow, DbError> {
     let state: String = r.get(2)?;
     Ok(SlotRow {
         schedule: r.get(0)?,
@@ -109,55 +109,51 @@ pub struct Claimant<'a> {
 impl Store {
     /// When a runner first saw `schedule`; records `now` if none has.
     pub fn schedule_first_seen(&self, schedule: &str, now: &str) -> Result<String, StoreError> {
-        let conn = self.lock();
-        conn.execute(
-            "INSERT INTO schedules_seen (schedule, first_seen_utc) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
-            params![schedule, now],
-        )?;
-        Ok(conn.query_row("SELECT first_seen_utc FROM schedules_seen WHERE schedule = ?1", [schedule], |r| r.get(0))?)
+        let row = vals![schedule, now];
+        Ok(self.db.call(move |c| {
+            c.execute(
+                "INSERT INTO schedules_seen (schedule, first_seen_utc) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                &row,
+            )?;
+            c.query("SELECT first_seen_utc FROM schedules_seen WHERE schedule = ?1", &row[..1])?[0].get(0)
+        })?)
     }
 
     /// When a runner first saw `schedule`, without recording anything.
     pub fn schedule_seen(&self, schedule: &str) -> Result<Option<String>, StoreError> {
-        let conn = self.lock();
-        Ok(conn
-            .query_row("SELECT first_seen_utc FROM schedules_seen WHERE schedule = ?1", [schedule], |r| r.get(0))
-            .optional()?)
+        let row = vals![schedule];
+        let seen = self
+            .db
+            .call(move |c| c.query_opt("SELECT first_seen_utc FROM schedules_seen WHERE schedule = ?1", &row))?;
+        Ok(seen.map(|r| r.get(0)).transpose()?)
+    }
+
+    fn slot_rows(&self, tail: &str, params: Vec<Value>) -> Result<Vec<SlotRow>, StoreError> {
+        let sql = format!("SELECT {COLUMNS} FROM schedule_slots {tail}");
+        let rows = self.db.call(move |c| c.query(&sql, &params))?;
+        Ok(rows.iter().map(slot_row).collect::<Result<_, _>>()?)
     }
 
     /// The schedule's latest slot, whatever its state.
     pub fn last_slot(&self, schedule: &str) -> Result<Option<SlotRow>, StoreError> {
-        let conn = self.lock();
-        let sql = format!("SELECT {COLUMNS} FROM schedule_slots WHERE schedule = ?1 ORDER BY due_utc DESC LIMIT 1");
-        Ok(conn.query_row(&sql, [schedule], slot_row).optional()?)
+        Ok(self.slot_rows("WHERE schedule = ?1 ORDER BY due_utc DESC LIMIT 1", vals![schedule].to_vec())?.pop())
     }
 
     pub fn slot(&self, schedule: &str, due_utc: &str) -> Result<Option<SlotRow>, StoreError> {
-        let conn = self.lock();
-        let sql = format!("SELECT {COLUMNS} FROM schedule_slots WHERE schedule = ?1 AND due_utc = ?2");
-        Ok(conn.query_row(&sql, [schedule, due_utc], slot_row).optional()?)
+        Ok(self.slot_rows("WHERE schedule = ?1 AND due_utc = ?2", vals![schedule, due_utc].to_vec())?.pop())
     }
 
     /// Every slot, of one schedule or all, oldest first.
     pub fn slots(&self, schedule: Option<&str>) -> Result<Vec<SlotRow>, StoreError> {
-        let conn = self.lock();
-        let sql = format!(
-            "SELECT {COLUMNS} FROM schedule_slots WHERE ?1 IS NULL OR schedule = ?1 ORDER BY due_utc, schedule"
-        );
-        let mut st = conn.prepare(&sql)?;
-        let rows = st.query_map([schedule], slot_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.slot_rows(
+            "WHERE CAST(?1 AS TEXT) IS NULL OR schedule = ?1 ORDER BY due_utc, schedule",
+            vals![schedule].to_vec(),
+        )
     }
 
     /// Slots claimed or interrupted: campaigns that may need a runner.
     pub fn unfinished_slots(&self) -> Result<Vec<SlotRow>, StoreError> {
-        let conn = self.lock();
-        let sql = format!(
-            "SELECT {COLUMNS} FROM schedule_slots WHERE state IN ('claimed', 'interrupted') ORDER BY due_utc, schedule"
-        );
-        let mut st = conn.prepare(&sql)?;
-        let rows = st.query_map([], slot_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.slot_rows("WHERE state IN ('claimed', 'interrupted') ORDER BY due_utc, schedule", Vec::new())
     }
 
     /// Claims the slot `(schedule, due_utc)` for `by` with its campaign id, and records the
@@ -171,64 +167,69 @@ impl Store {
         by: &Claimant<'_>,
         skipped: &[(String, String)],
     ) -> Result<Claim, StoreError> {
-        let mut conn = self.lock();
-        // IMMEDIATE takes the write lock at BEGIN, so the insert and the read of a
-        // competitor's row see one state.
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let inserted = tx.execute(
-            "INSERT INTO schedule_slots (schedule, due_utc, state, claimed_at, claimed_pid, claimed_host, campaign,
-                claimed_start)
-             VALUES (?1, ?2, 'claimed', ?3, ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING",
-            params![schedule, due_utc, by.at, by.pid, by.host, campaign, ProcessId::of(by.pid).start_column()],
-        )?;
-        if inserted == 0 {
-            let sql = format!("SELECT {COLUMNS} FROM schedule_slots WHERE schedule = ?1 AND due_utc = ?2");
-            let row = tx.query_row(&sql, [schedule, due_utc], slot_row)?;
-            tx.commit()?;
-            return Ok(Claim::Taken(Box::new(row)));
-        }
-        {
-            let mut st = tx.prepare(
-                "INSERT INTO schedule_slots (schedule, due_utc, state, skipped_because, finished_at)
-                 VALUES (?1, ?2, 'skipped', ?3, ?4) ON CONFLICT DO NOTHING",
-            )?;
-            for (due, why) in skipped {
-                st.execute(params![schedule, due, why, by.at])?;
-            }
-        }
-        tx.commit()?;
-        Ok(Claim::Won)
+        let claim = vals![schedule, due_utc, by.at, by.pid, by.host, campaign, ProcessId::of(by.pid).start_column()];
+        let skipped: Vec<_> = skipped.iter().map(|(due, why)| vals![schedule, due, why, by.at]).collect();
+        // One writing transaction (SQLite: IMMEDIATE, the write lock at BEGIN; PostgreSQL:
+        // the insert waits for a competitor's uncommitted one), so the insert and the read
+        // of a competitor's row see one state.
+        let taken = self.db.call(move |c| {
+            c.transaction(|c| {
+                let inserted = c.execute(
+                    "INSERT INTO schedule_slots (schedule, due_utc, state, claimed_at, claimed_pid, claimed_host,
+                        campaign, claimed_start)
+                     VALUES (?1, ?2, 'claimed', ?3, ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING",
+                    &claim,
+                )?;
+                if inserted == 0 {
+                    let sql = format!("SELECT {COLUMNS} FROM schedule_slots WHERE schedule = ?1 AND due_utc = ?2");
+                    return Ok(Some(c.query(&sql, &claim[..2])?.remove(0)));
+                }
+                for row in &skipped {
+                    c.execute(
+                        "INSERT INTO schedule_slots (schedule, due_utc, state, skipped_because, finished_at)
+                         VALUES (?1, ?2, 'skipped', ?3, ?4) ON CONFLICT DO NOTHING",
+                        row,
+                    )?;
+                }
+                Ok(None)
+            })
+        })?;
+        Ok(match taken {
+            Some(row) => Claim::Taken(Box::new(slot_row(&row)?)),
+            None => Claim::Won,
+        })
     }
 
     /// Takes over an unfinished slot as it was seen (`seen`: same state and pid), for `by`.
     /// False when another runner changed it first.
     pub fn take_over_slot(&self, seen: &SlotRow, by: &Claimant<'_>) -> Result<bool, StoreError> {
-        let conn = self.lock();
-        let n = conn.execute(
-            "UPDATE schedule_slots SET state = 'claimed', claimed_at = ?3, claimed_pid = ?4, claimed_host = ?5,
-                claimed_start = ?8
-             WHERE schedule = ?1 AND due_utc = ?2 AND state = ?6 AND claimed_pid IS ?7",
-            params![
-                seen.schedule,
-                seen.due_utc,
-                by.at,
-                by.pid,
-                by.host,
-                seen.state.as_str(),
-                seen.claimed_pid,
-                ProcessId::of(by.pid).start_column()
-            ],
-        )?;
+        let row = vals![
+            &seen.schedule,
+            &seen.due_utc,
+            by.at,
+            by.pid,
+            by.host,
+            seen.state.as_str(),
+            seen.claimed_pid,
+            ProcessId::of(by.pid).start_column()
+        ];
+        let n = self.db.call(move |c| {
+            c.execute(
+                "UPDATE schedule_slots SET state = 'claimed', claimed_at = ?3, claimed_pid = ?4, claimed_host = ?5,
+                    claimed_start = ?8
+                 WHERE schedule = ?1 AND due_utc = ?2 AND state = ?6 AND claimed_pid IS NOT DISTINCT FROM ?7",
+                &row,
+            )
+        })?;
         Ok(n == 1)
     }
 
     /// Names the campaign a claimed slot runs (one started after its claim).
     pub fn set_slot_campaign(&self, schedule: &str, due_utc: &str, campaign: &str) -> Result<(), StoreError> {
-        let conn = self.lock();
-        conn.execute(
-            "UPDATE schedule_slots SET campaign = ?3 WHERE schedule = ?1 AND due_utc = ?2",
-            params![schedule, due_utc, campaign],
-        )?;
+        let row = vals![schedule, due_utc, campaign];
+        self.db.call(move |c| {
+            c.execute("UPDATE schedule_slots SET campaign = ?3 WHERE schedule = ?1 AND due_utc = ?2", &row)
+        })?;
         Ok(())
     }
 
@@ -241,14 +242,16 @@ impl Store {
         outcome: &str,
         at: &str,
     ) -> Result<(), StoreError> {
-        let conn = self.lock();
-        conn.execute(
-            // A slot skipped at its end (its devices stayed busy) says why as skipped ones do.
-            "UPDATE schedule_slots SET state = ?3, outcome = ?4, finished_at = ?5,
-                skipped_because = CASE WHEN ?3 = 'skipped' THEN ?4 ELSE skipped_because END
-             WHERE schedule = ?1 AND due_utc = ?2",
-            params![schedule, due_utc, state.as_str(), outcome, at],
-        )?;
+        let row = vals![schedule, due_utc, state.as_str(), outcome, at];
+        self.db.call(move |c| {
+            c.execute(
+                // A slot skipped at its end (its devices stayed busy) says why as skipped ones do.
+                "UPDATE schedule_slots SET state = ?3, outcome = ?4, finished_at = ?5,
+                    skipped_because = CASE WHEN ?3 = 'skipped' THEN ?4 ELSE skipped_because END
+                 WHERE schedule = ?1 AND due_utc = ?2",
+                &row,
+            )
+        })?;
         Ok(())
     }
 }
@@ -257,15 +260,14 @@ impl Store {
 mod tests {
     use super::*;
 
-    fn store() -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(&dir.path().join("lab.db")).unwrap();
-        (dir, s)
-    }
+    crate::testing::postgres::on_both!(
+        a_slot_is_claimed_once_and_the_loser_sees_the_winner,
+        a_take_over_happens_once,
+        first_sight_is_kept,
+        two_runners_racing_for_a_slot_claim_it_once,
+    );
 
-    #[test]
-    fn a_slot_is_claimed_once_and_the_loser_sees_the_winner() {
-        let (_d, s) = store();
+    fn a_slot_is_claimed_once_and_the_loser_sees_the_winner(s: &Store) {
         let a = Claimant { pid: 10, host: "h", at: "2026-03-29T01:00:05Z" };
         let b = Claimant { pid: 11, host: "h", at: "2026-03-29T01:00:06Z" };
         let skipped = vec![("2026-03-22T01:30:00Z".to_string(), "missed".to_string())];
@@ -280,9 +282,7 @@ mod tests {
         assert_eq!(s.last_slot("w").unwrap().unwrap().due_utc, "2026-03-29T01:00:00Z");
     }
 
-    #[test]
-    fn a_take_over_happens_once() {
-        let (_d, s) = store();
+    fn a_take_over_happens_once(s: &Store) {
         let a = Claimant { pid: 10, host: "h", at: "t0" };
         s.claim_slot("w", "d", None, &a, &[]).unwrap();
         let seen = s.slot("w", "d").unwrap().unwrap();
@@ -293,12 +293,31 @@ mod tests {
         assert!(s.unfinished_slots().unwrap().is_empty());
     }
 
-    #[test]
-    fn first_sight_is_kept() {
-        let (_d, s) = store();
+    fn first_sight_is_kept(s: &Store) {
         assert_eq!(s.schedule_seen("w").unwrap(), None);
         assert_eq!(s.schedule_first_seen("w", "t0").unwrap(), "t0");
         assert_eq!(s.schedule_first_seen("w", "t1").unwrap(), "t0");
+    }
+
+    /// Eight runners (threads, each with its own connection) claim one slot at once.
+    fn two_runners_racing_for_a_slot_claim_it_once(s: &Store) {
+        let url = s.path().to_path_buf();
+        let racers: Vec<_> = (0..8)
+            .map(|i| {
+                // A second handle on the same store: its own connection.
+                let s = match s.dialect() {
+                    crate::store::Dialect::Sqlite => Store::open(&url).unwrap(),
+                    crate::store::Dialect::Postgres => s.clone(),
+                };
+                std::thread::spawn(move || {
+                    let by = Claimant { pid: 100 + i, host: "h", at: "t0" };
+                    s.claim_slot("w", "d", Some(&format!("c-{i}")), &by, &[]).unwrap() == Claim::Won
+                })
+            })
+            .collect();
+        let won = racers.into_iter().map(|r| r.join().unwrap()).filter(|w| *w).count();
+        assert_eq!(won, 1);
+        assert_eq!(s.slots(None).unwrap().len(), 1);
     }
 
     #[test]
@@ -310,7 +329,7 @@ mod tests {
         let row = s.slot("w", "d").unwrap().unwrap();
         assert_eq!(row.claimant(), Some(ProcessId::current()));
         assert!(row.claimant().unwrap().alive());
-        s.lock().execute("UPDATE schedule_slots SET claimed_start = claimed_start + 1", []).unwrap();
+        s.lock().unwrap().execute("UPDATE schedule_slots SET claimed_start = claimed_start + 1", []).unwrap();
         assert!(!s.slot("w", "d").unwrap().unwrap().claimant().unwrap().alive(), "a reused pid is not the claimant");
     }
 }

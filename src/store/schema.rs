@@ -463,7 +463,7 @@ mod tests {
             .unwrap();
         }
         let s = Store::open(&path).unwrap();
-        let version: u32 = s.lock().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        let version: u32 = s.lock().unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
         assert_eq!(version, MIGRATIONS.len() as u32);
         assert_eq!(s.campaign("old").unwrap().status, CampaignStatus::Done);
         assert_eq!(s.slot("w", "d").unwrap().unwrap().campaign.as_deref(), Some("old"));
@@ -553,6 +553,7 @@ mod tests {
         let s = Store::open(&path).unwrap();
         let n: i64 = s
             .lock()
+            .unwrap()
             .query_row("SELECT count(*) FROM attempt_report WHERE state_digest IS NULL", [], |r| r.get(0))
             .unwrap();
         assert_eq!(n, data.attempts.len() as i64, "every old attempt backfilled, without a digest");
@@ -576,7 +577,7 @@ mod tests {
         let (_dir, path) = stored(&data);
         let s = Store::open(&path).unwrap();
         let flags = |s: &Store| -> Vec<i64> {
-            let conn = s.lock();
+            let conn = s.lock().unwrap();
             let mut st = conn.prepare("SELECT battery FROM attempt_report ORDER BY trial_idx, attempt").unwrap();
             st.query_map([], |r| r.get(0)).unwrap().collect::<Result<_, _>>().unwrap()
         };
@@ -597,6 +598,7 @@ mod tests {
         assert_eq!(s.read_columns("old").unwrap(), expected);
         let plan: String = s
             .lock()
+            .unwrap()
             .query_row(
                 "EXPLAIN QUERY PLAN SELECT idx FROM trials WHERE campaign = 'old' AND moved_from IS NOT NULL",
                 [],
@@ -631,7 +633,7 @@ mod tests {
         };
         type Ranges = Vec<((u32, u32), [Option<i64>; 4])>;
         let ranges = |s: &Store| -> Ranges {
-            let conn = s.lock();
+            let conn = s.lock().unwrap();
             let mut st = conn
                 .prepare(
                     "SELECT trial_idx, attempt, measurements_from, measurements_to, series_from, series_to
@@ -662,7 +664,7 @@ mod tests {
         let s = Store::open(&path).unwrap();
         assert_eq!(ranges(&s), written, "the ranges backfilled are those written with the attempts");
         assert_eq!(read(&s), expected, "the same columns, attempts, series and battery curves");
-        let conn = s.lock();
+        let conn = s.lock().unwrap();
         for table in ["measurements", "series"] {
             let indexes: i64 =
                 conn.query_row("SELECT count(*) FROM pragma_index_list(?1)", [table], |r| r.get(0)).unwrap();

@@ -38,9 +38,22 @@ pub enum StoreError {
     Duplicate { campaign: String, trial: u32, attempt: u32 },
 }
 
+impl From<super::backend::DbError> for StoreError {
+    fn from(e: super::backend::DbError) -> StoreError {
+        super::lease::db_err(e)
+    }
+}
+
 #[derive(Clone)]
 pub struct Store {
-    pub(super) conn: Arc<Mutex<Connection>>,
+    /// SQLite's connection, for the operations not yet written against [`super::Conn`]
+    /// (`None` on PostgreSQL: they refuse there, naming themselves).
+    pub(super) conn: Option<Arc<Mutex<Connection>>>,
+    /// The connection, for the operations written once for both backends.
+    pub(super) db: super::backend::Db,
+    /// What leases are made of: lock files next to a SQLite store, advisory locks on PostgreSQL.
+    pub(super) locks: Arc<dyn super::backend::Locks>,
+    /// The SQLite file, or the PostgreSQL URL as shown (without its password).
     path: PathBuf,
     /// Attempts waiting to be committed together (`record_attempt`).
     attempts: Arc<AttemptQueue>,
@@ -54,6 +67,13 @@ impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store").field("path", &self.path).finish()
     }
+}
+
+/// Where a SQLite store's lock files are: `<store file>.locks/`.
+pub(super) fn lock_dir(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".locks");
+    PathBuf::from(name)
 }
 
 /// Log pages after which a commit checkpoints (`PRAGMA wal_autocheckpoint`).
@@ -316,8 +336,11 @@ impl Store {
         // more CPU than it saved the writer.)
         conn.pragma_update(None, "wal_autocheckpoint", WAL_CHECKPOINT_PAGES).map_err(err)?;
         schema::migrate(&mut conn).map_err(err)?;
+        let conn = Arc::new(Mutex::new(conn));
         Ok(Store {
-            conn: Arc::new(Mutex::new(conn)),
+            db: super::backend::Db::Sqlite(conn.clone()),
+            conn: Some(conn),
+            locks: Arc::new(super::backend::FileLocks { dir: lock_dir(path) }),
             path: path.to_path_buf(),
             attempts: Arc::default(),
             commits: Arc::default(),
@@ -325,26 +348,60 @@ impl Store {
         })
     }
 
+    /// Opens the PostgreSQL store at `url` and brings its schema up to date (several
+    /// processes may do so at once).
+    pub fn open_postgres(url: &super::PgUrl) -> Result<Store, StoreError> {
+        let owner = super::PgOwner::connect(url)?;
+        owner.call(super::backend::migrate_postgres)?;
+        Ok(Store {
+            db: super::backend::Db::Postgres(Arc::new(owner)),
+            conn: None,
+            locks: Arc::new(super::backend::PgLocks::new(url)?),
+            path: PathBuf::from(url.shown()),
+            attempts: Arc::default(),
+            commits: Arc::default(),
+            recording_ns: Arc::default(),
+        })
+    }
+
+    /// The SQLite file, or the PostgreSQL URL as shown (without its password).
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Which backend this store is on.
+    pub fn dialect(&self) -> super::Dialect {
+        match self.db {
+            super::backend::Db::Sqlite(_) => super::Dialect::Sqlite,
+            super::backend::Db::Postgres(_) => super::Dialect::Postgres,
+        }
     }
 
     /// SQLite's `PRAGMA data_version` on this store's connection: it changes when another
     /// connection (another process's `lab run`) commits, and never for this connection's own
     /// commits. Costs no table read, so a watcher can ask it every second.
     pub fn data_version(&self) -> Result<i64, StoreError> {
-        Ok(self.lock().query_row("PRAGMA data_version", [], |r| r.get(0))?)
+        Ok(self.lock()?.query_row("PRAGMA data_version", [], |r| r.get(0))?)
     }
 
-    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
-        // A panic while holding the lock leaves a connection that is still usable:
-        // every write is its own transaction.
-        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    /// SQLite's connection, for an operation not yet written for both backends.
+    #[track_caller]
+    pub(super) fn lock(&self) -> Result<std::sync::MutexGuard<'_, Connection>, StoreError> {
+        match &self.conn {
+            // A panic while holding the lock leaves a connection that is still usable:
+            // every write is its own transaction.
+            Some(conn) => Ok(conn.lock().unwrap_or_else(|p| p.into_inner())),
+            None => Err(StoreError::Internal(format!(
+                "{} does not work on a PostgreSQL store yet ({}); fix: use a SQLite store for it",
+                std::panic::Location::caller(),
+                self.path.display()
+            ))),
+        }
     }
 
     /// Inserts a campaign and its planned trials in one transaction.
     pub fn create_campaign(&self, c: &NewCampaign, max_attempts: u32, pid: u32) -> Result<(), StoreError> {
-        let mut conn = self.lock();
+        let mut conn = self.lock()?;
         let tx = conn.transaction()?;
         tx.execute(
             "INSERT INTO campaigns (id, runbook_name, runbook_path, runbook_text, runbook_sha256, lab_text,
@@ -378,7 +435,7 @@ impl Store {
     /// Adds planned trials to a campaign and stores its new plan, in one transaction
     /// (adaptive repeats): a resumed run sees both or neither.
     pub fn add_trials(&self, id: &str, trials: &[PlannedTrialRow], plan_json: &str) -> Result<(), StoreError> {
-        let mut conn = self.lock();
+        let mut conn = self.lock()?;
         let tx = conn.transaction()?;
         let n = tx.execute(
             "UPDATE campaigns SET plan_json = ?2, plan_head = ?3 WHERE id = ?1",
@@ -428,7 +485,7 @@ impl Store {
 
     /// A campaign with its `plan_json` left `Null` and not read.
     pub fn campaign_without_plan(&self, id: &str) -> Result<CampaignRecord, StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         conn.query_row(&format!("SELECT {HEAD_COLUMNS} FROM campaigns WHERE id = ?1"), [id], |r| {
             Self::campaign_fields(r, false)
         })
@@ -442,7 +499,7 @@ impl Store {
     /// campaign whose head is not stored): a plan of 144 000 trials is 29 MB of text, and
     /// a report needs only its head.
     pub fn campaign_head(&self, id: &str) -> Result<(CampaignRecord, String), StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         let sql =
             format!("SELECT {HEAD_COLUMNS}, COALESCE(plan_head, plan_json) AS plan_text FROM campaigns WHERE id = ?1");
         conn.query_row(&sql, [id], |r| Ok((Self::campaign_fields(r, false)?.0, r.get::<_, String>("plan_text")?)))
@@ -451,7 +508,7 @@ impl Store {
     }
 
     pub fn campaign(&self, id: &str) -> Result<CampaignRecord, StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         conn.query_row("SELECT * FROM campaigns WHERE id = ?1", [id], Self::campaign_from_row)
             .optional()?
             .map(|(c, _)| c)
@@ -460,7 +517,7 @@ impl Store {
 
     /// The newest campaign's id (as `campaigns()` orders them), without reading any plan.
     pub fn latest_campaign_id(&self) -> Result<Option<String>, StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         Ok(conn
             .query_row("SELECT id FROM campaigns ORDER BY created_at DESC, id DESC LIMIT 1", [], |r| r.get(0))
             .optional()?)
@@ -468,7 +525,7 @@ impl Store {
 
     /// All campaigns, newest first.
     pub fn campaigns(&self) -> Result<Vec<CampaignRecord>, StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         let mut st = conn.prepare("SELECT * FROM campaigns ORDER BY created_at DESC, id DESC")?;
         let rows = st.query_map([], Self::campaign_from_row)?;
         Ok(rows.map(|r| r.map(|(c, _)| c)).collect::<Result<_, _>>()?)
@@ -480,13 +537,13 @@ impl Store {
     /// inserted, together). Equal stamps: the report files written with the first are
     /// still those the store gives.
     pub fn report_stamp(&self, id: &str) -> Result<String, StoreError> {
-        report_stamp(&self.lock(), id)
+        report_stamp(&*self.lock()?, id)
     }
 
     /// All campaigns, newest first, each with its `plan_json` left `Null` (unparsed): what
     /// lists of campaigns need, at no cost per planned trial.
     pub fn campaign_list(&self) -> Result<Vec<CampaignRecord>, StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         let sql = format!("SELECT {HEAD_COLUMNS} FROM campaigns ORDER BY created_at DESC, id DESC");
         let mut st = conn.prepare(&sql)?;
         let rows = st.query_map([], |r| Self::campaign_fields(r, false))?;
@@ -498,7 +555,7 @@ impl Store {
     pub fn free_campaign_id(&self, prefix: &str) -> Result<String, StoreError> {
         let base = format!("{prefix}-{}", chrono::Utc::now().format("%Y%m%d-%H%M%S"));
         let taken: Vec<String> = {
-            let conn = self.lock();
+            let conn = self.lock()?;
             let mut st = conn.prepare("SELECT id FROM campaigns")?;
             st.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?
         };
@@ -513,7 +570,7 @@ impl Store {
 
     /// Marks a campaign as being worked on by process `pid` (a new run or a resume).
     pub fn set_running(&self, id: &str, pid: u32) -> Result<(), StoreError> {
-        let n = self.lock().execute(
+        let n = self.lock()?.execute(
             "UPDATE campaigns SET status = 'running', runner_pid = ?2, runner_start = ?3, finished_at = NULL, note = NULL
              WHERE id = ?1",
             params![id, pid, ProcessId::of(pid).start_column()],
@@ -532,7 +589,7 @@ impl Store {
         note: Option<&str>,
         footprint: Option<&serde_json::Value>,
     ) -> Result<(), StoreError> {
-        self.lock().execute(
+        self.lock()?.execute(
             "UPDATE campaigns SET status = ?2, finished_at = ?3, note = ?4, runner_pid = NULL, runner_start = NULL,
                 footprint_json = COALESCE(?5, footprint_json) WHERE id = ?1",
             params![id, status.as_str(), finished_at, note, footprint.map(json_text)],
@@ -542,7 +599,7 @@ impl Store {
 
     /// Planned trials with their outcome so far, in plan order.
     pub fn trials(&self, id: &str) -> Result<Vec<TrialRecord>, StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         let max_attempts = retry_limit(&conn, id)?;
         let mut st = conn.prepare(
             "SELECT t.idx, t.key, t.device, t.device_model, t.variant, t.build, t.config, t.repeat, t.block, t.device_order,
@@ -576,7 +633,7 @@ impl Store {
     /// What is left to run, per device (by name), with each device's trials in queue
     /// order: only indices and attempt counts, so a round holds no copy of the plan's rows.
     pub fn pending_queue(&self, id: &str) -> Result<Vec<DeviceQueue>, StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         let max_attempts = retry_limit(&conn, id)?;
         let mut st = conn.prepare(
             "SELECT t.device, t.idx, COUNT(a.attempt), COALESCE(SUM(a.status = 'valid'), 0)
@@ -604,7 +661,7 @@ impl Store {
 
     /// How a campaign's trials stand, in one aggregate query.
     pub fn outcome_counts(&self, id: &str) -> Result<OutcomeCounts, StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         let max_attempts = retry_limit(&conn, id)?;
         let mut st = conn.prepare(
             "SELECT COUNT(a.attempt), COALESCE(SUM(a.status = 'valid'), 0)
@@ -629,7 +686,7 @@ impl Store {
     /// was planned on is kept in `moved_from`. A trial that already has a valid attempt
     /// is left where it is.
     pub fn move_trials(&self, id: &str, moves: &[TrialMove]) -> Result<usize, StoreError> {
-        let mut conn = self.lock();
+        let mut conn = self.lock()?;
         let tx = conn.transaction()?;
         let mut moved = 0;
         {
@@ -648,7 +705,7 @@ impl Store {
 
     /// Trial index → the device it was first planned on, for trials that moved.
     pub fn moved_trials(&self, id: &str) -> Result<Vec<(u32, String)>, StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         let mut st = conn.prepare(
             "SELECT idx, moved_from FROM trials WHERE campaign = ?1 AND moved_from IS NOT NULL ORDER BY idx",
         )?;
@@ -675,12 +732,16 @@ impl Store {
     /// Records attempts encoded by their callers (`EncodedAttempt::encode`, on the caller's
     /// thread), as `record_attempts` does.
     pub fn record_rows(&self, all: Vec<EncodedAttempt>) -> Vec<Result<(), StoreError>> {
+        if let Err(e) = self.lock() {
+            return all.iter().map(|_| Err(StoreError::Internal(e.to_string()))).collect();
+        }
         let tickets = self.attempts.push_all(all);
         // Done: another caller took the queue, and with it all of these, and committed them;
         // `turn` hands over the first one's result, the others wait in their tickets.
         let mut first = None;
-        if let Some(t) = tickets.first() {
-            let mut conn = self.lock();
+        if let Some(t) = tickets.first()
+            && let Ok(mut conn) = self.lock()
+        {
             match self.attempts.turn(t) {
                 Turn::Done(r) => first = Some(r),
                 Turn::Record(jobs) => {
@@ -718,12 +779,13 @@ impl Store {
     /// Every series of a campaign's attempts, ordered by trial, attempt and as recorded.
     /// Attempts recorded before the store kept series (schema 3) have none.
     pub fn series(&self, id: &str) -> Result<Vec<AttemptSeries>, StoreError> {
-        series_rows(&self.lock(), id)
+        series_rows(&*self.lock()?, id)
     }
 
     /// Every attempt of a campaign with its measurements and series, ordered by trial and attempt.
     pub fn attempts(&self, id: &str) -> Result<Vec<AttemptRecord>, StoreError> {
-        let conn = self.lock();
+        let mut conn = self.lock()?;
+        let attested = super::operator_steps::attestation_rows(&mut *conn, id)?;
         let mut st = conn.prepare(
             "SELECT a.trial_idx, a.attempt, a.status, a.reasons, a.phases, a.started_at, a.ended_at, a.soak_start_s,
                     a.artifact_dir, a.state_before, a.state_after, COALESCE(a.device, t.device), a.untether, a.labels, a.state_soak
@@ -773,7 +835,6 @@ impl Store {
         merge(&mut out, measurements, |a, m| a.measurements.push(m));
         let series = series_rows(&conn, id)?.into_iter().map(|s| ((s.trial_idx, s.attempt), s.series));
         merge(&mut out, series, |a, s| a.series.push(s));
-        let attested = super::operator_steps::attestation_rows(&conn, id)?;
         merge(&mut out, attested, |a, x| a.attestations.push(x));
         Ok(out)
     }
@@ -788,7 +849,7 @@ impl Store {
         if rows.is_empty() {
             return Ok(());
         }
-        let mut conn = self.lock();
+        let mut conn = self.lock()?;
         let tx = conn.transaction()?;
         {
             let mut st = tx.prepare_cached(
@@ -807,7 +868,7 @@ impl Store {
     }
 
     pub fn device_statuses(&self) -> Result<Vec<DeviceStatusRow>, StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         let mut st = conn.prepare(
             "SELECT device, state, battery_pct, campaign, trial_key, phase, updated_at FROM device_status ORDER BY device",
         )?;
@@ -826,7 +887,7 @@ impl Store {
     }
 
     pub fn add_battery_reading(&self, r: &BatteryReadingRow) -> Result<(), StoreError> {
-        self.lock().execute(
+        self.lock()?.execute(
             "INSERT INTO battery_readings (device, at, battery_pct, health_pct, cycle_count, source)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             params![r.device, r.at, r.battery_pct, r.health_pct, r.cycle_count, r.source],
@@ -836,7 +897,7 @@ impl Store {
 
     /// Every reading of `device`, oldest first.
     pub fn battery_readings(&self, device: &str) -> Result<Vec<BatteryReadingRow>, StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         let mut st = conn.prepare(
             "SELECT device, at, battery_pct, health_pct, cycle_count, source FROM battery_readings
              WHERE device = ?1 ORDER BY at, rowid",
@@ -1001,7 +1062,7 @@ pub(crate) mod tests {
         assert_eq!(runner, ProcessId::current());
         assert!(runner.alive());
         // The same pid, started at another time: the kernel's reuse of a dead runner's pid.
-        s.lock().execute("UPDATE campaigns SET runner_start = runner_start - 1", []).unwrap();
+        s.lock().unwrap().execute("UPDATE campaigns SET runner_start = runner_start - 1", []).unwrap();
         assert!(!s.campaign("c1").unwrap().runner().unwrap().alive());
         s.set_running("c1", std::process::id()).unwrap();
         assert!(s.campaign("c1").unwrap().runner().unwrap().alive(), "a resume records its own start");
@@ -1114,7 +1175,7 @@ pub(crate) mod tests {
         s.record_attempt(attempt("c1", 1, 0, true)).unwrap();
         // Three attempts queued together, the middle one already recorded: one transaction.
         let tickets = s.attempts.push_all([0, 1, 2].map(|i| EncodedAttempt::encode(attempt("c1", i, 0, false))).into());
-        let mut conn = s.lock();
+        let mut conn = s.lock().unwrap();
         let Turn::Record(jobs) = s.attempts.turn(&tickets[0]) else { panic!("nobody else recorded them") };
         assert_eq!(jobs.len(), 3);
         assert_eq!(batch::record(&mut conn, jobs, insert_attempt), 1);
@@ -1135,14 +1196,14 @@ pub(crate) mod tests {
     fn the_store_checkpoints_its_log_every_8000_pages() {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(&dir.path().join("lab.db")).unwrap();
-        let pages: i64 = s.lock().query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0)).unwrap();
+        let pages: i64 = s.lock().unwrap().query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0)).unwrap();
         assert_eq!(pages, WAL_CHECKPOINT_PAGES);
         // And the log does start over: 12 000 commits of a page each stay below 2 x 8 000 pages.
-        s.lock().execute_batch("CREATE TABLE t (v BLOB)").unwrap();
+        s.lock().unwrap().execute_batch("CREATE TABLE t (v BLOB)").unwrap();
         let wal = dir.path().join("lab.db-wal");
         let mut largest = 0;
         for _ in 0..12_000 {
-            s.lock().execute("INSERT INTO t VALUES (zeroblob(3000))", []).unwrap();
+            s.lock().unwrap().execute("INSERT INTO t VALUES (zeroblob(3000))", []).unwrap();
             largest = largest.max(std::fs::metadata(&wal).unwrap().len());
         }
         assert!(largest < 2 * 8000 * 4200, "the log grew to {largest} bytes");
@@ -1168,7 +1229,8 @@ pub(crate) mod tests {
         let stored: Vec<_> =
             s.attempts("c1").unwrap().into_iter().map(|a| (a.trial_idx, a.measurements.len())).collect();
         assert_eq!(stored, [(0, 2), (2, 2), (3, 2)], "nothing of trial 1: no row, no measurement");
-        let reports: u32 = s.lock().query_row("SELECT count(*) FROM attempt_report", [], |r| r.get(0)).unwrap();
+        let reports: u32 =
+            s.lock().unwrap().query_row("SELECT count(*) FROM attempt_report", [], |r| r.get(0)).unwrap();
         assert_eq!(reports, 3);
         assert_eq!(s.series("c1").unwrap().len(), 6);
     }
@@ -1319,7 +1381,7 @@ pub(crate) mod tests {
         let s = Store::open(&dir.path().join("lab.db")).unwrap();
         s.create_campaign(&campaign("c1", 1), 3, 1).unwrap();
         s.record_attempt(attempt("c1", 0, 0, true)).unwrap();
-        s.lock().execute("UPDATE series SET points = x'0102' WHERE seq = 1", []).unwrap();
+        s.lock().unwrap().execute("UPDATE series SET points = x'0102' WHERE seq = 1", []).unwrap();
         let e = s.series("c1").unwrap_err();
         assert!(e.to_string().contains("2 bytes is not a whole number of 16-byte"), "{e}");
         assert!(s.attempts("c1").is_err());
@@ -1340,7 +1402,7 @@ pub(crate) mod tests {
             .unwrap();
         }
         let s = Store::open(&path).unwrap();
-        let version: u32 = s.lock().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        let version: u32 = s.lock().unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
         assert_eq!(version, MIGRATIONS.len() as u32);
         let a = s.attempts("old").unwrap();
         assert_eq!((a.len(), a[0].measurements.len(), a[0].series.len()), (1, 1, 0));

@@ -121,7 +121,7 @@ impl Store {
     /// Replaces the summaries of `campaign` with `rows`, in one transaction. Rows come
     /// back in the order given (the report's).
     pub fn put_summaries(&self, campaign: &str, rows: &[SummaryRow]) -> Result<(), StoreError> {
-        let mut conn = self.lock();
+        let mut conn = self.lock()?;
         let tx = conn.transaction()?;
         tx.execute("DELETE FROM campaign_summaries WHERE campaign = ?1", [campaign])?;
         {
@@ -162,7 +162,7 @@ impl Store {
 
     /// The summaries of `campaign`, in the order they were put.
     pub fn summaries(&self, campaign: &str) -> Result<Vec<SummaryRow>, StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         let sql = format!("SELECT {COLUMNS} FROM campaign_summaries s WHERE s.campaign = ?1 ORDER BY s.rowid");
         let mut st = conn.prepare(&sql)?;
         let rows = st.query_map([campaign], summary_row)?;
@@ -174,7 +174,7 @@ impl Store {
     /// `LAB_NOW`'s), else when it was created. Within a campaign, in report order. The
     /// rows' `values` are left empty.
     pub fn history_rows(&self, runbook_name: &str) -> Result<Vec<HistoryRow>, StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         let sql = format!(
             "SELECT {}, c.created_at, c.status, c.runbook_sha256, c.seed, sl.schedule, sl.due_utc
              FROM campaign_summaries s JOIN campaigns c ON c.id = s.campaign
@@ -202,7 +202,7 @@ impl Store {
 
     /// The runbook names of the stored campaigns, sorted, without reading any plan.
     pub fn runbook_names(&self) -> Result<Vec<String>, StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         let mut st = conn.prepare("SELECT DISTINCT runbook_name FROM campaigns ORDER BY runbook_name")?;
         let rows = st.query_map([], |r| r.get(0))?;
         Ok(rows.collect::<Result<_, _>>()?)
@@ -213,7 +213,7 @@ impl Store {
     /// (attempts recorded after a `lab report` during the run are not in them; the run's
     /// end rewrites them).
     pub fn summaries_current(&self, campaign: &str) -> Result<bool, StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         Ok(conn
             .query_row(
                 "SELECT COUNT(s.campaign) > 0 AND MIN(s.summary_version) >= ?2 AND c.status != 'running'
@@ -227,7 +227,7 @@ impl Store {
     /// Campaigns of runbook `runbook_name` whose summaries are missing or older than
     /// `stats::SUMMARY_VERSION`, oldest first: what `lab history` recomputes.
     pub fn stale_summaries(&self, runbook_name: &str) -> Result<Vec<CampaignId>, StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         let mut st = conn.prepare(
             "SELECT c.id FROM campaigns c LEFT JOIN campaign_summaries s ON s.campaign = c.id
              WHERE c.runbook_name = ?1
@@ -321,7 +321,7 @@ pub(crate) mod tests {
         let (_d, s) = store();
         s.create_campaign(&new_campaign("c1", "rb", "t"), 3, 1).unwrap();
         s.put_summaries("c1", &[row("c1", "control", "cpu_pct", &[1.0, 2.0])]).unwrap();
-        s.lock().execute("UPDATE campaign_summaries SET vals = x'010203'", []).unwrap();
+        s.lock().unwrap().execute("UPDATE campaign_summaries SET vals = x'010203'", []).unwrap();
         let e = s.summaries("c1").unwrap_err();
         assert!(e.to_string().contains("3 bytes is not a whole number of 8-byte values"), "{e}");
     }

@@ -19,3 +19,41 @@ pub fn fresh_database() -> String {
     let (base, _) = admin.rsplit_once('/').unwrap();
     format!("{base}/{name}")
 }
+
+/// A store on a fresh PostgreSQL database.
+pub fn store() -> crate::store::Store {
+    crate::store::Store::open_postgres(&PgUrl::parse(&fresh_database()).unwrap()).unwrap()
+}
+
+/// A store in a fresh SQLite file (and the folder that keeps it).
+pub fn sqlite_store() -> (tempfile::TempDir, crate::store::Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let s = crate::store::Store::open(&dir.path().join("lab.db")).unwrap();
+    (dir, s)
+}
+
+/// `on_both!(a, b)`: the tests `on_sqlite::a` and `on_postgres::a` (…), each calling
+/// `a(&Store)` on a fresh store of its backend.
+macro_rules! on_both {
+    ($($name:ident),* $(,)?) => {
+        mod on_sqlite {
+            $(
+                #[test]
+                fn $name() {
+                    let (_dir, s) = $crate::testing::postgres::sqlite_store();
+                    super::$name(&s);
+                }
+            )*
+        }
+        mod on_postgres {
+            $(
+                #[test_needs::needs(postgres)]
+                #[test]
+                fn $name() {
+                    super::$name(&$crate::testing::postgres::store());
+                }
+            )*
+        }
+    };
+}
+pub(crate) use on_both;

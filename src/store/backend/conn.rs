@@ -1,7 +1,8 @@
 //! `Conn`: one connection to the store's database, whichever backend. A store operation
 //! is written once against it, in one SQL text: `?1`, `?2`, … for parameters (rewritten to
 //! `$1`, `$2`, … for PostgreSQL), `RETURNING` for generated keys, `ON CONFLICT` for
-//! upserts, `CAST(… AS BIGINT)` where PostgreSQL would widen a sum to `numeric`. What
+//! upserts, `CAST(… AS BIGINT)` where PostgreSQL would widen a sum to `numeric`, and
+//! `CAST(?1 AS TEXT)` where a parameter's type is not clear from where it stands (`?1 IS NULL`). What
 //! really differs (DDL, the bulk load, locks) stays in the backend files.
 
 use super::value::{Row, Value};

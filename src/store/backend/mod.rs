@@ -21,7 +21,7 @@ pub use file_locks::FileLocks;
 pub use locks::{Held, LockName, Locks, Owner, new_token};
 pub use pg_locks::PgLocks;
 pub use pg_owner::PgOwner;
-pub use pg_schema::PG_LEASE_TABLES;
+pub use pg_schema::migrate_postgres;
 pub use pg_url::PgUrl;
 pub(crate) use value::vals;
 pub use value::{FromValue, Row, Value};

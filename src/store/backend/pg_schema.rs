@@ -1,43 +1,362 @@
-//! The PostgreSQL store's tables. Integers are `BIGINT`, reals `DOUBLE PRECISION`, bytes
-//! `BYTEA`, so every value is one of [`super::Value`]'s on both backends.
+//! The PostgreSQL store's schema, and its migrations. Integers are `BIGINT`, reals
+//! `DOUBLE PRECISION`, bytes `BYTEA`, so every value is one of [`super::Value`]'s on both
+//! backends; text is `COLLATE "C"`, so it sorts by its bytes as SQLite's does (reports
+//! list things in the same order on both). Generated keys are `BIGSERIAL` (SQLite's
+//! rowids). The version is a row of `lab_schema`; migrating takes a transaction-level
+//! advisory lock first, so two processes migrating at once take turns and the second
+//! finds the work done.
 
-/// The lease tables (`store/lease.rs`, `store/queue.rs`, `store/port_cuts.rs`), as SQLite's
-/// migrations 15 and 16 have them, and `device_keys`: each device's advisory-lock key.
-pub const PG_LEASE_TABLES: &str = "
-    CREATE TABLE IF NOT EXISTS device_keys (
-        device      TEXT PRIMARY KEY,
-        key         BIGSERIAL NOT NULL UNIQUE
+use super::conn::{Conn, DbError};
+use super::value::vals;
+
+/// The key of the advisory lock migrations take.
+const MIGRATION_LOCK: i64 = 0x006c_6162_5f6d_6967; // "lab_mig"
+
+/// PostgreSQL's migrations: the first is SQLite's schema as its migrations 1–16 leave
+/// it, with `device_keys` (each device's advisory-lock key); each later one changes both.
+pub const PG_MIGRATIONS: &[&str] = &[r#"
+    CREATE TABLE campaigns (
+        id              TEXT COLLATE "C" PRIMARY KEY,
+        runbook_name    TEXT COLLATE "C" NOT NULL,
+        runbook_path    TEXT COLLATE "C" NOT NULL,
+        runbook_text    TEXT COLLATE "C" NOT NULL,
+        runbook_sha256  TEXT COLLATE "C" NOT NULL,
+        lab_text        TEXT COLLATE "C" NOT NULL,
+        lab_sha256      TEXT COLLATE "C" NOT NULL,
+        content_hashes  TEXT COLLATE "C" NOT NULL,
+        tool_version    TEXT COLLATE "C" NOT NULL,
+        seed            BIGINT NOT NULL,
+        created_at      TEXT COLLATE "C" NOT NULL,
+        finished_at     TEXT COLLATE "C",
+        status          TEXT COLLATE "C" NOT NULL,
+        runner_pid      BIGINT,
+        note            TEXT COLLATE "C",
+        plan_json       TEXT COLLATE "C" NOT NULL,
+        footprint_json  TEXT COLLATE "C",
+        max_attempts    BIGINT NOT NULL,
+        plan_head       TEXT COLLATE "C",
+        runner_start    BIGINT
     );
-    CREATE TABLE IF NOT EXISTS device_leases (
-        device      TEXT PRIMARY KEY,
-        purpose     TEXT NOT NULL,
-        campaign    TEXT,
-        host        TEXT NOT NULL,
-        pid         BIGINT NOT NULL,
-        pid_start   BIGINT,
-        since       TEXT NOT NULL,
-        runbook     TEXT,
-        priority    BIGINT NOT NULL DEFAULT 0,
-        expect_s    DOUBLE PRECISION
+    CREATE TABLE trials (
+        campaign        TEXT COLLATE "C" NOT NULL REFERENCES campaigns(id),
+        idx             BIGINT NOT NULL,
+        key             TEXT COLLATE "C" NOT NULL,
+        device          TEXT COLLATE "C" NOT NULL,
+        device_model    TEXT COLLATE "C" NOT NULL,
+        variant         TEXT COLLATE "C" NOT NULL,
+        build           TEXT COLLATE "C" NOT NULL,
+        config          TEXT COLLATE "C" NOT NULL,
+        repeat          BIGINT NOT NULL,
+        block           BIGINT NOT NULL,
+        device_order    BIGINT NOT NULL,
+        moved_from      TEXT COLLATE "C",
+        PRIMARY KEY (campaign, idx)
     );
-    CREATE TABLE IF NOT EXISTS device_queue (
-        ticket      BIGSERIAL PRIMARY KEY,
-        device      TEXT NOT NULL,
-        priority    BIGINT NOT NULL,
-        purpose     TEXT NOT NULL,
-        campaign    TEXT,
-        runbook     TEXT,
-        host        TEXT NOT NULL,
-        pid         BIGINT NOT NULL,
-        pid_start   BIGINT,
-        since       TEXT NOT NULL,
-        expect_s    DOUBLE PRECISION,
-        token       TEXT NOT NULL
+    CREATE INDEX trials_moved ON trials (campaign, idx) WHERE moved_from IS NOT NULL;
+    CREATE TABLE attempts (
+        campaign        TEXT COLLATE "C" NOT NULL,
+        trial_idx       BIGINT NOT NULL,
+        attempt         BIGINT NOT NULL,
+        status          TEXT COLLATE "C" NOT NULL,
+        reasons         TEXT COLLATE "C" NOT NULL,
+        phases          TEXT COLLATE "C" NOT NULL,
+        started_at      TEXT COLLATE "C" NOT NULL,
+        ended_at        TEXT COLLATE "C" NOT NULL,
+        soak_start_s    DOUBLE PRECISION NOT NULL,
+        artifact_dir    TEXT COLLATE "C" NOT NULL,
+        state_before    TEXT COLLATE "C" NOT NULL,
+        state_after     TEXT COLLATE "C" NOT NULL,
+        device          TEXT COLLATE "C",
+        untether        TEXT COLLATE "C",
+        labels          TEXT COLLATE "C" NOT NULL DEFAULT '[]',
+        state_soak      TEXT COLLATE "C",
+        PRIMARY KEY (campaign, trial_idx, attempt),
+        FOREIGN KEY (campaign, trial_idx) REFERENCES trials(campaign, idx)
     );
-    CREATE INDEX IF NOT EXISTS device_queue_order ON device_queue (device, priority DESC, ticket);
-    CREATE TABLE IF NOT EXISTS port_cuts (
-        device      TEXT PRIMARY KEY,
-        port        TEXT NOT NULL,
-        since       TEXT NOT NULL
+    CREATE TABLE device_status (
+        device          TEXT COLLATE "C" PRIMARY KEY,
+        state           TEXT COLLATE "C" NOT NULL,
+        battery_pct     DOUBLE PRECISION,
+        campaign        TEXT COLLATE "C",
+        trial_key       TEXT COLLATE "C",
+        phase           TEXT COLLATE "C",
+        updated_at      TEXT COLLATE "C" NOT NULL
     );
-";
+    CREATE TABLE operator_steps (
+        id              BIGSERIAL PRIMARY KEY,
+        campaign        TEXT COLLATE "C" NOT NULL REFERENCES campaigns(id),
+        device          TEXT COLLATE "C" NOT NULL,
+        trial_key       TEXT COLLATE "C",
+        attempt         BIGINT,
+        step            TEXT COLLATE "C" NOT NULL,
+        step_when       TEXT COLLATE "C" NOT NULL,
+        text            TEXT COLLATE "C" NOT NULL,
+        attest          TEXT COLLATE "C" NOT NULL,
+        asked_at        TEXT COLLATE "C" NOT NULL,
+        deadline        TEXT COLLATE "C" NOT NULL,
+        status          TEXT COLLATE "C" NOT NULL,
+        answered_at     TEXT COLLATE "C",
+        answered_by     TEXT COLLATE "C",
+        answer          TEXT COLLATE "C"
+    );
+    CREATE INDEX operator_steps_pending ON operator_steps (campaign, status);
+    CREATE TABLE attestations (
+        campaign        TEXT COLLATE "C" NOT NULL,
+        trial_idx       BIGINT NOT NULL,
+        attempt         BIGINT NOT NULL,
+        seq             BIGINT NOT NULL,
+        step            TEXT COLLATE "C" NOT NULL,
+        step_when       TEXT COLLATE "C" NOT NULL,
+        text            TEXT COLLATE "C" NOT NULL,
+        answered_by     TEXT COLLATE "C" NOT NULL,
+        answered_at     TEXT COLLATE "C" NOT NULL,
+        answer          TEXT COLLATE "C" NOT NULL,
+        PRIMARY KEY (campaign, trial_idx, attempt, seq),
+        FOREIGN KEY (campaign, trial_idx, attempt) REFERENCES attempts(campaign, trial_idx, attempt)
+    );
+    CREATE TABLE battery_readings (
+        device          TEXT COLLATE "C" NOT NULL,
+        at              TEXT COLLATE "C" NOT NULL,
+        battery_pct     DOUBLE PRECISION,
+        health_pct      DOUBLE PRECISION,
+        cycle_count     BIGINT,
+        source          TEXT COLLATE "C" NOT NULL
+    );
+    CREATE INDEX battery_readings_by_device ON battery_readings (device, at);
+    CREATE TABLE schedule_slots (
+        schedule        TEXT COLLATE "C" NOT NULL,
+        due_utc         TEXT COLLATE "C" NOT NULL,
+        state           TEXT COLLATE "C" NOT NULL,
+        claimed_at      TEXT COLLATE "C",
+        claimed_pid     BIGINT,
+        claimed_host    TEXT COLLATE "C",
+        campaign        TEXT COLLATE "C",
+        finished_at     TEXT COLLATE "C",
+        outcome         TEXT COLLATE "C",
+        skipped_because TEXT COLLATE "C",
+        claimed_start   BIGINT,
+        UNIQUE (schedule, due_utc)
+    );
+    CREATE TABLE schedules_seen (
+        schedule        TEXT COLLATE "C" PRIMARY KEY,
+        first_seen_utc  TEXT COLLATE "C" NOT NULL
+    );
+    CREATE TABLE campaign_summaries (
+        campaign        TEXT COLLATE "C" NOT NULL REFERENCES campaigns(id),
+        model           TEXT COLLATE "C" NOT NULL,
+        variant         TEXT COLLATE "C" NOT NULL,
+        metric          TEXT COLLATE "C" NOT NULL,
+        build           TEXT COLLATE "C" NOT NULL,
+        config          TEXT COLLATE "C" NOT NULL,
+        build_sha256    TEXT COLLATE "C",
+        devices         TEXT COLLATE "C" NOT NULL,
+        unit            TEXT COLLATE "C" NOT NULL,
+        sources         TEXT COLLATE "C" NOT NULL,
+        gating          BIGINT NOT NULL,
+        n               BIGINT NOT NULL,
+        non_finite      BIGINT NOT NULL,
+        mean            DOUBLE PRECISION,
+        ci_low          DOUBLE PRECISION,
+        ci_high         DOUBLE PRECISION,
+        confidence      DOUBLE PRECISION NOT NULL,
+        summary         TEXT COLLATE "C",
+        vals            BYTEA NOT NULL,
+        summary_version BIGINT NOT NULL,
+        PRIMARY KEY (campaign, model, variant, metric)
+    );
+    CREATE TABLE schedule_findings (
+        id              BIGSERIAL PRIMARY KEY,
+        schedule        TEXT COLLATE "C" NOT NULL,
+        due_utc         TEXT COLLATE "C" NOT NULL,
+        campaign        TEXT COLLATE "C" NOT NULL,
+        model           TEXT COLLATE "C" NOT NULL,
+        variant         TEXT COLLATE "C" NOT NULL,
+        metric          TEXT COLLATE "C" NOT NULL,
+        direction       TEXT COLLATE "C" NOT NULL,
+        by_verdict      BIGINT NOT NULL,
+        change_point    TEXT COLLATE "C",
+        baseline        TEXT COLLATE "C" NOT NULL,
+        screen          TEXT COLLATE "C" NOT NULL,
+        state           TEXT COLLATE "C" NOT NULL,
+        confirm_campaign TEXT COLLATE "C",
+        confirm         TEXT COLLATE "C",
+        decided_at      TEXT COLLATE "C",
+        note            TEXT COLLATE "C",
+        UNIQUE (schedule, due_utc, model, variant, metric)
+    );
+    CREATE TABLE schedule_alerts (
+        schedule        TEXT COLLATE "C" NOT NULL,
+        due_utc         TEXT COLLATE "C" NOT NULL,
+        channel         TEXT COLLATE "C" NOT NULL,
+        target          TEXT COLLATE "C" NOT NULL,
+        payload         TEXT COLLATE "C" NOT NULL,
+        state           TEXT COLLATE "C" NOT NULL,
+        tries           BIGINT NOT NULL,
+        response        TEXT COLLATE "C",
+        error           TEXT COLLATE "C",
+        at              TEXT COLLATE "C" NOT NULL,
+        UNIQUE (schedule, due_utc, channel)
+    );
+    CREATE TABLE attempt_report (
+        campaign        TEXT COLLATE "C" NOT NULL,
+        trial_idx       BIGINT NOT NULL,
+        attempt         BIGINT NOT NULL,
+        status          TEXT COLLATE "C" NOT NULL,
+        device          TEXT COLLATE "C",
+        untether        TEXT COLLATE "C",
+        soak_start_s    DOUBLE PRECISION NOT NULL,
+        phases          TEXT COLLATE "C" NOT NULL,
+        reasons         TEXT COLLATE "C" NOT NULL,
+        labels          TEXT COLLATE "C" NOT NULL,
+        state_digest    BYTEA,
+        battery         BIGINT NOT NULL DEFAULT 0,
+        measurements_from BIGINT,
+        measurements_to BIGINT,
+        series_from     BIGINT,
+        series_to       BIGINT,
+        PRIMARY KEY (campaign, trial_idx, attempt)
+    );
+    CREATE TABLE measurements (
+        id              BIGSERIAL PRIMARY KEY,
+        campaign        TEXT COLLATE "C" NOT NULL,
+        trial_idx       BIGINT NOT NULL,
+        attempt         BIGINT NOT NULL,
+        seq             BIGINT NOT NULL,
+        metric          TEXT COLLATE "C" NOT NULL,
+        value           DOUBLE PRECISION NOT NULL,
+        unit            TEXT COLLATE "C" NOT NULL,
+        source          TEXT COLLATE "C" NOT NULL,
+        FOREIGN KEY (campaign, trial_idx, attempt) REFERENCES attempts(campaign, trial_idx, attempt)
+    );
+    CREATE TABLE series (
+        id              BIGSERIAL PRIMARY KEY,
+        campaign        TEXT COLLATE "C" NOT NULL,
+        trial_idx       BIGINT NOT NULL,
+        attempt         BIGINT NOT NULL,
+        seq             BIGINT NOT NULL,
+        name            TEXT COLLATE "C" NOT NULL,
+        unit            TEXT COLLATE "C" NOT NULL,
+        source          TEXT COLLATE "C" NOT NULL,
+        points          BYTEA NOT NULL,
+        FOREIGN KEY (campaign, trial_idx, attempt) REFERENCES attempts(campaign, trial_idx, attempt)
+    );
+    CREATE TABLE device_keys (
+        device          TEXT COLLATE "C" PRIMARY KEY,
+        key             BIGSERIAL NOT NULL UNIQUE
+    );
+    CREATE TABLE device_leases (
+        device          TEXT COLLATE "C" PRIMARY KEY,
+        purpose         TEXT COLLATE "C" NOT NULL,
+        campaign        TEXT COLLATE "C",
+        host            TEXT COLLATE "C" NOT NULL,
+        pid             BIGINT NOT NULL,
+        pid_start       BIGINT,
+        since           TEXT COLLATE "C" NOT NULL,
+        runbook         TEXT COLLATE "C",
+        priority        BIGINT NOT NULL DEFAULT 0,
+        expect_s        DOUBLE PRECISION
+    );
+    CREATE TABLE device_queue (
+        ticket          BIGSERIAL PRIMARY KEY,
+        device          TEXT COLLATE "C" NOT NULL,
+        priority        BIGINT NOT NULL,
+        purpose         TEXT COLLATE "C" NOT NULL,
+        campaign        TEXT COLLATE "C",
+        runbook         TEXT COLLATE "C",
+        host            TEXT COLLATE "C" NOT NULL,
+        pid             BIGINT NOT NULL,
+        pid_start       BIGINT,
+        since           TEXT COLLATE "C" NOT NULL,
+        expect_s        DOUBLE PRECISION,
+        token           TEXT COLLATE "C" NOT NULL
+    );
+    CREATE INDEX device_queue_order ON device_queue (device, priority DESC, ticket);
+    CREATE TABLE port_cuts (
+        device          TEXT COLLATE "C" PRIMARY KEY,
+        port            TEXT COLLATE "C" NOT NULL,
+        since           TEXT COLLATE "C" NOT NULL
+    );
+"#];
+
+/// Brings a PostgreSQL store's schema up to date; the version it is at. Safe with several
+/// processes at once: the first to take the lock migrates, the others find it done.
+pub fn migrate_postgres(c: &mut dyn Conn) -> Result<u32, DbError> {
+    c.transaction(|c| {
+        c.execute("SELECT pg_advisory_xact_lock(?1)", &vals![MIGRATION_LOCK])?;
+        c.batch("CREATE TABLE IF NOT EXISTS lab_schema (version BIGINT NOT NULL)")?;
+        let current = match c.query_opt("SELECT version FROM lab_schema", &[])? {
+            Some(r) => r.get::<u32>(0)?,
+            None => {
+                c.execute("INSERT INTO lab_schema (version) VALUES (0)", &[])?;
+                0
+            }
+        };
+        for sql in PG_MIGRATIONS.iter().skip(current as usize) {
+            c.batch(sql)?;
+        }
+        let now = PG_MIGRATIONS.len() as u32;
+        c.execute("UPDATE lab_schema SET version = ?1", &vals![now])?;
+        Ok(now)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{PgOwner, PgUrl};
+
+    /// Every table of the SQLite store is there, with the same columns in the same order.
+    #[test_needs::needs(postgres)]
+    #[test]
+    fn two_processes_migrating_at_once_leave_the_sqlite_schema_once() {
+        let url = PgUrl::parse(&crate::testing::postgres::fresh_database()).unwrap();
+        let runs: Vec<_> = (0..3)
+            .map(|_| {
+                let url = url.clone();
+                std::thread::spawn(move || PgOwner::connect(&url).unwrap().call(migrate_postgres).unwrap())
+            })
+            .collect();
+        for r in runs {
+            assert_eq!(r.join().unwrap(), PG_MIGRATIONS.len() as u32);
+        }
+        let pg = PgOwner::connect(&url).unwrap();
+        let columns = pg
+            .call(|c| {
+                c.query(
+                    "SELECT table_name::text, string_agg(column_name::text, ',' ORDER BY ordinal_position)
+                     FROM information_schema.columns WHERE table_schema = 'public' AND table_name::text <> 'lab_schema'
+                       AND table_name::text <> 'device_keys'
+                     GROUP BY table_name ORDER BY table_name",
+                    &[],
+                )
+            })
+            .unwrap();
+        let pg: Vec<(String, String)> =
+            columns.iter().map(|r| (r.get::<String>(0).unwrap(), r.get::<String>(1).unwrap())).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = crate::store::Store::open(&dir.path().join("lab.db")).unwrap();
+        let conn = sqlite.lock().unwrap();
+        let mut tables: Vec<String> = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        tables.sort();
+        let want: Vec<(String, String)> = tables
+            .iter()
+            .map(|t| {
+                let cols: Vec<String> = conn
+                    .prepare(&format!("SELECT name FROM pragma_table_info('{t}') ORDER BY cid"))
+                    .unwrap()
+                    .query_map([], |r| r.get(0))
+                    .unwrap()
+                    .collect::<Result<_, _>>()
+                    .unwrap();
+                (t.clone(), cols.join(","))
+            })
+            .collect();
+        assert_eq!(pg, want);
+    }
+}

@@ -27,23 +27,31 @@ fn value(v: ValueRef<'_>) -> Value {
     }
 }
 
+fn execute(c: &rusqlite::Connection, sql: &str, params: &[Value]) -> Result<u64, DbError> {
+    let mut st = c.prepare_cached(sql)?;
+    Ok(st.execute(rusqlite::params_from_iter(params))? as u64)
+}
+
+fn query(c: &rusqlite::Connection, sql: &str, params: &[Value]) -> Result<Vec<Row>, DbError> {
+    let mut st = c.prepare_cached(sql)?;
+    let n = st.column_count();
+    let rows = st.query_map(rusqlite::params_from_iter(params), |r| {
+        (0..n).map(|i| r.get_ref(i).map(value)).collect::<rusqlite::Result<Vec<_>>>().map(Row)
+    })?;
+    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+}
+
 impl Conn for rusqlite::Connection {
     fn dialect(&self) -> Dialect {
         Dialect::Sqlite
     }
 
     fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64, DbError> {
-        let mut st = self.prepare_cached(sql)?;
-        Ok(st.execute(rusqlite::params_from_iter(params))? as u64)
+        execute(self, sql, params)
     }
 
     fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, DbError> {
-        let mut st = self.prepare_cached(sql)?;
-        let n = st.column_count();
-        let rows = st.query_map(rusqlite::params_from_iter(params), |r| {
-            (0..n).map(|i| r.get_ref(i).map(value)).collect::<rusqlite::Result<Vec<_>>>().map(Row)
-        })?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        query(self, sql, params)
     }
 
     fn batch(&mut self, sql: &str) -> Result<(), DbError> {
@@ -60,5 +68,37 @@ impl Conn for rusqlite::Connection {
 
     fn rollback(&mut self) -> Result<(), DbError> {
         Ok(self.execute_batch("ROLLBACK")?)
+    }
+}
+
+/// Inside a transaction rusqlite opened (code not yet written against [`Conn`] alone):
+/// statements run in it; it is committed by its owner, so nesting another is refused.
+impl Conn for rusqlite::Transaction<'_> {
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
+    }
+
+    fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64, DbError> {
+        execute(self, sql, params)
+    }
+
+    fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, DbError> {
+        query(self, sql, params)
+    }
+
+    fn batch(&mut self, sql: &str) -> Result<(), DbError> {
+        Ok(self.execute_batch(sql)?)
+    }
+
+    fn begin(&mut self) -> Result<(), DbError> {
+        Err(DbError::Type("a transaction inside rusqlite's own".into()))
+    }
+
+    fn commit(&mut self) -> Result<(), DbError> {
+        Err(DbError::Type("the transaction is committed by its owner".into()))
+    }
+
+    fn rollback(&mut self) -> Result<(), DbError> {
+        Err(DbError::Type("the transaction is rolled back by its owner".into()))
     }
 }
