@@ -191,6 +191,7 @@ impl Campaign {
             status: StatusBoard::new(self.store.clone()),
             recorder: Arc::new(recorder),
             identities: Mutex::new(BTreeMap::new()),
+            lease_request: self.turns.request.clone(),
         });
         // Tethers are shared so that adaptive rounds can hand them to new workers.
         let devices: BTreeMap<String, SharedDevice> =

@@ -26,6 +26,6 @@ pub use manifest::{
 };
 pub use status_board::StatusBoard;
 pub use trial::{AttemptOutcome, RunError, TrialContext, now_rfc3339, traffic_token};
-pub use turns::{StartWhen, Turn, Turns, WaitingTurn};
+pub use turns::{StartWhen, Turn, Turns, WaitingTurn, join as join_turn};
 pub use validity::{precondition_violations, soak_violations};
 pub use worker::WorkerEnd;

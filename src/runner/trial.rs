@@ -65,6 +65,8 @@ pub struct TrialContext {
     pub recorder: Arc<Recorder>,
     /// What each device answered it is, for the manifest.
     pub identities: std::sync::Mutex<std::collections::BTreeMap<String, crate::device::Identity>>,
+    /// What a worker asks for its device with, when a later round needs it again.
+    pub lease_request: crate::store::LeaseRequest,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -109,6 +109,7 @@ impl Bench {
             status: super::StatusBoard::new(store.clone()),
             recorder: Arc::new(super::recorder::Recorder::start(store.clone()).unwrap()),
             identities: Default::default(),
+            lease_request: Default::default(),
         };
         Bench { _dir: dir, ctx, trial, host, tether, events, stop }
     }

@@ -23,6 +23,35 @@ pub enum Turn {
     Held(DeviceLease),
     /// Waiting in the device's queue.
     Waiting(WaitingTurn),
+    /// Given back when the device's worker was done: a later round joins the queue again.
+    Released,
+}
+
+/// Joins `device`'s queue: its lease at once if it is free and nobody is ahead; else a
+/// wait, announced with who has it.
+pub async fn join(store: &Store, device: &str, req: LeaseRequest, events: &EventSink) -> Result<Turn, RunError> {
+    let (s, dev) = (store.clone(), device.to_string());
+    let (ticket, first) = blocking(move || {
+        let ticket = s.enqueue(&dev, &req)?;
+        let first = ticket.try_take()?;
+        let ahead = match &first {
+            Ok(_) => 0,
+            Err(_) => ticket.ahead()?.len(),
+        };
+        Ok((ticket, first.map_err(|busy| (busy.describe(), ahead))))
+    })
+    .await?;
+    Ok(match first {
+        Ok(lease) => Turn::Held(lease),
+        Err((busy, ahead)) => {
+            events.emit(Event::DeviceWaiting {
+                device: device.to_string(),
+                position: ahead as u32 + 1,
+                holder: busy.clone(),
+            });
+            Turn::Waiting(WaitingTurn::start(ticket, busy)?)
+        }
+    })
 }
 
 /// A place in a device's queue, being waited on. Dropping it leaves the queue.
@@ -88,6 +117,9 @@ pub enum StartWhen {
 #[derive(Debug, Default)]
 pub struct Turns {
     pub turns: BTreeMap<String, Turn>,
+    /// What the campaign asked for its devices with: a device given back after its worker
+    /// was done is asked for again with it.
+    pub request: LeaseRequest,
 }
 
 impl Turns {
@@ -102,33 +134,10 @@ impl Turns {
     ) -> Result<Turns, RunError> {
         let mut turns = BTreeMap::new();
         for (device, expect_s) in devices {
-            let (store, device, req) =
-                (store.clone(), device.clone(), LeaseRequest { expect_s: Some(*expect_s), ..req.clone() });
-            let dev = device.clone();
-            let (ticket, first) = blocking(move || {
-                let ticket = store.enqueue(&dev, &req)?;
-                let first = ticket.try_take()?;
-                let ahead = match &first {
-                    Ok(_) => 0,
-                    Err(_) => ticket.ahead()?.len(),
-                };
-                Ok((ticket, first.map_err(|busy| (busy.describe(), ahead))))
-            })
-            .await?;
-            let turn = match first {
-                Ok(lease) => Turn::Held(lease),
-                Err((busy, ahead)) => {
-                    events.emit(Event::DeviceWaiting {
-                        device: device.clone(),
-                        position: ahead as u32 + 1,
-                        holder: busy.clone(),
-                    });
-                    Turn::Waiting(WaitingTurn::start(ticket, busy)?)
-                }
-            };
-            turns.insert(device, turn);
+            let req = LeaseRequest { expect_s: Some(*expect_s), ..req.clone() };
+            turns.insert(device.clone(), join(store, device, req, events).await?);
         }
-        Ok(Turns { turns })
+        Ok(Turns { turns, request: req.clone() })
     }
 
     /// Every device's lease now, or an error naming the first that is busy (blocking; for
@@ -141,7 +150,7 @@ impl Turns {
                 Err(busy) => return Err(RunError::Internal(format!("{d} is {}", busy.describe()))),
             };
         }
-        Ok(Turns { turns })
+        Ok(Turns { turns, request: req.clone() })
     }
 
     /// The devices still waited for, with who had them.
@@ -150,7 +159,7 @@ impl Turns {
             .iter()
             .filter_map(|(d, t)| match t {
                 Turn::Waiting(w) => Some((d.as_str(), w.busy.as_str())),
-                Turn::Held(_) => None,
+                Turn::Held(_) | Turn::Released => None,
             })
             .collect()
     }

@@ -74,6 +74,10 @@ pub async fn run_device(
     // Nothing touches the device before its lease is the campaign's.
     {
         let mut slot = turn.lock().await;
+        if let Turn::Released = *slot {
+            // A later round: the device was given back when its last worker was done.
+            *slot = super::turns::join(&ctx.store, &name, ctx.lease_request.clone(), &ctx.events).await?;
+        }
         if let Turn::Waiting(w) = &mut *slot {
             let since = std::time::Instant::now();
             match w.taken(&mut shutdown).await? {
@@ -163,6 +167,10 @@ pub async fn run_device(
         }
     };
     set_status(&ctx, &name, if matches!(end, WorkerEnd::Offline(_)) { "offline" } else { "idle" }).await;
+    // Done with the device: the next in its queue may have it (a worker holds one device
+    // only while it works on it, so two campaigns that want each other's devices both
+    // finish).
+    *turn.lock().await = Turn::Released;
     if end == WorkerEnd::Finished {
         ctx.events.emit(Event::DeviceDone { device: name });
     }

@@ -19,6 +19,18 @@ fn campaign(
     id: &str,
     create: bool,
 ) -> Campaign {
+    campaign_on(dir, shutdown, events, id, create, Clock::tokio)
+}
+
+/// [`campaign`] with the simulated phones on `clock`.
+fn campaign_on(
+    dir: &Path,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+    events: EventSink,
+    id: &str,
+    create: bool,
+    clock: fn() -> Clock,
+) -> Campaign {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(root.join("lab.toml")).unwrap();
     std::fs::write(dir.join("lab.toml"), text).unwrap();
@@ -36,7 +48,7 @@ fn campaign(
         .iter()
         .map(|d| {
             let spec = lab.device(&d.name).unwrap().clone();
-            let dev: Arc<dyn lab::device::Device> = Arc::new(SimDevice::with_clock(spec, Clock::tokio()));
+            let dev: Arc<dyn lab::device::Device> = Arc::new(SimDevice::with_clock(spec, clock()));
             (d.name.clone(), (dev, runner::tether_for(&lab, &hosts, &d.name, operator.clone()).unwrap()))
         })
         .collect();
@@ -290,4 +302,46 @@ fn attempt_folders(artifacts: &std::path::Path) -> std::collections::BTreeSet<St
         out.insert(format!("{campaign}/{}", attempt.file_name().to_string_lossy()));
     }
     out
+}
+
+/// Two campaigns that each hold the phones the other waits for (A the iPhones, B the
+/// Pixels): a worker gives its phone back once its trials are done, so both finish. (A
+/// campaign that kept every phone to its end would wait for the other forever.) Real
+/// time, with the phones' own clocks virtual: the waits are real threads.
+#[tokio::test]
+async fn two_campaigns_holding_each_others_phones_both_finish() {
+    use lab::store::LeaseRequest;
+    let dir = tempfile::tempdir().unwrap();
+    let (_stop, rx) = tokio::sync::watch::channel(false);
+    let mut a = campaign_on(dir.path(), rx.clone(), EventSink::discard(), "a", true, Clock::virtual_clock);
+    a.turns = Default::default();
+    let mut b = campaign_on(dir.path(), rx, EventSink::discard(), "b", true, Clock::virtual_clock);
+    b.turns = Default::default();
+    let store = a.store.clone();
+    let req = |c: &str| LeaseRequest { purpose: "campaign".into(), campaign: Some(c.into()), ..Default::default() };
+    let (iphones, pixels) = (["sim-iphone-1", "sim-iphone-2"], ["sim-pixel-1", "sim-pixel-2"]);
+    let events = EventSink::discard();
+    let (mut ta, mut tb) = (BTreeMap::new(), BTreeMap::new());
+    for (turns, mine, name) in [(&mut ta, iphones, "a"), (&mut tb, pixels, "b")] {
+        for d in mine {
+            let t = runner::join_turn(&store, d, req(name), &events).await.unwrap();
+            assert!(matches!(t, runner::Turn::Held(_)), "{d} is free");
+            turns.insert(d.to_string(), t);
+        }
+    }
+    for (turns, theirs, name) in [(&mut ta, pixels, "a"), (&mut tb, iphones, "b")] {
+        for d in theirs {
+            let t = runner::join_turn(&store, d, req(name), &events).await.unwrap();
+            assert!(matches!(t, runner::Turn::Waiting(_)), "{d} is the other's");
+            turns.insert(d.to_string(), t);
+        }
+    }
+    a.turns = runner::Turns { turns: ta, request: req("a") };
+    b.turns = runner::Turns { turns: tb, request: req("b") };
+    let both = async { tokio::join!(a.run(false), b.run(false)) };
+    let (ra, rb) = tokio::time::timeout(Duration::from_secs(120), both).await.expect("the two campaigns deadlocked");
+    let (ra, rb) = (ra.unwrap(), rb.unwrap());
+    assert_eq!((ra.status, rb.status), (CampaignStatus::Done, CampaignStatus::Done));
+    assert_eq!((ra.pending, rb.pending, ra.failed, rb.failed), (0, 0, 0, 0));
+    assert!(store.lease_holders().unwrap().is_empty() && store.queued().unwrap().is_empty());
 }
