@@ -13,6 +13,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::ProcessId;
+use super::backend::{Conn, DbError, Row, Value, vals};
 use super::batch::{self, AttemptQueue, Turn};
 use super::encoded_attempt::{EncodedAttempt, SeriesRow};
 use super::process_id::start_from_column;
@@ -121,35 +122,41 @@ pub(crate) fn plan_head(plan_json: &str) -> Option<String> {
     serde_json::to_string(&head.0).ok()
 }
 
-fn insert_trials(tx: &rusqlite::Transaction<'_>, id: &str, trials: &[PlannedTrialRow]) -> Result<(), StoreError> {
-    let mut st = tx.prepare(
-        "INSERT INTO trials (campaign, idx, key, device, device_model, variant, build, config, repeat, block, device_order)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-    )?;
+fn insert_trials(c: &mut dyn Conn, id: &str, trials: &[PlannedTrialRow]) -> Result<(), DbError> {
     for t in trials {
-        st.execute(params![
-            id,
-            t.idx,
-            t.key,
-            t.device,
-            t.device_model,
-            t.variant,
-            t.build,
-            t.config,
-            t.repeat,
-            t.block,
-            t.device_order
-        ])?;
+        c.execute(
+            "INSERT INTO trials (campaign, idx, key, device, device_model, variant, build, config, repeat, block,
+                device_order)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            &vals![
+                id,
+                t.idx,
+                &t.key,
+                &t.device,
+                &t.device_model,
+                &t.variant,
+                &t.build,
+                &t.config,
+                t.repeat,
+                t.block,
+                t.device_order
+            ],
+        )?;
     }
     Ok(())
 }
 
-/// A campaign's retry limit, or `NoCampaign`.
-fn retry_limit(conn: &Connection, id: &str) -> Result<u32, StoreError> {
-    conn.query_row("SELECT max_attempts FROM campaigns WHERE id = ?1", [id], |r| r.get(0))
-        .optional()?
-        .ok_or_else(|| StoreError::NoCampaign(id.into()))
+/// A campaign's retry limit (`None`: no such campaign).
+fn retry_limit(c: &mut dyn Conn, id: &str) -> Result<Option<u32>, DbError> {
+    c.query_opt("SELECT max_attempts FROM campaigns WHERE id = ?1", &vals![id])?.map(|r| r.get(0)).transpose()
 }
+
+/// Each trial of a campaign with its attempts and valid ones (`SUM` cast: PostgreSQL
+/// would widen it to `numeric`), grouped by the trials' key.
+const TRIAL_COUNTS: &str =
+    "COUNT(a.attempt), CAST(COALESCE(SUM(CASE WHEN a.status = 'valid' THEN 1 ELSE 0 END), 0) AS BIGINT)
+     FROM trials t LEFT JOIN attempts a ON a.campaign = t.campaign AND a.trial_idx = t.idx
+     WHERE t.campaign = ?1 GROUP BY t.campaign, t.idx";
 
 /// A trial's outcome from its attempts and how many of them were valid.
 pub(super) fn outcome(attempts: u32, valid: u32, max_attempts: u32) -> TrialOutcome {
@@ -401,97 +408,103 @@ impl Store {
 
     /// Inserts a campaign and its planned trials in one transaction.
     pub fn create_campaign(&self, c: &NewCampaign, max_attempts: u32, pid: u32) -> Result<(), StoreError> {
-        let mut conn = self.lock()?;
-        let tx = conn.transaction()?;
-        tx.execute(
-            "INSERT INTO campaigns (id, runbook_name, runbook_path, runbook_text, runbook_sha256, lab_text,
-                lab_sha256, content_hashes, tool_version, seed, created_at, status, runner_pid, plan_json, max_attempts,
-                plan_head, runner_start)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'running', ?12, ?13, ?14, ?15, ?16)",
-            params![
-                c.id,
-                c.runbook_name,
-                c.runbook_path,
-                c.runbook_text,
-                c.runbook_sha256,
-                c.lab_text,
-                c.lab_sha256,
-                json_text(&c.content_hashes),
-                c.tool_version,
-                c.seed as i64,
-                c.created_at,
-                pid,
-                c.plan_json,
-                max_attempts,
-                plan_head(&c.plan_json),
-                ProcessId::of(pid).start_column()
-            ],
-        )?;
-        insert_trials(&tx, &c.id, &c.planned_trials)?;
-        tx.commit()?;
+        let row = vals![
+            &c.id,
+            &c.runbook_name,
+            &c.runbook_path,
+            &c.runbook_text,
+            &c.runbook_sha256,
+            &c.lab_text,
+            &c.lab_sha256,
+            json_text(&c.content_hashes),
+            &c.tool_version,
+            c.seed as i64,
+            &c.created_at,
+            pid,
+            &c.plan_json,
+            max_attempts,
+            plan_head(&c.plan_json),
+            ProcessId::of(pid).start_column()
+        ];
+        let (id, trials) = (c.id.clone(), c.planned_trials.clone());
+        self.db.call(move |conn| {
+            conn.transaction(|conn| {
+                conn.execute(
+                    "INSERT INTO campaigns (id, runbook_name, runbook_path, runbook_text, runbook_sha256, lab_text,
+                        lab_sha256, content_hashes, tool_version, seed, created_at, status, runner_pid, plan_json,
+                        max_attempts, plan_head, runner_start)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'running', ?12, ?13, ?14, ?15, ?16)",
+                    &row,
+                )?;
+                insert_trials(conn, &id, &trials)
+            })
+        })?;
         Ok(())
     }
 
     /// Adds planned trials to a campaign and stores its new plan, in one transaction
     /// (adaptive repeats): a resumed run sees both or neither.
     pub fn add_trials(&self, id: &str, trials: &[PlannedTrialRow], plan_json: &str) -> Result<(), StoreError> {
-        let mut conn = self.lock()?;
-        let tx = conn.transaction()?;
-        let n = tx.execute(
-            "UPDATE campaigns SET plan_json = ?2, plan_head = ?3 WHERE id = ?1",
-            params![id, plan_json, plan_head(plan_json)],
-        )?;
-        if n == 0 {
+        let row = vals![id, plan_json, plan_head(plan_json)];
+        let (campaign, trials) = (id.to_string(), trials.to_vec());
+        let found = self.db.call(move |c| {
+            c.transaction(|c| {
+                if c.execute("UPDATE campaigns SET plan_json = ?2, plan_head = ?3 WHERE id = ?1", &row)? == 0 {
+                    return Ok(false);
+                }
+                insert_trials(c, &campaign, &trials)?;
+                Ok(true)
+            })
+        })?;
+        if !found {
             return Err(StoreError::NoCampaign(id.into()));
         }
-        insert_trials(&tx, id, trials)?;
-        tx.commit()?;
         Ok(())
     }
 
-    fn campaign_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(CampaignRecord, u32)> {
-        Self::campaign_fields(r, true)
-    }
-
-    /// A campaign's row; with `plan` false its `plan_json` is left `Null` (unparsed).
-    fn campaign_fields(r: &rusqlite::Row<'_>, plan: bool) -> rusqlite::Result<(CampaignRecord, u32)> {
+    /// A campaign's row, [`HEAD_COLUMNS`] then (with `plan`) `plan_json`; without it the
+    /// record's `plan_json` is left `Null` (unparsed).
+    fn campaign_fields(r: &Row, plan: bool) -> Result<(CampaignRecord, u32), DbError> {
         let parse = |s: String| serde_json::from_str(&s).unwrap_or(serde_json::Value::Null);
-        let status: String = r.get("status")?;
-        let footprint: Option<String> = r.get("footprint_json")?;
+        let status: String = r.get(12)?;
+        let footprint: Option<String> = r.get(16)?;
         Ok((
             CampaignRecord {
-                id: r.get("id")?,
-                runbook_name: r.get("runbook_name")?,
-                runbook_path: r.get("runbook_path")?,
-                runbook_text: r.get("runbook_text")?,
-                runbook_sha256: r.get("runbook_sha256")?,
-                lab_text: r.get("lab_text")?,
-                lab_sha256: r.get("lab_sha256")?,
-                content_hashes: parse(r.get("content_hashes")?),
-                tool_version: r.get("tool_version")?,
-                seed: r.get::<_, i64>("seed")? as u64,
-                created_at: r.get("created_at")?,
-                finished_at: r.get("finished_at")?,
+                id: r.get(0)?,
+                runbook_name: r.get(1)?,
+                runbook_path: r.get(2)?,
+                runbook_text: r.get(3)?,
+                runbook_sha256: r.get(4)?,
+                lab_text: r.get(5)?,
+                lab_sha256: r.get(6)?,
+                content_hashes: parse(r.get(7)?),
+                tool_version: r.get(8)?,
+                seed: r.get::<i64>(9)? as u64,
+                created_at: r.get(10)?,
+                finished_at: r.get(11)?,
                 status: CampaignStatus::parse(&status).unwrap_or(CampaignStatus::Interrupted),
-                runner_pid: r.get("runner_pid")?,
-                runner_start: start_from_column(r.get("runner_start")?),
-                note: r.get("note")?,
-                plan_json: if plan { parse(r.get("plan_json")?) } else { serde_json::Value::Null },
+                runner_pid: r.get(13)?,
+                runner_start: start_from_column(r.get(14)?),
+                note: r.get(15)?,
+                plan_json: if plan { parse(r.get(18)?) } else { serde_json::Value::Null },
                 footprint_json: footprint.map(parse),
             },
-            r.get("max_attempts")?,
+            r.get(17)?,
         ))
+    }
+
+    /// Campaigns: `SELECT {HEAD_COLUMNS}[, plan_json] FROM campaigns {tail}`.
+    fn campaign_rows(&self, plan: bool, tail: &str, params: Vec<Value>) -> Result<Vec<CampaignRecord>, StoreError> {
+        let sql = format!("SELECT {HEAD_COLUMNS}{} FROM campaigns {tail}", if plan { ", plan_json" } else { "" });
+        let rows = self.db.call(move |c| c.query(&sql, &params))?;
+        Ok(rows.iter().map(|r| Self::campaign_fields(r, plan).map(|(c, _)| c)).collect::<Result<_, _>>()?)
     }
 
     /// A campaign with its `plan_json` left `Null` and not read.
     pub fn campaign_without_plan(&self, id: &str) -> Result<CampaignRecord, StoreError> {
-        let conn = self.lock()?;
-        conn.query_row(&format!("SELECT {HEAD_COLUMNS} FROM campaigns WHERE id = ?1"), [id], |r| {
-            Self::campaign_fields(r, false)
-        })
-        .optional()?
-        .map(|(c, _)| c)
-        .ok_or_else(|| StoreError::NoCampaign(id.to_string()))
+        self.campaign_rows(false, "WHERE id = ?1", vals![id].to_vec())?
+            .pop()
+            .ok_or_else(|| StoreError::NoCampaign(id.to_string()))
     }
 
     /// A campaign with its `plan_json` left `Null`, and the text of its plan's head (the
@@ -499,36 +512,29 @@ impl Store {
     /// campaign whose head is not stored): a plan of 144 000 trials is 29 MB of text, and
     /// a report needs only its head.
     pub fn campaign_head(&self, id: &str) -> Result<(CampaignRecord, String), StoreError> {
-        let conn = self.lock()?;
-        let sql =
-            format!("SELECT {HEAD_COLUMNS}, COALESCE(plan_head, plan_json) AS plan_text FROM campaigns WHERE id = ?1");
-        conn.query_row(&sql, [id], |r| Ok((Self::campaign_fields(r, false)?.0, r.get::<_, String>("plan_text")?)))
-            .optional()?
-            .ok_or_else(|| StoreError::NoCampaign(id.into()))
+        let sql = format!("SELECT {HEAD_COLUMNS}, COALESCE(plan_head, plan_json) FROM campaigns WHERE id = ?1");
+        let params = vals![id];
+        let row = self.db.call(move |c| c.query_opt(&sql, &params))?;
+        let row = row.ok_or_else(|| StoreError::NoCampaign(id.into()))?;
+        Ok((Self::campaign_fields(&row, false)?.0, row.get(18)?))
     }
 
     pub fn campaign(&self, id: &str) -> Result<CampaignRecord, StoreError> {
-        let conn = self.lock()?;
-        conn.query_row("SELECT * FROM campaigns WHERE id = ?1", [id], Self::campaign_from_row)
-            .optional()?
-            .map(|(c, _)| c)
+        self.campaign_rows(true, "WHERE id = ?1", vals![id].to_vec())?
+            .pop()
             .ok_or_else(|| StoreError::NoCampaign(id.to_string()))
     }
 
     /// The newest campaign's id (as `campaigns()` orders them), without reading any plan.
     pub fn latest_campaign_id(&self) -> Result<Option<String>, StoreError> {
-        let conn = self.lock()?;
-        Ok(conn
-            .query_row("SELECT id FROM campaigns ORDER BY created_at DESC, id DESC LIMIT 1", [], |r| r.get(0))
-            .optional()?)
+        let row =
+            self.db.call(|c| c.query_opt("SELECT id FROM campaigns ORDER BY created_at DESC, id DESC LIMIT 1", &[]))?;
+        Ok(row.map(|r| r.get(0)).transpose()?)
     }
 
     /// All campaigns, newest first.
     pub fn campaigns(&self) -> Result<Vec<CampaignRecord>, StoreError> {
-        let conn = self.lock()?;
-        let mut st = conn.prepare("SELECT * FROM campaigns ORDER BY created_at DESC, id DESC")?;
-        let rows = st.query_map([], Self::campaign_from_row)?;
-        Ok(rows.map(|r| r.map(|(c, _)| c)).collect::<Result<_, _>>()?)
+        self.campaign_rows(true, "ORDER BY created_at DESC, id DESC", Vec::new())
     }
 
     /// A text that changes whenever what a campaign's report shows can: its row's status,
@@ -543,22 +549,15 @@ impl Store {
     /// All campaigns, newest first, each with its `plan_json` left `Null` (unparsed): what
     /// lists of campaigns need, at no cost per planned trial.
     pub fn campaign_list(&self) -> Result<Vec<CampaignRecord>, StoreError> {
-        let conn = self.lock()?;
-        let sql = format!("SELECT {HEAD_COLUMNS} FROM campaigns ORDER BY created_at DESC, id DESC");
-        let mut st = conn.prepare(&sql)?;
-        let rows = st.query_map([], |r| Self::campaign_fields(r, false))?;
-        Ok(rows.map(|r| r.map(|(c, _)| c)).collect::<Result<_, _>>()?)
+        self.campaign_rows(false, "ORDER BY created_at DESC, id DESC", Vec::new())
     }
 
     /// A campaign id not yet taken: `<prefix>-<UTC yyyymmdd-hhmmss>`, with `-2`, `-3`, …
     /// appended while that is taken.
     pub fn free_campaign_id(&self, prefix: &str) -> Result<String, StoreError> {
         let base = format!("{prefix}-{}", chrono::Utc::now().format("%Y%m%d-%H%M%S"));
-        let taken: Vec<String> = {
-            let conn = self.lock()?;
-            let mut st = conn.prepare("SELECT id FROM campaigns")?;
-            st.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?
-        };
+        let rows = self.db.call(|c| c.query("SELECT id FROM campaigns", &[]))?;
+        let taken: Vec<String> = rows.iter().map(|r| r.get(0)).collect::<Result<_, _>>()?;
         let mut id = base.clone();
         let mut n = 2;
         while taken.contains(&id) {
@@ -570,11 +569,15 @@ impl Store {
 
     /// Marks a campaign as being worked on by process `pid` (a new run or a resume).
     pub fn set_running(&self, id: &str, pid: u32) -> Result<(), StoreError> {
-        let n = self.lock()?.execute(
-            "UPDATE campaigns SET status = 'running', runner_pid = ?2, runner_start = ?3, finished_at = NULL, note = NULL
-             WHERE id = ?1",
-            params![id, pid, ProcessId::of(pid).start_column()],
-        )?;
+        let row = vals![id, pid, ProcessId::of(pid).start_column()];
+        let n = self.db.call(move |c| {
+            c.execute(
+                "UPDATE campaigns SET status = 'running', runner_pid = ?2, runner_start = ?3, finished_at = NULL,
+                    note = NULL
+                 WHERE id = ?1",
+                &row,
+            )
+        })?;
         if n == 0 {
             return Err(StoreError::NoCampaign(id.into()));
         }
@@ -589,27 +592,37 @@ impl Store {
         note: Option<&str>,
         footprint: Option<&serde_json::Value>,
     ) -> Result<(), StoreError> {
-        self.lock()?.execute(
-            "UPDATE campaigns SET status = ?2, finished_at = ?3, note = ?4, runner_pid = NULL, runner_start = NULL,
-                footprint_json = COALESCE(?5, footprint_json) WHERE id = ?1",
-            params![id, status.as_str(), finished_at, note, footprint.map(json_text)],
-        )?;
+        let row = vals![id, status.as_str(), finished_at, note, footprint.map(json_text)];
+        self.db.call(move |c| {
+            c.execute(
+                "UPDATE campaigns SET status = ?2, finished_at = ?3, note = ?4, runner_pid = NULL, runner_start = NULL,
+                    footprint_json = COALESCE(?5, footprint_json) WHERE id = ?1",
+                &row,
+            )
+        })?;
         Ok(())
+    }
+
+    /// A campaign's retry limit and `SELECT {columns}, {TRIAL_COUNTS} ORDER BY {order}`, read
+    /// in one transaction (one snapshot).
+    fn trial_counts(&self, id: &str, columns: &str, order: &str) -> Result<(u32, Vec<Row>), StoreError> {
+        let sql =
+            format!("SELECT {columns}{}{TRIAL_COUNTS} ORDER BY {order}", if columns.is_empty() { "" } else { ", " });
+        let id_ = id.to_string();
+        let (limit, rows) =
+            self.db.call(move |c| c.transaction(|c| Ok((retry_limit(c, &id_)?, c.query(&sql, &vals![&id_])?))))?;
+        Ok((limit.ok_or_else(|| StoreError::NoCampaign(id.into()))?, rows))
     }
 
     /// Planned trials with their outcome so far, in plan order.
     pub fn trials(&self, id: &str) -> Result<Vec<TrialRecord>, StoreError> {
-        let conn = self.lock()?;
-        let max_attempts = retry_limit(&conn, id)?;
-        let mut st = conn.prepare(
-            "SELECT t.idx, t.key, t.device, t.device_model, t.variant, t.build, t.config, t.repeat, t.block, t.device_order,
-                    COUNT(a.attempt), COALESCE(SUM(a.status = 'valid'), 0)
-             FROM trials t LEFT JOIN attempts a ON a.campaign = t.campaign AND a.trial_idx = t.idx
-             WHERE t.campaign = ?1 GROUP BY t.idx ORDER BY t.idx",
+        let (max_attempts, rows) = self.trial_counts(
+            id,
+            "t.idx, t.key, t.device, t.device_model, t.variant, t.build, t.config, t.repeat, t.block, t.device_order",
+            "t.idx",
         )?;
-        let rows = st.query_map([id], |r| {
-            let attempts: u32 = r.get(10)?;
-            let valid: u32 = r.get(11)?;
+        let trial = |r: &Row| -> Result<TrialRecord, DbError> {
+            let (attempts, valid): (u32, u32) = (r.get(10)?, r.get(11)?);
             Ok(TrialRecord {
                 row: PlannedTrialRow {
                     idx: r.get(0)?,
@@ -626,26 +639,19 @@ impl Store {
                 attempts,
                 outcome: outcome(attempts, valid, max_attempts),
             })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        };
+        Ok(rows.iter().map(trial).collect::<Result<_, _>>()?)
     }
 
     /// What is left to run, per device (by name), with each device's trials in queue
     /// order: only indices and attempt counts, so a round holds no copy of the plan's rows.
     pub fn pending_queue(&self, id: &str) -> Result<Vec<DeviceQueue>, StoreError> {
-        let conn = self.lock()?;
-        let max_attempts = retry_limit(&conn, id)?;
-        let mut st = conn.prepare(
-            "SELECT t.device, t.idx, COUNT(a.attempt), COALESCE(SUM(a.status = 'valid'), 0)
-             FROM trials t LEFT JOIN attempts a ON a.campaign = t.campaign AND a.trial_idx = t.idx
-             WHERE t.campaign = ?1 GROUP BY t.idx ORDER BY t.device, t.device_order",
-        )?;
-        let mut rows = st.query([id])?;
+        let (max_attempts, rows) = self.trial_counts(id, "t.device, t.idx", "t.device, t.device_order")?;
         let mut out: Vec<DeviceQueue> = Vec::new();
-        while let Some(r) = rows.next()? {
-            let device = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
+        for r in &rows {
+            let device: String = r.get(0)?;
             if out.last().is_none_or(|q| q.device != device) {
-                out.push(DeviceQueue { device: device.to_string(), planned: 0, done: 0, pending: Vec::new() });
+                out.push(DeviceQueue { device, planned: 0, done: 0, pending: Vec::new() });
             }
             let (idx, attempts, valid): (u32, u32, u32) = (r.get(1)?, r.get(2)?, r.get(3)?);
             let q = out.last_mut().expect("pushed above");
@@ -661,16 +667,9 @@ impl Store {
 
     /// How a campaign's trials stand, in one aggregate query.
     pub fn outcome_counts(&self, id: &str) -> Result<OutcomeCounts, StoreError> {
-        let conn = self.lock()?;
-        let max_attempts = retry_limit(&conn, id)?;
-        let mut st = conn.prepare(
-            "SELECT COUNT(a.attempt), COALESCE(SUM(a.status = 'valid'), 0)
-             FROM trials t LEFT JOIN attempts a ON a.campaign = t.campaign AND a.trial_idx = t.idx
-             WHERE t.campaign = ?1 GROUP BY t.idx",
-        )?;
-        let mut rows = st.query([id])?;
+        let (max_attempts, rows) = self.trial_counts(id, "", "t.idx")?;
         let mut c = OutcomeCounts::default();
-        while let Some(r) = rows.next()? {
+        for r in &rows {
             let (attempts, valid): (u32, u32) = (r.get(0)?, r.get(1)?);
             c.attempts += attempts;
             match outcome(attempts, valid, max_attempts) {
@@ -686,31 +685,34 @@ impl Store {
     /// was planned on is kept in `moved_from`. A trial that already has a valid attempt
     /// is left where it is.
     pub fn move_trials(&self, id: &str, moves: &[TrialMove]) -> Result<usize, StoreError> {
-        let mut conn = self.lock()?;
-        let tx = conn.transaction()?;
-        let mut moved = 0;
-        {
-            let mut st = tx.prepare(
-                "UPDATE trials SET moved_from = COALESCE(moved_from, device), device = ?3, device_order = ?4
-                 WHERE campaign = ?1 AND idx = ?2 AND NOT EXISTS (
-                     SELECT 1 FROM attempts a WHERE a.campaign = ?1 AND a.trial_idx = ?2 AND a.status = 'valid')",
-            )?;
-            for m in moves {
-                moved += st.execute(params![id, m.trial_idx, m.to_device, m.device_order])?;
-            }
-        }
-        tx.commit()?;
-        Ok(moved)
+        let rows: Vec<_> = moves.iter().map(|m| vals![id, m.trial_idx, &m.to_device, m.device_order]).collect();
+        let moved = self.db.call(move |c| {
+            c.transaction(|c| {
+                let mut moved = 0;
+                for row in &rows {
+                    moved += c.execute(
+                        "UPDATE trials SET moved_from = COALESCE(moved_from, device), device = ?3, device_order = ?4
+                         WHERE campaign = ?1 AND idx = ?2 AND NOT EXISTS (
+                             SELECT 1 FROM attempts a WHERE a.campaign = ?1 AND a.trial_idx = ?2 AND a.status = 'valid')",
+                        row,
+                    )?;
+                }
+                Ok(moved)
+            })
+        })?;
+        Ok(moved as usize)
     }
 
     /// Trial index → the device it was first planned on, for trials that moved.
     pub fn moved_trials(&self, id: &str) -> Result<Vec<(u32, String)>, StoreError> {
-        let conn = self.lock()?;
-        let mut st = conn.prepare(
-            "SELECT idx, moved_from FROM trials WHERE campaign = ?1 AND moved_from IS NOT NULL ORDER BY idx",
-        )?;
-        let rows = st.query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let id = vals![id];
+        let rows = self.db.call(move |c| {
+            c.query(
+                "SELECT idx, moved_from FROM trials WHERE campaign = ?1 AND moved_from IS NOT NULL ORDER BY idx",
+                &id,
+            )
+        })?;
+        Ok(rows.iter().map(|r| Ok((r.get(0)?, r.get(1)?))).collect::<Result<_, DbError>>()?)
     }
 
     /// Records one attempt, its measurements and its series atomically: after a crash it is
@@ -849,30 +851,48 @@ impl Store {
         if rows.is_empty() {
             return Ok(());
         }
-        let mut conn = self.lock()?;
-        let tx = conn.transaction()?;
-        {
-            let mut st = tx.prepare_cached(
-                "INSERT INTO device_status (device, state, battery_pct, campaign, trial_key, phase, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-                 ON CONFLICT(device) DO UPDATE SET state = ?2, battery_pct = COALESCE(?3, battery_pct),
-                    campaign = ?4, trial_key = ?5, phase = ?6, updated_at = ?7",
-            )?;
-            for s in rows {
-                st.execute(params![s.device, s.state, s.battery_pct, s.campaign, s.trial_key, s.phase, s.updated_at])?;
-            }
-        }
-        tx.commit()?;
+        let rows: Vec<_> = rows
+            .iter()
+            .map(|s| {
+                vals![
+                    &s.device,
+                    &s.state,
+                    s.battery_pct,
+                    s.campaign.clone(),
+                    s.trial_key.clone(),
+                    s.phase.clone(),
+                    &s.updated_at
+                ]
+            })
+            .collect();
+        self.db.call(move |c| {
+            c.transaction(|c| {
+                for row in &rows {
+                    c.execute(
+                        "INSERT INTO device_status (device, state, battery_pct, campaign, trial_key, phase, updated_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                         ON CONFLICT(device) DO UPDATE SET state = ?2,
+                            battery_pct = COALESCE(?3, device_status.battery_pct), campaign = ?4, trial_key = ?5,
+                            phase = ?6, updated_at = ?7",
+                        row,
+                    )?;
+                }
+                Ok(())
+            })
+        })?;
         self.commits.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
     pub fn device_statuses(&self) -> Result<Vec<DeviceStatusRow>, StoreError> {
-        let conn = self.lock()?;
-        let mut st = conn.prepare(
-            "SELECT device, state, battery_pct, campaign, trial_key, phase, updated_at FROM device_status ORDER BY device",
-        )?;
-        let rows = st.query_map([], |r| {
+        let rows = self.db.call(|c| {
+            c.query(
+                "SELECT device, state, battery_pct, campaign, trial_key, phase, updated_at FROM device_status
+                 ORDER BY device",
+                &[],
+            )
+        })?;
+        let status = |r: &Row| -> Result<DeviceStatusRow, DbError> {
             Ok(DeviceStatusRow {
                 device: r.get(0)?,
                 state: r.get(1)?,
@@ -882,8 +902,8 @@ impl Store {
                 phase: r.get(5)?,
                 updated_at: r.get(6)?,
             })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        };
+        Ok(rows.iter().map(status).collect::<Result<_, _>>()?)
     }
 
     pub fn add_battery_reading(&self, r: &BatteryReadingRow) -> Result<(), StoreError> {
@@ -953,6 +973,85 @@ pub(crate) mod tests {
             block: idx,
             device_order: idx,
         }
+    }
+
+    crate::testing::postgres::on_both!(a_campaign_lives_its_life_the_same_on_both_backends);
+
+    /// What `lab run` and `lab status` do to a campaign, short of recording attempts
+    /// (inserted here as rows): create, read back, count, move, add trials, finish.
+    fn a_campaign_lives_its_life_the_same_on_both_backends(s: &Store) {
+        let mut c = campaign("c-1", 3);
+        c.planned_trials[2].device = "dev-b".into();
+        s.create_campaign(&c, 2, std::process::id()).unwrap();
+        assert!(s.create_campaign(&c, 2, 1).is_err(), "an id is taken once");
+        let back = s.campaign("c-1").unwrap();
+        assert_eq!(
+            (back.seed, back.plan_json.clone(), back.status),
+            (u64::MAX, serde_json::json!({"x": 1}), CampaignStatus::Running)
+        );
+        assert!(back.runner().is_some_and(|p| p.alive()));
+        assert_eq!(s.campaign_without_plan("c-1").unwrap().plan_json, serde_json::Value::Null);
+        assert_eq!(s.campaign_head("c-1").unwrap().1, r#"{"x":1}"#);
+        assert!(matches!(s.campaign("nope"), Err(StoreError::NoCampaign(_))));
+        assert_eq!(s.latest_campaign_id().unwrap().as_deref(), Some("c-1"));
+        assert!(s.free_campaign_id("c").unwrap().starts_with("c-20"));
+        // Attempt rows as the recorder writes them: trial 0 valid, trial 1 invalid twice.
+        for (idx, attempt, status) in [(0, 0, "valid"), (1, 0, "invalid"), (1, 1, "invalid")] {
+            s.db.call(move |c| {
+                c.execute(
+                    "INSERT INTO attempts (campaign, trial_idx, attempt, status, reasons, phases, started_at, ended_at,
+                        soak_start_s, artifact_dir, state_before, state_after)
+                     VALUES ('c-1', ?1, ?2, ?3, '[]', '[]', 't', 't', 0.5, 'a', '{}', '{}')",
+                    &vals![idx, attempt, status],
+                )
+            })
+            .unwrap();
+        }
+        let outcomes: Vec<_> = s.trials("c-1").unwrap().iter().map(|t| (t.row.idx, t.attempts, t.outcome)).collect();
+        assert_eq!(
+            outcomes,
+            [(0, 1, TrialOutcome::Valid), (1, 2, TrialOutcome::Failed), (2, 0, TrialOutcome::Pending)]
+        );
+        let counts = s.outcome_counts("c-1").unwrap();
+        assert_eq!((counts.valid, counts.failed, counts.pending, counts.attempts), (1, 1, 1, 3));
+        let queue = s.pending_queue("c-1").unwrap();
+        assert_eq!(
+            queue.iter().map(|q| (q.device.as_str(), q.planned, q.done)).collect::<Vec<_>>(),
+            [("dev", 2, 2), ("dev-b", 1, 0)]
+        );
+        assert_eq!(queue[1].pending, [(2, 0)]);
+        let moves = [
+            TrialMove { trial_idx: 2, to_device: "dev".into(), device_order: 9 },
+            TrialMove { trial_idx: 0, to_device: "dev-b".into(), device_order: 9 },
+        ];
+        assert_eq!(s.move_trials("c-1", &moves).unwrap(), 1, "a trial with a valid attempt stays");
+        assert_eq!(s.moved_trials("c-1").unwrap(), [(2, "dev-b".to_string())]);
+        s.add_trials("c-1", &[trial(3)], r#"{"x":2}"#).unwrap();
+        assert_eq!(s.trials("c-1").unwrap().len(), 4);
+        assert!(matches!(s.add_trials("nope", &[trial(4)], "{}"), Err(StoreError::NoCampaign(_))));
+        s.finish_campaign("c-1", CampaignStatus::Done, "t9", Some("ok"), Some(&serde_json::json!({"cpu": 1}))).unwrap();
+        let done = s.campaign_list().unwrap().remove(0);
+        assert_eq!((done.status, done.note.as_deref(), done.runner_pid), (CampaignStatus::Done, Some("ok"), None));
+        assert_eq!(done.footprint_json, Some(serde_json::json!({"cpu": 1})));
+        s.set_running("c-1", 7).unwrap();
+        assert!(matches!(s.set_running("nope", 7), Err(StoreError::NoCampaign(_))));
+        let row = |state: &str, battery| DeviceStatusRow {
+            device: "dev".into(),
+            state: state.into(),
+            battery_pct: battery,
+            campaign: Some("c-1".into()),
+            trial_key: None,
+            phase: None,
+            updated_at: "t".into(),
+        };
+        s.set_device_statuses(&[row("busy", Some(80.0))]).unwrap();
+        s.set_device_statuses(&[row("idle", None)]).unwrap();
+        let st = s.device_statuses().unwrap();
+        assert_eq!(
+            (st[0].state.as_str(), st[0].battery_pct),
+            ("idle", Some(80.0)),
+            "a row without a reading keeps the last"
+        );
     }
 
     pub(crate) fn campaign(id: &str, n: u32) -> NewCampaign {
