@@ -417,6 +417,12 @@ pub const MIGRATIONS: &[&str] = &[
         since       TEXT NOT NULL
     );
     "#,
+    // 17: a campaign's summaries keep the report's order in a column of their own (their
+    // rowid kept it, which PostgreSQL has not): for the rows there, their rowid.
+    r#"
+    ALTER TABLE campaign_summaries ADD COLUMN seq INTEGER;
+    UPDATE campaign_summaries SET seq = rowid;
+    "#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<u32> {
@@ -511,6 +517,7 @@ mod tests {
     /// keyed by (campaign, trial_idx, attempt, seq), their rowids in the order written,
     /// no id ranges in `attempt_report`.
     const BACK_TO_12: &str = "
+        ALTER TABLE campaign_summaries DROP COLUMN seq;
         DROP TABLE port_cuts;
         DROP TABLE device_queue;
         DROP TABLE device_leases;

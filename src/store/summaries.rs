@@ -3,9 +3,9 @@
 //! measurements. The values are kept too (`vals`), so that a later comparison can still
 //! run Welch and Mann–Whitney on them.
 
-use rusqlite::params;
 use serde::Serialize;
 
+use super::backend::{DbError, Dialect, Row, vals};
 use super::records::{CampaignId, CampaignStatus};
 use super::sqlite::{Store, StoreError};
 use crate::stats::Summary;
@@ -78,21 +78,17 @@ s.unit, s.sources, s.gating, s.n, s.non_finite, s.mean, s.ci_low, s.ci_high, s.c
 s.summary_version";
 
 /// A column's text as JSON, or a conversion error naming the column.
-fn json_column<T: serde::de::DeserializeOwned>(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<T> {
+fn json_column<T: serde::de::DeserializeOwned>(r: &Row, i: usize) -> Result<T, DbError> {
     let text: String = r.get(i)?;
-    serde_json::from_str(&text)
-        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e)))
+    serde_json::from_str(&text).map_err(|e| DbError::Type(format!("column {i}: {e}")))
 }
 
-fn summary_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SummaryRow> {
+fn summary_row(r: &Row) -> Result<SummaryRow, DbError> {
     let summary: Option<String> = r.get(17)?;
-    let summary = summary
-        .map(|s| serde_json::from_str(&s))
-        .transpose()
-        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(17, rusqlite::types::Type::Text, Box::new(e)))?;
+    let summary =
+        summary.map(|s| serde_json::from_str(&s)).transpose().map_err(|e| DbError::Type(format!("column 17: {e}")))?;
     let blob: Vec<u8> = r.get(18)?;
-    let values = values_from_blob(&blob)
-        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(18, rusqlite::types::Type::Blob, Box::new(e)))?;
+    let values = values_from_blob(&blob).map_err(|e| DbError::Type(format!("column 18: {e}")))?;
     Ok(SummaryRow {
         campaign: r.get(0)?,
         model: r.get(1)?,
@@ -105,8 +101,8 @@ fn summary_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SummaryRow> {
         unit: r.get(8)?,
         sources: json_column(r, 9)?,
         gating: r.get(10)?,
-        n: r.get::<_, i64>(11)? as usize,
-        non_finite: r.get::<_, i64>(12)? as usize,
+        n: r.get::<i64>(11)? as usize,
+        non_finite: r.get::<i64>(12)? as usize,
         mean: r.get(13)?,
         ci_low: r.get(14)?,
         ci_high: r.get(15)?,
@@ -119,54 +115,60 @@ fn summary_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SummaryRow> {
 
 impl Store {
     /// Replaces the summaries of `campaign` with `rows`, in one transaction. Rows come
-    /// back in the order given (the report's).
+    /// back in the order given (the report's: `seq`).
     pub fn put_summaries(&self, campaign: &str, rows: &[SummaryRow]) -> Result<(), StoreError> {
-        let mut conn = self.lock()?;
-        let tx = conn.transaction()?;
-        tx.execute("DELETE FROM campaign_summaries WHERE campaign = ?1", [campaign])?;
-        {
-            let mut st = tx.prepare(
-                "INSERT INTO campaign_summaries (campaign, model, variant, metric, build, config, build_sha256,
-                    devices, unit, sources, gating, n, non_finite, mean, ci_low, ci_high, confidence, summary, vals,
-                    summary_version)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
-            )?;
-            for r in rows {
-                st.execute(params![
-                    campaign,
-                    r.model,
-                    r.variant,
-                    r.metric,
-                    r.build,
-                    r.config,
-                    r.build_sha256,
-                    serde_json::to_string(&r.devices)?,
-                    r.unit,
-                    serde_json::to_string(&r.sources)?,
-                    r.gating,
-                    r.n as i64,
-                    r.non_finite as i64,
-                    r.mean,
-                    r.ci_low,
-                    r.ci_high,
-                    r.confidence,
-                    r.summary.as_ref().map(serde_json::to_string).transpose()?,
-                    values_blob(&r.values),
-                    r.summary_version
-                ])?;
-            }
+        let mut values = Vec::with_capacity(rows.len());
+        for (seq, r) in rows.iter().enumerate() {
+            values.push(vals![
+                campaign,
+                &r.model,
+                &r.variant,
+                &r.metric,
+                &r.build,
+                &r.config,
+                r.build_sha256.clone(),
+                serde_json::to_string(&r.devices)?,
+                &r.unit,
+                serde_json::to_string(&r.sources)?,
+                r.gating,
+                r.n as i64,
+                r.non_finite as i64,
+                r.mean,
+                r.ci_low,
+                r.ci_high,
+                r.confidence,
+                r.summary.as_ref().map(serde_json::to_string).transpose()?,
+                values_blob(&r.values),
+                r.summary_version,
+                seq as i64
+            ]);
         }
-        tx.commit()?;
+        let campaign = vals![campaign];
+        self.db.call(move |c| {
+            c.transaction(|c| {
+                c.execute("DELETE FROM campaign_summaries WHERE campaign = ?1", &campaign)?;
+                for row in &values {
+                    c.execute(
+                        "INSERT INTO campaign_summaries (campaign, model, variant, metric, build, config, build_sha256,
+                            devices, unit, sources, gating, n, non_finite, mean, ci_low, ci_high, confidence, summary,
+                            vals, summary_version, seq)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
+                            ?20, ?21)",
+                        row,
+                    )?;
+                }
+                Ok(())
+            })
+        })?;
         Ok(())
     }
 
     /// The summaries of `campaign`, in the order they were put.
     pub fn summaries(&self, campaign: &str) -> Result<Vec<SummaryRow>, StoreError> {
-        let conn = self.lock()?;
-        let sql = format!("SELECT {COLUMNS} FROM campaign_summaries s WHERE s.campaign = ?1 ORDER BY s.rowid");
-        let mut st = conn.prepare(&sql)?;
-        let rows = st.query_map([campaign], summary_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let sql = format!("SELECT {COLUMNS} FROM campaign_summaries s WHERE s.campaign = ?1 ORDER BY s.seq");
+        let campaign = vals![campaign];
+        let rows = self.db.call(move |c| c.query(&sql, &campaign))?;
+        Ok(rows.iter().map(summary_row).collect::<Result<_, _>>()?)
     }
 
     /// Every summary of the campaigns of runbook `runbook_name`, campaign by campaign in
@@ -174,38 +176,43 @@ impl Store {
     /// `LAB_NOW`'s), else when it was created. Within a campaign, in report order. The
     /// rows' `values` are left empty.
     pub fn history_rows(&self, runbook_name: &str) -> Result<Vec<HistoryRow>, StoreError> {
-        let conn = self.lock()?;
-        let sql = format!(
-            "SELECT {}, c.created_at, c.status, c.runbook_sha256, c.seed, sl.schedule, sl.due_utc
-             FROM campaign_summaries s JOIN campaigns c ON c.id = s.campaign
-             LEFT JOIN schedule_slots sl ON sl.campaign = c.id
-             WHERE c.runbook_name = ?1
-             ORDER BY COALESCE(sl.due_utc, c.created_at), c.id, s.rowid",
+        let name = vals![runbook_name];
+        let rows = self.db.call(move |c| {
             // A history point is a mean with its interval: the values stay in the store.
-            COLUMNS.replace("s.vals", "x'' AS vals")
-        );
-        let mut st = conn.prepare(&sql)?;
-        let rows = st.query_map([runbook_name], |r| {
+            let empty = match c.dialect() {
+                Dialect::Sqlite => "x''",
+                Dialect::Postgres => "'\\x'::bytea",
+            };
+            let sql = format!(
+                "SELECT {}, c.created_at, c.status, c.runbook_sha256, c.seed, sl.schedule, sl.due_utc
+                 FROM campaign_summaries s JOIN campaigns c ON c.id = s.campaign
+                 LEFT JOIN schedule_slots sl ON sl.campaign = c.id
+                 WHERE c.runbook_name = ?1
+                 ORDER BY COALESCE(sl.due_utc, c.created_at), c.id, s.seq",
+                COLUMNS.replace("s.vals", &format!("{empty} AS vals"))
+            );
+            c.query(&sql, &name)
+        })?;
+        let history = |r: &Row| -> Result<HistoryRow, DbError> {
             let status: String = r.get(21)?;
             Ok(HistoryRow {
                 row: summary_row(r)?,
                 created_at: r.get(20)?,
                 status: CampaignStatus::parse(&status).unwrap_or(CampaignStatus::Interrupted),
                 runbook_sha256: r.get(22)?,
-                seed: r.get::<_, i64>(23)? as u64,
+                seed: r.get::<i64>(23)? as u64,
                 schedule: r.get(24)?,
                 due_utc: r.get(25)?,
             })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        };
+        Ok(rows.iter().map(history).collect::<Result<_, _>>()?)
     }
 
     /// The runbook names of the stored campaigns, sorted, without reading any plan.
     pub fn runbook_names(&self) -> Result<Vec<String>, StoreError> {
-        let conn = self.lock()?;
-        let mut st = conn.prepare("SELECT DISTINCT runbook_name FROM campaigns ORDER BY runbook_name")?;
-        let rows = st.query_map([], |r| r.get(0))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let rows =
+            self.db.call(|c| c.query("SELECT DISTINCT runbook_name FROM campaigns ORDER BY runbook_name", &[]))?;
+        Ok(rows.iter().map(|r| r.get(0)).collect::<Result<_, _>>()?)
     }
 
     /// Whether `campaign`'s stored summaries can stand for its measurements: there are
@@ -213,29 +220,32 @@ impl Store {
     /// (attempts recorded after a `lab report` during the run are not in them; the run's
     /// end rewrites them).
     pub fn summaries_current(&self, campaign: &str) -> Result<bool, StoreError> {
-        let conn = self.lock()?;
-        Ok(conn
-            .query_row(
-                "SELECT COUNT(s.campaign) > 0 AND MIN(s.summary_version) >= ?2 AND c.status != 'running'
-             FROM campaigns c LEFT JOIN campaign_summaries s ON s.campaign = c.id WHERE c.id = ?1",
-                params![campaign, crate::stats::SUMMARY_VERSION],
-                |r| r.get::<_, Option<bool>>(0),
-            )?
-            .unwrap_or(false))
+        let params = vals![campaign, crate::stats::SUMMARY_VERSION];
+        let row = self.db.call(move |c| {
+            c.query_opt(
+                "SELECT COUNT(s.campaign) > 0 AND MIN(s.summary_version) >= ?2 AND c.status <> 'running'
+                 FROM campaigns c LEFT JOIN campaign_summaries s ON s.campaign = c.id WHERE c.id = ?1
+                 GROUP BY c.id, c.status",
+                &params,
+            )
+        })?;
+        Ok(row.map(|r| r.get::<Option<bool>>(0)).transpose()?.flatten().unwrap_or(false))
     }
 
     /// Campaigns of runbook `runbook_name` whose summaries are missing or older than
     /// `stats::SUMMARY_VERSION`, oldest first: what `lab history` recomputes.
     pub fn stale_summaries(&self, runbook_name: &str) -> Result<Vec<CampaignId>, StoreError> {
-        let conn = self.lock()?;
-        let mut st = conn.prepare(
-            "SELECT c.id FROM campaigns c LEFT JOIN campaign_summaries s ON s.campaign = c.id
-             WHERE c.runbook_name = ?1
-             GROUP BY c.id HAVING COUNT(s.campaign) = 0 OR MIN(s.summary_version) < ?2
-             ORDER BY c.created_at, c.id",
-        )?;
-        let rows = st.query_map(params![runbook_name, crate::stats::SUMMARY_VERSION], |r| r.get(0))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let params = vals![runbook_name, crate::stats::SUMMARY_VERSION];
+        let rows = self.db.call(move |c| {
+            c.query(
+                "SELECT c.id FROM campaigns c LEFT JOIN campaign_summaries s ON s.campaign = c.id
+                 WHERE c.runbook_name = ?1
+                 GROUP BY c.id HAVING COUNT(s.campaign) = 0 OR MIN(s.summary_version) < ?2
+                 ORDER BY c.created_at, c.id",
+                &params,
+            )
+        })?;
+        Ok(rows.iter().map(|r| r.get(0)).collect::<Result<_, _>>()?)
     }
 }
 
@@ -295,9 +305,7 @@ pub(crate) mod tests {
         }
     }
 
-    #[test]
-    fn summaries_come_back_bit_for_bit_and_are_replaced_whole() {
-        let (_d, s) = store();
+    fn summaries_come_back_bit_for_bit_and_are_replaced_whole(s: &Store) {
         s.create_campaign(&new_campaign("c1", "rb", "2026-01-01T00:00:00Z"), 3, 1).unwrap();
         let rows = vec![
             row("c1", "envoy-poll", "cpu_pct", &[185.0, 1.0 / 3.0, -0.0]),
@@ -316,6 +324,13 @@ pub(crate) mod tests {
         assert!(s.summaries("other").unwrap().is_empty());
     }
 
+    crate::testing::postgres::on_both!(
+        summaries_come_back_bit_for_bit_and_are_replaced_whole,
+        history_is_in_slot_time_order_with_hand_runs_by_creation,
+        summaries_are_current_when_present_up_to_date_and_not_taken_during_the_run,
+        stale_summaries_are_the_missing_and_the_old,
+    );
+
     #[test]
     fn a_damaged_values_blob_is_an_error() {
         let (_d, s) = store();
@@ -326,9 +341,7 @@ pub(crate) mod tests {
         assert!(e.to_string().contains("3 bytes is not a whole number of 8-byte values"), "{e}");
     }
 
-    #[test]
-    fn history_is_in_slot_time_order_with_hand_runs_by_creation() {
-        let (_d, s) = store();
+    fn history_is_in_slot_time_order_with_hand_runs_by_creation(s: &Store) {
         // Created in the wrong order on the wall clock: the slots (LAB_NOW) decide.
         s.create_campaign(&new_campaign("w2", "rb", "2026-01-01T10:00:00Z"), 3, 1).unwrap();
         s.create_campaign(&new_campaign("w1", "rb", "2026-01-01T10:05:00Z"), 3, 1).unwrap();
@@ -369,9 +382,7 @@ pub(crate) mod tests {
         assert_eq!(s.runbook_names().unwrap(), ["other", "rb"]);
     }
 
-    #[test]
-    fn summaries_are_current_when_present_up_to_date_and_not_taken_during_the_run() {
-        let (_d, s) = store();
+    fn summaries_are_current_when_present_up_to_date_and_not_taken_during_the_run(s: &Store) {
         s.create_campaign(&new_campaign("a", "rb", "t1"), 3, 1).unwrap();
         assert!(!s.summaries_current("a").unwrap(), "none yet");
         assert!(!s.summaries_current("nope").unwrap(), "no such campaign");
@@ -385,9 +396,7 @@ pub(crate) mod tests {
         assert!(!s.summaries_current("a").unwrap(), "one row is outdated");
     }
 
-    #[test]
-    fn stale_summaries_are_the_missing_and_the_old() {
-        let (_d, s) = store();
+    fn stale_summaries_are_the_missing_and_the_old(s: &Store) {
         for (id, at) in [("a", "t1"), ("b", "t2"), ("c", "t3")] {
             s.create_campaign(&new_campaign(id, "rb", at), 3, 1).unwrap();
         }

@@ -13,8 +13,10 @@ use super::value::vals;
 const MIGRATION_LOCK: i64 = 0x006c_6162_5f6d_6967; // "lab_mig"
 
 /// PostgreSQL's migrations: the first is SQLite's schema as its migrations 1–16 leave
-/// it, with `device_keys` (each device's advisory-lock key); each later one changes both.
-pub const PG_MIGRATIONS: &[&str] = &[r#"
+/// it, with `device_keys` (each device's advisory-lock key); each later one is one of
+/// SQLite's (17 on: the second here).
+pub const PG_MIGRATIONS: &[&str] = &[
+    r#"
     CREATE TABLE campaigns (
         id              TEXT COLLATE "C" PRIMARY KEY,
         runbook_name    TEXT COLLATE "C" NOT NULL,
@@ -276,7 +278,10 @@ pub const PG_MIGRATIONS: &[&str] = &[r#"
         port            TEXT COLLATE "C" NOT NULL,
         since           TEXT COLLATE "C" NOT NULL
     );
-"#];
+"#,
+    // As SQLite's 17: summaries in the report's order.
+    "ALTER TABLE campaign_summaries ADD COLUMN seq BIGINT;",
+];
 
 /// Brings a PostgreSQL store's schema up to date; the version it is at. Safe with several
 /// processes at once: the first to take the lock migrates, the others find it done.
