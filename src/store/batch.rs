@@ -122,7 +122,7 @@ fn with_savepoints(
 }
 
 /// Leaves each attempt's result in its ticket; returns the commits made (0 or 1).
-fn hand_out(
+pub(super) fn hand_out(
     jobs: Vec<(EncodedAttempt, Ticket)>,
     committed: Result<(), StoreError>,
     mut results: Vec<Result<(), StoreError>>,

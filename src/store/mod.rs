@@ -9,6 +9,7 @@ mod findings;
 mod lease;
 mod measurement_columns;
 mod operator_steps;
+mod pg_record;
 mod port_cuts;
 mod process_id;
 mod queue;

@@ -734,21 +734,22 @@ impl Store {
     /// Records attempts encoded by their callers (`EncodedAttempt::encode`, on the caller's
     /// thread), as `record_attempts` does.
     pub fn record_rows(&self, all: Vec<EncodedAttempt>) -> Vec<Result<(), StoreError>> {
-        if let Err(e) = self.lock() {
-            return all.iter().map(|_| Err(StoreError::Internal(e.to_string()))).collect();
-        }
         let tickets = self.attempts.push_all(all);
         // Done: another caller took the queue, and with it all of these, and committed them;
         // `turn` hands over the first one's result, the others wait in their tickets.
         let mut first = None;
-        if let Some(t) = tickets.first()
-            && let Ok(mut conn) = self.lock()
-        {
+        if let Some(t) = tickets.first() {
+            // SQLite: the turn is taken under the connection's lock, so one thread records
+            // while the others queue; PostgreSQL: its connection's thread does the same.
+            let mut conn = self.conn.as_ref().map(|c| c.lock().unwrap_or_else(|p| p.into_inner()));
             match self.attempts.turn(t) {
                 Turn::Done(r) => first = Some(r),
                 Turn::Record(jobs) => {
                     let start = std::time::Instant::now();
-                    let commits = batch::record(&mut conn, jobs, insert_attempt);
+                    let commits = match &mut conn {
+                        Some(conn) => batch::record(conn, jobs, insert_attempt),
+                        None => self.db.call(move |c| Ok(super::pg_record::record(c, jobs))).unwrap_or(0),
+                    };
                     self.commits.fetch_add(commits, Ordering::Relaxed);
                     let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
                     self.recording_ns.fetch_add(ns, Ordering::Relaxed);
@@ -975,7 +976,73 @@ pub(crate) mod tests {
         }
     }
 
-    crate::testing::postgres::on_both!(a_campaign_lives_its_life_the_same_on_both_backends);
+    crate::testing::postgres::on_both!(
+        a_campaign_lives_its_life_the_same_on_both_backends,
+        attempts_recorded_at_once_by_two_writers_keep_their_rows_in_their_ranges,
+    );
+
+    /// Two handles (two connections, as two processes have) record attempts at once: every
+    /// attempt is there once, with its measurements and series in the id ranges its
+    /// `attempt_report` row gives, and a second recording of one is refused.
+    fn attempts_recorded_at_once_by_two_writers_keep_their_rows_in_their_ranges(s: &Store) {
+        s.create_campaign(&campaign("c-1", 40), 2, 1).unwrap();
+        let other = match s.dialect() {
+            crate::store::Dialect::Sqlite => Store::open(s.path()).unwrap(),
+            crate::store::Dialect::Postgres => {
+                let url = s.db.clone();
+                let crate::store::backend::Db::Postgres(owner) = url else { unreachable!() };
+                Store::open_postgres(owner.url()).unwrap()
+            }
+        };
+        let writers: Vec<_> = [(s.clone(), 0..20), (other, 20..40)]
+            .into_iter()
+            .map(|(st, range)| {
+                std::thread::spawn(move || {
+                    for idx in range {
+                        let mut a = attempt("c-1", idx, 0, idx % 3 != 0);
+                        a.attestations = vec![Attestation {
+                            step: "unplug".into(),
+                            when: "untether".into(),
+                            text: "unplug it".into(),
+                            by: "op".into(),
+                            at: "t".into(),
+                            values: Default::default(),
+                        }];
+                        st.record_attempt(a).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        let e = s.record_attempt(attempt("c-1", 5, 0, true)).unwrap_err();
+        assert!(matches!(e, StoreError::Duplicate { trial: 5, .. }), "{e}");
+        let counts = s.outcome_counts("c-1").unwrap();
+        assert_eq!((counts.valid, counts.failed, counts.pending, counts.attempts), (26, 0, 14, 40));
+        let ranges = s
+            .db
+            .call(|c| {
+                c.query(
+                    "SELECT r.trial_idx,
+                        (SELECT count(*) FROM measurements m WHERE m.id BETWEEN r.measurements_from AND r.measurements_to
+                           AND m.campaign = r.campaign AND m.trial_idx = r.trial_idx AND m.attempt = r.attempt),
+                        r.measurements_to - r.measurements_from + 1,
+                        (SELECT count(*) FROM series x WHERE x.id BETWEEN r.series_from AND r.series_to
+                           AND x.campaign = r.campaign AND x.trial_idx = r.trial_idx AND x.attempt = r.attempt),
+                        r.series_to - r.series_from + 1,
+                        (SELECT count(*) FROM attestations t WHERE t.campaign = r.campaign AND t.trial_idx = r.trial_idx)
+                     FROM attempt_report r ORDER BY r.trial_idx",
+                    &[],
+                )
+            })
+            .unwrap();
+        assert_eq!(ranges.len(), 40);
+        for r in &ranges {
+            let got: Vec<i64> = (1..6).map(|i| r.get(i).unwrap()).collect();
+            assert_eq!(got, [2, 2, 2, 2, 1], "trial {}: its rows, in its ranges only", r.get::<i64>(0).unwrap());
+        }
+    }
 
     /// What `lab run` and `lab status` do to a campaign, short of recording attempts
     /// (inserted here as rows): create, read back, count, move, add trials, finish.
