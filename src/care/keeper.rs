@@ -148,7 +148,14 @@ impl Keeper {
         let name = self.targets[i].target.device.name().to_string();
         // Care touches a phone only while it holds the phone's lease, for this pass.
         let _lease = match self.lease(i).await {
-            Ok(lease) => lease,
+            Ok(lease) => {
+                // A port left off (by this care before someone else had the phone, or by a
+                // care that died) is care's to switch on again.
+                if self.left_off(i).await {
+                    self.targets[i].cut = true;
+                }
+                lease
+            }
             Err(by) => {
                 // Someone else has the phone (or its turn): they switch the port on if care
                 // left it off (`port_cuts`), and care starts over with it afterwards.
@@ -296,6 +303,13 @@ impl Keeper {
             Ok(Err(busy)) => Err(busy.describe()),
             Err(e) => Err(format!("its lease could not be read: {e}")),
         }
+    }
+
+    /// Whether the store says target `i`'s port was left off by care.
+    async fn left_off(&self, i: usize) -> bool {
+        let Some(store) = self.store.clone() else { return false };
+        let device = self.targets[i].target.device.name().to_string();
+        tokio::task::spawn_blocking(move || store.port_cut(&device)).await.is_ok_and(|r| matches!(r, Ok(Some(_))))
     }
 
     /// Records (or clears) that care left target `i`'s port off, for whoever takes the

@@ -160,8 +160,15 @@ async fn a_device_another_holds_is_left_alone_and_a_cut_port_is_recorded_for_its
     assert!(summary.not_restored.is_empty());
     assert!(store.port_cut("a").unwrap().is_some(), "the holder is told to switch it on");
     drop(held);
+    // The holder gave the phone back without using it (a `--no-wait` run that found another
+    // phone busy): the port is still off, and the next care takes it up again.
+    let (mut keeper, _rx) = bench.keeper(&["a"], Some(store.clone()));
+    keeper.pass().await;
+    keeper.finish().await;
+    assert_eq!(bench.switches().last().map(String::as_str), Some("-l 1-1 -p 1 -a on"), "{:?}", bench.switches());
+    assert!(store.port_cut("a").unwrap().is_none(), "on again: no longer a cut");
     let readings = store.battery_readings("a").unwrap();
-    assert_eq!(readings.len(), 1);
+    assert_eq!(readings.len(), 2, "one per pass that had the phone");
     assert_eq!(
         (readings[0].health_pct, readings[0].cycle_count, readings[0].source.as_str()),
         (Some(100.0), Some(0), "sim")

@@ -322,34 +322,69 @@ async fn execute(
         priority: queueing.priority,
         expect_s: None,
     };
+    // Only the devices with trials left (a resumed campaign's done ones are not held).
+    let pending: Option<Vec<String>> = match resumed {
+        true => {
+            Some(store.pending_queue(&id)?.into_iter().filter(|q| !q.pending.is_empty()).map(|q| q.device).collect())
+        }
+        false => None,
+    };
     let expect: Vec<(String, f64)> = plan
         .devices
         .iter()
         .filter(|d| opened.contains_key(&d.name))
+        .filter(|d| pending.as_ref().is_none_or(|p| p.contains(&d.name)))
         .map(|d| (d.name.clone(), d.device_time_s))
         .collect();
-    let mut turns = Turns::join(&store, &expect, &req, &events).await?;
-    if !turns.until(queueing.start, &mut stop_rx.clone(), &events).await? {
-        // Not started: nothing of the campaign is left behind (a resumed one stays as it was).
-        let busy: Vec<String> = turns.waiting().iter().map(|(d, b)| format!("{d} is {b}")).collect();
-        drop((turns, events, desk, opened));
-        let _ = relay.await;
-        let _ = reporter.await;
-        if *stop_rx.borrow() {
-            return Err(CliError::new(
-                exit::INTERRUPTED,
-                format!("stopped while waiting for devices; campaign {id} did not start, nothing was recorded"),
-            ));
+    let got = match queueing.start {
+        runner::StartWhen::All(deadline) => {
+            Turns::join_all_in_order(&store, &expect, &req, &events, deadline, &mut stop_rx.clone()).await?
         }
-        let fix = match queueing.start {
-            runner::StartWhen::AllNow => "run it without --no-wait to wait its turn, or name other devices",
-            _ => "it waited as long as it may; it runs at its next slot, or start it by hand with `lab run`",
-        };
-        return Err(CliError::busy(format!("{}; fix: {fix}", busy.join("; "))));
-    }
+        start => {
+            let mut turns = Turns::join(&store, &expect, &req, &events).await?;
+            match turns.until(start, &mut stop_rx.clone(), &events).await? {
+                true => Ok(turns),
+                false => Err(turns.waiting().into_iter().map(|(d, b)| (d.to_string(), b.to_string())).collect()),
+            }
+        }
+    };
+    let turns = match got {
+        Ok(turns) => turns,
+        Err(waiting) => {
+            // Not started: nothing of the campaign is left behind (a resumed one stays as it was).
+            let busy: Vec<String> = waiting.iter().map(|(d, b)| format!("{d} is {b}")).collect();
+            drop((events, desk, opened));
+            let _ = relay.await;
+            let _ = reporter.await;
+            if *stop_rx.borrow() {
+                return Err(CliError::new(
+                    exit::INTERRUPTED,
+                    format!("stopped while waiting for devices; campaign {id} did not start, nothing was recorded"),
+                ));
+            }
+            let fix = match queueing.start {
+                runner::StartWhen::AllNow => "run it without --no-wait to wait its turn, or name other devices",
+                _ => "it waited as long as it may; it runs at its next slot, or start it by hand with `lab run`",
+            };
+            return Err(CliError::busy(format!("{}; fix: {fix}", busy.join("; "))));
+        }
+    };
     match new {
         Some(record) => store.create_campaign(&record, plan.max_attempts, std::process::id())?,
-        None => store.set_running(&id, std::process::id())?,
+        None => {
+            // Another `--resume` of it may have started while this one waited for devices.
+            let c = store.campaign_without_plan(&id)?;
+            if c.status == CampaignStatus::Running
+                && c.runner().is_some_and(|p| p.alive() && p.pid != std::process::id())
+            {
+                return Err(CliError::bad_input(format!(
+                    "campaign {id} is being run by process {} (it started while this one waited for devices); \
+fix: wait for it",
+                    c.runner_pid.unwrap_or_default()
+                )));
+            }
+            store.set_running(&id, std::process::id())?
+        }
     }
     let campaign = Campaign {
         id: id.clone(),

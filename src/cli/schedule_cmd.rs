@@ -252,6 +252,10 @@ impl Launcher for CliLauncher {
                 Launch { outcome, output: o.output }
             }
             Err(e) if e.busy => Launch { outcome: SlotOutcome::Busy(e.message), output: String::new() },
+            // Stopped while waiting for its devices: the next runner goes on with the slot.
+            Err(e) if e.code == exit::INTERRUPTED => {
+                Launch { outcome: SlotOutcome::Interrupted, output: String::new() }
+            }
             Err(e) => {
                 Launch { outcome: SlotOutcome::Failed { code: e.code, message: e.message }, output: String::new() }
             }

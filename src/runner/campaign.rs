@@ -196,9 +196,15 @@ impl Campaign {
         // Tethers are shared so that adaptive rounds can hand them to new workers.
         let devices: BTreeMap<String, SharedDevice> =
             std::mem::take(&mut self.devices).into_iter().map(|(name, (d, t))| (name, (d, Arc::from(t)))).collect();
-        let turns: BTreeMap<String, TurnSlot> = std::mem::take(&mut self.turns.turns)
-            .into_iter()
-            .map(|(name, t)| (name, Arc::new(tokio::sync::Mutex::new(t))))
+        // A device the campaign did not queue for (nothing left to run on it) is asked for
+        // when a later round gives it trials.
+        let mut taken = std::mem::take(&mut self.turns.turns);
+        let turns: BTreeMap<String, TurnSlot> = devices
+            .keys()
+            .map(|name| {
+                let t = taken.remove(name).unwrap_or(Turn::Released);
+                (name.clone(), Arc::new(tokio::sync::Mutex::new(t)))
+            })
             .collect();
         // The plan grows only with adaptive repeats; it is copied (once) only then.
         let mut plan = self.plan.clone();
@@ -404,10 +410,7 @@ impl Campaign {
                     let (rows, turn) = (rows.clone(), turn.clone());
                     set.spawn(async move { (name, run_device(ctx, device, tether, turn, rows, queue).await) });
                 }
-                (Some(_), None) => {
-                    return Err(RunError::Internal(format!("device {name} was opened without its lease")));
-                }
-                (None, _) => missing.push(name),
+                (Some(_), None) | (None, _) => missing.push(name),
             }
         }
         let mut end = RoundEnd {

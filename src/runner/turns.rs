@@ -140,6 +140,34 @@ impl Turns {
         Ok(Turns { turns, request: req.clone() })
     }
 
+    /// Every device's lease, taken one at a time in name order, each waited for until
+    /// `deadline`: what a schedule slot (which starts only with all its devices) does.
+    /// `None` when the deadline passed or `stop` was set first; then nothing is held and
+    /// `busy` names who had the device it was waiting for. Holding devices in one order
+    /// means two of them cannot each hold what the other waits for.
+    pub async fn join_all_in_order(
+        store: &Store,
+        devices: &[(String, f64)],
+        req: &LeaseRequest,
+        events: &EventSink,
+        deadline: Option<Instant>,
+        stop: &mut watch::Receiver<bool>,
+    ) -> Result<Result<Turns, Vec<(String, String)>>, RunError> {
+        let mut sorted = devices.to_vec();
+        sorted.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut held = Turns { turns: BTreeMap::new(), request: req.clone() };
+        for (device, expect_s) in sorted {
+            let turn = join(store, &device, LeaseRequest { expect_s: Some(expect_s), ..req.clone() }, events).await?;
+            let mut one = Turns { turns: BTreeMap::from([(device.clone(), turn)]), request: req.clone() };
+            if !one.until(StartWhen::All(deadline), stop, events).await? {
+                let busy = one.waiting().into_iter().map(|(d, b)| (d.to_string(), b.to_string())).collect();
+                return Ok(Err(busy));
+            }
+            held.turns.extend(one.turns);
+        }
+        Ok(Ok(held))
+    }
+
     /// Every device's lease now, or an error naming the first that is busy (blocking; for
     /// a caller that must not wait, such as a test that owns its store).
     pub fn take_now(store: &Store, devices: &[String], req: &LeaseRequest) -> Result<Turns, RunError> {

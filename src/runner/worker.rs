@@ -67,6 +67,23 @@ pub async fn run_device(
     rows: Arc<TrialRows>,
     queue: Vec<(u32, u32)>,
 ) -> Result<WorkerEnd, RunError> {
+    let end = run_held(ctx, device, tether, turn.clone(), rows, queue).await;
+    // Done with the device, however the worker ended: the next in its queue may have it (a
+    // worker holds one device only while it works on it, so two campaigns that want each
+    // other's devices both finish).
+    *turn.lock().await = Turn::Released;
+    end
+}
+
+/// [`run_device`] once its lease is taken (or waited for here).
+async fn run_held(
+    ctx: Arc<TrialContext>,
+    device: Arc<dyn Device>,
+    tether: Box<dyn Tether>,
+    turn: Arc<tokio::sync::Mutex<Turn>>,
+    rows: Arc<TrialRows>,
+    queue: Vec<(u32, u32)>,
+) -> Result<WorkerEnd, RunError> {
     let mut queue: VecDeque<(u32, u32)> = queue.into();
     let name = device.name().to_string();
     let mut shutdown = ctx.shutdown.clone();
@@ -167,10 +184,6 @@ pub async fn run_device(
         }
     };
     set_status(&ctx, &name, if matches!(end, WorkerEnd::Offline(_)) { "offline" } else { "idle" }).await;
-    // Done with the device: the next in its queue may have it (a worker holds one device
-    // only while it works on it, so two campaigns that want each other's devices both
-    // finish).
-    *turn.lock().await = Turn::Released;
     if end == WorkerEnd::Finished {
         ctx.events.emit(Event::DeviceDone { device: name });
     }

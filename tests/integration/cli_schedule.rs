@@ -452,6 +452,15 @@ fn install_cron_prints_a_frequent_trigger() {
     );
 }
 
+/// Waits until one place is taken in a device's queue (the slot's, for sim-pixel-2).
+fn wait_queued(lab: &TempLab) {
+    let until = Instant::now() + Duration::from_secs(60);
+    while lab.try_sql::<i64>("SELECT ticket FROM device_queue").map(|t| t.len()).unwrap_or(0) != 1 {
+        assert!(Instant::now() < until, "the slot never queued for sim-pixel-2");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Holds `device`'s lease in this process, as an engineer's ad-hoc campaign `adhoc-1`.
 fn hold(lab: &TempLab, device: &str) -> lab::store::DeviceLease {
     use lab::store::{LeaseRequest, Store};
@@ -472,11 +481,7 @@ fn a_slot_waits_for_its_phones_and_one_held_past_max_wait_is_skipped_naming_the_
     at(&lab, BEFORE, &["schedule", "run-due"]).assert().success();
     let held = hold(&lab, "sim-pixel-2");
     let runner = spawn_schedule(&lab, AFTER_SLOT, "run-due", Stdio::piped());
-    let until = Instant::now() + Duration::from_secs(60);
-    while lab.try_sql::<i64>("SELECT ticket FROM device_queue").map(|t| t.len()).unwrap_or(0) != 1 {
-        assert!(Instant::now() < until, "the slot never queued for sim-pixel-2");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_queued(&lab);
     std::thread::sleep(Duration::from_millis(500));
     assert!(lab.campaigns().is_empty(), "the slot started before all its phones were its own");
     drop(held);
@@ -504,4 +509,24 @@ fn a_slot_waits_for_its_phones_and_one_held_past_max_wait_is_skipped_naming_the_
     assert!(row.starts_with(&format!("{SLOT} skipped {because}")), "{row}");
     assert!(lab.campaigns().is_empty(), "a skipped slot leaves no campaign");
     assert!(lab.sql::<i64>("SELECT ticket FROM device_queue").is_empty(), "nor a place in a queue");
+}
+
+/// A runner stopped (SIGTERM) while its slot waits for a held phone leaves the slot
+/// interrupted, for the next runner to go on with; no campaign is left.
+#[test]
+fn a_slot_stopped_while_waiting_for_its_phones_is_left_for_the_next_runner() {
+    let lab = scheduled_lab(WEEKLY, 2);
+    at(&lab, BEFORE, &["schedule", "run-due"]).assert().success();
+    let held = hold(&lab, "sim-pixel-2");
+    let runner = spawn_schedule(&lab, AFTER_SLOT, "run-due", Stdio::piped());
+    wait_queued(&lab);
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(runner.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    let out = runner.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stdout(&out));
+    assert_eq!(slots(&lab), [format!("{SLOT} interrupted interrupted")]);
+    assert!(lab.campaigns().is_empty());
+    drop(held);
+    // The next runner resumes it, now that the phone is free.
+    at(&lab, "2026-03-29T01:10:00Z", &["schedule", "run-due"]).assert().success();
+    assert_eq!(slots(&lab), [format!("{SLOT} finished ok")]);
 }

@@ -70,18 +70,21 @@ impl Locks for PgLocks {
         Ok(got.then(|| Box::new(Session(session)) as Box<dyn Held>))
     }
 
+    /// An owner whose lock cannot be looked up (a connection lost) counts as alive: its row
+    /// is never removed on a doubt.
     fn alive(&self, owner: &Owner) -> bool {
-        let Ok((_, _, [class, obj, sub])) = self.key(&owner.lock) else { return false };
+        let Ok((_, _, [class, obj, sub])) = self.key(&owner.lock) else { return true };
         self.admin
             .call(move |c| {
                 let rows = c.query(
                     "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
+                       AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
                        AND classid::bigint = ?1 AND objid::bigint = ?2 AND objsubid = ?3",
                     &vals![class, obj, sub],
                 )?;
                 Ok(!rows.is_empty())
             })
-            .unwrap_or(false)
+            .unwrap_or(true)
     }
 
     fn forget(&self, _name: &LockName) {}

@@ -296,6 +296,12 @@ pub fn migrate_postgres(c: &mut dyn Conn) -> Result<u32, DbError> {
                 0
             }
         };
+        if current as usize > PG_MIGRATIONS.len() {
+            return Err(DbError::Type(format!(
+                "the store's schema is version {current}, newer than this lab's {}; fix: use a newer lab",
+                PG_MIGRATIONS.len()
+            )));
+        }
         for sql in PG_MIGRATIONS.iter().skip(current as usize) {
             c.batch(sql)?;
         }
