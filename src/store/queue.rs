@@ -562,6 +562,26 @@ mod tests {
         the_dead_free_their_places_and_devices_at_once(sqlite());
     }
 
+    /// A database whose sessions time out statements after 200 ms: a wait of a second for
+    /// a held device still ends with the device, not with the server's timeout.
+    #[test_needs::needs(postgres)]
+    #[test]
+    fn a_server_timeout_does_not_cut_a_wait_short_on_postgres() {
+        let p = postgres();
+        let name = p.url.as_deref().unwrap().rsplit_once('/').unwrap().1.to_string();
+        let sql = format!("ALTER DATABASE {name} SET statement_timeout = '200ms'");
+        p.a.db.call(move |c| c.batch(&sql)).unwrap();
+        let url = crate::store::PgUrl::parse(p.url.as_deref().unwrap()).unwrap();
+        let (a, b) = (Store::open_postgres(&url).unwrap().leases(), Store::open_postgres(&url).unwrap().leases());
+        let held = a.try_lease("pixel-1", &req("c-0")).unwrap().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let w = waiter(&b, req("c-1"), tx, Duration::ZERO);
+        std::thread::sleep(Duration::from_secs(1));
+        drop(held);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), "c-1");
+        w.join().unwrap();
+    }
+
     #[test_needs::needs(postgres)]
     #[test]
     fn the_dead_free_their_places_and_devices_at_once_on_postgres() {

@@ -58,7 +58,21 @@ impl PgLocks {
 impl Locks for PgLocks {
     fn lock(&self, name: &LockName, wait: bool) -> Result<Option<Box<dyn Held>>, String> {
         let (args, params, _) = self.key(name)?;
-        let session = PgOwner::connect(&self.url).map_err(|e| e.to_string())?;
+        let session = PgOwner::connect(&self.url.with_keepalives()).map_err(|e| e.to_string())?;
+        // The session is the lock: the server's timeouts must not end it or its wait (a
+        // role's `statement_timeout` would cut a wait short; `idle_session_timeout`, from
+        // PostgreSQL 14, would free a held lock while its holder still works). Only the
+        // settings this server has are set.
+        session
+            .call(|c| {
+                c.query(
+                    "SELECT set_config(name, '0', false) FROM pg_settings WHERE name IN
+                        ('statement_timeout', 'lock_timeout', 'idle_session_timeout',
+                         'idle_in_transaction_session_timeout')",
+                    &[],
+                )
+            })
+            .map_err(|e| e.to_string())?;
         let got = if wait {
             let sql = format!("SELECT pg_advisory_lock({args})");
             session.call(move |c| c.execute(&sql, &params).map(|_| true))

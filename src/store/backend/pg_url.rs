@@ -56,6 +56,14 @@ impl PgUrl {
         &self.shown
     }
 
+    /// The same server, with TCP keepalives every 30 s: an idle session across a firewall
+    /// stays open, and one whose peer is gone is found out.
+    pub fn with_keepalives(&self) -> PgUrl {
+        let mut config = self.config.clone();
+        config.keepalives(true).keepalives_idle(std::time::Duration::from_secs(30));
+        PgUrl { config, shown: self.shown.clone() }
+    }
+
     /// Whether the URL carried a password.
     pub fn has_password(&self) -> bool {
         self.config.get_password().is_some()
