@@ -255,11 +255,7 @@ pub(crate) mod tests {
     use crate::stats::summarize;
     use crate::store::{Claimant, NewCampaign};
 
-    pub(crate) fn store() -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(&dir.path().join("lab.db")).unwrap();
-        (dir, s)
-    }
+    pub(crate) use crate::testing::postgres::sqlite_store as store;
 
     pub(crate) fn new_campaign(id: &str, runbook: &str, created_at: &str) -> NewCampaign {
         NewCampaign {

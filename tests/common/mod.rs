@@ -126,6 +126,13 @@ impl TempLab {
         c
     }
 
+    /// Holds `device`'s lease in this process as `req` says (another campaign, `lab care`), on
+    /// this lab's store, until the lease is dropped.
+    pub fn hold(&self, device: &str, req: &lab::store::LeaseRequest) -> lab::store::DeviceLease {
+        let store = lab::store::Store::open(&self.store()).unwrap();
+        store.try_lease(device, req).unwrap().unwrap()
+    }
+
     /// Ids of the store's campaigns, newest first.
     pub fn campaigns(&self) -> Vec<String> {
         if !self.store().exists() {

@@ -233,16 +233,14 @@ fn every_campaign_run_stores_each_phones_battery_health_for_the_trend() {
 
 /// Holds `device`'s lease in this process, as a running campaign `c-held` would.
 fn hold(lab: &TempLab, device: &str) -> lab::store::DeviceLease {
-    use lab::store::{LeaseRequest, Store};
-    let store = Store::open(&lab.store()).unwrap();
-    let req = LeaseRequest {
+    let req = lab::store::LeaseRequest {
         purpose: "campaign".into(),
         campaign: Some("c-held".into()),
         runbook: Some("audit".into()),
         host: "bench-1".into(),
-        ..LeaseRequest::default()
+        ..Default::default()
     };
-    store.try_lease(device, &req).unwrap().unwrap()
+    lab.hold(device, &req)
 }
 
 #[test]

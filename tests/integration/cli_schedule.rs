@@ -463,16 +463,14 @@ fn wait_queued(lab: &TempLab) {
 
 /// Holds `device`'s lease in this process, as an engineer's ad-hoc campaign `adhoc-1`.
 fn hold(lab: &TempLab, device: &str) -> lab::store::DeviceLease {
-    use lab::store::{LeaseRequest, Store};
-    let store = Store::open(&lab.store()).unwrap();
-    let req = LeaseRequest {
+    let req = lab::store::LeaseRequest {
         purpose: "campaign".into(),
         campaign: Some("adhoc-1".into()),
         runbook: Some("tiny".into()),
         host: "laptop-7".into(),
-        ..LeaseRequest::default()
+        ..Default::default()
     };
-    store.try_lease(device, &req).unwrap().unwrap()
+    lab.hold(device, &req)
 }
 
 #[test]

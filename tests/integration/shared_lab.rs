@@ -186,11 +186,9 @@ fn ctrl_c_while_queued_leaves_nothing_and_a_killed_holder_frees_the_device_at_on
 /// and the held one's trials run once it is let go.
 #[test]
 fn a_campaign_starts_on_the_free_devices_while_a_held_one_is_waited_for() {
-    use lab::store::{LeaseRequest, Store};
     let lab = TempLab::new();
-    let store = Store::open(&lab.store()).unwrap();
-    let req = LeaseRequest { purpose: "care".into(), host: "shelf-1".into(), ..LeaseRequest::default() };
-    let held = store.try_lease("sim-pixel-2", &req).unwrap().unwrap();
+    let req = lab::store::LeaseRequest { purpose: "care".into(), host: "shelf-1".into(), ..Default::default() };
+    let held = lab.hold("sim-pixel-2", &req);
     let run = spawn(&lab, &["run", "runbooks/quickstart.toml"]);
     let on = |device: &str| {
         lab.try_sql::<i64>(&format!(
