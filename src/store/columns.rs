@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row};
 
+use super::columns_reader::{AttemptRow, ColumnsReader};
 use super::measurement_columns::Fetch;
 use super::records::{AttemptRecord, AttemptStatus, Attestation, TrialOutcome, TrialRecord};
 use super::sqlite::{Store, StoreError};
@@ -308,7 +309,7 @@ impl PartialEq for CampaignColumns {
 
 /// The previous symbol of each interned column (see [`Names::intern_after`]).
 #[derive(Default)]
-struct Last {
+pub(super) struct Last {
     device: Option<Sym>,
     model: Option<Sym>,
     variant: Option<Sym>,
@@ -321,36 +322,36 @@ struct Last {
 }
 
 /// One planned trial's fields, borrowed from a record or a row.
-struct TrialIn<'a> {
-    idx: u32,
-    key: &'a str,
-    device: &'a str,
-    model: &'a str,
-    variant: &'a str,
-    build: &'a str,
-    config: &'a str,
-    repeat: u32,
-    block: u32,
-    order: u32,
+pub(super) struct TrialIn<'a> {
+    pub idx: u32,
+    pub key: &'a str,
+    pub device: &'a str,
+    pub model: &'a str,
+    pub variant: &'a str,
+    pub build: &'a str,
+    pub config: &'a str,
+    pub repeat: u32,
+    pub block: u32,
+    pub order: u32,
 }
 
 /// One attempt's fields, borrowed; `trial` is its row in `t_*`.
-struct AttemptIn<'a> {
-    trial: u32,
-    attempt: u32,
-    valid: bool,
+pub(super) struct AttemptIn<'a> {
+    pub trial: u32,
+    pub attempt: u32,
+    pub valid: bool,
     /// `None`: the trial's (a NULL in the store).
-    device: Option<&'a str>,
-    untether: Option<UntetherMode>,
-    soak_start_s: f64,
-    soak_s: Option<f64>,
+    pub device: Option<&'a str>,
+    pub untether: Option<UntetherMode>,
+    pub soak_start_s: f64,
+    pub soak_s: Option<f64>,
     /// A non-empty `battery_pct` series is stored with it.
-    has_battery: bool,
+    pub has_battery: bool,
 }
 
 /// Both paths push through here, in the same order, so they intern the same symbols.
 impl CampaignColumns {
-    fn push_trial(&mut self, last: &mut Last, t: TrialIn<'_>) {
+    pub(super) fn push_trial(&mut self, last: &mut Last, t: TrialIn<'_>) {
         let n = &mut self.names;
         self.t_idx.push(t.idx);
         self.t_key.push(t.key.into());
@@ -364,7 +365,7 @@ impl CampaignColumns {
         self.t_order.push(t.order);
     }
 
-    fn push_attempt(&mut self, last: &mut Last, a: AttemptIn<'_>) {
+    pub(super) fn push_attempt(&mut self, last: &mut Last, a: AttemptIn<'_>) {
         self.a_trial.push(a.trial);
         self.a_attempt.push(a.attempt);
         self.a_valid.push(a.valid);
@@ -381,7 +382,7 @@ impl CampaignColumns {
 
     /// Adds attempt row `row`'s state readings to the groups, and keeps its digest when it
     /// has attestations.
-    fn push_state(&mut self, row: usize, readings: impl Iterator<Item = Reading>, keep: bool) {
+    pub(super) fn push_state(&mut self, row: usize, readings: impl Iterator<Item = Reading>, keep: bool) {
         let own = self.a_device[row];
         let device = if self.names.name(own).is_empty() { self.t_device[self.a_trial[row] as usize] } else { own };
         let valid = self.a_valid[row];
@@ -558,7 +559,7 @@ pub(super) fn real(r: &Row<'_>, i: usize) -> rusqlite::Result<f64> {
 /// only open the pair named `soak`, and inside one a `"` is escaped. Anything else takes
 /// the borrowed parse, and phase names with escapes the owned one. Unreadable text is no
 /// phases, as `Store::attempts` reads it.
-fn soak_seconds(phases: &str) -> Option<f64> {
+pub(super) fn soak_seconds(phases: &str) -> Option<f64> {
     fn soak<S: AsRef<str>>(p: Vec<(S, f64)>) -> Option<f64> {
         p.into_iter().find(|(n, _)| n.as_ref() == "soak").map(|(_, s)| s)
     }
@@ -578,18 +579,18 @@ fn soak_seconds(phases: &str) -> Option<f64> {
 
 /// A JSON list of strings, `[]` without parsing; unreadable text is empty, as
 /// `Store::attempts` reads it.
-fn strings(text: &str) -> Vec<String> {
+pub(super) fn strings(text: &str) -> Vec<String> {
     if text == "[]" { Vec::new() } else { serde_json::from_str(text).unwrap_or_default() }
 }
 
 /// Walks `rows` keyed by (trial idx, attempt) in that order onto the attempt rows of `c`,
 /// as `sqlite::merge` does; rows of unknown attempts are skipped.
-struct Cursor {
-    i: usize,
+pub(super) struct Cursor {
+    pub i: usize,
 }
 
 impl Cursor {
-    fn seek(&mut self, c: &CampaignColumns, key: (u32, u32)) -> Option<usize> {
+    pub(super) fn seek(&mut self, c: &CampaignColumns, key: (u32, u32)) -> Option<usize> {
         let at = |i: usize| (c.t_idx[c.a_trial[i] as usize], c.a_attempt[i]);
         while self.i < c.attempts() && at(self.i) < key {
             self.i += 1;
@@ -626,14 +627,17 @@ impl Store {
     /// [`Store::read_columns`], and the [`Store::report_stamp`] of what was read (taken in
     /// the same transaction, while the measurements are being read).
     pub fn read_columns_stamped(&self, id: &str) -> Result<(CampaignColumns, String), StoreError> {
+        if self.dialect() == super::Dialect::Postgres {
+            let id = id.to_string();
+            return self.db.call(move |c| Ok(super::columns_reader::read_on(c, &id)))?;
+        }
         let mut conn = self.lock()?;
         let mut tx = conn.transaction()?;
         // The first read starts this transaction's snapshot.
         let max_attempts = max_attempts(&tx, id)?;
         let fetch = Fetch::start(self.path(), id);
-        let stamp = super::sqlite::report_stamp(&tx, id)?;
-        let mut c = CampaignColumns::default();
-        let mut last = Last::default();
+        let stamp = super::sqlite::report_stamp_on(&mut tx, id)?;
+        let mut reader = ColumnsReader::default();
         {
             let mut st = tx.prepare(
                 "SELECT idx, key, device, device_model, variant, build, config, repeat, block, device_order
@@ -641,7 +645,7 @@ impl Store {
             )?;
             let mut rows = st.query([id])?;
             while let Some(r) = rows.next()? {
-                let t = TrialIn {
+                reader.trial(TrialIn {
                     idx: r.get(0)?,
                     key: text(r, 1)?,
                     device: text(r, 2)?,
@@ -652,94 +656,50 @@ impl Store {
                     repeat: r.get(7)?,
                     block: r.get(8)?,
                     order: r.get(9)?,
-                };
-                c.push_trial(&mut last, t);
+                });
             }
         }
-        // Attestations first: the attempts that have one keep their whole digest.
-        let attested = super::operator_steps::attestation_rows(&mut tx, id)?;
-        let with_attestation: std::collections::HashSet<(u32, u32)> = attested.iter().map(|(k, _)| *k).collect();
-        let mut valid_of = vec![0u32; c.t_idx.len()];
-        c.t_attempts = vec![0; c.t_idx.len()];
+        reader.start_attempts(super::operator_steps::attestation_rows(&mut tx, id)?);
         {
             let mut st = tx.prepare(
                 "SELECT trial_idx, attempt, status, device, untether, soak_start_s, phases, reasons, labels, state_digest,
                     battery
                  FROM attempt_report WHERE campaign = ?1 ORDER BY trial_idx, attempt",
             )?;
-            // The state JSON of an attempt recorded before its digest was kept.
             let mut old_state = tx.prepare(
                 "SELECT state_before, state_soak, state_after FROM attempts
                  WHERE campaign = ?1 AND trial_idx = ?2 AND attempt = ?3",
             )?;
             let mut rows = st.query([id])?;
-            let mut trial = 0usize;
-            let mut readings: Vec<Reading> = Vec::new();
             while let Some(r) = rows.next()? {
-                let idx: u32 = r.get(0)?;
-                // Both in idx order: the trial row only moves forward. An attempt of a
-                // trial that is not planned is left out.
-                while trial < c.t_idx.len() && c.t_idx[trial] < idx {
-                    trial += 1;
-                }
-                if trial == c.t_idx.len() || c.t_idx[trial] != idx {
-                    continue;
-                }
-                let row = c.attempts() as u32;
-                let attempt: u32 = r.get(1)?;
-                let valid = text(r, 2)? == "valid";
-                c.t_attempts[trial] += 1;
-                valid_of[trial] += u32::from(valid);
-                let a = AttemptIn {
-                    trial: trial as u32,
+                let (idx, attempt): (u32, u32) = (r.get(0)?, r.get(1)?);
+                let a = AttemptRow {
+                    idx,
                     attempt,
-                    valid,
+                    status: text(r, 2)?,
                     device: text_or_null(r, 3)?,
-                    untether: text_or_null(r, 4)?.and_then(UntetherMode::parse),
+                    untether: text_or_null(r, 4)?,
                     soak_start_s: real(r, 5)?,
-                    soak_s: soak_seconds(text(r, 6)?),
+                    phases: text(r, 6)?,
+                    reasons: text(r, 7)?,
+                    labels: text(r, 8)?,
+                    digest: match r.get_ref(9)? {
+                        ValueRef::Blob(b) => Some(b),
+                        _ => None,
+                    },
                     has_battery: r.get(10)?,
                 };
-                c.push_attempt(&mut last, a);
-                if !valid {
-                    let reasons = strings(text(r, 7)?);
-                    if !reasons.is_empty() {
-                        c.reasons.push((row, reasons));
-                    }
-                }
-                let labels = strings(text(r, 8)?);
-                if !labels.is_empty() {
-                    c.labels.push((row, labels));
-                }
-                let keep = with_attestation.contains(&(idx, attempt));
-                let blob = match r.get_ref(9)? {
-                    ValueRef::Blob(b) => Some(b),
-                    _ => None,
-                };
-                // A digest decodes without allocating; attempts from before migration 10
-                // (or a digest that does not decode) read the JSON.
-                readings.clear();
-                if !matches!(blob.map(|b| StateDigest::each_in_blob(b, |x| readings.push(x))), Some(Ok(()))) {
-                    readings.clear();
+                reader.attempt(a, || {
                     let mut json = old_state.query(rusqlite::params![id, idx, attempt])?;
-                    if let Some(j) = json.next()? {
-                        readings.extend(StateDigest::from_text(text(j, 0)?, text_or_null(j, 1)?, text(j, 2)?).readings);
-                    }
-                }
-                c.push_state(row as usize, readings.iter().copied(), keep);
-            }
-        }
-        // The rule of `Store::trials`.
-        c.t_outcome =
-            c.t_attempts.iter().zip(&valid_of).map(|(&n, &v)| super::sqlite::outcome(n, v, max_attempts)).collect();
-        let mut at = Cursor { i: 0 };
-        for (key, x) in attested {
-            if let Some(row) = at.seek(&c, key) {
-                c.attestations.push((row as u32, x));
+                    Ok(match json.next()? {
+                        Some(j) => Some(StateDigest::from_text(text(j, 0)?, text_or_null(j, 1)?, text(j, 2)?)),
+                        None => None,
+                    })
+                })?;
             }
         }
         // The measurements, read meanwhile on connections of their own (see `Fetch`).
-        fetch.join()?.place(&mut c);
+        let c = reader.finish(max_attempts, fetch.join()?);
         tx.commit()?;
         Ok((c, stamp))
     }
@@ -748,25 +708,25 @@ impl Store {
     /// order asked; `None` where the attempt has none. A lookup of its `attempt_report` row
     /// and a walk over its series' ids each.
     pub fn battery_points(&self, id: &str, attempts: &[(u32, u32)]) -> Result<Vec<Option<Points>>, StoreError> {
-        let conn = self.lock()?;
-        let mut st = conn.prepare(BATTERY_POINTS)?;
-        let mut out = Vec::with_capacity(attempts.len());
-        for &(idx, attempt) in attempts {
-            let mut rows = st.query(rusqlite::params![id, idx, attempt, BATTERY_PCT])?;
-            let points = match rows.next()? {
-                Some(r) => {
-                    let blob = r.get_ref(0)?.as_blob().map_err(|e| {
-                        rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Blob, Box::new(e))
-                    })?;
-                    Some(Series::points_from_blob(blob).map_err(|e| {
-                        rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Blob, Box::new(e))
-                    })?)
-                }
-                None => None,
-            };
-            out.push(points);
-        }
-        Ok(out)
+        let (id_, attempts) = (id.to_string(), attempts.to_vec());
+        let blobs = self.db.call(move |c| {
+            let id = id_;
+            attempts
+                .iter()
+                .map(|&(idx, attempt)| {
+                    let row = c.query_opt(BATTERY_POINTS, &super::backend::vals![&id, idx, attempt, BATTERY_PCT])?;
+                    Ok(row.and_then(|r| r.blob(0).map(<[u8]>::to_vec)))
+                })
+                .collect::<Result<Vec<_>, super::backend::DbError>>()
+        })?;
+        blobs
+            .into_iter()
+            .map(|b| {
+                b.map(|b| Series::points_from_blob(&b))
+                    .transpose()
+                    .map_err(|e| StoreError::Internal(format!("a battery series of campaign {id}: {e}")))
+            })
+            .collect()
     }
 }
 
@@ -809,11 +769,67 @@ mod tests {
     ) -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("lab.db")).unwrap();
+        fill(&store, c, trials, attempts, max_attempts);
+        (dir, store)
+    }
+
+    fn fill(store: &Store, c: &CampaignRecord, trials: &[TrialRecord], attempts: &[AttemptRecord], max_attempts: u32) {
         store.create_campaign(&new_campaign(c, trials), max_attempts, 1).unwrap();
         for a in attempts {
             store.record_attempt(a.clone()).unwrap();
         }
-        (dir, store)
+    }
+
+    crate::testing::postgres::on_both!(
+        every_read_path_gives_the_same_columns,
+        the_report_stamp_changes_with_every_change_a_report_shows,
+        battery_readings_come_oldest_first_in_the_order_written,
+    );
+
+    /// `read_columns` (SQLite: its borrowed, parallel read; PostgreSQL: the generic one),
+    /// the generic read on either, and the records all agree, field for field.
+    fn every_read_path_gives_the_same_columns(store: &Store) {
+        let (record, trials, attempts) = varied();
+        fill(store, &record, &trials, &attempts, 2);
+        let data = fixture::records("c1");
+        fill(store, &data.campaign, &data.trials, &data.attempts, data.plan.max_attempts);
+        let moved = TrialMove { trial_idx: 6, to_device: "pixel-1".into(), device_order: 9 };
+        assert_eq!(store.move_trials(&record.id, &[moved]).unwrap(), 1);
+        for id in [record.id.as_str(), "c1"] {
+            let read = read_with_battery(store, id);
+            assert_eq!(read, from_store_records(store, id), "{id}");
+            let id_ = id.to_string();
+            let (generic, stamp) =
+                store.db.call(move |c| Ok(super::super::columns_reader::read_on(c, &id_))).unwrap().unwrap();
+            let mut plain = read.clone();
+            plain.battery.clear();
+            assert_eq!(generic, plain, "{id}");
+            assert_eq!(stamp, store.report_stamp(id).unwrap());
+        }
+        let data_read = store.read_columns("c1").unwrap();
+        assert_eq!(data_read, CampaignColumns::from_records(&data.trials, &data.attempts));
+        assert!(matches!(store.read_columns("nope"), Err(StoreError::NoCampaign(id)) if id == "nope"));
+    }
+
+    fn battery_readings_come_oldest_first_in_the_order_written(store: &Store) {
+        let reading = |at: &str, pct: f64| super::super::BatteryReadingRow {
+            device: "pixel-1".into(),
+            at: at.into(),
+            battery_pct: Some(pct),
+            health_pct: None,
+            cycle_count: Some(3),
+            source: "dumpsys".into(),
+        };
+        for r in [reading("2026-01-02T00:00:00Z", 50.0), reading("2026-01-01T00:00:00Z", 70.0)] {
+            store.add_battery_reading(&r).unwrap();
+        }
+        for pct in [60.0, 61.0, 59.0] {
+            store.add_battery_reading(&reading("2026-01-01T12:00:00Z", pct)).unwrap();
+        }
+        let got: Vec<f64> = store.battery_readings("pixel-1").unwrap().iter().map(|r| r.battery_pct.unwrap()).collect();
+        assert_eq!(got, [70.0, 60.0, 61.0, 59.0, 50.0]);
+        assert_eq!(store.battery_readings("pixel-1").unwrap()[0], reading("2026-01-01T00:00:00Z", 70.0));
+        assert!(store.battery_readings("pixel-2").unwrap().is_empty());
     }
 
     /// The report's path of today, as columns.
@@ -1139,10 +1155,9 @@ mod tests {
         assert_eq!(read_with_battery(&store, &record.id), read);
     }
 
-    #[test]
-    fn the_report_stamp_changes_with_every_change_a_report_shows() {
+    fn the_report_stamp_changes_with_every_change_a_report_shows(store: &Store) {
         let (record, trials, attempts) = varied();
-        let (_dir, store) = store_of(&record, &trials, &attempts[..4], 2);
+        fill(store, &record, &trials, &attempts[..4], 2);
         let id = record.id.as_str();
         let mut seen = vec![store.report_stamp(id).unwrap()];
         assert_eq!(store.report_stamp(id).unwrap(), seen[0], "nothing changed");

@@ -25,6 +25,7 @@ struct Raw {
 }
 
 /// One rowid range's rows, and the names they use.
+#[derive(Default)]
 struct Part {
     rows: Vec<Raw>,
     names: Names,
@@ -227,6 +228,37 @@ impl Measurements {
         c.a_meas = start;
         (c.m_metric, c.m_value, c.m_unit, c.m_source) = (metric, value, unit, source);
     }
+}
+
+/// Measurements pushed one by one, in any order, as one part: the read of a backend
+/// without SQLite's parallel one.
+#[derive(Default)]
+pub(super) struct Collect {
+    part: Part,
+    recent: [Recent; 3],
+}
+
+impl Collect {
+    pub(super) fn push(&mut self, key: (u32, u32), seq: u32, metric: &str, value: f64, unit: &str, source: &str) {
+        let (names, [m, u, s]) = (&mut self.part.names, &mut self.recent);
+        self.part.rows.push(Raw {
+            key,
+            seq,
+            metric: intern_str(names, m, metric),
+            value,
+            unit: intern_str(names, u, unit),
+            source: intern_str(names, s, source),
+        });
+    }
+
+    pub(super) fn done(self) -> Measurements {
+        Measurements { parts: vec![self.part] }
+    }
+}
+
+fn intern_str(names: &mut Names, recent: &mut Recent, name: &str) -> Sym {
+    // Text that is already a `str` is valid UTF-8: this cannot fail.
+    intern_recent(names, recent, name.as_bytes(), 0).unwrap_or_else(|_| names.intern(name))
 }
 
 /// The last few symbols of one column, checked by bytes before a name is hashed: a

@@ -4,6 +4,7 @@ mod alerts;
 mod backend;
 mod batch;
 mod columns;
+mod columns_reader;
 mod encoded_attempt;
 mod findings;
 mod lease;

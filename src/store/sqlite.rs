@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 
 use super::ProcessId;
 use super::backend::{Conn, DbError, Row, Value, vals};
@@ -47,8 +47,7 @@ impl From<super::backend::DbError> for StoreError {
 
 #[derive(Clone)]
 pub struct Store {
-    /// SQLite's connection, for the operations not yet written against [`super::Conn`]
-    /// (`None` on PostgreSQL: they refuse there, naming themselves).
+    /// SQLite's connection, for what only SQLite does (`None` on PostgreSQL).
     pub(super) conn: Option<Arc<Mutex<Connection>>>,
     /// The connection, for the operations written once for both backends.
     pub(super) db: super::backend::Db,
@@ -273,6 +272,55 @@ pub(super) fn merge<T>(
     }
 }
 
+/// [`Store::attempts`] on `c`.
+fn attempt_records(c: &mut dyn Conn, id: &str) -> Result<Vec<AttemptRecord>, StoreError> {
+    let attested = super::operator_steps::attestation_rows(c, id)?;
+    let mut out: Vec<AttemptRecord> = Vec::new();
+    c.query_each(
+        "SELECT a.trial_idx, a.attempt, a.status, a.reasons, a.phases, a.started_at, a.ended_at, a.soak_start_s,
+                a.artifact_dir, a.state_before, a.state_after, COALESCE(a.device, t.device), a.untether, a.labels, a.state_soak
+         FROM attempts a JOIN trials t ON t.campaign = a.campaign AND t.idx = a.trial_idx
+         WHERE a.campaign = ?1 ORDER BY a.trial_idx, a.attempt",
+        &vals![id],
+        &mut |r| {
+            let json = |i: usize| r.text(i).map(|t| t.unwrap_or(""));
+            out.push(AttemptRecord {
+                campaign: id.to_string(),
+                trial_idx: r.get(0)?,
+                attempt: r.get(1)?,
+                device: r.get(11)?,
+                status: if json(2)? == "valid" { AttemptStatus::Valid } else { AttemptStatus::Invalid },
+                reasons: serde_json::from_str(json(3)?).unwrap_or_default(),
+                phases: serde_json::from_str(json(4)?).unwrap_or_default(),
+                started_at: r.get(5)?,
+                ended_at: r.get(6)?,
+                soak_start_s: r.get(7)?,
+                artifact_dir: r.get(8)?,
+                measurements: Vec::new(),
+                series: Vec::new(),
+                state_before: serde_json::from_str(json(9)?).unwrap_or_default(),
+                state_after: serde_json::from_str(json(10)?).unwrap_or_default(),
+                state_soak: r.text(14)?.and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default(),
+                untether: r.text(12)?.and_then(UntetherMode::parse),
+                labels: serde_json::from_str(json(13)?).unwrap_or_default(),
+                attestations: Vec::new(),
+            });
+            Ok(())
+        },
+    )?;
+    let mut measurements = Vec::new();
+    c.query_each(MEASUREMENTS_OF_CAMPAIGN, &vals![id], &mut |r| {
+        let m = Measurement { metric: r.get(2)?, value: r.get(3)?, unit: r.get(4)?, source: r.get(5)? };
+        measurements.push(((r.get(0)?, r.get(1)?), m));
+        Ok(())
+    })?;
+    merge(&mut out, measurements, |a, m| a.measurements.push(m));
+    let series = series_rows(c, id)?.into_iter().map(|s| ((s.trial_idx, s.attempt), s.series));
+    merge(&mut out, series, |a, s| a.series.push(s));
+    merge(&mut out, attested, |a, x| a.attestations.push(x));
+    Ok(out)
+}
+
 /// A campaign's series, in (trial, attempt, seq) order: each attempt's `attempt_report`
 /// row, then its range of series ids (the key is checked all the same).
 pub(super) const SERIES_OF_CAMPAIGN: &str = "
@@ -288,19 +336,19 @@ pub(super) const MEASUREMENTS_OF_CAMPAIGN: &str = "
     WHERE r.campaign = ?1 AND m.campaign = r.campaign AND m.trial_idx = r.trial_idx AND m.attempt = r.attempt
     ORDER BY r.trial_idx, r.attempt, m.seq";
 
-fn series_rows(conn: &Connection, id: &str) -> Result<Vec<AttemptSeries>, StoreError> {
-    let mut st = conn.prepare(SERIES_OF_CAMPAIGN)?;
-    let rows = st.query_map([id], |r| {
-        let blob: Vec<u8> = r.get(5)?;
-        let points = Series::points_from_blob(&blob)
-            .map_err(|e| rusqlite::Error::FromSqlConversionFailure(5, rusqlite::types::Type::Blob, Box::new(e)))?;
-        Ok(AttemptSeries {
+fn series_rows(c: &mut dyn Conn, id: &str) -> Result<Vec<AttemptSeries>, StoreError> {
+    let mut out = Vec::new();
+    c.query_each(SERIES_OF_CAMPAIGN, &vals![id], &mut |r| {
+        let points = Series::points_from_blob(r.blob(5).unwrap_or_default())
+            .map_err(|e| DbError::Type(format!("a series' points: {e}")))?;
+        out.push(AttemptSeries {
             trial_idx: r.get(0)?,
             attempt: r.get(1)?,
             series: Series { name: r.get(2)?, unit: r.get(3)?, source: r.get(4)?, points },
-        })
+        });
+        Ok(())
     })?;
-    Ok(rows.collect::<Result<_, _>>()?)
+    Ok(out)
 }
 
 impl Store {
@@ -384,14 +432,26 @@ impl Store {
         }
     }
 
-    /// SQLite's `PRAGMA data_version` on this store's connection: it changes when another
-    /// connection (another process's `lab run`) commits, and never for this connection's own
-    /// commits. Costs no table read, so a watcher can ask it every second.
+    /// A number that changes when another connection (another process's `lab run`)
+    /// commits a write. SQLite: `PRAGMA data_version`, which never moves for this
+    /// connection's own commits. PostgreSQL: the next transaction id the server will give,
+    /// which only a transaction that writes takes (any database of the server: a change
+    /// elsewhere is one redraw too many, never one missed). Costs no table read, so a
+    /// watcher can ask it every second.
     pub fn data_version(&self) -> Result<i64, StoreError> {
-        Ok(self.lock()?.query_row("PRAGMA data_version", [], |r| r.get(0))?)
+        Ok(self.db.call(|c| {
+            let sql = match c.dialect() {
+                super::Dialect::Sqlite => "PRAGMA data_version",
+                super::Dialect::Postgres => {
+                    "SELECT CAST(CAST(pg_snapshot_xmax(pg_current_snapshot()) AS TEXT) AS BIGINT)"
+                }
+            };
+            c.query_opt(sql, &[])?.ok_or_else(|| DbError::Type("no data version".into()))?.get(0)
+        })?)
     }
 
-    /// SQLite's connection, for an operation not yet written for both backends.
+    /// SQLite's own connection, for what is done on SQLite alone: its borrowed, parallel
+    /// read of a campaign's columns, its batched attempt commits, and tests.
     #[track_caller]
     pub(super) fn lock(&self) -> Result<std::sync::MutexGuard<'_, Connection>, StoreError> {
         match &self.conn {
@@ -399,7 +459,7 @@ impl Store {
             // every write is its own transaction.
             Some(conn) => Ok(conn.lock().unwrap_or_else(|p| p.into_inner())),
             None => Err(StoreError::Internal(format!(
-                "{} does not work on a PostgreSQL store yet ({}); fix: use a SQLite store for it",
+                "{}: a SQLite-only path was taken on the PostgreSQL store {}",
                 std::panic::Location::caller(),
                 self.path.display()
             ))),
@@ -543,7 +603,8 @@ impl Store {
     /// inserted, together). Equal stamps: the report files written with the first are
     /// still those the store gives.
     pub fn report_stamp(&self, id: &str) -> Result<String, StoreError> {
-        report_stamp(&*self.lock()?, id)
+        let id = id.to_string();
+        self.db.call(move |c| Ok(report_stamp_on(c, &id)))?
     }
 
     /// All campaigns, newest first, each with its `plan_json` left `Null` (unparsed): what
@@ -782,64 +843,14 @@ impl Store {
     /// Every series of a campaign's attempts, ordered by trial, attempt and as recorded.
     /// Attempts recorded before the store kept series (schema 3) have none.
     pub fn series(&self, id: &str) -> Result<Vec<AttemptSeries>, StoreError> {
-        series_rows(&*self.lock()?, id)
+        let id = id.to_string();
+        self.db.call(move |c| c.read_transaction(|c| Ok(series_rows(c, &id))))?
     }
 
     /// Every attempt of a campaign with its measurements and series, ordered by trial and attempt.
     pub fn attempts(&self, id: &str) -> Result<Vec<AttemptRecord>, StoreError> {
-        let mut conn = self.lock()?;
-        let attested = super::operator_steps::attestation_rows(&mut *conn, id)?;
-        let mut st = conn.prepare(
-            "SELECT a.trial_idx, a.attempt, a.status, a.reasons, a.phases, a.started_at, a.ended_at, a.soak_start_s,
-                    a.artifact_dir, a.state_before, a.state_after, COALESCE(a.device, t.device), a.untether, a.labels, a.state_soak
-             FROM attempts a JOIN trials t ON t.campaign = a.campaign AND t.idx = a.trial_idx
-             WHERE a.campaign = ?1 ORDER BY a.trial_idx, a.attempt",
-        )?;
-        let mut out: Vec<AttemptRecord> = st
-            .query_map([id], |r| {
-                let status: String = r.get(2)?;
-                let reasons: String = r.get(3)?;
-                let phases: String = r.get(4)?;
-                let before: String = r.get(9)?;
-                let after: String = r.get(10)?;
-                let untether: Option<String> = r.get(12)?;
-                let labels: String = r.get(13)?;
-                let soak: Option<String> = r.get(14)?;
-                Ok(AttemptRecord {
-                    campaign: id.to_string(),
-                    trial_idx: r.get(0)?,
-                    attempt: r.get(1)?,
-                    device: r.get(11)?,
-                    status: if status == "valid" { AttemptStatus::Valid } else { AttemptStatus::Invalid },
-                    reasons: serde_json::from_str(&reasons).unwrap_or_default(),
-                    phases: serde_json::from_str(&phases).unwrap_or_default(),
-                    started_at: r.get(5)?,
-                    ended_at: r.get(6)?,
-                    soak_start_s: r.get(7)?,
-                    artifact_dir: r.get(8)?,
-                    measurements: Vec::new(),
-                    series: Vec::new(),
-                    state_before: serde_json::from_str(&before).unwrap_or_default(),
-                    state_after: serde_json::from_str(&after).unwrap_or_default(),
-                    state_soak: soak.and_then(|s| serde_json::from_str(&s).ok()).unwrap_or_default(),
-                    untether: untether.as_deref().and_then(UntetherMode::parse),
-                    labels: serde_json::from_str(&labels).unwrap_or_default(),
-                    attestations: Vec::new(),
-                })
-            })?
-            .collect::<Result<_, _>>()?;
-        let mut st = conn.prepare(MEASUREMENTS_OF_CAMPAIGN)?;
-        let measurements = st
-            .query_map([id], |r| {
-                let m = Measurement { metric: r.get(2)?, value: r.get(3)?, unit: r.get(4)?, source: r.get(5)? };
-                Ok(((r.get(0)?, r.get(1)?), m))
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        merge(&mut out, measurements, |a, m| a.measurements.push(m));
-        let series = series_rows(&conn, id)?.into_iter().map(|s| ((s.trial_idx, s.attempt), s.series));
-        merge(&mut out, series, |a, s| a.series.push(s));
-        merge(&mut out, attested, |a, x| a.attestations.push(x));
-        Ok(out)
+        let id = id.to_string();
+        self.db.call(move |c| c.read_transaction(|c| Ok(attempt_records(c, &id))))?
     }
 
     pub fn set_device_status(&self, s: &DeviceStatusRow) -> Result<(), StoreError> {
@@ -908,22 +919,31 @@ impl Store {
     }
 
     pub fn add_battery_reading(&self, r: &BatteryReadingRow) -> Result<(), StoreError> {
-        self.lock()?.execute(
-            "INSERT INTO battery_readings (device, at, battery_pct, health_pct, cycle_count, source)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![r.device, r.at, r.battery_pct, r.health_pct, r.cycle_count, r.source],
-        )?;
+        let row = vals![&r.device, &r.at, r.battery_pct, r.health_pct, r.cycle_count, &r.source];
+        self.db.call(move |c| {
+            c.execute(
+                "INSERT INTO battery_readings (device, at, battery_pct, health_pct, cycle_count, source)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                &row,
+            )
+        })?;
         Ok(())
     }
 
-    /// Every reading of `device`, oldest first.
+    /// Every reading of `device`, oldest first (two at one time in the order written).
     pub fn battery_readings(&self, device: &str) -> Result<Vec<BatteryReadingRow>, StoreError> {
-        let conn = self.lock()?;
-        let mut st = conn.prepare(
-            "SELECT device, at, battery_pct, health_pct, cycle_count, source FROM battery_readings
-             WHERE device = ?1 ORDER BY at, rowid",
-        )?;
-        let rows = st.query_map([device], |r| {
+        let device = device.to_string();
+        let rows = self.db.call(move |c| {
+            let order = if c.dialect() == super::Dialect::Sqlite { "rowid" } else { "id" };
+            c.query(
+                &format!(
+                    "SELECT device, at, battery_pct, health_pct, cycle_count, source FROM battery_readings
+                     WHERE device = ?1 ORDER BY at, {order}"
+                ),
+                &vals![&device],
+            )
+        })?;
+        let reading = |r: &Row| -> Result<BatteryReadingRow, DbError> {
             Ok(BatteryReadingRow {
                 device: r.get(0)?,
                 at: r.get(1)?,
@@ -932,28 +952,33 @@ impl Store {
                 cycle_count: r.get(4)?,
                 source: r.get(5)?,
             })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        };
+        Ok(rows.iter().map(reading).collect::<Result<_, _>>()?)
     }
 }
 
-/// [`Store::report_stamp`] on `conn` (inside a read transaction: the stamp of what it reads).
-pub(super) fn report_stamp(conn: &Connection, id: &str) -> Result<String, StoreError> {
-    conn.query_row(
+/// [`Store::report_stamp`] on `c` (inside a read transaction: the stamp of what it reads).
+/// Attempts are only ever inserted: their count and newest row (SQLite's rowid; on
+/// PostgreSQL, whose `attempts` has no row id, the latest end) change with each.
+pub(super) fn report_stamp_on(c: &mut dyn Conn, id: &str) -> Result<String, StoreError> {
+    let (moved, newest) = match c.dialect() {
+        super::Dialect::Sqlite => ("group_concat(idx || ':' || device || ':' || device_order, ',')", "max(rowid)"),
+        super::Dialect::Postgres => {
+            ("string_agg(idx || ':' || device || ':' || device_order, ',' ORDER BY idx)", "max(ended_at)")
+        }
+    };
+    let sql = format!(
         "SELECT c.status || '|' || COALESCE(c.finished_at, '') || '|' || COALESCE(c.note, '') || '|'
                 || COALESCE(c.footprint_json, '') || '|' || c.runbook_sha256 || '|'
                 || (SELECT count(*) FROM trials WHERE campaign = c.id) || '|'
                 -- Trials are only inserted with their campaign, and a move is the one
                 -- update of a trial after that: the moved ones in full (index trials_moved).
-                || (SELECT COALESCE(group_concat(idx || ':' || device || ':' || device_order, ','), '')
+                || (SELECT COALESCE({moved}, '')
                     FROM trials WHERE campaign = c.id AND moved_from IS NOT NULL) || '|'
-                || (SELECT count(*) || '/' || COALESCE(max(rowid), 0) FROM attempts WHERE campaign = c.id)
-         FROM campaigns c WHERE c.id = ?1",
-        [id],
-        |r| r.get(0),
-    )
-    .optional()?
-    .ok_or_else(|| StoreError::NoCampaign(id.into()))
+                || (SELECT count(*) || '/' || COALESCE(CAST({newest} AS TEXT), '') FROM attempts WHERE campaign = c.id)
+         FROM campaigns c WHERE c.id = ?1"
+    );
+    c.query_opt(&sql, &vals![id])?.ok_or_else(|| StoreError::NoCampaign(id.into()))?.get(0).map_err(Into::into)
 }
 
 #[cfg(test)]
@@ -979,21 +1004,36 @@ pub(crate) mod tests {
     crate::testing::postgres::on_both!(
         a_campaign_lives_its_life_the_same_on_both_backends,
         attempts_recorded_at_once_by_two_writers_keep_their_rows_in_their_ranges,
+        the_data_version_moves_when_another_connection_writes,
     );
+
+    /// A second handle on the same store: another process, as `lab status --watch` sees it.
+    fn other_handle(s: &Store) -> Store {
+        match &s.db {
+            crate::store::backend::Db::Sqlite(_) => Store::open(s.path()).unwrap(),
+            crate::store::backend::Db::Postgres(owner) => Store::open_postgres(owner.url()).unwrap(),
+        }
+    }
+
+    fn the_data_version_moves_when_another_connection_writes(s: &Store) {
+        let writer = other_handle(s);
+        let v0 = s.data_version().unwrap();
+        // Reads move it on neither backend.
+        writer.campaigns().unwrap();
+        s.campaigns().unwrap();
+        assert_eq!(s.data_version().unwrap(), v0, "reads only");
+        writer.create_campaign(&campaign("c-1", 2), 2, 1).unwrap();
+        let v1 = s.data_version().unwrap();
+        assert_ne!(v1, v0, "another connection's write");
+        assert_eq!(s.data_version().unwrap(), v1, "nothing since");
+    }
 
     /// Two handles (two connections, as two processes have) record attempts at once: every
     /// attempt is there once, with its measurements and series in the id ranges its
     /// `attempt_report` row gives, and a second recording of one is refused.
     fn attempts_recorded_at_once_by_two_writers_keep_their_rows_in_their_ranges(s: &Store) {
         s.create_campaign(&campaign("c-1", 40), 2, 1).unwrap();
-        let other = match s.dialect() {
-            crate::store::Dialect::Sqlite => Store::open(s.path()).unwrap(),
-            crate::store::Dialect::Postgres => {
-                let url = s.db.clone();
-                let crate::store::backend::Db::Postgres(owner) = url else { unreachable!() };
-                Store::open_postgres(owner.url()).unwrap()
-            }
-        };
+        let other = other_handle(s);
         let writers: Vec<_> = [(s.clone(), 0..20), (other, 20..40)]
             .into_iter()
             .map(|(st, range)| {

@@ -44,11 +44,22 @@ pub trait Conn {
     fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64, DbError>;
     /// Runs one query; every row.
     fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, DbError>;
+    /// Runs one query and hands each row to `f` as it comes, without holding them all:
+    /// the path for a campaign's million measurements.
+    fn query_each(
+        &mut self,
+        sql: &str,
+        params: &[Value],
+        f: &mut dyn FnMut(Row) -> Result<(), DbError>,
+    ) -> Result<(), DbError>;
     /// Runs statements without parameters, `;`-separated.
     fn batch(&mut self, sql: &str) -> Result<(), DbError>;
     /// Starts a transaction that writes (SQLite: `BEGIN IMMEDIATE`, so two writers queue
     /// at its start rather than fail at their first write).
     fn begin(&mut self) -> Result<(), DbError>;
+    /// Starts a transaction that only reads, all of it from one snapshot (SQLite: a
+    /// deferred `BEGIN`, whose snapshot is its first read; PostgreSQL: `REPEATABLE READ`).
+    fn begin_read(&mut self) -> Result<(), DbError>;
     fn commit(&mut self) -> Result<(), DbError>;
     fn rollback(&mut self) -> Result<(), DbError>;
 }
@@ -57,6 +68,17 @@ impl dyn Conn + '_ {
     /// The first row, if any.
     pub fn query_opt(&mut self, sql: &str, params: &[Value]) -> Result<Option<Row>, DbError> {
         Ok(self.query(sql, params)?.into_iter().next())
+    }
+
+    /// Runs `f` in a read-only transaction on one snapshot (see [`Conn::begin_read`]).
+    pub fn read_transaction<T>(&mut self, f: impl FnOnce(&mut dyn Conn) -> Result<T, DbError>) -> Result<T, DbError> {
+        self.begin_read()?;
+        let out = f(self);
+        // Nothing was written: ending it either way is the same.
+        let end = self.rollback();
+        let v = out?;
+        end?;
+        Ok(v)
     }
 
     /// Runs `f` in a transaction: committed when it returns `Ok`, rolled back otherwise.

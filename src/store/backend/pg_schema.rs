@@ -281,6 +281,8 @@ pub const PG_MIGRATIONS: &[&str] = &[
 "#,
     // As SQLite's 17: summaries in the report's order.
     "ALTER TABLE campaign_summaries ADD COLUMN seq BIGINT;",
+    // Readings at one time keep the order written (SQLite's rowid).
+    "ALTER TABLE battery_readings ADD COLUMN id BIGSERIAL;",
 ];
 
 /// Brings a PostgreSQL store's schema up to date; the version it is at. Safe with several
@@ -337,6 +339,8 @@ mod tests {
                     "SELECT table_name::text, string_agg(column_name::text, ',' ORDER BY ordinal_position)
                      FROM information_schema.columns WHERE table_schema = 'public' AND table_name::text <> 'lab_schema'
                        AND table_name::text <> 'device_keys'
+                       -- SQLite's rowid, named on PostgreSQL.
+                       AND NOT (table_name::text = 'battery_readings' AND column_name::text = 'id')
                      GROUP BY table_name ORDER BY table_name",
                     &[],
                 )

@@ -156,12 +156,32 @@ impl Conn for PgClient {
         rows.iter().map(|r| (0..r.len()).map(|i| column(r, i)).collect::<Result<Vec<_>, _>>().map(Row)).collect()
     }
 
+    fn query_each(
+        &mut self,
+        sql: &str,
+        params: &[Value],
+        f: &mut dyn FnMut(Row) -> Result<(), DbError>,
+    ) -> Result<(), DbError> {
+        use postgres::fallible_iterator::FallibleIterator;
+        let st = self.statement(sql)?;
+        let bound = Self::bind(&st, params)?;
+        let mut rows = self.client.query_raw(&st, bound.iter().map(|b| b.as_ref()))?;
+        while let Some(r) = rows.next()? {
+            f(Row((0..r.len()).map(|i| column(&r, i)).collect::<Result<Vec<_>, _>>()?))?;
+        }
+        Ok(())
+    }
+
     fn batch(&mut self, sql: &str) -> Result<(), DbError> {
         Ok(self.client.batch_execute(sql)?)
     }
 
     fn begin(&mut self) -> Result<(), DbError> {
         Ok(self.client.batch_execute("BEGIN")?)
+    }
+
+    fn begin_read(&mut self) -> Result<(), DbError> {
+        Ok(self.client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?)
     }
 
     fn commit(&mut self) -> Result<(), DbError> {

@@ -41,6 +41,21 @@ fn query(c: &rusqlite::Connection, sql: &str, params: &[Value]) -> Result<Vec<Ro
     Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
 }
 
+fn query_each(
+    c: &rusqlite::Connection,
+    sql: &str,
+    params: &[Value],
+    f: &mut dyn FnMut(Row) -> Result<(), DbError>,
+) -> Result<(), DbError> {
+    let mut st = c.prepare_cached(sql)?;
+    let n = st.column_count();
+    let mut rows = st.query(rusqlite::params_from_iter(params))?;
+    while let Some(r) = rows.next()? {
+        f(Row((0..n).map(|i| r.get_ref(i).map(value)).collect::<rusqlite::Result<Vec<_>>>()?))?;
+    }
+    Ok(())
+}
+
 impl Conn for rusqlite::Connection {
     fn dialect(&self) -> Dialect {
         Dialect::Sqlite
@@ -54,12 +69,25 @@ impl Conn for rusqlite::Connection {
         query(self, sql, params)
     }
 
+    fn query_each(
+        &mut self,
+        sql: &str,
+        params: &[Value],
+        f: &mut dyn FnMut(Row) -> Result<(), DbError>,
+    ) -> Result<(), DbError> {
+        query_each(self, sql, params, f)
+    }
+
     fn batch(&mut self, sql: &str) -> Result<(), DbError> {
         Ok(self.execute_batch(sql)?)
     }
 
     fn begin(&mut self) -> Result<(), DbError> {
         Ok(self.execute_batch("BEGIN IMMEDIATE")?)
+    }
+
+    fn begin_read(&mut self) -> Result<(), DbError> {
+        Ok(self.execute_batch("BEGIN")?)
     }
 
     fn commit(&mut self) -> Result<(), DbError> {
@@ -86,8 +114,21 @@ impl Conn for rusqlite::Transaction<'_> {
         query(self, sql, params)
     }
 
+    fn query_each(
+        &mut self,
+        sql: &str,
+        params: &[Value],
+        f: &mut dyn FnMut(Row) -> Result<(), DbError>,
+    ) -> Result<(), DbError> {
+        query_each(self, sql, params, f)
+    }
+
     fn batch(&mut self, sql: &str) -> Result<(), DbError> {
         Ok(self.execute_batch(sql)?)
+    }
+
+    fn begin_read(&mut self) -> Result<(), DbError> {
+        Err(DbError::Type("a transaction inside rusqlite's own".into()))
     }
 
     fn begin(&mut self) -> Result<(), DbError> {

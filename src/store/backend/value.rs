@@ -79,6 +79,23 @@ impl Row {
         let v = self.0.get(i).ok_or_else(|| DbError::Type(format!("no column {i} in a row of {}", self.0.len())))?;
         T::from_value(v).map_err(|want| DbError::Type(format!("column {i}: {v:?} is not {want}")))
     }
+
+    /// Column `i`'s text, borrowed; `None` for NULL.
+    pub fn text(&self, i: usize) -> Result<Option<&str>, DbError> {
+        match self.0.get(i) {
+            Some(Value::Text(s)) => Ok(Some(s)),
+            Some(Value::Null) => Ok(None),
+            v => Err(DbError::Type(format!("column {i}: {v:?} is not text"))),
+        }
+    }
+
+    /// Column `i`'s bytes, borrowed; `None` for anything but a blob.
+    pub fn blob(&self, i: usize) -> Option<&[u8]> {
+        match self.0.get(i) {
+            Some(Value::Blob(b)) => Some(b),
+            _ => None,
+        }
+    }
 }
 
 /// A Rust type a column's value converts to; `Err` names the type wanted.
