@@ -67,7 +67,7 @@ fn main() {
     let lab = Arc::new(config::load_lab(&lab_path).expect("lab"));
     let runbook = config::load_runbook(&rb_path, &lab).expect("runbook");
     let plan = plan::build(&runbook, &lab).expect("plan");
-    let store = Store::open(&lab.store_path).expect("store");
+    let store = Store::open(lab.store.sqlite_path().expect("a SQLite store")).expect("store");
     let id = "bench".to_string();
     store
         .create_campaign(&runner::new_record(&id, &lab, &runbook, &plan), plan.max_attempts, std::process::id())

@@ -60,6 +60,9 @@ pub enum Command {
     /// Every campaign of a runbook, one point per variant × model × metric, with change
     /// points and what the schedule's reviews found (table, JSON or an HTML page with plots).
     History(super::history_cmd::HistoryArgs),
+    /// The store itself: `lab store copy FROM TO` copies every campaign and the schedule's
+    /// history from one store into another (SQLite into PostgreSQL or back), resumably.
+    Store(super::store_cmd::StoreArgs),
     /// Print a shell completion script to stdout, e.g.
     /// `lab completions bash > ~/.local/share/bash-completion/completions/lab`.
     Completions(super::completions_cmd::CompletionsArgs),

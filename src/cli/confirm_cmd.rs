@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::context::{self, display_path};
+use super::context;
 use super::exit::CliError;
 use crate::config::{AttestKey, parse_duration};
 use crate::runner::now_rfc3339;
@@ -44,7 +44,7 @@ pub fn run(lab_arg: Option<&std::path::Path>, args: &ConfirmArgs) -> Result<Stri
     let store = context::open_store_existing(&lab)?.ok_or_else(|| {
         CliError::bad_input(format!(
             "no store at {}; fix: start the campaign with `lab run`, or pass the lab it runs on with --lab",
-            display_path(&lab.store_path)
+            super::context::display_store(&lab)
         ))
     })?;
     let until = Instant::now() + wait;

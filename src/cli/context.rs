@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use super::exit::CliError;
-use crate::config::{self, Lab};
+use crate::config::{self, Lab, StoreLocation};
 use crate::store::Store;
 
 /// The repository's `lab.toml`, built in: the default lab needs no hardware.
@@ -12,23 +12,58 @@ pub const EMBEDDED_LAB: &str = include_str!("../../lab.toml");
 /// `--lab FILE`, else `./lab.toml`, else the built-in default lab (paths relative to the
 /// current folder).
 pub fn load_lab(arg: Option<&Path>) -> Result<Lab, CliError> {
-    match arg {
-        Some(p) => Ok(config::load_lab(p)?),
-        None if Path::new("lab.toml").exists() => Ok(config::load_lab(Path::new("lab.toml"))?),
-        None => Ok(config::parse_lab(EMBEDDED_LAB, Path::new("<embedded>"))?),
+    let mut lab = match arg {
+        Some(p) => config::load_lab(p)?,
+        None if Path::new("lab.toml").exists() => config::load_lab(Path::new("lab.toml"))?,
+        None => config::parse_lab(EMBEDDED_LAB, Path::new("<embedded>"))?,
+    };
+    // `LAB_STORE` names the store in place of `[lab] store` (a CI job's, a laptop's).
+    if let Some(text) = std::env::var_os("LAB_STORE").filter(|t| !t.is_empty()) {
+        let text = text
+            .to_str()
+            .ok_or_else(|| CliError::bad_input("LAB_STORE is not UTF-8; fix: set it to a path or a postgres:// URL"))?;
+        let password_command = match &lab.store {
+            StoreLocation::Postgres { password_command, .. } => password_command.clone(),
+            StoreLocation::Sqlite(_) => Vec::new(),
+        };
+        lab.store = match config::store_location(text, &std::env::current_dir().unwrap_or_default()) {
+            Ok(StoreLocation::Postgres { url, .. }) => StoreLocation::Postgres { url, password_command },
+            Ok(other) => other,
+            Err((what, fix)) => return Err(CliError::bad_input(format!("LAB_STORE: {what}; fix: {fix}"))),
+        };
     }
+    Ok(lab)
 }
 
 pub fn open_store(lab: &Lab) -> Result<Store, CliError> {
-    Ok(Store::open(&lab.store_path)?)
+    match &lab.store {
+        StoreLocation::Sqlite(path) => Ok(Store::open(path)?),
+        StoreLocation::Postgres { url, password_command } => open_postgres(url, password_command),
+    }
 }
 
-/// Opens the store for reading only; a lab that never ran anything has none.
+fn open_postgres(url: &crate::store::PgUrl, password_command: &[String]) -> Result<Store, CliError> {
+    let url = url.with_password(password_command).map_err(CliError::bad_input)?;
+    Ok(Store::open_postgres(&url)?)
+}
+
+/// Opens the store for reading only; a lab that never ran anything has none (a SQLite
+/// file not yet made; a PostgreSQL store is always there once reachable).
 pub fn open_store_existing(lab: &Lab) -> Result<Option<Store>, CliError> {
-    if !lab.store_path.exists() {
-        return Ok(None);
+    match &lab.store {
+        StoreLocation::Sqlite(path) if !path.exists() => Ok(None),
+        StoreLocation::Sqlite(path) => Ok(Some(Store::open_existing(path)?)),
+        StoreLocation::Postgres { url, password_command } => open_postgres(url, password_command).map(Some),
     }
-    Ok(Some(Store::open_existing(&lab.store_path)?))
+}
+
+/// Where the store is, as users are shown it: a path relative to here, or the URL
+/// without its password.
+pub fn display_store(lab: &Lab) -> String {
+    match &lab.store {
+        StoreLocation::Sqlite(path) => display_path(path),
+        StoreLocation::Postgres { url, .. } => url.shown().to_string(),
+    }
 }
 
 pub fn display_path(p: &Path) -> String {

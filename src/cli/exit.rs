@@ -48,6 +48,7 @@ impl From<crate::store::StoreError> for CliError {
             crate::store::StoreError::NoCampaign(_) | crate::store::StoreError::Missing { .. } => {
                 CliError::bad_input(e)
             }
+            crate::store::StoreError::Unreachable(_) => CliError::new(UNAVAILABLE, e),
             other => CliError::internal(other),
         }
     }

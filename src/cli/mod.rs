@@ -28,5 +28,6 @@ pub mod status_cmd;
 mod status_operator;
 mod status_queue;
 mod status_watch;
+mod store_cmd;
 
 pub use app::main;

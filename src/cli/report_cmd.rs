@@ -95,7 +95,7 @@ pub(crate) fn existing_store(lab: &crate::config::Lab) -> Result<Store, CliError
     context::open_store_existing(lab)?.ok_or_else(|| {
         CliError::bad_input(format!(
             "no store at {}; fix: run a campaign first (lab run runbooks/quickstart.toml)",
-            display_path(&lab.store_path)
+            super::context::display_store(lab)
         ))
     })
 }

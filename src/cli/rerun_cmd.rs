@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::args::{CompareFormat, MessageFormat};
 use super::compare_cmd;
-use super::context::{self, display_path};
+use super::context;
 use super::exit::{self, CliError};
 use super::report_cmd::existing_store;
 use super::reporter::Output;
@@ -65,7 +65,7 @@ pub async fn run(lab_arg: Option<&Path>, args: &RerunArgs) -> Result<(String, u8
         Some(path) => context::load_lab(Some(path))?,
         None => lab.clone(),
     };
-    let (target_store_path, target_artifacts) = (target.store_path.clone(), target.artifacts_dir.clone());
+    let (target_store, target_artifacts) = (target.clone(), target.artifacts_dir.clone());
     let output = match args.message_format {
         MessageFormat::Json => Output::EventStream,
         MessageFormat::Human => Output::Human,
@@ -75,7 +75,7 @@ pub async fn run(lab_arg: Option<&Path>, args: &RerunArgs) -> Result<(String, u8
     if ran.code != exit::OK && ran.code != exit::TRIALS_FAILED {
         return Ok((ran.output, ran.code));
     }
-    let new_store = crate::store::Store::open(&target_store_path)?;
+    let new_store = context::open_store(&target_store)?;
     let format = if ran.stream.is_some() { CompareFormat::Json } else { CompareFormat::Table };
     let compared = compare_cmd::compare((&store, &record.id), (&new_store, &ran.campaign), format).map_err(|e| {
         CliError::new(
@@ -104,7 +104,7 @@ pub async fn run(lab_arg: Option<&Path>, args: &RerunArgs) -> Result<(String, u8
         "\nre-run of {} as {} (store {}):\n\n",
         record.id,
         ran.campaign,
-        display_path(&target_store_path)
+        context::display_store(&target_store)
     ));
     let new_manifest = Manifest::read(&target_artifacts.join(&ran.campaign).join(MANIFEST_FILE));
     if new_manifest.is_ok_and(|m| m.plan_changed) {

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use tokio::sync::{mpsc, watch};
 
 use super::args::{MessageFormat, QueueArgs, RunArgs};
-use super::context::{self, display_path};
+use super::context;
 use super::exit::{self, CliError};
 use super::operator;
 use super::report_cmd;
@@ -147,7 +147,7 @@ pub(super) async fn run_campaign(
         Start::Resume(id) => {
             let id = &id;
             let store = context::open_store_existing(&lab)?.ok_or_else(|| {
-                CliError::bad_input(format!("no store at {}; nothing to resume", display_path(&lab.store_path)))
+                CliError::bad_input(format!("no store at {}; nothing to resume", super::context::display_store(&lab)))
             })?;
             let c = store.campaign(id)?;
             if c.status == CampaignStatus::Running && c.runner().is_some_and(|p| p.alive()) {

@@ -179,7 +179,7 @@ pub fn collect(lab: &Lab, store: Option<&Store>) -> Result<StatusView, CliError>
         waiting,
         attested,
         lab: format!("{} ({})", lab.name, display_path(&lab.source)),
-        store: display_path(&lab.store_path),
+        store: super::context::display_store(lab),
         hosts,
         devices,
         campaigns: lines,

@@ -108,7 +108,7 @@ fn lab_keys_and_defaults() {
     let lab = lab();
     assert_eq!(lab.name, "bench");
     assert_eq!(lab.artifacts_dir, PathBuf::from("/labs/bench/out"));
-    assert_eq!(lab.store_path, PathBuf::from("/labs/bench/db/lab.db"));
+    assert_eq!(lab.store.sqlite_path(), Some(std::path::Path::new("/labs/bench/db/lab.db")));
     assert_eq!(lab.text, LAB);
     assert_eq!(lab.hosts.len(), 1);
 
@@ -125,6 +125,35 @@ fn lab_keys_and_defaults() {
     assert_eq!(iphone.tether, TetherSpec::Manual);
     assert_eq!(iphone.os, "");
     assert_eq!(lab.device("laptop").unwrap().tether, TetherSpec::None);
+}
+
+#[test]
+fn a_postgres_store_is_read_and_shown_and_kept_without_its_password() {
+    let text = LAB.replace(
+        "store = \"db/lab.db\"",
+        "store = \"postgres://lab:hunter2@db.example:6432/labdb\"\nstore_password_command = [\"pass\", \"lab\"]",
+    );
+    let lab = parse_lab(&text, Path::new("/labs/bench/lab.toml")).unwrap_or_else(|e| panic!("{e}"));
+    let StoreLocation::Postgres { url, password_command } = &lab.store else { panic!("{:?}", lab.store) };
+    assert_eq!(url.shown(), "postgres://lab@db.example:6432/labdb");
+    assert_eq!(password_command, &["pass", "lab"]);
+    assert!(!lab.text.contains("hunter2"), "{}", lab.text);
+    assert!(!serde_json::to_string(&lab).unwrap().contains("hunter2"));
+    assert_eq!(serde_json::to_value(&lab.store).unwrap(), "postgres://lab@db.example:6432/labdb");
+
+    let bad = |store: &str| {
+        let t = LAB.replace("store = \"db/lab.db\"", store);
+        let e = parse_lab(&t, Path::new("lab.toml")).unwrap_err();
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+        messages(&e)
+    };
+    let m = bad("store = \"postgres://lab:hunter2@db.example:notaport/labdb\"");
+    assert!(m[0].starts_with("lab.store: not a PostgreSQL URL"), "{m:?}");
+    assert!(bad("store = \"mysql://db/lab\"")[0].starts_with("lab.store: not a store this lab knows"));
+    let m = bad("store = \"db/lab.db\"\nstore_password_command = [\"pass\"]");
+    assert_eq!(m, ["lab.store_password_command: only a PostgreSQL store has a password"]);
+    let m = bad("store = \"postgres://lab@db/labdb\"\nstore_password_command = []");
+    assert_eq!(m, ["lab.store_password_command: the command is empty"]);
 }
 
 #[test]

@@ -11,7 +11,9 @@
 
 use tokio::sync::oneshot;
 
-use crate::store::{EncodedAttempt, Store, StoreError};
+use std::time::{Duration, Instant};
+
+use crate::store::{Dialect, EncodedAttempt, Store, StoreError};
 
 type Job = (EncodedAttempt, oneshot::Sender<Result<(), StoreError>>);
 
@@ -28,7 +30,13 @@ impl Recorder {
             while let Ok(first) = rx.recv() {
                 let (rows, replies): (Vec<EncodedAttempt>, Vec<_>) =
                     std::iter::once(first).chain(rx.try_iter()).unzip();
-                for (result, reply) in store.record_rows(rows).into_iter().zip(replies) {
+                // Kept for a retry only where a connection can be lost (PostgreSQL).
+                let kept = (store.dialect() == Dialect::Postgres).then(|| rows.clone());
+                let mut results = store.record_rows(rows);
+                if let Some(rows) = kept {
+                    retry_lost(&store, &rows, &mut results);
+                }
+                for (result, reply) in results.into_iter().zip(replies) {
                     let _ = reply.send(result);
                 }
             }
@@ -41,6 +49,34 @@ impl Recorder {
         let (tx, rx) = oneshot::channel();
         self.jobs.send((a, tx)).map_err(|_| StoreError::Internal("the recording thread has stopped".into()))?;
         rx.await.unwrap_or_else(|_| Err(StoreError::Internal("the recording thread stopped before the commit".into())))
+    }
+}
+
+/// How long attempts whose recording lost the store's connection are tried again.
+const RETRY_FOR: Duration = Duration::from_secs(600);
+
+/// Records again, with backoff, each of `rows` whose result says the connection was lost
+/// (the store connects again on its next call). One whose commit went through just before
+/// the loss is a duplicate the second time: it was recorded, once. After [`RETRY_FOR`] the
+/// error stands, the campaign ends, and `lab run --resume` runs those trials again.
+fn retry_lost(store: &Store, rows: &[EncodedAttempt], results: &mut [Result<(), StoreError>]) {
+    let until = Instant::now() + RETRY_FOR;
+    let mut pause = Duration::from_millis(250);
+    loop {
+        let lost: Vec<usize> =
+            (0..results.len()).filter(|&i| matches!(results[i], Err(StoreError::Unreachable(_)))).collect();
+        if lost.is_empty() || Instant::now() + pause > until {
+            return;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_secs(10));
+        let again = store.record_rows(lost.iter().map(|&i| rows[i].clone()).collect());
+        for (i, r) in lost.into_iter().zip(again) {
+            results[i] = match r {
+                Err(StoreError::Duplicate { .. }) => Ok(()),
+                r => r,
+            };
+        }
     }
 }
 
@@ -72,5 +108,25 @@ mod tests {
         assert_eq!(stored.len(), 300);
         assert_eq!(stored.iter().filter(|a| a.status == AttemptStatus::Valid).count(), 240);
         assert!(store.commits() < 300, "sent together, committed together: {} commits", store.commits());
+    }
+
+    /// Attempts whose recording lost the connection are recorded once it is back: the one
+    /// whose commit had gone through counts as recorded (not twice), the other is recorded.
+    #[test]
+    fn attempts_whose_connection_was_lost_are_recorded_once_when_it_is_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("lab.db")).unwrap();
+        store.create_campaign(&test_campaign("c1", 3), 2, 1).unwrap();
+        let rows: Vec<EncodedAttempt> =
+            (0..3).map(|i| EncodedAttempt::encode(test_attempt("c1", i, 0, true))).collect();
+        // Attempt 0 was committed before the connection broke; 1 was not; 2 was refused on its own.
+        store.record_rows(vec![rows[0].clone()]).pop().unwrap().unwrap();
+        let lost = || Err(StoreError::Unreachable("the connection to the store was lost".into()));
+        let mut results = vec![lost(), lost(), Err(StoreError::Internal("refused".into()))];
+        retry_lost(&store, &rows, &mut results);
+        assert!(results[0].is_ok() && results[1].is_ok(), "{results:?}");
+        assert!(matches!(results[2], Err(StoreError::Internal(_))), "not a lost connection: not tried again");
+        let stored: Vec<u32> = store.attempts("c1").unwrap().iter().map(|a| a.trial_idx).collect();
+        assert_eq!(stored, [0, 1]);
     }
 }

@@ -388,7 +388,7 @@ async fn a_worker_that_fails_stops_its_siblings() {
     let text = RUNBOOK.replace(r#"devices = ["phone-1"]"#, r#"devices = ["phone-*"]"#);
     let rb = crate::config::parse_runbook(&text, &dir.path().join("rb.toml"), &lab).unwrap();
     let plan = crate::plan::build(&rb, &lab).unwrap();
-    let store = Store::open(&lab.store_path).unwrap();
+    let store = Store::open(lab.store.sqlite_path().unwrap()).unwrap();
     store.create_campaign(&super::new_record("c1", &lab, &rb, &plan), plan.max_attempts, 1).unwrap();
     let host = Arc::new(ScriptedTransport::new("local"));
     answer_uhubctl(&host, 2);

@@ -97,8 +97,8 @@ impl Store {
                         &a.target,
                         &a.payload,
                         a.tries,
-                        a.response,
-                        a.error,
+                        a.response.clone(),
+                        a.error.clone(),
                         &a.at
                     ],
                 )?;
@@ -122,7 +122,16 @@ impl Store {
             c.execute(
                 "UPDATE schedule_alerts SET state = ?4, tries = ?5, response = ?6, error = ?7, at = ?8
                  WHERE schedule = ?1 AND due_utc = ?2 AND channel = ?3",
-                &vals![&a.schedule, &a.due_utc, &a.channel, a.state.as_str(), a.tries, a.response, a.error, &a.at],
+                &vals![
+                    &a.schedule,
+                    &a.due_utc,
+                    &a.channel,
+                    a.state.as_str(),
+                    a.tries,
+                    a.response.clone(),
+                    a.error.clone(),
+                    &a.at
+                ],
             )
         })?;
         Ok(())

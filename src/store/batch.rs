@@ -147,6 +147,8 @@ fn copy(e: &StoreError) -> StoreError {
         StoreError::Duplicate { campaign, trial, attempt } => {
             StoreError::Duplicate { campaign: campaign.clone(), trial: *trial, attempt: *attempt }
         }
+        // The connection was lost: the recorder tries again once it is back.
+        StoreError::Unreachable(m) => StoreError::Unreachable(m.clone()),
         other => StoreError::Internal(other.to_string()),
     }
 }

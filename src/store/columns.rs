@@ -710,11 +710,11 @@ impl Store {
     pub fn battery_points(&self, id: &str, attempts: &[(u32, u32)]) -> Result<Vec<Option<Points>>, StoreError> {
         let (id_, attempts) = (id.to_string(), attempts.to_vec());
         let blobs = self.db.call(move |c| {
-            let id = id_;
+            let id = &id_;
             attempts
                 .iter()
                 .map(|&(idx, attempt)| {
-                    let row = c.query_opt(BATTERY_POINTS, &super::backend::vals![&id, idx, attempt, BATTERY_PCT])?;
+                    let row = c.query_opt(BATTERY_POINTS, &super::backend::vals![id, idx, attempt, BATTERY_PCT])?;
                     Ok(row.and_then(|r| r.blob(0).map(<[u8]>::to_vec)))
                 })
                 .collect::<Result<Vec<_>, super::backend::DbError>>()
@@ -731,7 +731,7 @@ impl Store {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::HashSet;
 
     use proptest::prelude::*;
@@ -773,7 +773,13 @@ mod tests {
         (dir, store)
     }
 
-    fn fill(store: &Store, c: &CampaignRecord, trials: &[TrialRecord], attempts: &[AttemptRecord], max_attempts: u32) {
+    pub(crate) fn fill(
+        store: &Store,
+        c: &CampaignRecord,
+        trials: &[TrialRecord],
+        attempts: &[AttemptRecord],
+        max_attempts: u32,
+    ) {
         store.create_campaign(&new_campaign(c, trials), max_attempts, 1).unwrap();
         for a in attempts {
             store.record_attempt(a.clone()).unwrap();
@@ -870,7 +876,7 @@ mod tests {
     /// a moved trial, an attempt without measurements, infinite values, one metric in two
     /// units, a duplicate metric in one attempt, a soft-untethered (pooled) attempt,
     /// labels, attestations, battery series, and a phase name written with an escape.
-    fn varied() -> (CampaignRecord, Vec<TrialRecord>, Vec<AttemptRecord>) {
+    pub(crate) fn varied() -> (CampaignRecord, Vec<TrialRecord>, Vec<AttemptRecord>) {
         let id = "c-varied";
         let trials = vec![
             row(0, "sim-iphone-1", "iPhone 6s", "idle", 0),

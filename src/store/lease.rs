@@ -238,6 +238,7 @@ pub(super) fn write_holder(c: &mut dyn Conn, device: &str, req: &LeaseRequest) -
 pub(super) fn db_err(e: DbError) -> StoreError {
     match e {
         DbError::Sqlite(e) => StoreError::Sql(e),
+        DbError::Closed(m) => StoreError::Unreachable(format!("the connection to the store was lost ({m})")),
         e => StoreError::Internal(e.to_string()),
     }
 }

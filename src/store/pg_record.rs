@@ -12,7 +12,7 @@ use super::sqlite::StoreError;
 use crate::measure::UntetherMode;
 
 /// The key of the advisory lock recording transactions take.
-const RECORD_LOCK: i64 = 0x006c_6162_5f72_6563; // "lab_rec"
+pub(super) const RECORD_LOCK: i64 = 0x006c_6162_5f72_6563; // "lab_rec"
 
 /// Rows per multi-row insert (PostgreSQL takes at most 65 535 parameters).
 const CHUNK: usize = 1000;

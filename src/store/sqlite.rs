@@ -35,6 +35,9 @@ pub enum StoreError {
     NoCampaign(String),
     #[error("store task: {0}")]
     Internal(String),
+    /// The PostgreSQL server cannot be reached, or refused this user (said without the password).
+    #[error("store: {0}")]
+    Unreachable(String),
     #[error("attempt {attempt} of trial {trial} in campaign {campaign} is already recorded")]
     Duplicate { campaign: String, trial: u32, attempt: u32 },
 }
@@ -406,7 +409,8 @@ impl Store {
     /// Opens the PostgreSQL store at `url` and brings its schema up to date (several
     /// processes may do so at once).
     pub fn open_postgres(url: &super::PgUrl) -> Result<Store, StoreError> {
-        let owner = super::PgOwner::connect(url)?;
+        let owner = super::PgOwner::connect_reconnecting(&url.named("lab"))
+            .map_err(|e| StoreError::Unreachable(e.to_string()))?;
         owner.call(super::backend::migrate_postgres)?;
         Ok(Store {
             db: super::backend::Db::Postgres(Arc::new(owner)),
@@ -809,7 +813,15 @@ impl Store {
                     let start = std::time::Instant::now();
                     let commits = match &mut conn {
                         Some(conn) => batch::record(conn, jobs, insert_attempt),
-                        None => self.db.call(move |c| Ok(super::pg_record::record(c, jobs))).unwrap_or(0),
+                        None => {
+                            // Run once: a second run on a new connection would find no jobs
+                            // (each attempt was told the connection was lost; the recorder
+                            // tries those again).
+                            let mut jobs = Some(jobs);
+                            self.db
+                                .call(move |c| Ok(jobs.take().map_or(0, |j| super::pg_record::record(c, j))))
+                                .unwrap_or(0)
+                        }
                     };
                     self.commits.fetch_add(commits, Ordering::Relaxed);
                     let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);

@@ -93,6 +93,14 @@ impl TempLab {
         Self::from_text(&std::fs::read_to_string(root().join("lab.toml")).unwrap())
     }
 
+    /// The default lab with its store on the PostgreSQL database at `url`.
+    pub fn on_postgres(url: &str) -> Self {
+        let text = std::fs::read_to_string(root().join("lab.toml")).unwrap();
+        let text = text.replace("store = \"artifacts/lab.db\"", &format!("store = \"{url}\""));
+        assert!(text.contains(url), "the default lab.toml names its store");
+        Self::from_text(&text)
+    }
+
     pub fn from_file(path: &Path) -> Self {
         Self::from_text(&std::fs::read_to_string(path).unwrap())
     }
@@ -115,14 +123,14 @@ impl TempLab {
     /// `lab --lab <this lab> ARGS`, run from the repository root.
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::cargo_bin("lab").unwrap();
-        c.current_dir(root()).arg("--lab").arg(&self.lab).args(args).env_remove("LAB_CONFIG");
+        c.current_dir(root()).arg("--lab").arg(&self.lab).args(args).env_remove("LAB_CONFIG").env_remove("LAB_STORE");
         c
     }
 
     /// `lab --lab <this lab> ARGS` as a std `Command`, to be spawned and run alongside others.
     pub fn process(&self, args: &[&str]) -> std::process::Command {
         let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("lab"));
-        c.current_dir(root()).arg("--lab").arg(&self.lab).args(args).env_remove("LAB_CONFIG");
+        c.current_dir(root()).arg("--lab").arg(&self.lab).args(args).env_remove("LAB_CONFIG").env_remove("LAB_STORE");
         c
     }
 
@@ -191,3 +199,16 @@ pub mod iphone;
 pub mod sshd;
 pub mod uhubctl;
 pub mod usbmuxd;
+
+/// A new, empty database on the throwaway server `LAB_TEST_POSTGRES` names (tests that
+/// call it carry `#[test_needs::needs(postgres)]`); its URL, with the server's password.
+pub fn fresh_postgres_database() -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let admin = std::env::var("LAB_TEST_POSTGRES").expect("LAB_TEST_POSTGRES: start one with tests/pg-cluster.sh");
+    let name = format!("lab_it{}_{}", std::process::id(), NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    let owner = lab::store::PgOwner::connect(&lab::store::PgUrl::parse(&admin).unwrap()).unwrap();
+    let create = format!("CREATE DATABASE {name}");
+    owner.call(move |c| c.batch(&create)).unwrap();
+    let (base, _) = admin.rsplit_once('/').unwrap();
+    format!("{base}/{name}")
+}

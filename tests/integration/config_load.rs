@@ -18,7 +18,7 @@ fn repository_lab_loads() {
     assert_eq!(lab.name, "default");
     assert!(lab.artifacts_dir.is_absolute());
     assert!(lab.artifacts_dir.ends_with("artifacts"));
-    assert!(lab.store_path.ends_with("artifacts/lab.db"));
+    assert!(lab.store.sqlite_path().unwrap().ends_with("artifacts/lab.db"));
     assert_eq!(lab.hosts.len(), 1);
     assert_eq!(lab.hosts[0].name, "local");
     let names: Vec<&str> = lab.devices.iter().map(|d| d.name.as_str()).collect();

@@ -61,6 +61,7 @@ mod remote_tether;
 mod runner_time;
 mod schedule_regression;
 mod shared_lab;
+mod shared_lab_postgres;
 mod ssh_forward;
 mod ssh_transport;
 mod uhubctl_standin;

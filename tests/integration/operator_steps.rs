@@ -188,7 +188,7 @@ fn lab_status_shows_the_steps_a_running_campaign_waits_on_and_how_to_answer_them
     let cfg = lab::config::load_lab(&lab.lab).unwrap();
     let rb = lab::config::load_runbook(std::path::Path::new(&rb_path), &cfg).unwrap();
     let plan = lab::plan::build(&rb, &cfg).unwrap();
-    let store = lab::store::Store::open(&cfg.store_path).unwrap();
+    let store = lab::store::Store::open(cfg.store.sqlite_path().unwrap()).unwrap();
     // A campaign whose runner is alive (this test process), waiting on its before-campaign step.
     let record = lab::runner::new_record("attested-1", &cfg, &rb, &plan);
     store.create_campaign(&record, plan.max_attempts, std::process::id()).unwrap();

@@ -37,7 +37,7 @@ fn campaign_on(
     let lab = Arc::new(lab::config::load_lab(&dir.join("lab.toml")).unwrap());
     let runbook = lab::config::load_runbook(&root.join("runbooks/quickstart.toml"), &lab).unwrap();
     let plan = lab::plan::build(&runbook, &lab).unwrap();
-    let store = Store::open(&lab.store_path).unwrap();
+    let store = Store::open(lab.store.sqlite_path().unwrap()).unwrap();
     if create {
         store.create_campaign(&runner::new_record(id, &lab, &runbook, &plan), plan.max_attempts, 1).unwrap();
     }

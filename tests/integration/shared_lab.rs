@@ -14,7 +14,7 @@ use common::{TempLab, executable};
 /// An app that writes `TAG start|end MICROSECONDS PID` lines to the log it is given, from
 /// its start until it is stopped (bash's own clock: no process to start, and so none that
 /// the stop's signal could reach first).
-const SOAKER: &str = r#"#!/bin/bash
+pub(crate) const SOAKER: &str = r#"#!/bin/bash
 echo "$2 start ${EPOCHREALTIME/./} $$" >> "$1"
 trap 'echo "$2 end ${EPOCHREALTIME/./} $$" >> "$1"; exit 0' TERM INT
 while :; do sleep 0.05; done
@@ -22,13 +22,17 @@ while :; do sleep 0.05; done
 
 /// A runbook `name` of `repeats` trials of `duration` on `this-host`, its app logging to
 /// `soaks.log` with tag `name`.
-fn runbook(lab: &TempLab, name: &str, duration: &str, repeats: u32) -> PathBuf {
+pub(crate) fn runbook(lab: &TempLab, name: &str, duration: &str, repeats: u32) -> PathBuf {
+    runbook_logging_to(lab, name, duration, repeats, &lab.dir.path().join("soaks.log"))
+}
+
+/// [`runbook`], its app logging to `log`.
+pub(crate) fn runbook_logging_to(lab: &TempLab, name: &str, duration: &str, repeats: u32, log: &Path) -> PathBuf {
     let dir = lab.dir.path();
     let app = dir.join("soaker.sh");
     if !app.exists() {
         executable(&app, SOAKER);
     }
-    let log = dir.join("soaks.log");
     let path = dir.join(format!("{name}.toml"));
     std::fs::write(
         &path,
@@ -43,11 +47,11 @@ fn runbook(lab: &TempLab, name: &str, duration: &str, repeats: u32) -> PathBuf {
     path
 }
 
-fn spawn(lab: &TempLab, args: &[&str]) -> Child {
+pub(crate) fn spawn(lab: &TempLab, args: &[&str]) -> Child {
     lab.process(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
 }
 
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+pub(crate) fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     let until = Instant::now() + Duration::from_secs(60);
     while !f() {
         assert!(Instant::now() < until, "never: {what}");
@@ -66,14 +70,14 @@ fn queued(lab: &TempLab) -> usize {
     lab.try_sql::<String>("SELECT campaign FROM device_queue").map(|v| v.len()).unwrap_or(0)
 }
 
-fn finish(child: Child) -> (i32, String) {
+pub(crate) fn finish(child: Child) -> (i32, String) {
     let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (out.status.code().unwrap_or(-1), text)
 }
 
 /// (tag, start, end, pid) of each run of the app, in start order.
-fn runs(log: &Path) -> Vec<(String, u128, Option<u128>, i32)> {
+pub(crate) fn runs(log: &Path) -> Vec<(String, u128, Option<u128>, i32)> {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let mut out: Vec<(String, u128, Option<u128>, i32)> = Vec::new();
     for line in text.lines() {

@@ -19,7 +19,8 @@ pub struct Lab {
     #[serde(skip)]
     pub text: String,
     pub artifacts_dir: PathBuf,
-    pub store_path: PathBuf,
+    /// `[lab] store` (or `LAB_STORE`): a SQLite file, or a PostgreSQL server.
+    pub store: StoreLocation,
     pub hosts: Vec<Host>,
     pub devices: Vec<DeviceSpec>,
     /// Where the traffic endpoint listens and the address devices are given.
@@ -28,6 +29,39 @@ pub struct Lab {
     pub care: CareSettings,
     /// `[[schedule]]`: runbooks that run again on a calendar (docs/schedule.md).
     pub schedules: Vec<crate::config::schedule::model::Schedule>,
+}
+
+/// Where a lab's store is (docs/shared-lab.md).
+#[derive(Debug, Clone)]
+pub enum StoreLocation {
+    /// A SQLite file: the default, `artifacts/lab.db`.
+    Sqlite(PathBuf),
+    /// A PostgreSQL server shared by several machines' lab files.
+    Postgres {
+        url: Box<crate::config::PgUrl>,
+        /// `[lab] store_password_command`: a program (argv, no shell) that prints the password.
+        password_command: Vec<String>,
+    },
+}
+
+impl StoreLocation {
+    /// The SQLite file, if the store is one.
+    pub fn sqlite_path(&self) -> Option<&std::path::Path> {
+        match self {
+            StoreLocation::Sqlite(p) => Some(p),
+            StoreLocation::Postgres { .. } => None,
+        }
+    }
+}
+
+/// Shown as a path or as the URL without its password: a lab is written into manifests.
+impl Serialize for StoreLocation {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            StoreLocation::Sqlite(p) => p.serialize(s),
+            StoreLocation::Postgres { url, .. } => s.serialize_str(url.shown()),
+        }
+    }
 }
 
 /// `[care]` (docs/care.md): the charge window `lab care` keeps each hub-powered phone in,

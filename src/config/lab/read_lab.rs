@@ -11,10 +11,10 @@ use crate::config::syntax::files::absolute;
 use crate::config::syntax::names::{NameSet, check_name};
 use crate::config::syntax::problems::Problems;
 use crate::config::syntax::table::Table;
-use crate::config::{Host, HostKind, Lab, LabEndpoint};
+use crate::config::{Host, HostKind, Lab, LabEndpoint, StoreLocation};
 
 const ROOT_KEYS: &[&str] = &["lab", "host", "device", "care", "schedule"];
-const LAB_KEYS: &[&str] = &["name", "artifacts", "store"];
+const LAB_KEYS: &[&str] = &["name", "artifacts", "store", "store_password_command"];
 
 /// The host every lab has: this machine.
 pub(crate) const LOCAL_HOST: &str = "local";
@@ -25,7 +25,8 @@ pub(crate) fn read_lab(root: &Table, p: &mut Problems, source: &Path, text: &str
 
     let mut name = String::new();
     let mut artifacts = PathBuf::from("artifacts");
-    let mut store = PathBuf::from("artifacts/lab.db");
+    let mut store: Option<StoreLocation> = None;
+    let mut store_text = String::new();
     // `None` when the endpoint keys are wrong: phones are then not checked against them.
     let mut endpoint = Some(LabEndpoint::default());
     match root.get("lab") {
@@ -47,8 +48,30 @@ pub(crate) fn read_lab(root: &Table, p: &mut Problems, source: &Path, text: &str
                 if let Some(v) = t.get("artifacts").and_then(|f| f.text(p)) {
                     artifacts = PathBuf::from(v);
                 }
-                if let Some(v) = t.get("store").and_then(|f| f.text(p)) {
-                    store = PathBuf::from(v);
+                if let Some(f) = t.get("store")
+                    && let Some(v) = f.text(p)
+                {
+                    store = store_location(&v, base).map_err(|e| f.problem(p, e.0, e.1)).ok();
+                    store_text = v;
+                }
+                if let Some(f) = t.get("store_password_command")
+                    && let Some(argv) = f.strings(p)
+                {
+                    match &mut store {
+                        Some(StoreLocation::Postgres { password_command, .. }) if !argv.is_empty() => {
+                            *password_command = argv.into_iter().map(|(a, _)| a).collect();
+                        }
+                        Some(StoreLocation::Postgres { .. }) => f.problem(
+                            p,
+                            "the command is empty",
+                            "write the program and its arguments, e.g. `[\"pass\", \"show\", \"lab-db\"]`",
+                        ),
+                        _ => f.problem(
+                            p,
+                            "only a PostgreSQL store has a password",
+                            "remove it, or set `store = \"postgres://USER@HOST:PORT/DATABASE\"`",
+                        ),
+                    }
                 }
                 endpoint = read_lab_endpoint(&t, p);
             }
@@ -74,15 +97,40 @@ pub(crate) fn read_lab(root: &Table, p: &mut Problems, source: &Path, text: &str
     Lab {
         name,
         source: source.to_path_buf(),
-        text: text.to_string(),
+        // Kept with every campaign: never with the store's password.
+        text: match &store {
+            Some(StoreLocation::Postgres { url, .. }) => url.redact_in(text, &store_text),
+            _ => text.to_string(),
+        },
         artifacts_dir: absolute(&base.join(artifacts)),
-        store_path: absolute(&base.join(store)),
+        store: store.unwrap_or_else(|| StoreLocation::Sqlite(absolute(&base.join("artifacts/lab.db")))),
         hosts,
         devices,
         endpoint: endpoint.unwrap_or_default(),
         care,
         schedules,
     }
+}
+
+/// `[lab] store` or `LAB_STORE`: a `postgres://` URL, else a SQLite file (relative to
+/// `base`). `Err`: what is wrong and the fix; neither repeats the text, which may hold a
+/// password.
+pub fn store_location(text: &str, base: &Path) -> Result<StoreLocation, (String, String)> {
+    if crate::config::PgUrl::is_postgres(text) {
+        let url = crate::config::PgUrl::parse(text)
+            .map_err(|e| (e, "write `postgres://USER@HOST:PORT/DATABASE`".to_string()))?;
+        return Ok(StoreLocation::Postgres { url: Box::new(url), password_command: Vec::new() });
+    }
+    if text.contains("://") {
+        return Err((
+            "not a store this lab knows (a SQLite file path or a postgres:// URL)".into(),
+            "write a file path such as `artifacts/lab.db`, or `postgres://USER@HOST:PORT/DATABASE`".into(),
+        ));
+    }
+    if text.is_empty() {
+        return Err(("the store is empty".into(), "write a file path such as `artifacts/lab.db`".into()));
+    }
+    Ok(StoreLocation::Sqlite(absolute(&base.join(text))))
 }
 
 /// `[[host]]` entries; `local` is always there, declared or not.

@@ -24,6 +24,10 @@ pub enum DbError {
 
 impl From<postgres::Error> for DbError {
     fn from(e: postgres::Error) -> DbError {
+        if e.is_closed() || e.as_db_error().is_some_and(|d| d.code().code().starts_with("57P")) {
+            // The session is gone (the server restarted, or ended it: SQLSTATE class 57P).
+            return DbError::Closed(e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_string()));
+        }
         DbError::Postgres(match e.as_db_error() {
             Some(db) => format!("{} ({})", db.message(), db.code().code()),
             None => e.to_string(),

@@ -14,10 +14,14 @@ pub enum Db {
 }
 
 impl Db {
-    /// Runs `f` on the connection.
+    /// Runs `f` on the connection. On PostgreSQL, `f` runs once more on a new connection
+    /// when the server ended the one it ran on (a restart, a failover): what it did there
+    /// was rolled back with the session, unless the loss came between a commit and its
+    /// answer, which each write's key makes harmless (a second insert is refused, an
+    /// upsert writes the same).
     pub fn call<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut dyn Conn) -> Result<T, DbError> + Send + 'static,
+        mut f: impl FnMut(&mut dyn Conn) -> Result<T, DbError> + Send + 'static,
     ) -> Result<T, DbError> {
         match self {
             Db::Sqlite(conn) => f(&mut *conn.lock().unwrap_or_else(|p| p.into_inner())),

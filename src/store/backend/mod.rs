@@ -7,14 +7,15 @@ mod file_locks;
 mod locks;
 mod pg_locks;
 mod pg_owner;
+mod pg_password;
 mod pg_schema;
-mod pg_url;
 mod postgres_conn;
 mod sqlite_conn;
 #[cfg(test)]
 mod tests;
 mod value;
 
+pub use crate::config::PgUrl;
 pub use conn::{Conn, DbError, Dialect};
 pub use db::Db;
 pub use file_locks::FileLocks;
@@ -22,6 +23,5 @@ pub use locks::{Held, LockName, Locks, Owner, new_token};
 pub use pg_locks::PgLocks;
 pub use pg_owner::PgOwner;
 pub use pg_schema::migrate_postgres;
-pub use pg_url::PgUrl;
 pub(crate) use value::vals;
 pub use value::{FromValue, Row, Value};

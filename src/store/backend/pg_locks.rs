@@ -8,9 +8,9 @@
 use super::conn::DbError;
 use super::locks::{Held, LockName, Locks, Owner};
 use super::pg_owner::PgOwner;
-use super::pg_url::PgUrl;
 use super::value::Value;
 use super::value::vals;
+use crate::config::PgUrl;
 
 #[derive(Debug)]
 pub struct PgLocks {
@@ -26,7 +26,7 @@ impl Held for Session {}
 
 impl PgLocks {
     pub fn new(url: &PgUrl) -> Result<PgLocks, DbError> {
-        Ok(PgLocks { url: url.clone(), admin: PgOwner::connect(url)? })
+        Ok(PgLocks { url: url.clone(), admin: PgOwner::connect_reconnecting(&url.named("lab-admin"))? })
     }
 
     /// The advisory-lock call's arguments, and what `pg_locks` shows for it.
@@ -58,7 +58,7 @@ impl PgLocks {
 impl Locks for PgLocks {
     fn lock(&self, name: &LockName, wait: bool) -> Result<Option<Box<dyn Held>>, String> {
         let (args, params, _) = self.key(name)?;
-        let session = PgOwner::connect(&self.url.with_keepalives()).map_err(|e| e.to_string())?;
+        let session = PgOwner::connect(&self.url.with_keepalives().named("lab-lock")).map_err(|e| e.to_string())?;
         // The session is the lock: the server's timeouts must not end it or its wait (a
         // role's `statement_timeout` would cut a wait short; `idle_session_timeout`, from
         // PostgreSQL 14, would free a held lock while its holder still works). Only the

@@ -6,12 +6,14 @@
 
 use std::sync::Mutex;
 use std::sync::mpsc;
+use std::time::Duration;
 
 use super::conn::{Conn, DbError};
-use super::pg_url::PgUrl;
 use super::postgres_conn::PgClient;
+use crate::config::PgUrl;
 
-type Job = Box<dyn FnOnce(&mut PgClient) + Send>;
+/// A call, and what connects again when the session was lost (`false`: it stays lost).
+type Job = Box<dyn FnOnce(&mut PgClient, &mut dyn FnMut(&mut PgClient) -> bool) + Send>;
 
 /// The handle of a connection's owner thread.
 pub struct PgOwner {
@@ -26,9 +28,25 @@ impl std::fmt::Debug for PgOwner {
     }
 }
 
+/// How long a reconnecting owner keeps trying before a call fails, and its longest pause.
+const RECONNECT_FOR: Duration = Duration::from_secs(120);
+const RECONNECT_PAUSE_MAX: Duration = Duration::from_secs(10);
+
 impl PgOwner {
-    /// Connects (without TLS where the URL does not ask for it) on a new thread.
+    /// Connects (without TLS where the URL does not ask for it) on a new thread. A lost
+    /// connection stays lost: what it held (a session's locks) is gone with it.
     pub fn connect(url: &PgUrl) -> Result<PgOwner, DbError> {
+        Self::start(url, false)
+    }
+
+    /// [`PgOwner::connect`], and a call that finds the connection lost first connects
+    /// again, with backoff (0.25 s doubling to 10 s, for up to 2 minutes): for connections
+    /// that hold nothing across calls (the store's queries and writes).
+    pub fn connect_reconnecting(url: &PgUrl) -> Result<PgOwner, DbError> {
+        Self::start(url, true)
+    }
+
+    fn start(url: &PgUrl, reconnect: bool) -> Result<PgOwner, DbError> {
         let (jobs, rx) = mpsc::channel::<Job>();
         let (ready_tx, ready) = mpsc::sync_channel(1);
         let config = url.config.clone();
@@ -45,8 +63,15 @@ impl PgOwner {
                 };
                 let _ = ready_tx.send(Ok(()));
                 let mut client = PgClient::new(client);
+                let mut again = |client: &mut PgClient| {
+                    let fresh = if reconnect { connect_again(&config) } else { None };
+                    fresh.map(|c| *client = PgClient::new(c)).is_some()
+                };
                 for job in rx {
-                    job(&mut client);
+                    if client.client.is_closed() {
+                        again(&mut client);
+                    }
+                    job(&mut client, &mut again);
                 }
             })
             .map_err(|e| DbError::Closed(format!("cannot start the thread of {shown}: {e}")))?;
@@ -58,14 +83,22 @@ impl PgOwner {
         Ok(PgOwner { jobs: Mutex::new(Some(jobs)), thread: Mutex::new(Some(thread)), url: url.clone() })
     }
 
-    /// Runs `f` on the connection and waits for it.
+    /// Runs `f` on the connection and waits for it. On a reconnecting owner, `f` runs once
+    /// more on a new connection when the server ended the session it ran on.
     pub fn call<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut dyn Conn) -> Result<T, DbError> + Send + 'static,
+        mut f: impl FnMut(&mut dyn Conn) -> Result<T, DbError> + Send + 'static,
     ) -> Result<T, DbError> {
         let (tx, rx) = mpsc::sync_channel(1);
-        let job: Job = Box::new(move |c: &mut PgClient| {
-            let _ = tx.send(f(c));
+        let job: Job = Box::new(move |c: &mut PgClient, again: &mut dyn FnMut(&mut PgClient) -> bool| {
+            // Begun by an earlier call: the transaction is gone with the session, and
+            // running `f` on a new connection would run it outside one.
+            let begun_before = c.in_transaction;
+            let mut out = f(c);
+            if matches!(out, Err(DbError::Closed(_))) && !begun_before && again(c) {
+                out = f(c);
+            }
+            let _ = tx.send(out);
         });
         let sent = self.jobs.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|j| j.send(job).is_ok());
         if sent != Some(true) {
@@ -86,6 +119,23 @@ impl Drop for PgOwner {
         if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = t.join();
         }
+    }
+}
+
+/// A new connection for one that was lost, tried with backoff for [`RECONNECT_FOR`];
+/// `None`: the server is still away (the call then fails on the closed one).
+fn connect_again(config: &postgres::Config) -> Option<postgres::Client> {
+    let until = std::time::Instant::now() + RECONNECT_FOR;
+    let mut pause = Duration::from_millis(250);
+    loop {
+        if let Ok(c) = config.connect(postgres::NoTls) {
+            return Some(c);
+        }
+        if std::time::Instant::now() + pause > until {
+            return None;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(RECONNECT_PAUSE_MAX);
     }
 }
 

@@ -13,11 +13,14 @@ use super::value::{Row, Value};
 pub struct PgClient {
     pub(super) client: postgres::Client,
     statements: HashMap<String, postgres::Statement>,
+    /// A transaction begun by one call is open (another call will end it): a call that
+    /// loses the connection then is not run again on a new one, outside it.
+    pub(super) in_transaction: bool,
 }
 
 impl PgClient {
     pub fn new(client: postgres::Client) -> PgClient {
-        PgClient { client, statements: HashMap::new() }
+        PgClient { client, statements: HashMap::new(), in_transaction: false }
     }
 
     fn statement(&mut self, sql: &str) -> Result<postgres::Statement, DbError> {
@@ -177,18 +180,24 @@ impl Conn for PgClient {
     }
 
     fn begin(&mut self) -> Result<(), DbError> {
-        Ok(self.client.batch_execute("BEGIN")?)
+        self.client.batch_execute("BEGIN")?;
+        self.in_transaction = true;
+        Ok(())
     }
 
     fn begin_read(&mut self) -> Result<(), DbError> {
-        Ok(self.client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?)
+        self.client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
+        self.in_transaction = true;
+        Ok(())
     }
 
     fn commit(&mut self) -> Result<(), DbError> {
+        self.in_transaction = false;
         Ok(self.client.batch_execute("COMMIT")?)
     }
 
     fn rollback(&mut self) -> Result<(), DbError> {
+        self.in_transaction = false;
         Ok(self.client.batch_execute("ROLLBACK")?)
     }
 }

@@ -7,7 +7,7 @@ use std::str::FromStr;
 /// A parsed store URL.
 #[derive(Clone)]
 pub struct PgUrl {
-    pub(super) config: postgres::Config,
+    pub(crate) config: postgres::Config,
     shown: String,
 }
 
@@ -64,6 +64,37 @@ impl PgUrl {
         PgUrl { config, shown: self.shown.clone() }
     }
 
+    /// `text` (a lab file that names this store) with the URL's password masked wherever
+    /// it is written, as given (`raw`: the URL's text in the file) or decoded: the text is
+    /// kept with every campaign.
+    pub fn redact_in(&self, text: &str, raw: &str) -> String {
+        let Some(password) = self.config.get_password().map(String::from_utf8_lossy) else {
+            return text.to_string();
+        };
+        // The password as written: between the user's `:` and the last `@` before the host.
+        let written = raw
+            .split_once("://")
+            .and_then(|(_, rest)| rest.split('/').next())
+            .and_then(|auth| auth.rsplit_once('@'))
+            .and_then(|(userinfo, _)| userinfo.split_once(':'))
+            .map(|(_, p)| p.to_string());
+        let mut out = text.to_string();
+        for p in written.iter().map(String::as_str).chain([password.as_ref()]) {
+            if !p.is_empty() {
+                out = out.replace(p, "********");
+            }
+        }
+        out
+    }
+
+    /// The same server, the connection named `name` to it (`application_name`: what
+    /// `pg_stat_activity` shows an administrator).
+    pub fn named(&self, name: &str) -> PgUrl {
+        let mut config = self.config.clone();
+        config.application_name(name);
+        PgUrl { config, shown: self.shown.clone() }
+    }
+
     /// Whether the URL carried a password.
     pub fn has_password(&self) -> bool {
         self.config.get_password().is_some()
@@ -83,5 +114,17 @@ mod tests {
         let e = PgUrl::parse("postgres://lab:s3cret-pw@db.example:notaport/labdb").err().unwrap();
         assert!(!e.contains("s3cret"), "{e}");
         assert!(e.contains("postgres://USER@HOST:PORT/DATABASE"), "{e}");
+    }
+
+    #[test]
+    fn a_lab_file_keeps_no_password_as_written_or_decoded() {
+        let raw = "postgres://lab:p%40ss-w0rd@db.example:6432/labdb";
+        let u = PgUrl::parse(raw).unwrap();
+        let text = format!("[lab]\nname = \"x\"\nstore = \"{raw}\"\n# old one: p@ss-w0rd\n");
+        let out = u.redact_in(&text, raw);
+        assert!(!out.contains("p%40ss-w0rd") && !out.contains("p@ss-w0rd"), "{out}");
+        assert!(out.contains("store = \"postgres://lab:********@db.example:6432/labdb\""), "{out}");
+        let none = PgUrl::parse("postgres://lab@db.example/labdb").unwrap();
+        assert_eq!(none.redact_in(&text, "postgres://lab@db.example/labdb"), text);
     }
 }
