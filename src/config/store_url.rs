@@ -9,6 +9,43 @@ use std::str::FromStr;
 pub struct PgUrl {
     pub(crate) config: postgres::Config,
     shown: String,
+    /// `sslmode`, as libpq reads it (default `prefer`).
+    pub(crate) tls: TlsMode,
+    /// `sslrootcert`: the CA certificates (PEM) `verify-ca` and `verify-full` trust;
+    /// default `~/.postgresql/root.crt`, as libpq's.
+    pub(crate) root_cert: Option<std::path::PathBuf>,
+}
+
+/// `sslmode`: whether the connection is encrypted, and what of the server is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsMode {
+    /// Never encrypted.
+    Disable,
+    /// Encrypted if the server offers it; the server's certificate is not checked.
+    Prefer,
+    /// Always encrypted; the server's certificate is not checked.
+    Require,
+    /// Always encrypted, by a certificate the root certificates sign.
+    VerifyCa,
+    /// As `VerifyCa`, and the certificate names the host connected to.
+    VerifyFull,
+}
+
+impl TlsMode {
+    fn parse(v: &str) -> Result<TlsMode, String> {
+        Ok(match v {
+            "disable" => TlsMode::Disable,
+            "allow" | "prefer" => TlsMode::Prefer,
+            "require" => TlsMode::Require,
+            "verify-ca" => TlsMode::VerifyCa,
+            "verify-full" => TlsMode::VerifyFull,
+            other => {
+                return Err(format!(
+                    "sslmode `{other}` is not one lab knows; write disable, prefer, require, verify-ca or verify-full"
+                ));
+            }
+        })
+    }
 }
 
 impl std::fmt::Debug for PgUrl {
@@ -28,7 +65,26 @@ impl PgUrl {
         if !PgUrl::is_postgres(text) {
             return Err("a PostgreSQL store is a URL starting with postgres://".into());
         }
-        let config = postgres::Config::from_str(text).map_err(|e| {
+        // tokio-postgres reads disable, prefer and require; verify-* and the root
+        // certificate are this type's (the TLS connector checks them).
+        let (base, query) = text.split_once('?').unwrap_or((text, ""));
+        let (mut tls, mut root_cert, mut rest) = (TlsMode::Prefer, None, Vec::new());
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            match pair.split_once('=') {
+                Some(("sslmode", v)) => tls = TlsMode::parse(v)?,
+                Some(("sslrootcert", v)) => root_cert = Some(std::path::PathBuf::from(v)),
+                _ => rest.push(pair),
+            }
+        }
+        let ssl = match tls {
+            TlsMode::Disable => "disable",
+            TlsMode::Prefer => "prefer",
+            _ => "require",
+        };
+        let sslmode = format!("sslmode={ssl}");
+        rest.push(&sslmode);
+        let text = format!("{base}?{}", rest.join("&"));
+        let config = postgres::Config::from_str(&text).map_err(|e| {
             // tokio-postgres' messages name the part that is wrong, not the URL.
             format!("not a PostgreSQL URL ({e}); write postgres://USER@HOST:PORT/DATABASE")
         })?;
@@ -48,7 +104,7 @@ impl PgUrl {
             if user.is_empty() { String::new() } else { format!("{user}@") },
             hosts.join(",")
         );
-        Ok(PgUrl { config, shown })
+        Ok(PgUrl { config, shown, tls, root_cert })
     }
 
     /// The URL without its password.
@@ -61,7 +117,7 @@ impl PgUrl {
     pub fn with_keepalives(&self) -> PgUrl {
         let mut config = self.config.clone();
         config.keepalives(true).keepalives_idle(std::time::Duration::from_secs(30));
-        PgUrl { config, shown: self.shown.clone() }
+        PgUrl { config, ..self.clone() }
     }
 
     /// `text` (a lab file that names this store) with the URL's password masked wherever
@@ -92,7 +148,7 @@ impl PgUrl {
     pub fn named(&self, name: &str) -> PgUrl {
         let mut config = self.config.clone();
         config.application_name(name);
-        PgUrl { config, shown: self.shown.clone() }
+        PgUrl { config, ..self.clone() }
     }
 
     /// Whether the URL carried a password.

@@ -30,7 +30,16 @@ impl From<postgres::Error> for DbError {
         }
         DbError::Postgres(match e.as_db_error() {
             Some(db) => format!("{} ({})", db.message(), db.code().code()),
-            None => e.to_string(),
+            // With its causes: "error performing TLS handshake" alone does not say which.
+            None => {
+                let mut text = e.to_string();
+                let mut cause = std::error::Error::source(&e);
+                while let Some(c) = cause {
+                    text = format!("{text}: {c}");
+                    cause = c.source();
+                }
+                text
+            }
         })
     }
 }

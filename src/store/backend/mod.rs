@@ -9,6 +9,7 @@ mod pg_locks;
 mod pg_owner;
 mod pg_password;
 mod pg_schema;
+mod pg_tls;
 mod postgres_conn;
 mod sqlite_conn;
 #[cfg(test)]

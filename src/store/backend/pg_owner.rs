@@ -33,7 +33,7 @@ const RECONNECT_FOR: Duration = Duration::from_secs(120);
 const RECONNECT_PAUSE_MAX: Duration = Duration::from_secs(10);
 
 impl PgOwner {
-    /// Connects (without TLS where the URL does not ask for it) on a new thread. A lost
+    /// Connects (with TLS as the URL's `sslmode` says: `pg_tls.rs`) on a new thread. A lost
     /// connection stays lost: what it held (a session's locks) is gone with it.
     pub fn connect(url: &PgUrl) -> Result<PgOwner, DbError> {
         Self::start(url, false)
@@ -49,22 +49,22 @@ impl PgOwner {
     fn start(url: &PgUrl, reconnect: bool) -> Result<PgOwner, DbError> {
         let (jobs, rx) = mpsc::channel::<Job>();
         let (ready_tx, ready) = mpsc::sync_channel(1);
-        let config = url.config.clone();
+        let tls_url = url.clone();
         let shown = url.shown().to_string();
         let thread = std::thread::Builder::new()
             .name("postgres".into())
             .spawn(move || {
-                let client = match config.connect(postgres::NoTls) {
+                let client = match super::pg_tls::connect(&tls_url) {
                     Ok(c) => c,
                     Err(e) => {
-                        let _ = ready_tx.send(Err(DbError::from(e)));
+                        let _ = ready_tx.send(Err(e));
                         return;
                     }
                 };
                 let _ = ready_tx.send(Ok(()));
                 let mut client = PgClient::new(client);
                 let mut again = |client: &mut PgClient| {
-                    let fresh = if reconnect { connect_again(&config) } else { None };
+                    let fresh = if reconnect { connect_again(&tls_url) } else { None };
                     fresh.map(|c| *client = PgClient::new(c)).is_some()
                 };
                 for job in rx {
@@ -124,11 +124,11 @@ impl Drop for PgOwner {
 
 /// A new connection for one that was lost, tried with backoff for [`RECONNECT_FOR`];
 /// `None`: the server is still away (the call then fails on the closed one).
-fn connect_again(config: &postgres::Config) -> Option<postgres::Client> {
+fn connect_again(url: &PgUrl) -> Option<postgres::Client> {
     let until = std::time::Instant::now() + RECONNECT_FOR;
     let mut pause = Duration::from_millis(250);
     loop {
-        if let Ok(c) = config.connect(postgres::NoTls) {
+        if let Ok(c) = super::pg_tls::connect(url) {
             return Some(c);
         }
         if std::time::Instant::now() + pause > until {
@@ -141,14 +141,13 @@ fn connect_again(config: &postgres::Config) -> Option<postgres::Client> {
 
 /// A connection refused, said with the URL as shown (never its password).
 fn connect_error(url: &PgUrl, e: DbError) -> DbError {
-    let fix = if url.has_password() || std::env::var_os("PGPASSWORD").is_some() {
+    let text = e.to_string();
+    let fix = if text.contains("TLS") || text.contains("certificate") {
+        "check the server's TLS and the URL's sslmode and sslrootcert"
+    } else if url.has_password() || std::env::var_os("PGPASSWORD").is_some() {
         "check the server, the user and its password"
     } else {
         "check the server; a password goes in the URL or PGPASSWORD"
     };
-    DbError::Postgres(format!(
-        "connecting to {}: {}; fix: {fix}",
-        url.shown(),
-        e.to_string().trim_start_matches("PostgreSQL: ")
-    ))
+    DbError::Postgres(format!("connecting to {}: {}; fix: {fix}", url.shown(), text.trim_start_matches("PostgreSQL: ")))
 }
