@@ -15,13 +15,16 @@
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Instant;
 
 use serde_json::Value;
 
 // Shared with tests/integration/crosscheck.rs, which runs the same script on a small campaign in CI.
 #[path = "../tests/common/figures.rs"]
 mod figures;
+#[path = "common/measure.rs"]
+mod measure;
+
+use measure::{Measured, measure, median_of};
 
 const LAB: &str = env!("CARGO_BIN_EXE_lab");
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -35,14 +38,6 @@ const HISTORY_MAX_S: f64 = 0.2;
 const HISTORY_CAMPAIGNS: usize = 100;
 /// Relative tolerance of the figures' agreement (the scipy cross-check's).
 const REL: f64 = 1e-9;
-
-/// One child process: wall time, peak RSS, whether it exited 0.
-#[derive(Clone, Copy)]
-struct Measured {
-    secs: f64,
-    peak_mb: f64,
-    ok: bool,
-}
 
 fn main() {
     // Through `run`, so the temp lab (about 4 GB at full size) is removed before exiting.
@@ -313,35 +308,6 @@ fn generate(dir: &Path, repeats: usize) -> (Measured, bool) {
     let v = serde_json::json!({ "secs": m.secs, "peak_mb": m.peak_mb, "ok": m.ok });
     fs::write(&saved, v.to_string()).expect("run figures");
     (m, false)
-}
-
-/// Spawns `cmd` and reaps it with `wait4`, which gives the child's own peak RSS.
-fn measure(cmd: &mut Command) -> Measured {
-    let start = Instant::now();
-    let child = cmd.spawn().expect("spawn");
-    let mut status: libc::c_int = 0;
-    // SAFETY: rusage is plain old data, so all-zero is a valid value; wait4 only writes
-    // through the two pointers, which point at live locals, and reaps our own child (its
-    // `Child` is dropped below without being waited on, which neither kills nor reaps).
-    let (pid, usage) = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        let pid = libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage);
-        (pid, usage)
-    };
-    let secs = start.elapsed().as_secs_f64();
-    assert!(pid > 0, "wait4: {}", std::io::Error::last_os_error());
-    drop(child);
-    let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
-    // Linux gives ru_maxrss in KiB.
-    Measured { secs, peak_mb: usage.ru_maxrss as f64 / 1024.0, ok }
-}
-
-/// The median wall time of `runs` runs, with the peak of the same run; not ok if any failed.
-fn median_of(runs: usize, mut f: impl FnMut() -> Measured) -> Measured {
-    let mut all: Vec<Measured> = (0..runs).map(|_| f()).collect();
-    let ok = all.iter().all(|m| m.ok);
-    all.sort_by(|a, b| a.secs.total_cmp(&b.secs));
-    Measured { ok, ..all[all.len() / 2] }
 }
 
 fn print_row(what: &str, m: Measured, pandas: Option<Measured>, target: &str) {

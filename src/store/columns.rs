@@ -308,7 +308,7 @@ impl PartialEq for CampaignColumns {
 }
 
 /// The previous symbol of each interned column (see [`Names::intern_after`]).
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(super) struct Last {
     device: Option<Sym>,
     model: Option<Sym>,
@@ -627,9 +627,8 @@ impl Store {
     /// [`Store::read_columns`], and the [`Store::report_stamp`] of what was read (taken in
     /// the same transaction, while the measurements are being read).
     pub fn read_columns_stamped(&self, id: &str) -> Result<(CampaignColumns, String), StoreError> {
-        if self.dialect() == super::Dialect::Postgres {
-            let id = id.to_string();
-            return self.db.call(move |c| Ok(super::columns_reader::read_on(c, &id)))?;
+        if let super::backend::Db::Postgres(owner) = &self.db {
+            return super::columns_reader::read_on_postgres(owner, id);
         }
         let mut conn = self.lock()?;
         let mut tx = conn.transaction()?;

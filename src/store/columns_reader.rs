@@ -1,11 +1,13 @@
 //! `ColumnsReader`: a campaign's rows made into [`CampaignColumns`], whichever backend
-//! they come from. SQLite feeds it borrowed text (`Store::read_columns_stamped`), and any
-//! [`Conn`] feeds it through [`read_on`] (PostgreSQL); both apply each row alike, so both
-//! give the columns `CampaignColumns::from_records` gives.
+//! they come from. SQLite feeds it borrowed text (`Store::read_columns_stamped`);
+//! PostgreSQL feeds it through [`read_on_postgres`]: the trials and attempts on the
+//! store's connection, the measurements by binary COPY on a second one in the same
+//! snapshot. Both apply each row alike, so both give the columns
+//! `CampaignColumns::from_records` gives.
 
 use std::collections::HashSet;
 
-use super::backend::{Conn, DbError, Row, vals};
+use super::backend::{Conn, DbError, Dialect, PgOwner, Row, copy_text, float8, int8, vals};
 use super::columns::{AttemptIn, CampaignColumns, Last, TrialIn, soak_seconds, strings};
 use super::measurement_columns::{Collect, Measurements};
 use super::operator_steps::AttemptAttestation;
@@ -29,7 +31,7 @@ pub(super) struct AttemptRow<'a> {
 }
 
 /// Columns being filled: trials first, then attempts, then [`ColumnsReader::finish`].
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(super) struct ColumnsReader {
     c: CampaignColumns,
     last: Last,
@@ -131,9 +133,9 @@ fn text(r: &Row, i: usize) -> Result<&str, DbError> {
     r.text(i)?.ok_or_else(|| DbError::Type(format!("column {i} is NULL")))
 }
 
-/// Campaign `id` as columns and its report stamp, read on `c` in one snapshot: the path
-/// for a backend without SQLite's borrowed, parallel read (PostgreSQL), and a check of
-/// that one (tests read both ways).
+/// Campaign `id` as columns and its report stamp, read on `c` alone in one snapshot: on
+/// SQLite, a check of its borrowed, parallel read (tests read both ways).
+#[cfg(test)]
 pub(super) fn read_on(c: &mut dyn Conn, id: &str) -> Result<(CampaignColumns, String), StoreError> {
     c.begin_read()?;
     let out = read_in(c, id);
@@ -144,7 +146,58 @@ pub(super) fn read_on(c: &mut dyn Conn, id: &str) -> Result<(CampaignColumns, St
     Ok(out)
 }
 
+#[cfg(test)]
 fn read_in(c: &mut dyn Conn, id: &str) -> Result<(CampaignColumns, String), StoreError> {
+    let (max_attempts, stamp, reader) = read_rows(c, id)?;
+    let measurements = read_measurements(c, id)?;
+    Ok((reader.finish(max_attempts, measurements), stamp))
+}
+
+/// Campaign `id` as columns and its report stamp, on PostgreSQL: the measurements are
+/// read on a second connection of their own, in the same snapshot (exported by the first
+/// one's transaction), while the first reads the trials and attempts, as SQLite's read
+/// does on two threads. Without a second connection, the first reads them after.
+pub(super) fn read_on_postgres(owner: &PgOwner, id: &str) -> Result<(CampaignColumns, String), StoreError> {
+    let snapshot: String = owner.call(|c| {
+        c.begin_read()?;
+        c.query_opt("SELECT pg_export_snapshot()", &[])?.ok_or_else(|| DbError::Type("no snapshot".into()))?.get(0)
+    })?;
+    let (imported, in_snapshot) = std::sync::mpsc::channel::<()>();
+    let (url, id2) = (owner.url().named("lab-read"), id.to_string());
+    let fetch = std::thread::spawn(move || -> Result<Measurements, StoreError> {
+        let second = PgOwner::connect(&url)?;
+        second.call(move |c| {
+            c.batch(&format!(
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '{}'",
+                snapshot.replace('\'', "''")
+            ))
+        })?;
+        let _ = imported.send(());
+        second.call(move |c| Ok(read_measurements(c, &id2)))?
+    });
+    let id1 = id.to_string();
+    let rows = owner.call(move |c| Ok(read_rows(c, &id1)));
+    // The snapshot lives as long as the transaction that exported it: not ended before
+    // the second connection took it (or failed to).
+    let parallel = in_snapshot.recv().is_ok();
+    let measurements = match (&rows, parallel) {
+        (Ok(Ok(_)), true) => {
+            fetch.join().unwrap_or_else(|_| Err(StoreError::Internal("reading measurements panicked".into())))
+        }
+        (Ok(Ok(_)), false) => {
+            let id1 = id.to_string();
+            owner.call(move |c| Ok(read_measurements(c, &id1)))?
+        }
+        _ => Ok(Measurements::default()),
+    };
+    let _ = owner.call(|c| c.rollback());
+    let (max_attempts, stamp, reader) = rows??;
+    Ok((reader.finish(max_attempts, measurements?), stamp))
+}
+
+/// The trials, attestations and attempts of campaign `id` fed to a reader: (the
+/// campaign's attempt limit, its report stamp, the reader).
+fn read_rows(c: &mut dyn Conn, id: &str) -> Result<(u32, String, ColumnsReader), StoreError> {
     let max_attempts: u32 = c
         .query_opt("SELECT max_attempts FROM campaigns WHERE id = ?1", &vals![id])?
         .ok_or_else(|| StoreError::NoCampaign(id.into()))?
@@ -207,7 +260,12 @@ fn read_in(c: &mut dyn Conn, id: &str) -> Result<(CampaignColumns, String), Stor
         })?;
     }
     drop(attempts);
-    // The measurements by id range, as the SQLite path reads them (`measurement_columns`).
+    Ok((max_attempts, stamp, r))
+}
+
+/// Campaign `id`'s measurements by id range, as the SQLite path reads them
+/// (`measurement_columns`).
+fn read_measurements(c: &mut dyn Conn, id: &str) -> Result<Measurements, StoreError> {
     let range = c.query_opt(
         "SELECT min(measurements_from), max(measurements_to) FROM attempt_report WHERE campaign = ?1",
         &vals![id],
@@ -216,11 +274,32 @@ fn read_in(c: &mut dyn Conn, id: &str) -> Result<(CampaignColumns, String), Stor
     if let Some(range) = range
         && let (Some(lo), Some(hi)) = (range.get::<Option<i64>>(0)?, range.get::<Option<i64>>(1)?)
     {
-        c.query_each(
-            "SELECT trial_idx, attempt, seq, metric, value, unit, source FROM measurements
-             WHERE id BETWEEN ?2 AND ?3 AND campaign = ?1",
-            &vals![id, lo, hi],
-            &mut |row| {
+        let select = "SELECT trial_idx, attempt, seq, metric, value, unit, source FROM measurements
+             WHERE id BETWEEN ?2 AND ?3 AND campaign = ?1";
+        if c.dialect() == Dialect::Postgres {
+            // COPY: the rows in large binary chunks, no value or string per field. It takes
+            // no parameters: the id is written as a literal, its quotes doubled.
+            let query = select
+                .replace("?1", &format!("'{}'", id.replace('\'', "''")))
+                .replace("?2", &lo.to_string())
+                .replace("?3", &hi.to_string());
+            c.copy_out(&query, &mut |f| {
+                if f.len() != 7 {
+                    return Err(DbError::Type(format!("COPY data: {} fields for 7", f.len())));
+                }
+                let key = (int8(f[0])? as u32, int8(f[1])? as u32);
+                collect.push(
+                    key,
+                    int8(f[2])? as u32,
+                    copy_text(f[3])?,
+                    float8(f[4])?,
+                    copy_text(f[5])?,
+                    copy_text(f[6])?,
+                );
+                Ok(())
+            })?;
+        } else {
+            c.query_each(select, &vals![id, lo, hi], &mut |row| {
                 collect.push(
                     (row.get(0)?, row.get(1)?),
                     row.get(2)?,
@@ -230,8 +309,8 @@ fn read_in(c: &mut dyn Conn, id: &str) -> Result<(CampaignColumns, String), Stor
                     text(&row, 6)?,
                 );
                 Ok(())
-            },
-        )?;
+            })?;
+        }
     }
-    Ok((r.finish(max_attempts, collect.done()), stamp))
+    Ok(collect.done())
 }

@@ -32,6 +32,7 @@ struct Part {
 }
 
 /// The measurements of one campaign as read, part by part, not yet placed.
+#[derive(Default)]
 pub(super) struct Measurements {
     parts: Vec<Part>,
 }

@@ -17,9 +17,142 @@ pub(super) const RECORD_LOCK: i64 = 0x006c_6162_5f72_6563; // "lab_rec"
 /// Rows per multi-row insert (PostgreSQL takes at most 65 535 parameters).
 const CHUNK: usize = 1000;
 
-/// Records `jobs` in one transaction (each in a savepoint if one fails), and hands each
-/// ticket its result; the number of commits.
+/// Records `jobs` in one transaction, and hands each ticket its result; the number of
+/// commits. The whole batch goes in a handful of statements ([`record_together`]); if any
+/// of them fails, the batch again attempt by attempt, each in a savepoint, so that an
+/// attempt refused on its own fails alone.
 pub(super) fn record(c: &mut dyn Conn, jobs: Vec<(EncodedAttempt, Ticket)>) -> u64 {
+    match record_together(c, &jobs) {
+        Ok(results) => super::batch::hand_out(jobs, Ok(()), results),
+        // The connection is gone: every attempt is told, and the recorder tries again.
+        Err(e @ StoreError::Unreachable(_)) => super::batch::hand_out(jobs, Err(e), Vec::new()),
+        Err(_) => record_one_by_one(c, jobs),
+    }
+}
+
+/// The batch in one transaction of a few multi-row statements: the attempts' rows (those
+/// already recorded are refused as duplicates), ids reserved for all their measurements
+/// and series at once, then those rows, the report rows with their id ranges, and the
+/// attestations. Round trips per batch, not per attempt: recording is one thread that
+/// every device waits on.
+fn record_together(
+    c: &mut dyn Conn,
+    jobs: &[(EncodedAttempt, Ticket)],
+) -> Result<Vec<Result<(), StoreError>>, StoreError> {
+    c.begin()?;
+    let body = (|| -> Result<Vec<Result<(), StoreError>>, StoreError> {
+        c.execute("SELECT pg_advisory_xact_lock(?1)", &vals![RECORD_LOCK])?;
+        let mut inserted = std::collections::HashSet::new();
+        for chunk in jobs.chunks(CHUNK / 16) {
+            let rows: Vec<Vec<Value>> = chunk.iter().map(|(a, _)| attempt_row(a)).collect();
+            let sql = multi_row(
+                "INSERT INTO attempts (campaign, trial_idx, attempt, status, reasons, phases, started_at, ended_at,
+                    soak_start_s, artifact_dir, state_before, state_after, device, untether, labels, state_soak)",
+                rows.len(),
+                16,
+                " ON CONFLICT DO NOTHING RETURNING campaign, trial_idx, attempt",
+            );
+            for r in c.query(&sql, &rows.concat())? {
+                inserted.insert((r.get::<String>(0)?, r.get::<u32>(1)?, r.get::<u32>(2)?));
+            }
+        }
+        // Each inserted attempt once: a second copy of one in the batch is a duplicate too.
+        let mut results = Vec::with_capacity(jobs.len());
+        let mut fresh: Vec<&EncodedAttempt> = Vec::new();
+        for (a, _) in jobs {
+            if inserted.remove(&(a.campaign.clone(), a.trial_idx, a.attempt)) {
+                fresh.push(a);
+                results.push(Ok(()));
+            } else {
+                results.push(Err(StoreError::Duplicate {
+                    campaign: a.campaign.clone(),
+                    trial: a.trial_idx,
+                    attempt: a.attempt,
+                }));
+            }
+        }
+        let mut m_next = reserve(c, "measurements", fresh.iter().map(|a| a.measurements.len()).sum())?;
+        let mut s_next = reserve(c, "series", fresh.iter().map(|a| a.series.len()).sum())?;
+        let (mut m_rows, mut s_rows, mut reports, mut attested) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for a in &fresh {
+            let m = span(&mut m_next, a.measurements.len());
+            let sr = span(&mut s_next, a.series.len());
+            for (i, row) in measurement_rows(a).enumerate() {
+                m_rows.push([vals![m.map_or(0, |(from, _)| from + i as i64)].to_vec(), row].concat());
+            }
+            for (i, row) in series_rows(a).enumerate() {
+                s_rows.push([vals![sr.map_or(0, |(from, _)| from + i as i64)].to_vec(), row].concat());
+            }
+            reports.push(report_row(a, m, sr));
+            attested.extend(attestation_rows(a)?);
+        }
+        insert_all(c, "measurements (id, campaign, trial_idx, attempt, seq, metric, value, unit, source)", m_rows)?;
+        insert_all(c, "series (id, campaign, trial_idx, attempt, seq, name, unit, source, points)", s_rows)?;
+        insert_all(c, REPORT_COLUMNS, reports)?;
+        insert_all(c, ATTESTATION_COLUMNS, attested)?;
+        Ok(results)
+    })();
+    match body {
+        Ok(results) => {
+            c.commit()?;
+            Ok(results)
+        }
+        Err(e) => {
+            let _ = c.rollback();
+            Err(e)
+        }
+    }
+}
+
+/// `n` new ids of `table`, reserved in one statement (under the recording lock, so no
+/// other writer takes one between); the next id to give.
+fn reserve(c: &mut dyn Conn, table: &str, n: usize) -> Result<i64, StoreError> {
+    if n == 0 {
+        return Ok(0);
+    }
+    let seq = format!("pg_get_serial_sequence('{table}', 'id')");
+    let last: i64 = c
+        .query_opt(&format!("SELECT setval({seq}, nextval({seq}) + ?1 - 1)"), &vals![n as i64])?
+        .ok_or_else(|| StoreError::Internal(format!("no id reserved for {table}")))?
+        .get(0)?;
+    Ok(last - n as i64 + 1)
+}
+
+/// The next `n` ids from `next` as (first, last); `None` for none.
+fn span(next: &mut i64, n: usize) -> Option<(i64, i64)> {
+    (n > 0).then(|| {
+        let from = *next;
+        *next += n as i64;
+        (from, *next - 1)
+    })
+}
+
+/// `INSERT INTO {head} VALUES (…), (…) {tail}` for `rows` rows of `width` parameters.
+fn multi_row(head: &str, rows: usize, width: usize, tail: &str) -> String {
+    let values: Vec<String> = (0..rows)
+        .map(|r| {
+            let cells: Vec<String> = (1..=width).map(|k| format!("?{}", r * width + k)).collect();
+            format!("({})", cells.join(", "))
+        })
+        .collect();
+    format!("{head} VALUES {}{tail}", values.join(", "))
+}
+
+/// `rows` into `table (columns)`, as many a statement as the parameter limit lets.
+fn insert_all(c: &mut dyn Conn, table: &str, rows: Vec<Vec<Value>>) -> Result<(), StoreError> {
+    let Some(width) = rows.first().map(Vec::len) else {
+        return Ok(());
+    };
+    for chunk in rows.chunks((CHUNK * 8 / width).max(1)) {
+        let sql = multi_row(&format!("INSERT INTO {table}"), chunk.len(), width, "");
+        c.execute(&sql, &chunk.concat())?;
+    }
+    Ok(())
+}
+
+/// Records `jobs` in one transaction, each in a savepoint, and hands each ticket its
+/// result; the number of commits.
+fn record_one_by_one(c: &mut dyn Conn, jobs: Vec<(EncodedAttempt, Ticket)>) -> u64 {
     let mut results: Vec<Result<(), StoreError>> = Vec::with_capacity(jobs.len());
     let committed = (|| -> Result<(), StoreError> {
         c.begin()?;
@@ -48,86 +181,108 @@ pub(super) fn record(c: &mut dyn Conn, jobs: Vec<(EncodedAttempt, Ticket)>) -> u
 }
 
 fn insert_attempt(c: &mut dyn Conn, a: &EncodedAttempt) -> Result<(), StoreError> {
-    let untether = a.untether.map(UntetherMode::as_str);
     let inserted = c.execute(
         "INSERT INTO attempts (campaign, trial_idx, attempt, status, reasons, phases, started_at, ended_at,
             soak_start_s, artifact_dir, state_before, state_after, device, untether, labels, state_soak)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) ON CONFLICT DO NOTHING",
-        &vals![
-            &a.campaign,
-            a.trial_idx,
-            a.attempt,
-            a.status.as_str(),
-            &a.reasons,
-            &a.phases,
-            &a.started_at,
-            &a.ended_at,
-            a.soak_start_s,
-            &a.artifact_dir,
-            &a.state_before,
-            &a.state_after,
-            &a.device,
-            untether,
-            &a.labels,
-            a.state_soak.clone()
-        ],
+        &attempt_row(a),
     )?;
     if inserted == 0 {
         return Err(StoreError::Duplicate { campaign: a.campaign.clone(), trial: a.trial_idx, attempt: a.attempt });
     }
-    let key = || vals![&a.campaign, a.trial_idx, a.attempt];
     let measurements = insert_rows(
         c,
         "measurements (campaign, trial_idx, attempt, seq, metric, value, unit, source)",
-        a.measurements.iter().enumerate().map(|(seq, m)| {
-            let mut row = key().to_vec();
-            row.extend(vals![seq as u32, &m.metric, m.value, &m.unit, &m.source]);
-            row
-        }),
+        measurement_rows(a),
     )?;
-    let series = insert_rows(
-        c,
-        "series (campaign, trial_idx, attempt, seq, name, unit, source, points)",
-        a.series.iter().enumerate().map(|(seq, s)| {
-            let mut row = key().to_vec();
-            row.extend(vals![seq as u32, &s.name, &s.unit, &s.source, s.points.clone()]);
-            row
-        }),
-    )?;
-    c.execute(
-        "INSERT INTO attempt_report (campaign, trial_idx, attempt, status, device, untether, soak_start_s, phases,
-            reasons, labels, state_digest, battery, measurements_from, measurements_to, series_from, series_to)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
-        &vals![
-            &a.campaign,
-            a.trial_idx,
-            a.attempt,
-            a.status.as_str(),
-            &a.device,
-            untether,
-            a.soak_start_s,
-            &a.phases,
-            &a.reasons,
-            &a.labels,
-            a.state_digest.clone(),
-            a.series.iter().any(SeriesRow::is_battery),
-            measurements.map(|(from, _)| from),
-            measurements.map(|(_, to)| to),
-            series.map(|(from, _)| from),
-            series.map(|(_, to)| to)
-        ],
-    )?;
-    for (seq, x) in a.attestations.iter().enumerate() {
-        let mut row = key().to_vec();
-        row.extend(vals![seq as u32, &x.step, &x.when, &x.text, &x.by, &x.at, serde_json::to_string(&x.values)?]);
-        c.execute(
-            "INSERT INTO attestations (campaign, trial_idx, attempt, seq, step, step_when, text, answered_by,
-                answered_at, answer)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            &row,
-        )?;
-    }
+    let series =
+        insert_rows(c, "series (campaign, trial_idx, attempt, seq, name, unit, source, points)", series_rows(a))?;
+    insert_all(c, REPORT_COLUMNS, vec![report_row(a, measurements, series)])?;
+    insert_all(c, ATTESTATION_COLUMNS, attestation_rows(a)?)?;
     Ok(())
+}
+
+const REPORT_COLUMNS: &str = "attempt_report (campaign, trial_idx, attempt, status, device, untether, soak_start_s,
+    phases, reasons, labels, state_digest, battery, measurements_from, measurements_to, series_from, series_to)";
+
+const ATTESTATION_COLUMNS: &str =
+    "attestations (campaign, trial_idx, attempt, seq, step, step_when, text, answered_by, answered_at, answer)";
+
+/// The `attempts` row of `a` (16 columns).
+fn attempt_row(a: &EncodedAttempt) -> Vec<Value> {
+    vals![
+        &a.campaign,
+        a.trial_idx,
+        a.attempt,
+        a.status.as_str(),
+        &a.reasons,
+        &a.phases,
+        &a.started_at,
+        &a.ended_at,
+        a.soak_start_s,
+        &a.artifact_dir,
+        &a.state_before,
+        &a.state_after,
+        &a.device,
+        a.untether.map(UntetherMode::as_str),
+        &a.labels,
+        a.state_soak.clone()
+    ]
+    .to_vec()
+}
+
+fn key(a: &EncodedAttempt) -> [Value; 3] {
+    vals![&a.campaign, a.trial_idx, a.attempt]
+}
+
+/// The `measurements` rows of `a`, without their ids.
+fn measurement_rows(a: &EncodedAttempt) -> impl Iterator<Item = Vec<Value>> + '_ {
+    a.measurements
+        .iter()
+        .enumerate()
+        .map(|(seq, m)| [key(a).to_vec(), vals![seq as u32, &m.metric, m.value, &m.unit, &m.source].to_vec()].concat())
+}
+
+/// The `series` rows of `a`, without their ids.
+fn series_rows(a: &EncodedAttempt) -> impl Iterator<Item = Vec<Value>> + '_ {
+    a.series.iter().enumerate().map(|(seq, x)| {
+        [key(a).to_vec(), vals![seq as u32, &x.name, &x.unit, &x.source, x.points.clone()].to_vec()].concat()
+    })
+}
+
+/// The `attempt_report` row of `a`, with its measurements' and series' id ranges.
+fn report_row(a: &EncodedAttempt, measurements: Option<(i64, i64)>, series: Option<(i64, i64)>) -> Vec<Value> {
+    vals![
+        &a.campaign,
+        a.trial_idx,
+        a.attempt,
+        a.status.as_str(),
+        &a.device,
+        a.untether.map(UntetherMode::as_str),
+        a.soak_start_s,
+        &a.phases,
+        &a.reasons,
+        &a.labels,
+        a.state_digest.clone(),
+        a.series.iter().any(SeriesRow::is_battery),
+        measurements.map(|(from, _)| from),
+        measurements.map(|(_, to)| to),
+        series.map(|(from, _)| from),
+        series.map(|(_, to)| to)
+    ]
+    .to_vec()
+}
+
+/// The `attestations` rows of `a`.
+fn attestation_rows(a: &EncodedAttempt) -> Result<Vec<Vec<Value>>, StoreError> {
+    a.attestations
+        .iter()
+        .enumerate()
+        .map(|(seq, x)| {
+            let answer = serde_json::to_string(&x.values)?;
+            Ok([key(a).to_vec(), vals![seq as u32, &x.step, &x.when, &x.text, &x.by, &x.at, answer].to_vec()].concat())
+        })
+        .collect()
 }
 
 /// Inserts `rows` into `table (columns)`, `CHUNK` rows a statement; the first and last id
@@ -140,14 +295,7 @@ fn insert_rows(
     let rows: Vec<Vec<Value>> = rows.collect();
     let mut range: Option<(i64, i64)> = None;
     for chunk in rows.chunks(CHUNK) {
-        let width = chunk[0].len();
-        let values: Vec<String> = (0..chunk.len())
-            .map(|r| {
-                let cells: Vec<String> = (1..=width).map(|k| format!("?{}", r * width + k)).collect();
-                format!("({})", cells.join(", "))
-            })
-            .collect();
-        let sql = format!("INSERT INTO {table} VALUES {} RETURNING id", values.join(", "));
+        let sql = multi_row(&format!("INSERT INTO {table}"), chunk.len(), chunk[0].len(), " RETURNING id");
         let params: Vec<Value> = chunk.iter().flatten().cloned().collect();
         for r in c.query(&sql, &params)? {
             let id: i64 = r.get(0)?;

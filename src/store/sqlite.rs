@@ -1017,7 +1017,35 @@ pub(crate) mod tests {
         a_campaign_lives_its_life_the_same_on_both_backends,
         attempts_recorded_at_once_by_two_writers_keep_their_rows_in_their_ranges,
         the_data_version_moves_when_another_connection_writes,
+        an_attempt_refused_on_its_own_fails_alone_in_its_batch,
     );
+
+    /// One transaction records a batch: an attempt of a trial never planned, and one
+    /// recorded twice, are refused alone; the others are recorded with all their rows.
+    fn an_attempt_refused_on_its_own_fails_alone_in_its_batch(s: &Store) {
+        s.create_campaign(&campaign("c-1", 4), 2, 1).unwrap();
+        s.record_attempt(attempt("c-1", 1, 0, true)).unwrap();
+        let batch = vec![
+            attempt("c-1", 0, 0, true),
+            attempt("c-1", 99, 0, true),
+            attempt("c-1", 1, 0, true),
+            attempt("c-1", 2, 0, false),
+            attempt("c-1", 2, 0, false),
+        ];
+        let results = s.record_attempts(batch);
+        assert!(results[0].is_ok() && results[3].is_ok(), "{results:?}");
+        assert!(results[1].is_err(), "a trial not planned: {results:?}");
+        assert!(matches!(results[2], Err(StoreError::Duplicate { trial: 1, .. })), "{results:?}");
+        assert!(matches!(results[4], Err(StoreError::Duplicate { trial: 2, .. })), "{results:?}");
+        let stored = s.attempts("c-1").unwrap();
+        let keys: Vec<u32> = stored.iter().map(|a| a.trial_idx).collect();
+        assert_eq!(keys, [0, 1, 2]);
+        let want = attempt("c-1", 2, 0, false);
+        assert_eq!(stored[2].measurements, want.measurements);
+        assert_eq!(stored[2].series, want.series);
+        let cols = s.read_columns("c-1").unwrap();
+        assert_eq!(cols.m_value.len(), stored.iter().map(|a| a.measurements.len()).sum::<usize>());
+    }
 
     /// A second handle on the same store: another process, as `lab status --watch` sees it.
     fn other_handle(s: &Store) -> Store {

@@ -65,6 +65,13 @@ pub trait Conn {
         params: &[Value],
         f: &mut dyn FnMut(Row) -> Result<(), DbError>,
     ) -> Result<(), DbError>;
+    /// PostgreSQL's `COPY (query) TO STDOUT (FORMAT binary)`: each row's fields, `None`
+    /// for NULL, as the binary format has them (`pg_copy`). A query without parameters:
+    /// what varies is written into it as literals. Not on SQLite.
+    fn copy_out(&mut self, query: &str, f: &mut super::pg_copy::EachRow<'_>) -> Result<(), DbError> {
+        let _ = (query, f);
+        Err(DbError::Type("COPY is PostgreSQL's".into()))
+    }
     /// Runs statements without parameters, `;`-separated.
     fn batch(&mut self, sql: &str) -> Result<(), DbError>;
     /// Starts a transaction that writes (SQLite: `BEGIN IMMEDIATE`, so two writers queue

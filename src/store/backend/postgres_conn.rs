@@ -9,6 +9,9 @@ use postgres::types::{ToSql, Type};
 use super::conn::{Conn, DbError, Dialect};
 use super::value::{Row, Value};
 
+/// The longest statement text kept prepared.
+const MAX_KEPT_SQL: usize = 2048;
+
 /// A PostgreSQL connection with its prepared statements.
 pub struct PgClient {
     pub(super) client: postgres::Client,
@@ -28,7 +31,11 @@ impl PgClient {
             return Ok(st.clone());
         }
         let st = self.client.prepare(&placeholders(sql))?;
-        self.statements.insert(sql.to_string(), st.clone());
+        // Multi-row inserts come in as many texts as batch sizes: those are prepared for
+        // the one use (a round trip), not kept on the server for the session's life.
+        if sql.len() <= MAX_KEPT_SQL {
+            self.statements.insert(sql.to_string(), st.clone());
+        }
         Ok(st)
     }
 
@@ -166,13 +173,41 @@ impl Conn for PgClient {
         f: &mut dyn FnMut(Row) -> Result<(), DbError>,
     ) -> Result<(), DbError> {
         use postgres::fallible_iterator::FallibleIterator;
+        let row = |r: &postgres::Row| (0..r.len()).map(|i| column(r, i)).collect::<Result<Vec<_>, _>>().map(Row);
+        if self.in_transaction {
+            // A cursor, fetched 8 192 rows at a time: the sync client's cost is per call
+            // into its runtime, and a row iterator makes one per row.
+            let st = self.statement(&format!("DECLARE lab_each NO SCROLL CURSOR FOR {sql}"))?;
+            let bound = Self::bind(&st, params)?;
+            let refs: Vec<&(dyn ToSql + Sync)> = bound.iter().map(|b| b.as_ref()).collect();
+            self.client.execute(&st, &refs)?;
+            let fetched = (|| -> Result<(), DbError> {
+                loop {
+                    let rows = self.client.query("FETCH 8192 FROM lab_each", &[])?;
+                    if rows.is_empty() {
+                        return Ok(());
+                    }
+                    for r in &rows {
+                        f(row(r)?)?;
+                    }
+                }
+            })();
+            let closed = self.client.batch_execute("CLOSE lab_each");
+            fetched?;
+            return Ok(closed?);
+        }
         let st = self.statement(sql)?;
         let bound = Self::bind(&st, params)?;
         let mut rows = self.client.query_raw(&st, bound.iter().map(|b| b.as_ref()))?;
         while let Some(r) = rows.next()? {
-            f(Row((0..r.len()).map(|i| column(&r, i)).collect::<Result<Vec<_>, _>>()?))?;
+            f(row(&r)?)?;
         }
         Ok(())
+    }
+
+    fn copy_out(&mut self, query: &str, f: &mut super::pg_copy::EachRow<'_>) -> Result<(), DbError> {
+        let mut reader = self.client.copy_out(&format!("COPY ({query}) TO STDOUT (FORMAT binary)"))?;
+        super::pg_copy::each_row(&mut reader, f)
     }
 
     fn batch(&mut self, sql: &str) -> Result<(), DbError> {
