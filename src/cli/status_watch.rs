@@ -1,7 +1,8 @@
 //! `lab status --watch`: the status drawn again whenever the store changes. Only the watcher
-//! works for it: once a second it asks its kept-open connection for `PRAGMA data_version`
-//! (which moves when another connection commits, at no table read), so the runner does
-//! nothing extra and an idle lab costs one pragma a second.
+//! works for it: once a second it asks its kept-open connection for the store's data
+//! version (SQLite's `PRAGMA data_version`; on PostgreSQL the `lab_changes` notifications
+//! received), which moves when another connection commits, at no table read: the runner
+//! does nothing extra and an idle lab costs one round trip a second.
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;

@@ -7,7 +7,7 @@ use std::str::FromStr;
 /// A parsed store URL.
 #[derive(Clone)]
 pub struct PgUrl {
-    pub(crate) config: postgres::Config,
+    pub(crate) config: tokio_postgres::Config,
     shown: String,
     /// `sslmode`, as libpq reads it (default `prefer`).
     pub(crate) tls: TlsMode,
@@ -84,7 +84,7 @@ impl PgUrl {
         let sslmode = format!("sslmode={ssl}");
         rest.push(&sslmode);
         let text = format!("{base}?{}", rest.join("&"));
-        let config = postgres::Config::from_str(&text).map_err(|e| {
+        let config = tokio_postgres::Config::from_str(&text).map_err(|e| {
             // tokio-postgres' messages name the part that is wrong, not the URL.
             format!("not a PostgreSQL URL ({e}); write postgres://USER@HOST:PORT/DATABASE")
         })?;
@@ -94,8 +94,8 @@ impl PgUrl {
             .iter()
             .zip(config.get_ports().iter().chain(std::iter::repeat(&5432)))
             .map(|(h, p)| match h {
-                postgres::config::Host::Tcp(h) => format!("{h}:{p}"),
-                postgres::config::Host::Unix(path) => format!("{}:{p}", path.display()),
+                tokio_postgres::config::Host::Tcp(h) => format!("{h}:{p}"),
+                tokio_postgres::config::Host::Unix(path) => format!("{}:{p}", path.display()),
             })
             .collect();
         let db = config.get_dbname().unwrap_or(user);

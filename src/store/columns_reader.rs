@@ -7,7 +7,10 @@
 
 use std::collections::HashSet;
 
-use super::backend::{Conn, DbError, Dialect, PgOwner, Row, copy_text, float8, int8, vals};
+use super::backend::{
+    Conn, DbError, Dialect, PgOwner, PgUrl, Row, connect_async, copy_out_async, copy_text, float8, int8, placeholders,
+    vals,
+};
 use super::columns::{AttemptIn, CampaignColumns, Last, TrialIn, soak_seconds, strings};
 use super::measurement_columns::{Collect, Measurements};
 use super::operator_steps::AttemptAttestation;
@@ -153,41 +156,90 @@ fn read_in(c: &mut dyn Conn, id: &str) -> Result<(CampaignColumns, String), Stor
     Ok((reader.finish(max_attempts, measurements), stamp))
 }
 
-/// Campaign `id` as columns and its report stamp, on PostgreSQL: the measurements are
-/// read on a second connection of their own, in the same snapshot (exported by the first
-/// one's transaction), while the first reads the trials and attempts, as SQLite's read
-/// does on two threads. Without a second connection, the first reads them after.
+/// Campaign `id` as columns and its report stamp, on PostgreSQL, on three connections
+/// in one snapshot (exported by the store connection's transaction): a second one reads
+/// the measurements by binary COPY and a third the trials and attempts, while the
+/// store's own reads the campaign's head (and an old attempt's state, when one has no
+/// digest), as SQLite's read does on two threads. Whatever a second or third connection
+/// could not read, the first reads after.
 pub(super) fn read_on_postgres(owner: &PgOwner, id: &str) -> Result<(CampaignColumns, String), StoreError> {
     let snapshot: String = owner.call(|c| {
         c.begin_read()?;
         c.query_opt("SELECT pg_export_snapshot()", &[])?.ok_or_else(|| DbError::Type("no snapshot".into()))?.get(0)
     })?;
-    let (imported, in_snapshot) = std::sync::mpsc::channel::<()>();
-    let (url, id2) = (owner.url().named("lab-read"), id.to_string());
-    let fetch = std::thread::spawn(move || -> Result<Measurements, StoreError> {
-        let second = PgOwner::connect(&url)?;
-        second.call(move |c| {
-            c.batch(&format!(
-                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '{}'",
-                snapshot.replace('\'', "''")
-            ))
-        })?;
-        let _ = imported.send(());
-        second.call(move |c| Ok(read_measurements(c, &id2)))?
+    let url = owner.url().named("lab-read");
+    let id2 = id.to_string();
+    let measurements = in_snapshot(url.clone(), snapshot.clone(), move |client| async move {
+        let range = client.query_one(&placeholders(MEASUREMENT_RANGE), &[&id2]).await.map_err(DbError::from)?;
+        let mut collect = Collect::default();
+        if let (Some(lo), Some(hi)) = (
+            range.try_get::<_, Option<i64>>(0).map_err(DbError::from)?,
+            range.try_get::<_, Option<i64>>(1).map_err(DbError::from)?,
+        ) {
+            copy_out_async(&client, &measurements_copy(&id2, lo, hi), &mut |f| push_copy_row(&mut collect, f)).await?;
+        }
+        Ok(collect.done())
     });
+    let id3 = id.to_string();
+    let mut fetched = Some(in_snapshot(url, snapshot, move |client| async move {
+        let trials = client.query(&placeholders(TRIALS), &[&id3]).await.map_err(DbError::from)?;
+        let attempts = client.query(&placeholders(ATTEMPTS), &[&id3]).await.map_err(DbError::from)?;
+        Ok((trials, attempts))
+    }));
     let id1 = id.to_string();
-    let rows = owner.call(move |c| Ok(read_rows(c, &id1)));
-    // The snapshot lives as long as the transaction that exported it: not ended before
-    // the second connection took it (or failed to).
-    let parallel = in_snapshot.recv().is_ok();
-    let measurements = match (&rows, parallel) {
-        (Ok(Ok(_)), true) => {
-            fetch.join().unwrap_or_else(|_| Err(StoreError::Internal("reading measurements panicked".into())))
-        }
-        (Ok(Ok(_)), false) => {
-            let id1 = id.to_string();
-            owner.call(move |c| Ok(read_measurements(c, &id1)))?
-        }
+    let rows = owner.call(move |c| {
+        Ok((|| -> Result<(u32, String, ColumnsReader), StoreError> {
+            let max_attempts = max_attempts(c, &id1)?;
+            let attested = super::operator_steps::attestation_rows(c, &id1)?;
+            let mut r = ColumnsReader::default();
+            let stamp = match fetched.take().map(|t| t.join()) {
+                Some(Ok(Ok((trials, attempts)))) => {
+                    // The stamp's counts from the rows read, as `report_stamp_on` counts
+                    // them: no second scan of either table.
+                    let head = super::sqlite::stamp_head(c, &id1)?;
+                    let mut moved = Vec::new();
+                    for row in &trials {
+                        let t = trial_of(row)?;
+                        if row.try_get::<_, bool>(10).map_err(DbError::from)? {
+                            moved.push(format!("{}:{}:{}", t.idx, t.device, t.order));
+                        }
+                        r.trial(t);
+                    }
+                    let mut newest: Option<i64> = None;
+                    for row in &attempts {
+                        newest = newest.max(row.try_get::<_, Option<i64>>(11).map_err(DbError::from)?);
+                    }
+                    let stamp = super::sqlite::stamp_text(
+                        &head,
+                        trials.len() as u64,
+                        &moved.join(","),
+                        attempts.len() as u64,
+                        newest,
+                    );
+                    drop(trials);
+                    read_attempts(c, &id1, &mut r, attested, attempts.iter().map(attempt_of_pg))?;
+                    stamp
+                }
+                _ => {
+                    let stamp = super::sqlite::report_stamp_on(c, &id1)?;
+                    read_trials(c, &id1, &mut r)?;
+                    let attempts = c.query(ATTEMPTS, &vals![id1.as_str()])?;
+                    read_attempts(c, &id1, &mut r, attested, attempts.iter().map(attempt_of))?;
+                    stamp
+                }
+            };
+            Ok((max_attempts, stamp, r))
+        })())
+    });
+    // The snapshot lives as long as the transaction that exported it: still open here.
+    let measurements = match &rows {
+        Ok(Ok(_)) => match measurements.join() {
+            Ok(Ok(m)) => Ok(m),
+            _ => {
+                let id1 = id.to_string();
+                owner.call(move |c| Ok(read_measurements(c, &id1)))?
+            }
+        },
         _ => Ok(Measurements::default()),
     };
     let _ = owner.call(|c| c.rollback());
@@ -195,58 +247,114 @@ pub(super) fn read_on_postgres(owner: &PgOwner, id: &str) -> Result<(CampaignCol
     Ok((reader.finish(max_attempts, measurements?), stamp))
 }
 
+/// `work` on a new connection to `url` (the async client, on a thread of its own) in
+/// the exported `snapshot`: a whole result read in one runtime call (the sync client
+/// enters its runtime once a message, and COPY sends a message a row).
+fn in_snapshot<T, F, Fut>(url: PgUrl, snapshot: String, work: F) -> std::thread::JoinHandle<Result<T, StoreError>>
+where
+    T: Send + 'static,
+    F: FnOnce(tokio_postgres::Client) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::Internal(format!("a runtime for a read connection: {e}")))?;
+        runtime.block_on(async move {
+            let client = connect_async(&url).await?;
+            client
+                .batch_execute(&format!(
+                    "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '{}'",
+                    snapshot.replace('\'', "''")
+                ))
+                .await
+                .map_err(DbError::from)?;
+            work(client).await
+        })
+    })
+}
+
+/// A campaign's trials; the last column is for its report stamp (`report_stamp_on`).
+const TRIALS: &str = "SELECT idx, key, device, device_model, variant, build, config, repeat, block, device_order,
+        moved_from IS NOT NULL
+     FROM trials WHERE campaign = ?1 ORDER BY idx";
+
+/// A campaign's attempts; the last column is for its report stamp on PostgreSQL.
+const ATTEMPTS: &str = "SELECT trial_idx, attempt, status, device, untether, soak_start_s, phases, reasons, labels,
+        state_digest, battery, measurements_to
+     FROM attempt_report WHERE campaign = ?1 ORDER BY trial_idx, attempt";
+
+/// A [`TRIALS`] row of the async client.
+fn trial_of(row: &tokio_postgres::Row) -> Result<TrialIn<'_>, DbError> {
+    let int = |i: usize| row.try_get::<_, i64>(i).map(|v| v as u32);
+    Ok(TrialIn {
+        idx: int(0)?,
+        key: row.try_get(1)?,
+        device: row.try_get(2)?,
+        model: row.try_get(3)?,
+        variant: row.try_get(4)?,
+        build: row.try_get(5)?,
+        config: row.try_get(6)?,
+        repeat: int(7)?,
+        block: int(8)?,
+        order: int(9)?,
+    })
+}
+
 /// The trials, attestations and attempts of campaign `id` fed to a reader: (the
 /// campaign's attempt limit, its report stamp, the reader).
+#[cfg(test)]
 fn read_rows(c: &mut dyn Conn, id: &str) -> Result<(u32, String, ColumnsReader), StoreError> {
-    let max_attempts: u32 = c
-        .query_opt("SELECT max_attempts FROM campaigns WHERE id = ?1", &vals![id])?
-        .ok_or_else(|| StoreError::NoCampaign(id.into()))?
-        .get(0)?;
-    let stamp = super::sqlite::report_stamp_on(c, id)?;
+    let (max_attempts, stamp) = (max_attempts(c, id)?, super::sqlite::report_stamp_on(c, id)?);
     let mut r = ColumnsReader::default();
-    c.query_each(
-        "SELECT idx, key, device, device_model, variant, build, config, repeat, block, device_order
-         FROM trials WHERE campaign = ?1 ORDER BY idx",
-        &vals![id],
-        &mut |row| {
-            r.trial(TrialIn {
-                idx: row.get(0)?,
-                key: text(&row, 1)?,
-                device: text(&row, 2)?,
-                model: text(&row, 3)?,
-                variant: text(&row, 4)?,
-                build: text(&row, 5)?,
-                config: text(&row, 6)?,
-                repeat: row.get(7)?,
-                block: row.get(8)?,
-                order: row.get(9)?,
-            });
-            Ok(())
-        },
-    )?;
-    r.start_attempts(super::operator_steps::attestation_rows(c, id)?);
-    // Held, not streamed: an old attempt's state is read on the same connection.
-    let attempts = c.query(
-        "SELECT trial_idx, attempt, status, device, untether, soak_start_s, phases, reasons, labels, state_digest,
-            battery
-         FROM attempt_report WHERE campaign = ?1 ORDER BY trial_idx, attempt",
-        &vals![id],
-    )?;
-    for row in &attempts {
-        let (idx, attempt): (u32, u32) = (row.get(0)?, row.get(1)?);
-        let a = AttemptRow {
-            idx,
-            attempt,
-            status: text(row, 2)?,
-            device: row.text(3)?,
-            untether: row.text(4)?,
-            soak_start_s: row.get(5)?,
-            phases: text(row, 6)?,
-            reasons: text(row, 7)?,
-            labels: text(row, 8)?,
-            digest: row.blob(9),
-            has_battery: row.get(10)?,
-        };
+    read_trials(c, id, &mut r)?;
+    let attested = super::operator_steps::attestation_rows(c, id)?;
+    let attempts = c.query(ATTEMPTS, &vals![id])?;
+    read_attempts(c, id, &mut r, attested, attempts.iter().map(attempt_of))?;
+    Ok((max_attempts, stamp, r))
+}
+
+/// Campaign `id`'s attempt limit.
+fn max_attempts(c: &mut dyn Conn, id: &str) -> Result<u32, StoreError> {
+    Ok(c.query_opt("SELECT max_attempts FROM campaigns WHERE id = ?1", &vals![id])?
+        .ok_or_else(|| StoreError::NoCampaign(id.into()))?
+        .get(0)?)
+}
+
+/// Campaign `id`'s trials, in order, into `r`.
+fn read_trials(c: &mut dyn Conn, id: &str, r: &mut ColumnsReader) -> Result<(), StoreError> {
+    c.query_each(TRIALS, &vals![id], &mut |row| {
+        r.trial(TrialIn {
+            idx: row.get(0)?,
+            key: text(&row, 1)?,
+            device: text(&row, 2)?,
+            model: text(&row, 3)?,
+            variant: text(&row, 4)?,
+            build: text(&row, 5)?,
+            config: text(&row, 6)?,
+            repeat: row.get(7)?,
+            block: row.get(8)?,
+            order: row.get(9)?,
+        });
+        Ok(())
+    })?;
+    Ok(())
+}
+
+/// The [`ATTEMPTS`] rows of campaign `id` into `r`, its trials being in: an old
+/// attempt's state is read on `c`.
+fn read_attempts<'r>(
+    c: &mut dyn Conn,
+    id: &str,
+    r: &mut ColumnsReader,
+    attested: Vec<AttemptAttestation>,
+    attempts: impl Iterator<Item = Result<AttemptRow<'r>, DbError>>,
+) -> Result<(), StoreError> {
+    r.start_attempts(attested);
+    for a in attempts {
+        let a = a?;
+        let (idx, attempt) = (a.idx, a.attempt);
         r.attempt(a, || {
             let old = c.query_opt(
                 "SELECT state_before, state_soak, state_after FROM attempts
@@ -259,58 +367,96 @@ fn read_rows(c: &mut dyn Conn, id: &str) -> Result<(u32, String, ColumnsReader),
             })
         })?;
     }
-    drop(attempts);
-    Ok((max_attempts, stamp, r))
+    Ok(())
 }
+
+/// An [`ATTEMPTS`] row.
+fn attempt_of(row: &Row) -> Result<AttemptRow<'_>, DbError> {
+    Ok(AttemptRow {
+        idx: row.get(0)?,
+        attempt: row.get(1)?,
+        status: text(row, 2)?,
+        device: row.text(3)?,
+        untether: row.text(4)?,
+        soak_start_s: row.get(5)?,
+        phases: text(row, 6)?,
+        reasons: text(row, 7)?,
+        labels: text(row, 8)?,
+        digest: row.blob(9),
+        has_battery: row.get(10)?,
+    })
+}
+
+/// An [`ATTEMPTS`] row of the async client.
+fn attempt_of_pg(row: &tokio_postgres::Row) -> Result<AttemptRow<'_>, DbError> {
+    Ok(AttemptRow {
+        idx: row.try_get::<_, i64>(0)? as u32,
+        attempt: row.try_get::<_, i64>(1)? as u32,
+        status: row.try_get(2)?,
+        device: row.try_get(3)?,
+        untether: row.try_get(4)?,
+        soak_start_s: row.try_get(5)?,
+        phases: row.try_get(6)?,
+        reasons: row.try_get(7)?,
+        labels: row.try_get(8)?,
+        digest: row.try_get(9)?,
+        has_battery: row.try_get::<_, i64>(10)? != 0,
+    })
+}
+
+/// The id range of campaign `id`'s measurements (`?1` / `$1`: its id).
+const MEASUREMENT_RANGE: &str =
+    "SELECT min(measurements_from), max(measurements_to) FROM attempt_report WHERE campaign = ?1";
 
 /// Campaign `id`'s measurements by id range, as the SQLite path reads them
 /// (`measurement_columns`).
 fn read_measurements(c: &mut dyn Conn, id: &str) -> Result<Measurements, StoreError> {
-    let range = c.query_opt(
-        "SELECT min(measurements_from), max(measurements_to) FROM attempt_report WHERE campaign = ?1",
-        &vals![id],
-    )?;
+    let range = c.query_opt(MEASUREMENT_RANGE, &vals![id])?;
     let mut collect = Collect::default();
     if let Some(range) = range
         && let (Some(lo), Some(hi)) = (range.get::<Option<i64>>(0)?, range.get::<Option<i64>>(1)?)
     {
-        let select = "SELECT trial_idx, attempt, seq, metric, value, unit, source FROM measurements
-             WHERE id BETWEEN ?2 AND ?3 AND campaign = ?1";
         if c.dialect() == Dialect::Postgres {
-            // COPY: the rows in large binary chunks, no value or string per field. It takes
-            // no parameters: the id is written as a literal, its quotes doubled.
-            let query = select
-                .replace("?1", &format!("'{}'", id.replace('\'', "''")))
-                .replace("?2", &lo.to_string())
-                .replace("?3", &hi.to_string());
-            c.copy_out(&query, &mut |f| {
-                if f.len() != 7 {
-                    return Err(DbError::Type(format!("COPY data: {} fields for 7", f.len())));
-                }
-                let key = (int8(f[0])? as u32, int8(f[1])? as u32);
-                collect.push(
-                    key,
-                    int8(f[2])? as u32,
-                    copy_text(f[3])?,
-                    float8(f[4])?,
-                    copy_text(f[5])?,
-                    copy_text(f[6])?,
-                );
-                Ok(())
-            })?;
+            c.copy_out(&measurements_copy(id, lo, hi), &mut |f| push_copy_row(&mut collect, f))?;
         } else {
-            c.query_each(select, &vals![id, lo, hi], &mut |row| {
-                collect.push(
-                    (row.get(0)?, row.get(1)?),
-                    row.get(2)?,
-                    text(&row, 3)?,
-                    row.get(4)?,
-                    text(&row, 5)?,
-                    text(&row, 6)?,
-                );
-                Ok(())
-            })?;
+            c.query_each(
+                "SELECT trial_idx, attempt, seq, metric, value, unit, source FROM measurements
+                 WHERE id BETWEEN ?2 AND ?3 AND campaign = ?1",
+                &vals![id, lo, hi],
+                &mut |row| {
+                    collect.push(
+                        (row.get(0)?, row.get(1)?),
+                        row.get(2)?,
+                        text(&row, 3)?,
+                        row.get(4)?,
+                        text(&row, 5)?,
+                        text(&row, 6)?,
+                    );
+                    Ok(())
+                },
+            )?;
         }
     }
     Ok(collect.done())
+}
+
+/// The query whose binary COPY gives campaign `id`'s measurements with ids `lo..=hi`:
+/// rows in large chunks, no value or string per field. COPY takes no parameters: the id
+/// is written as a literal, its quotes doubled.
+fn measurements_copy(id: &str, lo: i64, hi: i64) -> String {
+    format!(
+        "SELECT trial_idx, attempt, seq, metric, value, unit, source FROM measurements
+         WHERE id BETWEEN {lo} AND {hi} AND campaign = '{}'",
+        id.replace('\'', "''")
+    )
+}
+
+/// One row of [`measurements_copy`]'s COPY into `collect`.
+fn push_copy_row(collect: &mut Collect, f: &[Option<&[u8]>]) -> Result<(), DbError> {
+    if f.len() != 7 {
+        return Err(DbError::Type(format!("COPY data: {} fields for 7", f.len())));
+    }
+    let key = (int8(f[0])? as u32, int8(f[1])? as u32);
+    collect.push(key, int8(f[2])? as u32, copy_text(f[3])?, float8(f[4])?, copy_text(f[5])?, copy_text(f[6])?);
+    Ok(())
 }

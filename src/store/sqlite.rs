@@ -438,20 +438,11 @@ impl Store {
 
     /// A number that changes when another connection (another process's `lab run`)
     /// commits a write. SQLite: `PRAGMA data_version`, which never moves for this
-    /// connection's own commits. PostgreSQL: the next transaction id the server will give,
-    /// which only a transaction that writes takes (any database of the server: a change
-    /// elsewhere is one redraw too many, never one missed). Costs no table read, so a
-    /// watcher can ask it every second.
+    /// connection's own commits. PostgreSQL: the notifications the tables' triggers send
+    /// at every commit that wrote, to this database's listeners alone. Costs no table read,
+    /// so a watcher can ask it every second.
     pub fn data_version(&self) -> Result<i64, StoreError> {
-        Ok(self.db.call(|c| {
-            let sql = match c.dialect() {
-                super::Dialect::Sqlite => "PRAGMA data_version",
-                super::Dialect::Postgres => {
-                    "SELECT CAST(CAST(pg_snapshot_xmax(pg_current_snapshot()) AS TEXT) AS BIGINT)"
-                }
-            };
-            c.query_opt(sql, &[])?.ok_or_else(|| DbError::Type("no data version".into()))?.get(0)
-        })?)
+        Ok(self.db.call(|c| c.data_version())?)
     }
 
     /// SQLite's own connection, for what is done on SQLite alone: its borrowed, parallel
@@ -970,27 +961,55 @@ impl Store {
 }
 
 /// [`Store::report_stamp`] on `c` (inside a read transaction: the stamp of what it reads).
-/// Attempts are only ever inserted: their count and newest row (SQLite's rowid; on
-/// PostgreSQL, whose `attempts` has no row id, the latest end) change with each.
+/// Attempts are only ever inserted: their count and newest row change with each.
 pub(super) fn report_stamp_on(c: &mut dyn Conn, id: &str) -> Result<String, StoreError> {
-    let (moved, newest) = match c.dialect() {
-        super::Dialect::Sqlite => ("group_concat(idx || ':' || device || ':' || device_order, ',')", "max(rowid)"),
-        super::Dialect::Postgres => {
-            ("string_agg(idx || ':' || device || ':' || device_order, ',' ORDER BY idx)", "max(ended_at)")
+    let head = stamp_head(c, id)?;
+    // SQLite's newest attempt is its highest rowid; PostgreSQL, whose rows have no row id,
+    // counts them in `attempt_report` (one row each, written with it; scanning the wide
+    // `attempts` was a tenth of a report's time there) with the newest measurement id.
+    let (moved, newest, attempts) = match c.dialect() {
+        super::Dialect::Sqlite => {
+            ("group_concat(idx || ':' || device || ':' || device_order, ',')", "rowid", "attempts")
         }
+        super::Dialect::Postgres => (
+            "string_agg(idx || ':' || device || ':' || device_order, ',' ORDER BY idx)",
+            "measurements_to",
+            "attempt_report",
+        ),
     };
     let sql = format!(
-        "SELECT c.status || '|' || COALESCE(c.finished_at, '') || '|' || COALESCE(c.note, '') || '|'
-                || COALESCE(c.footprint_json, '') || '|' || c.runbook_sha256 || '|'
-                || (SELECT count(*) FROM trials WHERE campaign = c.id) || '|'
+        "SELECT (SELECT count(*) FROM trials WHERE campaign = ?1),
                 -- Trials are only inserted with their campaign, and a move is the one
                 -- update of a trial after that: the moved ones in full (index trials_moved).
-                || (SELECT COALESCE({moved}, '')
-                    FROM trials WHERE campaign = c.id AND moved_from IS NOT NULL) || '|'
-                || (SELECT count(*) || '/' || COALESCE(CAST({newest} AS TEXT), '') FROM attempts WHERE campaign = c.id)
-         FROM campaigns c WHERE c.id = ?1"
+                (SELECT COALESCE({moved}, '') FROM trials WHERE campaign = ?1 AND moved_from IS NOT NULL),
+                (SELECT count(*) FROM {attempts} WHERE campaign = ?1),
+                (SELECT max({newest}) FROM {attempts} WHERE campaign = ?1)"
     );
-    c.query_opt(&sql, &vals![id])?.ok_or_else(|| StoreError::NoCampaign(id.into()))?.get(0).map_err(Into::into)
+    let row = c.query_opt(&sql, &vals![id])?.ok_or_else(|| StoreError::NoCampaign(id.into()))?;
+    let moved: String = row.get(1)?;
+    let count = |i: usize| row.get::<i64>(i).map(|n| n as u64);
+    Ok(stamp_text(&head, count(0)?, &moved, count(2)?, row.get(3)?))
+}
+
+/// The campaign's own part of its report stamp (its status, end, note, footprint and
+/// runbook digest).
+pub(super) fn stamp_head(c: &mut dyn Conn, id: &str) -> Result<String, StoreError> {
+    c.query_opt(
+        "SELECT status || '|' || COALESCE(finished_at, '') || '|' || COALESCE(note, '') || '|'
+                || COALESCE(footprint_json, '') || '|' || runbook_sha256
+         FROM campaigns WHERE id = ?1",
+        &vals![id],
+    )?
+    .ok_or_else(|| StoreError::NoCampaign(id.into()))?
+    .get(0)
+    .map_err(Into::into)
+}
+
+/// A report stamp from its parts: the campaign's head, its trials' count, the moved ones
+/// (`idx:device:order`, by idx, comma-separated), its attempts' count and newest.
+pub(super) fn stamp_text(head: &str, trials: u64, moved: &str, attempts: u64, newest: Option<i64>) -> String {
+    let newest = newest.map(|n| n.to_string()).unwrap_or_default();
+    format!("{head}|{trials}|{moved}|{attempts}/{newest}")
 }
 
 #[cfg(test)]
@@ -1062,6 +1081,12 @@ pub(crate) mod tests {
         writer.campaigns().unwrap();
         s.campaigns().unwrap();
         assert_eq!(s.data_version().unwrap(), v0, "reads only");
+        if let crate::store::backend::Db::Postgres(_) = &s.db {
+            // Another database of the same server (another lab's store) is not this one.
+            let url = crate::store::PgUrl::parse(&crate::testing::postgres::fresh_database()).unwrap();
+            Store::open_postgres(&url).unwrap().create_campaign(&campaign("c-9", 2), 2, 1).unwrap();
+            assert_eq!(s.data_version().unwrap(), v0, "a write in another database");
+        }
         writer.create_campaign(&campaign("c-1", 2), 2, 1).unwrap();
         let v1 = s.data_version().unwrap();
         assert_ne!(v1, v0, "another connection's write");

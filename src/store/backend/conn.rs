@@ -72,6 +72,12 @@ pub trait Conn {
         let _ = (query, f);
         Err(DbError::Type("COPY is PostgreSQL's".into()))
     }
+    /// A number that moves when another connection commits a write, for a watcher that
+    /// redraws only then; reads no table. SQLite: `PRAGMA data_version`.
+    fn data_version(&mut self) -> Result<i64, DbError> {
+        let rows = self.query("PRAGMA data_version", &[])?;
+        rows.first().ok_or_else(|| DbError::Type("no data version".into()))?.get(0)
+    }
     /// Runs statements without parameters, `;`-separated.
     fn batch(&mut self, sql: &str) -> Result<(), DbError>;
     /// Starts a transaction that writes (SQLite: `BEGIN IMMEDIATE`, so two writers queue

@@ -16,47 +16,137 @@ const SIGNATURE: &[u8; 11] = b"PGCOPY\n\xff\r\n\0";
 /// Reads every row of `input` (binary COPY output) and hands its fields to `f`, `None`
 /// for NULL.
 pub fn each_row(input: &mut dyn Read, f: &mut EachRow<'_>) -> Result<(), DbError> {
-    let mut r = std::io::BufReader::with_capacity(1 << 16, input);
-    let bad = |what: &str| DbError::Type(format!("COPY data: {what}"));
-    let mut header = [0u8; 19];
-    read_exact(&mut r, &mut header)?;
-    if &header[..11] != SIGNATURE {
-        return Err(bad("no PGCOPY signature"));
-    }
-    let ext = u32::from_be_bytes([header[15], header[16], header[17], header[18]]) as usize;
-    let mut skip = vec![0u8; ext];
-    read_exact(&mut r, &mut skip)?;
-    let mut row: Vec<u8> = Vec::new();
-    let mut bounds: Vec<Option<(usize, usize)>> = Vec::new();
+    let mut rows = CopyRows::default();
+    let mut chunk = vec![0u8; 1 << 16];
     loop {
-        let mut n = [0u8; 2];
-        read_exact(&mut r, &mut n)?;
-        let fields = i16::from_be_bytes(n);
-        if fields == -1 {
-            return Ok(());
+        let n = match input.read(&mut chunk) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(DbError::Closed(format!("reading COPY data: {e}"))),
+        };
+        if n == 0 {
+            return rows.end();
         }
-        row.clear();
-        bounds.clear();
-        for _ in 0..fields.max(0) {
-            let mut len = [0u8; 4];
-            read_exact(&mut r, &mut len)?;
-            let len = i32::from_be_bytes(len);
-            if len < 0 {
-                bounds.push(None);
-                continue;
-            }
-            let at = row.len();
-            row.resize(at + len as usize, 0);
-            read_exact(&mut r, &mut row[at..])?;
-            bounds.push(Some((at, at + len as usize)));
-        }
-        let fields: Vec<Option<&[u8]>> = bounds.iter().map(|b| b.map(|(from, to)| &row[from..to])).collect();
-        f(&fields)?;
+        rows.feed(&chunk[..n], f)?;
     }
 }
 
-fn read_exact(r: &mut impl Read, buf: &mut [u8]) -> Result<(), DbError> {
-    r.read_exact(buf).map_err(|e| DbError::Closed(format!("reading COPY data: {e}")))
+/// A binary COPY stream read as it comes, in chunks of any size (the server sends one
+/// message a row): each whole row is handed on at once, read in place in the chunk; only
+/// a row cut between two chunks is copied, to be finished by the next.
+#[derive(Default)]
+pub struct CopyRows {
+    /// The header was read.
+    started: bool,
+    /// The end marker was read.
+    ended: bool,
+    /// The start of a row (or of the header) that the last chunk cut.
+    pending: Vec<u8>,
+    /// Where each field of the row being handed on is, reused row after row.
+    bounds: Vec<Option<(usize, usize)>>,
+}
+
+impl CopyRows {
+    /// Hands on every row that `chunk` (after what an earlier chunk left) completes.
+    pub fn feed(&mut self, chunk: &[u8], f: &mut EachRow<'_>) -> Result<(), DbError> {
+        if self.pending.is_empty() {
+            let used = self.rows_in(chunk, f)?;
+            self.pending.extend_from_slice(&chunk[used..]);
+        } else {
+            let mut data = std::mem::take(&mut self.pending);
+            data.extend_from_slice(chunk);
+            let used = self.rows_in(&data, f)?;
+            data.drain(..used);
+            self.pending = data;
+        }
+        if self.ended && !self.pending.is_empty() {
+            return Err(DbError::Type("COPY data: bytes after the end".into()));
+        }
+        Ok(())
+    }
+
+    /// The stream ended: an error unless it ended where the format says.
+    pub fn end(&self) -> Result<(), DbError> {
+        if self.ended {
+            Ok(())
+        } else {
+            Err(DbError::Closed("reading COPY data: it ended before its end marker".into()))
+        }
+    }
+
+    /// Hands on the whole rows at the start of `data`; how many bytes they took.
+    fn rows_in(&mut self, data: &[u8], f: &mut EachRow<'_>) -> Result<usize, DbError> {
+        let bad = |what: &str| DbError::Type(format!("COPY data: {what}"));
+        let mut at = 0;
+        if !self.started {
+            if data.len() < 19 {
+                return Ok(0);
+            }
+            if &data[..11] != SIGNATURE {
+                return Err(bad("no PGCOPY signature"));
+            }
+            let ext = u32::from_be_bytes([data[15], data[16], data[17], data[18]]) as usize;
+            if data.len() < 19 + ext {
+                return Ok(0);
+            }
+            self.started = true;
+            at = 19 + ext;
+        }
+        let mut fields: Vec<Option<&[u8]>> = Vec::new();
+        while !self.ended {
+            let Some(n) = data.get(at..at + 2) else { break };
+            let count = i16::from_be_bytes([n[0], n[1]]);
+            if count == -1 {
+                self.ended = true;
+                at += 2;
+                break;
+            }
+            // Where this row's fields are, if all of it is here.
+            self.bounds.clear();
+            let mut next = at + 2;
+            let mut whole = true;
+            for _ in 0..count.max(0) {
+                let Some(len) = data.get(next..next + 4) else {
+                    whole = false;
+                    break;
+                };
+                let len = i32::from_be_bytes([len[0], len[1], len[2], len[3]]);
+                next += 4;
+                if len < 0 {
+                    self.bounds.push(None);
+                    continue;
+                }
+                let end = next + len as usize;
+                if end > data.len() {
+                    whole = false;
+                    break;
+                }
+                self.bounds.push(Some((next, end)));
+                next = end;
+            }
+            if !whole {
+                break;
+            }
+            fields.clear();
+            fields.extend(self.bounds.iter().map(|b| b.map(|(from, to)| &data[from..to])));
+            f(&fields)?;
+            at = next;
+        }
+        Ok(at)
+    }
+}
+
+/// Runs `COPY (query) TO STDOUT (FORMAT binary)` on the async client and hands each row
+/// to `f`: the whole stream read in the one runtime call this is awaited in.
+pub async fn copy_out_async(client: &tokio_postgres::Client, query: &str, f: &mut EachRow<'_>) -> Result<(), DbError> {
+    use futures_util::StreamExt;
+    let stream = client.copy_out(&format!("COPY ({query}) TO STDOUT (FORMAT binary)")).await?;
+    let mut stream = std::pin::pin!(stream);
+    let mut rows = CopyRows::default();
+    while let Some(chunk) = stream.next().await {
+        rows.feed(&chunk?, f)?;
+    }
+    rows.end()
 }
 
 /// A binary `BIGINT` field.
@@ -110,6 +200,20 @@ mod tests {
         })
         .unwrap();
         assert_eq!(got, [(7, Some("cpu_pct".into())), (8, None)]);
+        // The same rows whatever the chunks the stream comes in, down to a byte at a time.
+        for size in 1..data.len() {
+            let mut rows = CopyRows::default();
+            let mut again = Vec::new();
+            for chunk in data.chunks(size) {
+                rows.feed(chunk, &mut |f| {
+                    again.push((int8(f[0])?, f[1].map(|b| text(Some(b)).unwrap().to_string())));
+                    Ok(())
+                })
+                .unwrap();
+            }
+            rows.end().unwrap();
+            assert_eq!(again, got, "in chunks of {size}");
+        }
         let e = each_row(&mut &data[..30], &mut |_| Ok(())).unwrap_err();
         assert!(e.to_string().contains("COPY data"), "{e}");
         assert!(each_row(&mut &b"PGCOPY\n\xff\r\n\x01xxxxxxxx"[..], &mut |_| Ok(())).is_err());

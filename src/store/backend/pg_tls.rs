@@ -17,9 +17,33 @@ use crate::config::{PgUrl, TlsMode};
 
 /// A new connection to `url`'s server, encrypted as its `sslmode` says.
 pub(super) fn connect(url: &PgUrl) -> Result<postgres::Client, DbError> {
+    let config = postgres::Config::from(url.config.clone());
     Ok(match tls_config(url)? {
-        None => url.config.connect(postgres::NoTls)?,
-        Some(tls) => url.config.connect(tokio_postgres_rustls::MakeRustlsConnect::new(tls))?,
+        None => config.connect(postgres::NoTls)?,
+        Some(tls) => config.connect(tokio_postgres_rustls::MakeRustlsConnect::new(tls))?,
+    })
+}
+
+/// [`connect`] for the async client, on the runtime this is awaited in (its connection
+/// task is spawned there and ends with the client).
+pub(crate) async fn connect_async(url: &PgUrl) -> Result<tokio_postgres::Client, DbError> {
+    Ok(connect_watched(url).await?.0)
+}
+
+/// [`connect_async`], and the connection's task: it ends when the session does, whether
+/// the client was dropped or the session was lost.
+pub(super) async fn connect_watched(
+    url: &PgUrl,
+) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), DbError> {
+    Ok(match tls_config(url)? {
+        None => {
+            let (client, connection) = url.config.connect(tokio_postgres::NoTls).await?;
+            (client, tokio::spawn(async move { drop(connection.await) }))
+        }
+        Some(tls) => {
+            let (client, connection) = url.config.connect(tokio_postgres_rustls::MakeRustlsConnect::new(tls)).await?;
+            (client, tokio::spawn(async move { drop(connection.await) }))
+        }
     })
 }
 

@@ -19,11 +19,18 @@ pub struct PgClient {
     /// A transaction begun by one call is open (another call will end it): a call that
     /// loses the connection then is not run again on a new one, outside it.
     pub(super) in_transaction: bool,
+    /// Where this connection's data versions start, apart from every other connection's
+    /// of this process (a new connection after a lost one never repeats an old version),
+    /// and the notifications seen since; `None` until the first version is asked for.
+    notified: Option<i64>,
 }
+
+/// Connections made by this process: each one's data versions start at its number × 2⁴⁰.
+static CONNECTIONS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(1);
 
 impl PgClient {
     pub fn new(client: postgres::Client) -> PgClient {
-        PgClient { client, statements: HashMap::new(), in_transaction: false }
+        PgClient { client, statements: HashMap::new(), in_transaction: false, notified: None }
     }
 
     fn statement(&mut self, sql: &str) -> Result<postgres::Statement, DbError> {
@@ -229,6 +236,31 @@ impl Conn for PgClient {
     fn commit(&mut self) -> Result<(), DbError> {
         self.in_transaction = false;
         Ok(self.client.batch_execute("COMMIT")?)
+    }
+
+    /// The notifications of other sessions' commits (`lab_changes`, sent by every table's
+    /// trigger: `pg_schema`) seen since this connection first asked, on top of its own
+    /// start. It starts listening then: a connection that never asks is sent none. The
+    /// round trip first lets the server pass on what was committed before it.
+    fn data_version(&mut self) -> Result<i64, DbError> {
+        use postgres::fallible_iterator::FallibleIterator;
+        let mut seen = match self.notified {
+            Some(n) => {
+                self.client.batch_execute("")?;
+                n
+            }
+            None => {
+                self.client.batch_execute("LISTEN lab_changes")?;
+                CONNECTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) << 40
+            }
+        };
+        let mut pending = self.client.notifications();
+        let mut it = pending.iter();
+        while it.next()?.is_some() {
+            seen += 1;
+        }
+        self.notified = Some(seen);
+        Ok(seen)
     }
 
     fn rollback(&mut self) -> Result<(), DbError> {
