@@ -137,6 +137,10 @@ pub struct Attempt<'a> {
     pub tether: &'a dyn Tether,
     pub trial: &'a PlannedTrialRow,
     pub attempt: u32,
+    /// Turns `true` when the attempt must stop: the campaign's shutdown, or (from the
+    /// worker) the device's lease lost. It ends as on Ctrl-C: power back, app stopped,
+    /// nothing recorded.
+    pub stop: watch::Receiver<bool>,
 }
 
 struct Progress {
@@ -191,7 +195,7 @@ impl Attempt<'_> {
     /// time: a failure that takes the device offline.
     async fn reconnect(&self, phase: Phase, e: &DeviceError) -> Result<(), Failure> {
         let wait = self.ctx.runbook.timeouts.reconnect;
-        let mut shutdown = self.ctx.shutdown.clone();
+        let mut shutdown = self.stop.clone();
         // The device's own wait is bounded by `wait`; the outer bound (real time) also
         // holds for a backend that does not keep its word. Ctrl-C ends the wait.
         let waited = tokio::select! {
@@ -258,7 +262,7 @@ impl Attempt<'_> {
         limit: Duration,
         call: impl std::future::Future<Output = Result<T, E>>,
     ) -> Result<Result<T, E>, Failure> {
-        let mut shutdown = self.ctx.shutdown.clone();
+        let mut shutdown = self.stop.clone();
         tokio::select! {
             r = tokio::time::timeout(limit, call) => r.map_err(|_| {
                 Failure::new(format!("{} did not finish within {}", phase.as_str(), human(limit)))
@@ -334,7 +338,7 @@ impl Attempt<'_> {
 
     /// Puts one step to the operator and waits for the answer (or the campaign's stop).
     async fn ask(&self, ask: StepAsk<'_>) -> Result<(), Failure> {
-        let mut shutdown = self.ctx.shutdown.clone();
+        let mut shutdown = self.stop.clone();
         let answered = tokio::select! {
             r = self.ctx.desk.ask(&ask) => r,
             _ = stopped(&mut shutdown) => return Err(Failure::cancelled()),
@@ -466,7 +470,7 @@ impl Attempt<'_> {
     async fn steps(&self, p: &mut Progress, dir: &Path) -> Result<Step, Failure> {
         let rb = &self.ctx.runbook;
         let pre = &rb.preconditions;
-        let mut shutdown = self.ctx.shutdown.clone();
+        let mut shutdown = self.stop.clone();
         let build = rb
             .builds
             .iter()

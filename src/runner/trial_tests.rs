@@ -16,6 +16,7 @@ use crate::store::{AttemptStatus, PlannedTrialRow, Store};
 use crate::testing::{
     Behaviour, Call, Reply, ScriptedDevice, ScriptedTransport, answer_uhubctl_port, uhubctl_switch_output,
 };
+use crate::tether::Tether;
 use crate::tether::UhubctlTether;
 
 const LAB: &str = r#"
@@ -119,7 +120,12 @@ impl Bench {
     }
 
     async fn run(&self, device: &dyn Device) -> AttemptOutcome {
-        Attempt { ctx: &self.ctx, device, tether: &self.tether, trial: &self.trial, attempt: 0 }.run().await.unwrap()
+        self.attempt(device, &self.tether).run().await.unwrap()
+    }
+
+    /// The bench's trial's first attempt on `device` through `tether`.
+    fn attempt<'a>(&'a self, device: &'a dyn Device, tether: &'a dyn Tether) -> Attempt<'a> {
+        Attempt { ctx: &self.ctx, device, tether, trial: &self.trial, attempt: 0, stop: self.ctx.shutdown.clone() }
     }
 
     /// The hub port's switching, in order (`off`, `on`, …; listings left out).
@@ -187,7 +193,7 @@ async fn still_charging_after_untether_is_invalid_and_the_port_goes_back_on() {
 /// One attempt of the bench's trial with the phone unplugged in software.
 async fn run_soft(b: &Bench, phone: &ScriptedDevice) -> crate::store::AttemptRecord {
     let tether = crate::tether::SoftwareTether;
-    let a = Attempt { ctx: &b.ctx, device: phone, tether: &tether, trial: &b.trial, attempt: 0 };
+    let a = b.attempt(phone, &tether);
     a.run().await.unwrap();
     b.ctx.store.attempts("c1").unwrap().remove(0)
 }
@@ -579,7 +585,7 @@ async fn a_manual_tether_is_unplugged_and_plugged_in_through_the_desk() {
     let answerer = operator(b.ctx.store.clone(), &[]);
     let tether = crate::tether::ManualTether::new(b.ctx.desk.clone());
     let phone = b.phone();
-    let a = Attempt { ctx: &b.ctx, device: &phone, tether: &tether, trial: &b.trial, attempt: 0 };
+    let a = b.attempt(&phone, &tether);
     assert_eq!(a.run().await.unwrap(), AttemptOutcome::Recorded { valid: true });
     answerer.abort();
     let rec = b.ctx.store.attempts("c1").unwrap().remove(0);
@@ -594,7 +600,7 @@ async fn a_manual_unplug_nobody_confirms_asks_no_plug_in_and_the_attempt_is_inva
     let b = Bench::new("[timeouts]\noperator = \"5m\"\n");
     let tether = crate::tether::ManualTether::new(b.ctx.desk.clone());
     let phone = b.phone();
-    let a = Attempt { ctx: &b.ctx, device: &phone, tether: &tether, trial: &b.trial, attempt: 0 };
+    let a = b.attempt(&phone, &tether);
     assert_eq!(a.run().await.unwrap(), AttemptOutcome::Recorded { valid: false });
     let reasons = b.reasons();
     assert!(has(&reasons, "untether failed: phone-1: operator step `unplug`"), "{reasons:?}");

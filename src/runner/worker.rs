@@ -84,12 +84,12 @@ async fn run_held(
     rows: Arc<TrialRows>,
     queue: Vec<(u32, u32)>,
 ) -> Result<WorkerEnd, RunError> {
-    let mut queue: VecDeque<(u32, u32)> = queue.into();
+    let queue: VecDeque<(u32, u32)> = queue.into();
     let name = device.name().to_string();
     let mut shutdown = ctx.shutdown.clone();
 
     // Nothing touches the device before its lease is the campaign's.
-    {
+    let lease_lost = {
         let mut slot = turn.lock().await;
         if let Turn::Released = *slot {
             // A later round: the device was given back when its last worker was done.
@@ -106,7 +106,65 @@ async fn run_held(
                 None => return Ok(WorkerEnd::Cancelled),
             }
         }
-    }
+        match &*slot {
+            Turn::Held(lease) => lease.lost(),
+            _ => None,
+        }
+    };
+    // The attempts stop on the campaign's shutdown, and on the lease lost: then another
+    // holder may have the device. Both wake this only when they happen.
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let lost_flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (mut shutdown, lost_flag) = (shutdown.clone(), lost_flag.clone());
+        tokio::spawn(async move {
+            let lost = async {
+                let said = match lease_lost {
+                    Some(mut l) => l.wait_for(|lost| *lost).await.is_ok(),
+                    None => false,
+                };
+                // A sender gone without saying lost: the lease was given back.
+                if !said {
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                _ = super::trial::stopped(&mut shutdown) => {}
+                _ = lost => lost_flag.store(true, std::sync::atomic::Ordering::SeqCst),
+            }
+            let _ = stop_tx.send(true);
+        })
+    };
+    let end = run_leased(&ctx, &device, tether.as_ref(), &rows, queue, stop, &lost_flag).await;
+    watcher.abort();
+    end
+}
+
+/// The lease lost, as the worker says it.
+const LEASE_LOST: &str = "its lease in the store was lost (the database session that held it ended), so \
+     another campaign may have the device now; its remaining trials stay pending: `lab run --resume` runs them";
+
+/// [`run_held`] with the lease held: `stop` turns `true` on shutdown or when the lease
+/// is lost (`lost` says which).
+async fn run_leased(
+    ctx: &Arc<TrialContext>,
+    device: &Arc<dyn Device>,
+    tether: &dyn Tether,
+    rows: &TrialRows,
+    mut queue: VecDeque<(u32, u32)>,
+    stop: tokio::sync::watch::Receiver<bool>,
+    lost: &std::sync::atomic::AtomicBool,
+) -> Result<WorkerEnd, RunError> {
+    let name = device.name().to_string();
+    let mut shutdown = stop.clone();
+    let stopped = |name: &str| {
+        if lost.load(std::sync::atomic::Ordering::SeqCst) {
+            ctx.events.emit(Event::DeviceOffline { device: name.to_string(), reason: LEASE_LOST.into() });
+            WorkerEnd::Offline(LEASE_LOST.into())
+        } else {
+            WorkerEnd::Cancelled
+        }
+    };
 
     // A port `lab care` left off is switched on before anything else.
     let (store, dev) = (ctx.store.clone(), name.clone());
@@ -123,7 +181,7 @@ async fn run_held(
                     _ => format!("did not finish within {:?}", ctx.runbook.timeouts.tether),
                 };
                 let reason = format!("`lab care` left port {} off and switching it on failed: {why}", cut.port);
-                set_status(&ctx, &name, "offline").await;
+                set_status(ctx, &name, "offline").await;
                 ctx.events.emit(Event::DeviceOffline { device: name, reason: reason.clone() });
                 return Ok(WorkerEnd::Offline(reason));
             }
@@ -141,34 +199,34 @@ async fn run_held(
         });
     }
     if let Err(e) = identified {
-        let waited = e.is_disconnect() && wait_for_device(&ctx, device.as_ref(), None, &e).await.is_ok();
+        let waited = e.is_disconnect() && wait_for_device(ctx, device.as_ref(), None, &e).await.is_ok();
         if !waited {
             let reason = format!("cannot reach the device: {e}");
-            set_status(&ctx, &name, "offline").await;
+            set_status(ctx, &name, "offline").await;
             ctx.events.emit(Event::DeviceOffline { device: name, reason: reason.clone() });
             return Ok(WorkerEnd::Offline(reason));
         }
     }
 
-    record_health(&ctx, device.as_ref()).await;
+    record_health(ctx, device.as_ref()).await;
 
     let mut first = true;
     let end = loop {
         let Some((idx, attempt)) = queue.pop_front() else { break WorkerEnd::Finished };
         let trial = rows.get(idx).ok_or_else(|| RunError::Internal(format!("trial {idx} is not planned")))?;
         if *shutdown.borrow() {
-            break WorkerEnd::Cancelled;
+            break stopped(&name);
         }
         // Cool-down between trials, on top of the gates inside the attempt.
         if !first
             && !ctx.runbook.cooldown.is_zero()
             && !sleep_or_cancel(&device.clock(), ctx.runbook.cooldown, &mut shutdown).await
         {
-            break WorkerEnd::Cancelled;
+            break stopped(&name);
         }
         first = false;
         let outcome =
-            Attempt { ctx: &ctx, device: device.as_ref(), tether: tether.as_ref(), trial, attempt }.run().await?;
+            Attempt { ctx, device: device.as_ref(), tether, trial, attempt, stop: stop.clone() }.run().await?;
         match outcome {
             AttemptOutcome::Recorded { valid: true } => {}
             AttemptOutcome::Recorded { valid: false } => {
@@ -180,10 +238,10 @@ async fn run_held(
                 ctx.events.emit(Event::DeviceOffline { device: name.clone(), reason: reason.clone() });
                 break WorkerEnd::Offline(reason);
             }
-            AttemptOutcome::Cancelled => break WorkerEnd::Cancelled,
+            AttemptOutcome::Cancelled => break stopped(&name),
         }
     };
-    set_status(&ctx, &name, if matches!(end, WorkerEnd::Offline(_)) { "offline" } else { "idle" }).await;
+    set_status(ctx, &name, if matches!(end, WorkerEnd::Offline(_)) { "offline" } else { "idle" }).await;
     if end == WorkerEnd::Finished {
         ctx.events.emit(Event::DeviceDone { device: name });
     }

@@ -197,6 +197,12 @@ impl DeviceLease {
     pub fn device(&self) -> &str {
         &self.device
     }
+
+    /// Turns `true` if the lease is lost while its holder lives ([`Held::lost`]: on
+    /// PostgreSQL, the session that holds it ended); `None` where it cannot be.
+    pub fn lost(&self) -> Option<tokio::sync::watch::Receiver<bool>> {
+        self._held.lost()
+    }
 }
 
 impl Drop for DeviceLease {

@@ -85,6 +85,22 @@ fn two_lab_files_on_one_postgres_store_take_turns_and_a_killed_holder_frees_the_
     assert_eq!(code, 0, "{out}");
 }
 
+/// Has the server end every session of `application` on `admin`'s database (not
+/// `admin`'s own), as a restart or a cut network would; how many it ended.
+fn end_sessions(admin: &lab::store::PgOwner, application: &str) -> usize {
+    let application = application.to_string();
+    admin
+        .call(move |c| {
+            c.query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                 WHERE application_name = ?1 AND datname = current_database() AND pid <> pg_backend_pid()",
+                &[lab::store::Value::Text(application.clone())],
+            )
+        })
+        .unwrap()
+        .len()
+}
+
 /// `artifacts/<the one campaign>/results.csv` of `lab`.
 fn results_csv(lab: &TempLab) -> Vec<u8> {
     let dirs: Vec<_> = std::fs::read_dir(lab.artifacts())
@@ -230,18 +246,7 @@ fn a_campaign_whose_store_connection_is_cut_connects_again_and_records_every_att
     let s = store(&url);
     let run = spawn(&lab, &["run", rb.to_str().unwrap()]);
     let admin = lab::store::PgOwner::connect(&PgUrl::parse(&url).unwrap()).unwrap();
-    let cut = || {
-        admin
-            .call(|c| {
-                c.query(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                     WHERE application_name = 'lab' AND datname = current_database() AND pid <> pg_backend_pid()",
-                    &[],
-                )
-            })
-            .unwrap()
-            .len()
-    };
+    let cut = || end_sessions(&admin, "lab");
     let attempts = || s.campaigns().unwrap().first().map(|c| s.attempts(&c.id).unwrap().len()).unwrap_or(0);
     wait_until("the first attempt is recorded", || attempts() >= 1);
     // This test's own store is one of them; `lab run`'s are the others.
@@ -256,4 +261,41 @@ fn a_campaign_whose_store_connection_is_cut_connects_again_and_records_every_att
     assert_eq!(keys, [(0, 0), (1, 0), (2, 0), (3, 0)], "{out}");
     assert!(recorded.iter().all(|a| a.status == lab::store::AttemptStatus::Valid));
     assert_eq!(s.campaign(&id).unwrap().status, lab::store::CampaignStatus::Done);
+}
+
+/// The session that holds a device's lease ends while its campaign soaks (the server
+/// ended it, as on a restart or a network cut that outlasted the keepalives): the worker
+/// is told at once, stops its attempt as on Ctrl-C (the app stopped, nothing recorded),
+/// frees the device and exits 3 saying so; `--resume` runs the trial later.
+#[test_needs::needs(postgres)]
+#[test]
+fn a_holder_whose_lease_session_ends_stops_at_once_and_its_trial_waits_for_resume() {
+    let url = common::fresh_postgres_database();
+    let lab = TempLab::on_postgres(&url);
+    let log = lab.dir.path().join("soaks.log");
+    let rb = runbook_logging_to(&lab, "lost", "15s", 1, &log);
+    let s = store(&url);
+    let run = spawn(&lab, &["run", rb.to_str().unwrap()]);
+    wait_until("the app soaks", || runs(&log).len() == 1);
+    let admin = lab::store::PgOwner::connect(&PgUrl::parse(&url).unwrap()).unwrap();
+    assert_eq!(end_sessions(&admin, "lab-lock"), 1, "one lease session");
+    let cut = Instant::now();
+    let (code, out) = finish(run);
+    // The soak was 15 s: the worker stopped on the loss, not at the soak's end.
+    assert!(cut.elapsed() < Duration::from_secs(10), "stopped {:?} after the loss", cut.elapsed());
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("its lease in the store was lost"), "{out}");
+    let app = runs(&log)[0].3;
+    assert!(
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(app), None).is_err(),
+        "the app still runs after its worker stopped"
+    );
+    let id = s.campaigns().unwrap()[0].id.clone();
+    assert!(s.attempts(&id).unwrap().is_empty(), "an attempt of a lost lease was recorded");
+    assert!(s.lease_holder("this-host").unwrap().is_none(), "the device is still held");
+
+    let out = lab.cmd(&["run", "--resume", &id]).timeout(Duration::from_secs(120)).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let keys: Vec<(u32, u32)> = s.attempts(&id).unwrap().iter().map(|a| (a.trial_idx, a.attempt)).collect();
+    assert_eq!(keys, [(0, 0)]);
 }

@@ -23,7 +23,15 @@ pub struct Owner {
 }
 
 /// A held lock: released when dropped.
-pub trait Held: Send + Sync + std::fmt::Debug {}
+pub trait Held: Send + Sync + std::fmt::Debug {
+    /// Turns `true` if the lock is lost while its holder lives: on PostgreSQL, when the
+    /// session that holds it ends (the server restarted, a network cut outlasted the
+    /// keepalives); from then on another holder may have it. `None` where it cannot be lost
+    /// (an `flock` lives as long as its process).
+    fn lost(&self) -> Option<tokio::sync::watch::Receiver<bool>> {
+        None
+    }
+}
 
 pub trait Locks: Send + Sync + std::fmt::Debug {
     /// Takes the lock: waits for it when `wait` (the calling thread sleeps until it is

@@ -4,11 +4,16 @@
 //! `device_keys` (one number per device name, no collisions); a waiter's is the two-key
 //! `pg_advisory_lock(a, b)` of its token. Whether a row's owner is alive is whether the
 //! server shows its lock granted (`pg_locks`), whichever machine it runs on.
+//!
+//! A session is the async client on a thread of its own, which sleeps on the connection
+//! once the lock is held: it wakes only when the session ends, and then tells the holder
+//! its lock is lost ([`Held::lost`]), without anyone asking the server in the meantime.
 
 use super::conn::DbError;
 use super::locks::{Held, LockName, Locks, Owner};
 use super::pg_owner::PgOwner;
-use super::value::Value;
+use super::pg_tls::connect_watched;
+use super::postgres_conn::placeholders;
 use super::value::vals;
 use crate::config::PgUrl;
 
@@ -19,10 +24,38 @@ pub struct PgLocks {
     admin: PgOwner,
 }
 
+/// A held lock's session: its thread ends it when this is dropped.
 #[derive(Debug)]
-struct Session(#[expect(dead_code, reason = "held for its session: closing it releases the lock")] PgOwner);
+struct Session {
+    release: Option<tokio::sync::oneshot::Sender<()>>,
+    lost: tokio::sync::watch::Receiver<bool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
 
-impl Held for Session {}
+impl Held for Session {
+    fn lost(&self) -> Option<tokio::sync::watch::Receiver<bool>> {
+        Some(self.lost.clone())
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(release) = self.release.take() {
+            let _ = release.send(());
+        }
+        // The session is closed when this returns: the next holder may take the lock.
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The lock's session's settings: the server's timeouts must not end it or its wait (a
+/// role's `statement_timeout` would cut a wait short; `idle_session_timeout`, from
+/// PostgreSQL 14, would free a held lock while its holder still works). Only the settings
+/// this server has are set.
+const NO_TIMEOUTS: &str = "SELECT set_config(name, '0', false) FROM pg_settings WHERE name IN
+    ('statement_timeout', 'lock_timeout', 'idle_session_timeout', 'idle_in_transaction_session_timeout')";
 
 impl PgLocks {
     pub fn new(url: &PgUrl) -> Result<PgLocks, DbError> {
@@ -30,7 +63,7 @@ impl PgLocks {
     }
 
     /// The advisory-lock call's arguments, and what `pg_locks` shows for it.
-    fn key(&self, name: &LockName) -> Result<(&'static str, Vec<Value>, [i64; 3]), String> {
+    fn key(&self, name: &LockName) -> Result<(&'static str, Vec<i64>, [i64; 3]), String> {
         match name {
             LockName::Device(d) => {
                 let d = d.clone();
@@ -44,12 +77,13 @@ impl PgLocks {
                         c.query("SELECT key FROM device_keys WHERE device = ?1", &vals![&d])?[0].get::<i64>(0)
                     })
                     .map_err(|e| e.to_string())?;
-                Ok(("?1", vals![key].to_vec(), [key >> 32, key & 0xffff_ffff, 1]))
+                Ok(("?1", vec![key], [key >> 32, key & 0xffff_ffff, 1]))
             }
             LockName::Waiter { token, .. } => {
                 let (a, b) = token.split_once('-').ok_or("bad token")?;
                 let (a, b): (i64, i64) = (a.parse().map_err(|_| "bad token")?, b.parse().map_err(|_| "bad token")?);
-                Ok(("?1, ?2", vals![a, b].to_vec(), [a, b, 2]))
+                // The two-key form takes INTEGERs; the keys are sent as BIGINTs.
+                Ok(("CAST(CAST(?1 AS BIGINT) AS INTEGER), CAST(CAST(?2 AS BIGINT) AS INTEGER)", vec![a, b], [a, b, 2]))
             }
         }
     }
@@ -57,31 +91,61 @@ impl PgLocks {
 
 impl Locks for PgLocks {
     fn lock(&self, name: &LockName, wait: bool) -> Result<Option<Box<dyn Held>>, String> {
-        let (args, params, _) = self.key(name)?;
-        let session = PgOwner::connect(&self.url.with_keepalives().named("lab-lock")).map_err(|e| e.to_string())?;
-        // The session is the lock: the server's timeouts must not end it or its wait (a
-        // role's `statement_timeout` would cut a wait short; `idle_session_timeout`, from
-        // PostgreSQL 14, would free a held lock while its holder still works). Only the
-        // settings this server has are set.
-        session
-            .call(|c| {
-                c.query(
-                    "SELECT set_config(name, '0', false) FROM pg_settings WHERE name IN
-                        ('statement_timeout', 'lock_timeout', 'idle_session_timeout',
-                         'idle_in_transaction_session_timeout')",
-                    &[],
-                )
-            })
-            .map_err(|e| e.to_string())?;
-        let got = if wait {
-            let sql = format!("SELECT pg_advisory_lock({args})");
-            session.call(move |c| c.execute(&sql, &params).map(|_| true))
+        let (args, keys, _) = self.key(name)?;
+        let sql = placeholders(&if wait {
+            format!("SELECT true FROM (SELECT pg_advisory_lock({args})) AS held")
         } else {
-            let sql = format!("SELECT pg_try_advisory_lock({args})");
-            session.call(move |c| c.query(&sql, &params)?[0].get::<bool>(0))
+            format!("SELECT pg_try_advisory_lock({args})")
+        });
+        let url = self.url.with_keepalives().named("lab-lock");
+        let (got_tx, got) = std::sync::mpsc::channel::<Result<bool, String>>();
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        let (lost_tx, lost) = tokio::sync::watch::channel(false);
+        let thread = std::thread::Builder::new()
+            .name("lab-lock".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    Ok(r) => r,
+                    Err(e) => return drop(got_tx.send(Err(format!("a runtime for a lock's session: {e}")))),
+                };
+                runtime.block_on(async move {
+                    let taken = async {
+                        let (client, ended) = connect_watched(&url).await?;
+                        client.batch_execute(NO_TIMEOUTS).await.map_err(DbError::from)?;
+                        let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+                            keys.iter().map(|k| k as &(dyn tokio_postgres::types::ToSql + Sync)).collect();
+                        // Waiting for the lock is one statement that returns once it is held.
+                        let got: bool = client.query_one(&sql, &refs).await.map_err(DbError::from)?.get(0);
+                        Ok::<_, DbError>((client, ended, got))
+                    };
+                    match taken.await {
+                        Err(e) => drop(got_tx.send(Err(e.to_string()))),
+                        Ok((client, ended, got)) => {
+                            let _ = got_tx.send(Ok(got));
+                            if got {
+                                tokio::select! {
+                                    _ = ended => drop(lost_tx.send(true)),
+                                    _ = released => {}
+                                }
+                            }
+                            drop(client);
+                        }
+                    }
+                });
+            })
+            .map_err(|e| format!("cannot start a lock's thread: {e}"))?;
+        match got.recv() {
+            Ok(Ok(true)) => Ok(Some(Box::new(Session { release: Some(release), lost, thread: Some(thread) }))),
+            Ok(Ok(false)) => {
+                let _ = thread.join();
+                Ok(None)
+            }
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => Err("a lock's thread ended without an answer".into()),
         }
-        .map_err(|e| e.to_string())?;
-        Ok(got.then(|| Box::new(Session(session)) as Box<dyn Held>))
     }
 
     /// An owner whose lock cannot be looked up (a connection lost) counts as alive: its row
