@@ -10,6 +10,7 @@ pub mod hubs;
 pub mod ios;
 pub mod linux;
 pub mod metrics_map;
+pub mod monitor;
 mod parse_error;
 pub mod sim;
 mod text;

@@ -970,3 +970,157 @@ fn an_ipa_must_exist_only_when_the_runbook_selects_an_iphone() {
     assert_eq!(m.len(), 1, "{m:?}");
     assert!(m[0].starts_with("builds.only.ios.ipa: missing build file "), "{m:?}");
 }
+
+const MONITORED: &str = r#"
+[lab]
+name = "bench"
+endpoint_bind = "0.0.0.0:8765"
+endpoint_url = "http://192.0.2.10:8765/"
+
+[[host]]
+name = "shelf"
+address = "shelf.example"
+user = "lab"
+known_hosts = "kh"
+
+[[device]]
+name = "sim-1"
+platform = "sim"
+model = "iPhone 6s"
+monitor = "sim-mon"
+[device.sim]
+emulates = "ios"
+
+[[device]]
+name = "pixel-1"
+platform = "android"
+model = "Pixel 5"
+host = "shelf"
+monitor = "arc-1"
+[device.android]
+serial = "0A1B2C"
+
+[[device]]
+name = "board"
+platform = "host"
+model = "dev board"
+monitor = "hv"
+
+[[monitor]]
+name = "sim-mon"
+kind = "sim"
+
+[[monitor]]
+name = "arc-1"
+kind = "otii"
+host = "shelf"
+device = "Arc 1234"
+voltage_v = 3.85
+current_limit_a = 2.5
+
+[[monitor]]
+name = "hv"
+kind = "monsoon"
+serial = "20001"
+voltage_v = 5.0
+
+[[monitor]]
+name = "spare"
+kind = "otii"
+model = "ace"
+address = "10.0.0.9:1906"
+voltage_v = 12
+sample_rate_hz = 50000
+
+[[monitor]]
+name = "sim-2"
+kind = "sim"
+"#;
+
+#[test]
+fn monitors_are_read_with_their_defaults_and_the_device_each_supplies() {
+    let lab = parse_lab(MONITORED, Path::new("lab.toml")).unwrap_or_else(|e| panic!("{e}"));
+    let sim = lab.monitor_of("sim-1").unwrap();
+    assert_eq!((sim.kind.clone(), sim.voltage_v, sim.sample_rate_hz), (MonitorKind::Sim, 3.85, 5000));
+    let arc = lab.monitor_of("pixel-1").unwrap();
+    assert_eq!(
+        arc.kind,
+        MonitorKind::Otii { model: OtiiModel::Arc, address: "127.0.0.1:1905".into(), device: Some("Arc 1234".into()) }
+    );
+    assert_eq!((arc.host.as_str(), arc.voltage_v, arc.current_limit_a, arc.sample_rate_hz), ("shelf", 3.85, 2.5, 4000));
+    let hv = lab.monitor_of("board").unwrap();
+    assert_eq!(hv.kind, MonitorKind::Monsoon { model: MonsoonModel::Hvpm, serial: "20001".into() });
+    assert_eq!((hv.current_limit_a, hv.sample_rate_hz), (3.0, 5000));
+    let spare = lab.monitors.iter().find(|m| m.name == "spare").unwrap();
+    assert_eq!((spare.supplies.as_ref(), spare.sample_rate_hz, spare.kind.label()), (None, 50_000, "Otii Ace"));
+}
+
+#[test]
+fn a_monitor_that_cannot_supply_its_device_is_refused_with_the_fix() {
+    let bad = |from: &str, to: &str| {
+        let text = MONITORED.replacen(from, to, 1);
+        assert_ne!(text, MONITORED, "{from}");
+        let e = parse_lab(&text, Path::new("lab.toml")).unwrap_err();
+        // One line each, naming the file, the key and the fix.
+        for line in e.to_string().lines().filter(|l| !l.trim().is_empty()) {
+            assert!(line.starts_with("lab.toml:"), "{line}");
+        }
+        messages(&e)
+    };
+    assert_eq!(
+        bad("monitor = \"hv\"", "monitor = \"nope\""),
+        ["device[2].monitor: monitor `nope` is not defined in this lab"]
+    );
+    assert_eq!(
+        bad("monitor = \"hv\"", "monitor = \"arc-1\""),
+        ["device[2].monitor: monitor `arc-1` already supplies device `pixel-1`: a monitor powers one device"]
+    );
+    assert_eq!(
+        bad("host = \"shelf\"\nmonitor = \"arc-1\"", "monitor = \"arc-1\""),
+        ["device[1].monitor: monitor `arc-1` is on host `shelf`, device `pixel-1` on host `local`"]
+    );
+    assert_eq!(
+        bad("monitor = \"sim-mon\"", "monitor = \"spare\""),
+        ["device[0].monitor: a simulated device runs in simulated time: the Otii Ace cannot measure it"]
+    );
+    assert_eq!(
+        bad("monitor = \"hv\"", "monitor = \"sim-2\""),
+        ["device[2].monitor: a simulated monitor measures only simulated devices, not `board`"]
+    );
+    assert_eq!(
+        bad("voltage_v = 5.0", "voltage_v = 14"),
+        ["monitor[2].voltage_v: must be between 0.8 and 13.5 V on the Monsoon HVPM, got 14"]
+    );
+    assert_eq!(
+        bad("voltage_v = 5.0", "model = \"lvpm\"\nvoltage_v = 5.0"),
+        ["monitor[2].voltage_v: must be between 2.01 and 4.55 V on the Monsoon LVPM, got 5"]
+    );
+    assert_eq!(
+        bad("voltage_v = 5.0", ""),
+        ["monitor[2].voltage_v: missing `voltage_v`: the Monsoon HVPM supplies the device in place of its battery"]
+    );
+    assert_eq!(
+        bad("voltage_v = 5.0", "voltage_v = 5.0\nsample_rate_hz = 1000"),
+        ["monitor[2].sample_rate_hz: the Monsoon HVPM samples at 5000 Hz, which cannot be set"]
+    );
+    assert_eq!(
+        bad("sample_rate_hz = 50000", "sample_rate_hz = 3000"),
+        ["monitor[3].sample_rate_hz: the Otii Ace cannot sample at 3000 Hz"]
+    );
+    assert_eq!(
+        bad("current_limit_a = 2.5", "current_limit_a = 6"),
+        ["monitor[1].current_limit_a: must be above 0 and at most 5 A on the Otii Arc, got 6"]
+    );
+    assert_eq!(
+        bad("address = \"10.0.0.9:1906\"", "address = \"10.0.0.9\""),
+        ["monitor[3].address: `10.0.0.9` is not HOST:PORT"]
+    );
+    assert_eq!(
+        bad("serial = \"20001\"", "address = \"x:1\""),
+        [
+            "monitor[2].serial: missing required key `serial`",
+            "monitor[2].address: a `monsoon` monitor has no `address`",
+        ]
+    );
+    assert_eq!(bad("kind = \"sim\"", "kind = \"joulescope\""), ["monitor[0].kind: unknown value \"joulescope\""]);
+}

@@ -6,5 +6,6 @@ pub(super) mod read_device;
 pub(super) mod read_endpoint;
 pub(super) mod read_host;
 pub(super) mod read_lab;
+pub(super) mod read_monitor;
 pub(super) mod read_platform;
 pub(super) mod read_sim;

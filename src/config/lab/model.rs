@@ -29,6 +29,15 @@ pub struct Lab {
     pub care: CareSettings,
     /// `[[schedule]]`: runbooks that run again on a calendar (docs/schedule.md).
     pub schedules: Vec<crate::config::schedule::model::Schedule>,
+    /// `[[monitor]]`: power monitors, each supplying at most one device.
+    pub monitors: Vec<MonitorSpec>,
+}
+
+impl Lab {
+    /// The monitor that supplies `device`, if one does.
+    pub fn monitor_of(&self, device: &str) -> Option<&MonitorSpec> {
+        self.monitors.iter().find(|m| m.supplies.as_deref() == Some(device))
+    }
 }
 
 /// Where a lab's store is (docs/shared-lab.md).
@@ -60,6 +69,98 @@ impl Serialize for StoreLocation {
         match self {
             StoreLocation::Sqlite(p) => p.serialize(s),
             StoreLocation::Postgres { url, .. } => s.serialize_str(url.shown()),
+        }
+    }
+}
+
+/// `[[monitor]]` (docs/platforms/monitors.md): an external power monitor that supplies one
+/// device in place of its battery and samples its current.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MonitorSpec {
+    pub name: String,
+    /// The lab host it is attached to (its USB, or the host its Otii server runs on).
+    pub host: String,
+    pub kind: MonitorKind,
+    /// The supply voltage, volts.
+    pub voltage_v: f64,
+    /// The current limit, amperes.
+    pub current_limit_a: f64,
+    /// Samples a second of the main current.
+    pub sample_rate_hz: u32,
+    /// The device it supplies (`[[device]] monitor`), if any.
+    pub supplies: Option<String>,
+}
+
+/// Which instrument a monitor is, and where to find it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "lowercase", tag = "kind")]
+pub enum MonitorKind {
+    /// A Qoitech Otii Arc or Ace, through the Otii 3 TCP server at `address` (on the
+    /// monitor's host: reached through that host's transport); `device`: its name or serial
+    /// where the server has several.
+    Otii { model: OtiiModel, address: String, device: Option<String> },
+    /// A Monsoon power monitor on its host's USB, by its serial number.
+    Monsoon { model: MonsoonModel, serial: String },
+    /// The simulator's monitor, for simulated phones (its physical model: docs/sim.md).
+    Sim,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum OtiiModel {
+    Arc,
+    Ace,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum MonsoonModel {
+    /// The High Voltage Power Monitor.
+    Hvpm,
+    /// The Low Voltage Power Monitor.
+    Lvpm,
+}
+
+/// What an instrument allows, from its maker's published specifications
+/// (docs/platforms/monitors.md says which).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MonitorLimits {
+    pub voltage_v: (f64, f64),
+    pub max_current_a: f64,
+    /// The sample rates it can be set to; one: it cannot be set.
+    pub sample_rates_hz: &'static [u32],
+}
+
+impl MonitorKind {
+    pub fn label(&self) -> &'static str {
+        match self {
+            MonitorKind::Otii { model: OtiiModel::Arc, .. } => "Otii Arc",
+            MonitorKind::Otii { model: OtiiModel::Ace, .. } => "Otii Ace",
+            MonitorKind::Monsoon { model: MonsoonModel::Hvpm, .. } => "Monsoon HVPM",
+            MonitorKind::Monsoon { model: MonsoonModel::Lvpm, .. } => "Monsoon LVPM",
+            MonitorKind::Sim => "simulated monitor",
+        }
+    }
+
+    pub fn limits(&self) -> MonitorLimits {
+        match self {
+            MonitorKind::Otii { model: OtiiModel::Arc, .. } => {
+                MonitorLimits { voltage_v: (0.5, 4.55), max_current_a: 5.0, sample_rates_hz: &[1000, 4000] }
+            }
+            MonitorKind::Otii { model: OtiiModel::Ace, .. } => MonitorLimits {
+                voltage_v: (0.5, 25.0),
+                max_current_a: 5.0,
+                sample_rates_hz: &[1000, 4000, 10_000, 50_000],
+            },
+            MonitorKind::Monsoon { model: MonsoonModel::Hvpm, .. } => {
+                MonitorLimits { voltage_v: (0.8, 13.5), max_current_a: 8.0, sample_rates_hz: &[5000] }
+            }
+            MonitorKind::Monsoon { model: MonsoonModel::Lvpm, .. } => {
+                MonitorLimits { voltage_v: (2.01, 4.55), max_current_a: 4.5, sample_rates_hz: &[5000] }
+            }
+            MonitorKind::Sim => {
+                MonitorLimits { voltage_v: (0.5, 25.0), max_current_a: 8.0, sample_rates_hz: &[1000, 5000] }
+            }
         }
     }
 }

@@ -8,7 +8,7 @@ use crate::config::syntax::problems::Problems;
 use crate::config::syntax::table::{Field, Table};
 use crate::config::{DeviceKind, DeviceSpec, Host, Platform, TetherSpec};
 
-const DEVICE_KEYS: &[&str] = &["name", "host", "platform", "model", "os", "tags", "tether"];
+const DEVICE_KEYS: &[&str] = &["name", "host", "platform", "model", "os", "tags", "tether", "monitor"];
 const PLATFORMS: &[&str] = &["sim", "host", "android", "ios"];
 const TETHER_KINDS: &[&str] = &["none", "manual", "software"];
 
@@ -33,30 +33,8 @@ pub(crate) fn read_device(
 ) -> Option<DeviceSpec> {
     t.check_keys_except(p, &[DEVICE_KEYS, SECTION_KEYS].concat(), REMOVED_KEYS);
 
-    let name = t.required(p, "name", "name = \"phone-1\"").and_then(|f| {
-        let n = f.text(p)?;
-        if !check_name(p, f.span(), &f.path, "device", &n) {
-            return None;
-        }
-        names.add(p, &n, f.span(), &f.path);
-        Some(n)
-    });
-
-    let host = match t.get("host") {
-        None => Some(LOCAL_HOST.to_string()),
-        Some(f) => f.text(p).and_then(|h| {
-            if hosts.iter().any(|x| x.name == h) {
-                return Some(h);
-            }
-            let known: Vec<&str> = hosts.iter().map(|x| x.name.as_str()).collect();
-            f.problem(
-                p,
-                format!("host `{h}` is not defined in this lab"),
-                format!("add a [[host]] with name = \"{h}\", or use one of: {}", known.join(", ")),
-            );
-            None
-        }),
-    };
+    let name = read_name(t, p, names, "device", "phone-1");
+    let host = read_host_name(t, p, hosts);
 
     let platform =
         t.required(p, "platform", "platform = \"sim\"").and_then(|f| f.one_of(p, PLATFORMS)).and_then(platform_from);
@@ -179,4 +157,35 @@ fn read_tether(f: &Field, p: &mut Problems, platform: Option<Platform>) -> Optio
         return None;
     }
     Some(spec)
+}
+
+/// `name` of a `what` table: required, valid, and not a second one's.
+pub(crate) fn read_name(t: &Table, p: &mut Problems, names: &mut NameSet, what: &str, example: &str) -> Option<String> {
+    t.required(p, "name", &format!("name = \"{example}\"")).and_then(|f| {
+        let n = f.text(p)?;
+        if !check_name(p, f.span(), &f.path, what, &n) {
+            return None;
+        }
+        names.add(p, &n, f.span(), &f.path);
+        Some(n)
+    })
+}
+
+/// `host` of a table: a host of this lab, `local` when not given.
+pub(crate) fn read_host_name(t: &Table, p: &mut Problems, hosts: &[Host]) -> Option<String> {
+    match t.get("host") {
+        None => Some(LOCAL_HOST.to_string()),
+        Some(f) => f.text(p).and_then(|h| {
+            if hosts.iter().any(|x| x.name == h) {
+                return Some(h);
+            }
+            let known: Vec<&str> = hosts.iter().map(|x| x.name.as_str()).collect();
+            f.problem(
+                p,
+                format!("host `{h}` is not defined in this lab"),
+                format!("add a [[host]] with name = \"{h}\", or use one of: {}", known.join(", ")),
+            );
+            None
+        }),
+    }
 }

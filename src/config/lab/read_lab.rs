@@ -6,6 +6,7 @@ use crate::config::lab::read_care::read_care;
 use crate::config::lab::read_device::read_device;
 use crate::config::lab::read_endpoint::{ENDPOINT_KEYS, check_phone_reaches, read_lab_endpoint};
 use crate::config::lab::read_host::{SSH_KEYS, read_host_kind};
+use crate::config::lab::read_monitor::{assign_monitors, read_monitors};
 use crate::config::schedule::read_schedule::read_schedules;
 use crate::config::syntax::files::absolute;
 use crate::config::syntax::names::{NameSet, check_name};
@@ -13,7 +14,7 @@ use crate::config::syntax::problems::Problems;
 use crate::config::syntax::table::Table;
 use crate::config::{Host, HostKind, Lab, LabEndpoint, StoreLocation};
 
-const ROOT_KEYS: &[&str] = &["lab", "host", "device", "care", "schedule"];
+const ROOT_KEYS: &[&str] = &["lab", "host", "device", "monitor", "care", "schedule"];
 const LAB_KEYS: &[&str] = &["name", "artifacts", "store", "store_password_command"];
 
 /// The host every lab has: this machine.
@@ -82,14 +83,19 @@ pub(crate) fn read_lab(root: &Table, p: &mut Problems, source: &Path, text: &str
     let mut devices = Vec::new();
     let device_tables = root.get("device").and_then(|f| f.tables(p)).unwrap_or_default();
     let mut names = NameSet::new("device");
+    let mut read = Vec::new();
     for t in &device_tables {
         if let Some(d) = read_device(t, p, &hosts, &mut names, base) {
             if let Some(e) = &endpoint {
                 check_phone_reaches(e, &d, t, p);
             }
+            read.push(t);
             devices.push(d);
         }
     }
+    let (mut monitors, declared) = read_monitors(root, p, &hosts);
+    let pairs: Vec<(&Table, &crate::config::DeviceSpec)> = read.into_iter().zip(&devices).collect();
+    assign_monitors(&pairs, (&mut monitors, &declared), p);
 
     let care = read_care(root, p);
     let schedules = read_schedules(root, p, base);
@@ -109,6 +115,7 @@ pub(crate) fn read_lab(root: &Table, p: &mut Problems, source: &Path, text: &str
         endpoint: endpoint.unwrap_or_default(),
         care,
         schedules,
+        monitors,
     }
 }
 

@@ -1,0 +1,46 @@
+//! `PowerTrace`: a monitor's main-channel samples as it recorded them.
+
+/// The supply voltage: the value the monitor was set to, or a sampled channel.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Voltage {
+    Constant(f64),
+    /// Volts, one per current sample.
+    Sampled(Vec<f32>),
+}
+
+/// Samples the instrument did not deliver: `missing` of them before sample `at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gap {
+    pub at: usize,
+    pub missing: u64,
+}
+
+/// A monitor's samples at a fixed rate: sample `i` was taken at `t0_s + (i + missing
+/// before it) / rate_hz`, on the monitor's clock (a gap moves every later sample on).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PowerTrace {
+    pub rate_hz: f64,
+    /// The first sample's time, seconds, on the clock the soak's markers use.
+    pub t0_s: f64,
+    /// Amperes.
+    pub current_a: Vec<f32>,
+    pub voltage: Voltage,
+    /// In sample order.
+    pub gaps: Vec<Gap>,
+}
+
+impl PowerTrace {
+    /// The volts of sample `i`.
+    pub fn volts(&self, i: usize) -> f64 {
+        match &self.voltage {
+            Voltage::Constant(v) => *v,
+            Voltage::Sampled(v) => f64::from(v.get(i).copied().unwrap_or(0.0)),
+        }
+    }
+
+    /// The time of sample `i`, seconds.
+    pub fn time_of(&self, i: usize) -> f64 {
+        let before: u64 = self.gaps.iter().take_while(|g| g.at <= i).map(|g| g.missing).sum();
+        self.t0_s + (i as u64 + before) as f64 / self.rate_hz
+    }
+}
