@@ -46,6 +46,11 @@ fn needs() -> Vec<Need> {
         need("scipy", "LAB_REQUIRE_SCIPY", Box::new(|| imports("python3", "scipy, numpy", "scipy"))),
         need("pandas", "LAB_REQUIRE_PANDAS", Box::new(|| imports(&bench_python(), "pandas, scipy", "pandas scipy"))),
         need(
+            "otii_client",
+            "LAB_REQUIRE_OTII_CLIENT",
+            Box::new(|| imports("python3", "otii_tcp_client", "otii-tcp-client==1.0.13")),
+        ),
+        need(
             "junitparser",
             "LAB_REQUIRE_JUNITPARSER",
             Box::new(|| imports("python3", "xmlschema, junitparser", "xmlschema junitparser")),

@@ -1,0 +1,29 @@
+//! `otii --port N [--state FILE] [--device-name NAME] [--base-ma X] [--pulse-ma Y]
+//! [--pulse-every-s P] [--pulse-width-s W]`: the Otii 3 TCP server's protocol (CRLF-
+//! delimited JSON, `trans_id` echoed as sent, a greeting on connect, error replies with
+//! the `errorcode`s Qoitech's clients read) in front of one simulated Arc. The device it
+//! supplies draws `base` mA, plus `pulse` mA for `width` s at the start of every `every` s
+//! of a recording, so a window's energy is known in closed form. The main current is
+//! sampled at 4 kHz, generated from the recording's own clock when asked for.
+//!
+//! `--state FILE` gets, after every request, the licences reserved, the recordings with
+//! their markers (`recording_log`), the supply settings and every command received, as
+//! JSON: what the tests check. `--port 0` picks a free port; the first line on stdout is
+//! `listening on 127.0.0.1:PORT`.
+
+mod server;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let config = match server::Config::from_args(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("otii: {e}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = server::serve(config) {
+        eprintln!("otii: {e}");
+        std::process::exit(1);
+    }
+}

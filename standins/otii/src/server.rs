@@ -1,0 +1,460 @@
+//! The server: one thread per connection, one shared instrument.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+/// The Arc's main current sample rate.
+pub const RATE_HZ: f64 = 4000.0;
+/// The Arc's main output range, volts, and its largest current limit, amperes.
+const VOLTS: (f64, f64) = (0.5, 4.55);
+const MAX_AMPS: f64 = 5.0;
+/// The most samples one `recording_get_channel_data` gives (the client asks ≤ 40 000).
+const MAX_CHUNK: u64 = 100_000;
+
+pub struct Config {
+    pub port: u16,
+    pub state: Option<PathBuf>,
+    pub device_name: String,
+    pub base_ma: f64,
+    pub pulse_ma: f64,
+    pub every_s: f64,
+    pub width_s: f64,
+}
+
+impl Config {
+    pub fn from_args(args: &[String]) -> Result<Config, String> {
+        let mut c = Config {
+            port: 1905,
+            state: None,
+            device_name: "Arc".into(),
+            base_ma: 100.0,
+            pulse_ma: 400.0,
+            every_s: 1.0,
+            width_s: 0.1,
+        };
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            let mut value = || it.next().cloned().ok_or(format!("{a} needs a value"));
+            let number = |v: String| v.parse::<f64>().map_err(|_| format!("{a}: not a number: {v}"));
+            match a.as_str() {
+                "--port" => c.port = value()?.parse().map_err(|_| format!("{a}: not a port"))?,
+                "--state" => c.state = Some(PathBuf::from(value()?)),
+                "--device-name" => c.device_name = value()?,
+                "--base-ma" => c.base_ma = number(value()?)?,
+                "--pulse-ma" => c.pulse_ma = number(value()?)?,
+                "--pulse-every-s" => c.every_s = number(value()?)?,
+                "--pulse-width-s" => c.width_s = number(value()?)?,
+                other => return Err(format!("unknown argument {other}")),
+            }
+        }
+        Ok(c)
+    }
+
+    /// The device's draw at `t` s into a recording, amperes.
+    fn draw(&self, t: f64) -> f64 {
+        let pulse = if self.every_s > 0.0 && t.rem_euclid(self.every_s) < self.width_s { self.pulse_ma } else { 0.0 };
+        (self.base_ma + pulse) / 1000.0
+    }
+}
+
+struct Recording {
+    id: i64,
+    start: Instant,
+    stop: Option<Instant>,
+    markers: Vec<(String, f64)>,
+}
+
+struct Licence {
+    id: i64,
+    /// The connection that reserved it, and the peer it came from.
+    owner: Option<(u64, String)>,
+}
+
+struct Instrument {
+    config: Config,
+    device_id: String,
+    logged_in: bool,
+    licences: Vec<Licence>,
+    voltage: f64,
+    max_current: f64,
+    channels: Vec<String>,
+    /// Main output switched on or off, and when.
+    main: Vec<(Instant, bool)>,
+    project: Option<i64>,
+    recordings: Vec<Recording>,
+    commands: Vec<String>,
+}
+
+impl Instrument {
+    fn main_on_at(&self, at: Instant) -> bool {
+        self.main.iter().rev().find(|(t, _)| *t <= at).is_some_and(|(_, on)| *on)
+    }
+
+    /// The main current samples of recording `r` from `index`, at most `count`.
+    fn samples(&self, r: &Recording, index: u64, count: u64) -> Vec<f64> {
+        let total = self.count(r);
+        (index..(index + count).min(total))
+            .map(|i| {
+                let t = i as f64 / RATE_HZ;
+                let at = r.start + std::time::Duration::from_secs_f64(t);
+                if self.main_on_at(at) { self.config.draw(t) } else { 0.0 }
+            })
+            .collect()
+    }
+
+    fn count(&self, r: &Recording) -> u64 {
+        if !self.channels.iter().any(|c| c == "mc") {
+            return 0;
+        }
+        let end = r.stop.unwrap_or_else(Instant::now);
+        (end.duration_since(r.start).as_secs_f64() * RATE_HZ).floor() as u64
+    }
+
+    fn state(&self) -> Value {
+        json!({
+            "licences": self.licences.iter().map(|l| json!({"id": l.id, "reserved": l.owner.is_some()})).collect::<Vec<_>>(),
+            "logged_in": self.logged_in,
+            "voltage": self.voltage,
+            "max_current": self.max_current,
+            "channels": self.channels,
+            "main_on": self.main.last().is_some_and(|(_, on)| *on),
+            "recordings": self.recordings.iter().map(|r| json!({
+                "id": r.id,
+                "running": r.stop.is_none(),
+                "seconds": r.stop.unwrap_or_else(Instant::now).duration_since(r.start).as_secs_f64(),
+                "markers": r.markers.iter().map(|(text, t)| json!({"text": text, "timestamp": t})).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "commands": self.commands,
+        })
+    }
+}
+
+pub fn serve(config: Config) -> Result<(), String> {
+    let listener = TcpListener::bind(("127.0.0.1", config.port)).map_err(|e| format!("listening: {e}"))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    println!("listening on {addr}");
+    let _ = std::io::stdout().flush();
+    let state = config.state.clone();
+    let instrument = Arc::new(Mutex::new(Instrument {
+        device_id: format!("Arc5120{:016X}", 0x4F54_4949u64),
+        config,
+        logged_in: true,
+        licences: vec![Licence { id: 1, owner: None }, Licence { id: 2, owner: None }],
+        voltage: 3.3,
+        max_current: MAX_AMPS,
+        channels: Vec::new(),
+        main: Vec::new(),
+        project: None,
+        recordings: Vec::new(),
+        commands: Vec::new(),
+    }));
+    write_state(&instrument, state.as_ref());
+    for (n, stream) in listener.incoming().enumerate() {
+        let Ok(stream) = stream else { continue };
+        let (instrument, state) = (instrument.clone(), state.clone());
+        std::thread::spawn(move || session(stream, n as u64, &instrument, state.as_ref()));
+    }
+    Ok(())
+}
+
+fn write_state(instrument: &Mutex<Instrument>, path: Option<&PathBuf>) {
+    let Some(path) = path else { return };
+    let text = instrument.lock().unwrap_or_else(|p| p.into_inner()).state().to_string();
+    // Whole or not at all: a reader never sees half a file.
+    let tmp = path.with_extension("tmp");
+    if std::fs::write(&tmp, text).is_ok() {
+        let _ = std::fs::rename(tmp, path);
+    }
+}
+
+fn session(stream: TcpStream, conn: u64, instrument: &Mutex<Instrument>, state: Option<&PathBuf>) {
+    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    let Ok(mut out) = stream.try_clone() else { return };
+    let greeting = json!({"type": "information", "info": "connected",
+        "data": {"otii_version": "3.5.5", "protocol_version": "0.1", "server": "otii-server (lab stand-in)"}});
+    if send(&mut out, &greeting).is_err() {
+        return;
+    }
+    let mut reader = BufReader::new(stream);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        // CRLF-delimited: a line without its CR is not a message of this protocol.
+        let Some(text) = line.strip_suffix(b"\r\n") else { continue };
+        let reply = match serde_json::from_slice::<Value>(text) {
+            Ok(request) => {
+                let mut i = instrument.lock().unwrap_or_else(|p| p.into_inner());
+                reply(&mut i, conn, &peer, &request)
+            }
+            Err(e) => json!({"type": "error", "cmd": "", "trans_id": "", "errorcode": "Not able to parse request",
+                "data": {"parse_error": e.to_string(), "data": String::from_utf8_lossy(text)}}),
+        };
+        write_state(instrument, state);
+        if send(&mut out, &reply).is_err() {
+            return;
+        }
+    }
+}
+
+fn send(out: &mut TcpStream, message: &Value) -> std::io::Result<()> {
+    out.write_all(format!("{message}\r\n").as_bytes())
+}
+
+/// An error reply: `errorcode` and the fields Qoitech's clients read for it.
+struct Refusal(&'static str, Value);
+
+fn missing(key: &str) -> Refusal {
+    Refusal("Missing key in request", json!({"key": key}))
+}
+
+fn reply(i: &mut Instrument, conn: u64, peer: &str, request: &Value) -> Value {
+    let cmd = request["cmd"].as_str().unwrap_or_default().to_string();
+    let trans_id = request.get("trans_id").cloned().unwrap_or(Value::Null);
+    i.commands.push(cmd.clone());
+    let data = request.get("data").cloned().unwrap_or(Value::Null);
+    match handle(i, conn, peer, &cmd, &data) {
+        Ok(Some(d)) => json!({"type": "response", "cmd": cmd, "trans_id": trans_id, "data": d}),
+        Ok(None) => json!({"type": "response", "cmd": cmd, "trans_id": trans_id}),
+        Err(Refusal(code, d)) => {
+            json!({"type": "error", "cmd": cmd, "trans_id": trans_id, "errorcode": code, "data": d})
+        }
+    }
+}
+
+fn handle(i: &mut Instrument, conn: u64, peer: &str, cmd: &str, data: &Value) -> Result<Option<Value>, Refusal> {
+    let get = |key: &str| data.get(key).ok_or_else(|| missing(key));
+    let number = |key: &str| get(key)?.as_f64().ok_or_else(|| wrong_type(key, "number", &data[key]));
+    let integer = |key: &str| get(key)?.as_i64().ok_or_else(|| wrong_type(key, "integer", &data[key]));
+    let text = |key: &str| get(key)?.as_str().map(str::to_string).ok_or_else(|| wrong_type(key, "string", &data[key]));
+    let holds = i.licences.iter().any(|l| l.owner.as_ref().is_some_and(|(c, _)| *c == conn));
+    let needs_licence = ["arc_", "project_", "recording_"].iter().any(|p| cmd.starts_with(p))
+        || matches!(cmd, "otii_create_project" | "otii_get_active_project");
+    if needs_licence && !holds {
+        return Err(Refusal("No license", Value::Null));
+    }
+    if cmd.starts_with("arc_") && text("device_id")? != i.device_id {
+        return Err(Refusal("Device not connected", json!({"device_id": data["device_id"]})));
+    }
+    let recording = |i: &Instrument| -> Result<usize, Refusal> {
+        let id = integer("recording_id")?;
+        i.recordings
+            .iter()
+            .position(|r| r.id == id)
+            .ok_or(Refusal("Invalid key value", json!({"key": "recording_id", "value": id})))
+    };
+    Ok(match cmd {
+        "otii_is_logged_in" => Some(json!({"logged_in": i.logged_in})),
+        "otii_login" => {
+            text("username")?;
+            text("password")?;
+            i.logged_in = true;
+            None
+        }
+        "otii_logout" => {
+            i.logged_in = false;
+            None
+        }
+        "otii_get_licenses" => Some(json!({"licenses": i.licences.iter().map(|l| {
+            let mine = l.owner.as_ref().is_some_and(|(c, _)| *c == conn);
+            json!({"id": l.id, "type": "Automation", "available": l.owner.is_none() || mine,
+                   "reserved_to": if l.owner.is_some() { "lab" } else { "" },
+                   "hostname": l.owner.as_ref().map(|(_, p)| p.as_str()).unwrap_or(""), "addons": []})
+        }).collect::<Vec<_>>()})),
+        "otii_has_license" => Some(json!({"has_license": holds})),
+        "otii_reserve_license" => {
+            if !i.logged_in {
+                return Err(Refusal("Not logged in", Value::Null));
+            }
+            let id = integer("license_id")?;
+            let l = i
+                .licences
+                .iter_mut()
+                .find(|l| l.id == id)
+                .ok_or(Refusal("License could not be reserved", Value::Null))?;
+            match &l.owner {
+                Some((c, _)) if *c != conn => return Err(Refusal("License could not be reserved", Value::Null)),
+                _ => l.owner = Some((conn, peer.to_string())),
+            }
+            None
+        }
+        "otii_return_license" => {
+            let id = integer("license_id")?;
+            let l = i
+                .licences
+                .iter_mut()
+                .find(|l| l.id == id)
+                .ok_or(Refusal("License could not be returned", Value::Null))?;
+            if l.owner.as_ref().is_none_or(|(c, _)| *c != conn) {
+                return Err(Refusal("License could not be returned", Value::Null));
+            }
+            l.owner = None;
+            None
+        }
+        "otii_get_devices" => {
+            Some(json!({"devices": [{"device_id": i.device_id, "name": i.config.device_name, "type": "Arc"}]}))
+        }
+        "otii_get_device_id" => {
+            if text("device_name")? != i.config.device_name {
+                return Err(Refusal("Invalid key value", json!({"key": "device_name", "value": data["device_name"]})));
+            }
+            Some(json!({"device_id": i.device_id}))
+        }
+        "arc_get_version" => Some(json!({"hw_version": "Arc 1.1", "fw_version": "1.2.4 (lab stand-in)"})),
+        "arc_is_connected" => Some(json!({"connected": true})),
+        "arc_set_main_voltage" => {
+            let v = number("value")?;
+            if !(VOLTS.0..=VOLTS.1).contains(&v) {
+                return Err(Refusal("Invalid key value", json!({"key": "value", "value": v})));
+            }
+            i.voltage = v;
+            None
+        }
+        "arc_get_main_voltage" => Some(json!({"value": i.voltage})),
+        "arc_set_max_current" => {
+            let a = number("value")?;
+            if !(0.001..=MAX_AMPS).contains(&a) {
+                return Err(Refusal("Invalid key value", json!({"key": "value", "value": a})));
+            }
+            i.max_current = a;
+            None
+        }
+        "arc_get_max_current" => Some(json!({"value": i.max_current})),
+        "arc_enable_channel" => {
+            let (channel, on) = (text("channel")?, get("enable")?.as_bool().unwrap_or(false));
+            i.channels.retain(|c| *c != channel);
+            if on {
+                i.channels.push(channel);
+            }
+            None
+        }
+        "arc_get_channel_samplerate" => {
+            text("channel")?;
+            Some(json!({"value": RATE_HZ as u64}))
+        }
+        "arc_set_channel_samplerate" => return Err(Refusal("Command not valid for device type", Value::Null)),
+        "arc_set_main" => {
+            let on = get("enable")?.as_bool().ok_or_else(|| wrong_type("enable", "boolean", &data["enable"]))?;
+            i.main.push((Instant::now(), on));
+            None
+        }
+        "arc_get_value" => {
+            let on = i.main_on_at(Instant::now());
+            let v = match text("channel")?.as_str() {
+                "mc" if on => i.config.draw(0.0),
+                "mv" if on => i.voltage,
+                _ => 0.0,
+            };
+            Some(json!({"value": v}))
+        }
+        "otii_create_project" => {
+            let id = i.project.map_or(1, |p| p + 1);
+            i.project = Some(id);
+            i.recordings.clear();
+            Some(json!({"project_id": id}))
+        }
+        "otii_get_active_project" => Some(json!({"project_id": i.project.unwrap_or(-1)})),
+        "project_start_recording" | "project_stop_recording" | "project_get_last_recording" => {
+            if Some(integer("project_id")?) != i.project {
+                return Err(Refusal("Project does not exist", Value::Null));
+            }
+            match cmd {
+                "project_start_recording" => {
+                    if i.recordings.iter().any(|r| r.stop.is_none()) {
+                        return Err(Refusal("Command failure", json!({"message": "a recording is running"})));
+                    }
+                    let id = i.recordings.len() as i64 + 1;
+                    i.recordings.push(Recording { id, start: Instant::now(), stop: None, markers: Vec::new() });
+                    None
+                }
+                "project_stop_recording" => {
+                    let r = i.recordings.iter_mut().find(|r| r.stop.is_none());
+                    r.ok_or(Refusal("Command failure", json!({"message": "no recording is running"})))?.stop =
+                        Some(Instant::now());
+                    None
+                }
+                _ => Some(match i.recordings.last() {
+                    Some(r) => {
+                        json!({"recording_id": r.id, "name": format!("Recording {}", r.id), "running": r.stop.is_none()})
+                    }
+                    None => json!({"recording_id": -1, "name": ""}),
+                }),
+            }
+        }
+        "recording_is_running" => {
+            let r = recording(i)?;
+            Some(json!({"running": i.recordings[r].stop.is_none()}))
+        }
+        "recording_log" => {
+            let r = recording(i)?;
+            let message = text("text")?;
+            let at = data.get("timestamp").and_then(Value::as_f64).unwrap_or(0.0);
+            let rec = &mut i.recordings[r];
+            // 0: now, on the recording's clock.
+            let at = if at == 0.0 { rec.start.elapsed().as_secs_f64() } else { at };
+            rec.markers.push((message, at));
+            None
+        }
+        "recording_get_channel_data_count"
+        | "recording_get_channel_data"
+        | "recording_get_channel_info"
+        | "recording_get_channel_statistics" => {
+            let r = recording(i)?;
+            let channel = text("channel")?;
+            if channel != "mc" {
+                return Err(Refusal("Invalid key value", json!({"key": "channel", "value": channel})));
+            }
+            let rec = &i.recordings[r];
+            let total = i.count(rec);
+            match cmd {
+                "recording_get_channel_data_count" => Some(json!({"count": total})),
+                "recording_get_channel_info" => Some(
+                    json!({"offset": 0.0, "from": 0.0, "to": total as f64 / RATE_HZ, "sample_rate": RATE_HZ as u64}),
+                ),
+                "recording_get_channel_data" => {
+                    let (index, count) = (integer("index")?, integer("count")?);
+                    if index < 0 || count < 0 || count as u64 > MAX_CHUNK {
+                        return Err(Refusal("Invalid key value", json!({"key": "count", "value": count})));
+                    }
+                    let values = i.samples(rec, index as u64, count as u64);
+                    Some(
+                        json!({"data_type": "analog", "timestamp": index as f64 / RATE_HZ, "interval": 1.0 / RATE_HZ, "values": values}),
+                    )
+                }
+                _ => {
+                    let (from, to) = (number("from")?, number("to")?);
+                    let first = (from * RATE_HZ).ceil().max(0.0) as u64;
+                    let last = ((to * RATE_HZ).ceil() as u64).min(total);
+                    let values = i.samples(rec, first, last.saturating_sub(first));
+                    let (lo, hi) = values.iter().fold((f64::MAX, f64::MIN), |(a, b), &v| (a.min(v), b.max(v)));
+                    let charge: f64 = values.iter().sum::<f64>() / RATE_HZ;
+                    let average = if values.is_empty() { 0.0 } else { charge * RATE_HZ / values.len() as f64 };
+                    Some(
+                        json!({"min": lo, "max": hi, "average": average, "energy": charge * i.voltage, "charge": charge}),
+                    )
+                }
+            }
+        }
+        _ => return Err(Refusal("Invalid command", Value::Null)),
+    })
+}
+
+fn wrong_type(key: &str, expected: &str, got: &Value) -> Refusal {
+    let received = match got {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    Refusal("Invalid key type", json!({"key": key, "expected_type": expected, "received_type": received}))
+}
