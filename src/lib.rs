@@ -13,6 +13,7 @@ pub mod endpoint;
 pub mod fs;
 pub mod import;
 pub mod measure;
+pub mod monitor;
 pub mod notify;
 pub mod plan;
 pub mod report;

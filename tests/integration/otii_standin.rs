@@ -1,7 +1,13 @@
 //! The stand-in Otii 3 TCP server (standins/otii) checked with Qoitech's own Python
 //! client, `otii-tcp-client` 1.0.13 from PyPI: tests/otii_client_check.py makes, through
 //! the official API, the calls lab's backend makes, and what the client gets is checked
-//! against the draw the stand-in was given (docs/platforms/monitors.md).
+//! against the draw the stand-in was given (docs/platforms/monitors.md). Then lab's own
+//! Otii session (`monitor::otii`) on the same stand-in.
+
+use std::time::Duration;
+
+use lab::collect::monitor::{GapLimits, WindowFigures};
+use lab::monitor::otii::{OtiiError, Session, SessionSettings};
 
 use crate::common::otii::Otii;
 use crate::common::root;
@@ -63,4 +69,79 @@ fn qoitechs_python_client_reserves_records_marks_reads_and_returns_through_the_s
     assert_eq!(commands.last(), Some(&"otii_return_license"));
     assert_eq!(commands.iter().filter(|c| **c == "otii_reserve_license").count(), 2, "{commands:?}");
     assert_eq!(commands.iter().filter(|c| **c == "otii_return_license").count(), 2, "{commands:?}");
+}
+
+fn settings() -> SessionSettings {
+    SessionSettings { voltage_v: 3.8, current_limit_a: 2.0, device: None, timeout: Duration::from_secs(5) }
+}
+
+/// lab's own Otii session on the stand-in: a licence reserved and returned, the supply
+/// set, a recording with markers at the window's start and end, and the window's energy
+/// from the samples read back equal to the stand-in's draw over that window.
+#[tokio::test]
+async fn a_session_records_a_marked_window_whose_energy_is_the_draws_integral() {
+    let server = Otii::start(150.0, 350.0, &["--device-name", "Arc 1234"]);
+    let address = format!("127.0.0.1:{}", server.port);
+    let mut s = Session::open(&address, &settings()).await.unwrap();
+    assert_eq!(s.identity["name"], "Arc 1234");
+    let state = server.state();
+    assert_eq!((state["voltage"].as_f64(), state["max_current"].as_f64()), (Some(3.8), Some(2.0)));
+    assert_eq!(state["licences"][0]["reserved"], true, "{state}");
+    s.start().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let from = s.mark("soak start").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let to = s.mark("soak end").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let trace = s.stop().await.unwrap();
+    s.close().await.unwrap();
+
+    assert_eq!(trace.rate_hz, 4000.0);
+    let w = WindowFigures::of(&trace, from, to, 0.0, GapLimits::default());
+    assert_eq!(w.invalid, None, "{w:?}");
+    // The draw at the same sample times: the stand-in's known integral over the window.
+    let inside: Vec<f64> = (0..trace.current_a.len())
+        .map(|i| i as f64 / 4000.0)
+        .filter(|t| *t >= from && *t < to)
+        .map(|t| draw(150.0, 350.0, t))
+        .collect();
+    let want = inside.iter().sum::<f64>() / 4000.0 * 3.8;
+    assert!((w.energy_j - want).abs() <= want * 0.005, "{} J, the draw gives {want} J", w.energy_j);
+    assert_eq!(w.samples, inside.len() as u64);
+
+    let state = server.state();
+    assert!(state["licences"].as_array().unwrap().iter().all(|l| l["reserved"] == false), "returned: {state}");
+    assert_eq!(state["main_on"], false);
+    let markers = &state["recordings"][0]["markers"];
+    assert_eq!(markers[0]["text"], "soak start");
+    assert_eq!((markers[0]["timestamp"].as_f64(), markers[1]["timestamp"].as_f64()), (Some(from), Some(to)));
+}
+
+#[tokio::test]
+async fn refusals_an_unreachable_server_and_no_free_licence_are_errors_that_say_so() {
+    // Nothing listens on a port just freed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let e = Session::open(&format!("127.0.0.1:{port}"), &settings()).await.err().unwrap();
+    assert!(matches!(e, OtiiError::Unreachable { .. }), "{e}");
+    assert!(e.to_string().contains("fix: start the Otii 3 server there"), "{e}");
+
+    let server = Otii::start(100.0, 0.0, &[]);
+    let address = format!("127.0.0.1:{}", server.port);
+    // A voltage the Arc refuses: the licence goes back before the error comes out.
+    let high = SessionSettings { voltage_v: 9.0, ..settings() };
+    let e = Session::open(&address, &high).await.err().unwrap();
+    assert_eq!(e.to_string(), "the Otii server refused `arc_set_main_voltage`: Invalid key value (`value` = 9.0)");
+    assert!(server.state()["licences"].as_array().unwrap().iter().all(|l| l["reserved"] == false));
+    let named = SessionSettings { device: Some("Arc 9".into()), ..settings() };
+    let e = Session::open(&address, &named).await.err().unwrap();
+    assert_eq!(e.to_string(), format!("the Otii server at {address} has no instrument `Arc 9`; it has: Arc (Arc)"));
+
+    // The stand-in has two licences: a third session finds none.
+    let one = Session::open(&address, &settings()).await.unwrap();
+    let two = Session::open(&address, &settings()).await.unwrap();
+    let e = Session::open(&address, &settings()).await.err().unwrap();
+    assert!(matches!(e, OtiiError::NoLicence { .. }), "{e}");
+    one.close().await.unwrap();
+    two.close().await.unwrap();
+    assert!(Session::open(&address, &settings()).await.unwrap().close().await.is_ok());
 }
