@@ -114,7 +114,10 @@ async fn a_session_records_a_marked_window_whose_energy_is_the_draws_integral() 
     assert_eq!(state["main_on"], false);
     let markers = &state["recordings"][0]["markers"];
     assert_eq!(markers[0]["text"], "soak start");
-    assert_eq!((markers[0]["timestamp"].as_f64(), markers[1]["timestamp"].as_f64()), (Some(from), Some(to)));
+    // Where the session put them (to the last bit or two: JSON numbers are parsed by the
+    // stand-in without serde_json's exact float round trip).
+    let (m0, m1) = (markers[0]["timestamp"].as_f64().unwrap(), markers[1]["timestamp"].as_f64().unwrap());
+    assert!((m0 - from).abs() < 1e-12 && (m1 - to).abs() < 1e-12, "markers at {m0}, {m1}; sent {from}, {to}");
 }
 
 #[tokio::test]
@@ -144,4 +147,24 @@ async fn refusals_an_unreachable_server_and_no_free_licence_are_errors_that_say_
     one.close().await.unwrap();
     two.close().await.unwrap();
     assert!(Session::open(&address, &settings()).await.unwrap().close().await.is_ok());
+}
+
+/// A trace's samples as `.npy` load in NumPy in one line, value for value.
+#[test_needs::needs(scipy)]
+#[test]
+fn a_traces_samples_as_npy_load_in_numpy_in_one_line() {
+    let values: Vec<f32> = (0..40_000).map(|i| 0.1 + 0.4 * ((i % 4000) < 400) as u8 as f32 + i as f32 * 1e-7).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("current.npy");
+    std::fs::write(&file, lab::collect::monitor::npy_f32(&values)).unwrap();
+    let script = "import math, sys, numpy\na = numpy.load(sys.argv[1])\nprint(a.dtype, a.shape[0], math.fsum(a.tolist()), float(a[12345]))";
+    let out = std::process::Command::new("python3").args(["-c", script]).arg(&file).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let got: Vec<&str> = text.split_whitespace().collect();
+    assert_eq!(got[..2], ["float32", "40000"], "{text}");
+    let sum: f64 = values.iter().map(|&v| f64::from(v)).sum();
+    let (their_sum, their_one): (f64, f64) = (got[2].parse().unwrap(), got[3].parse().unwrap());
+    assert!((their_sum - sum).abs() < 1e-9 * sum, "{their_sum} vs {sum}");
+    assert_eq!(their_one, f64::from(values[12345]), "a float32 comes back bit for bit");
 }
