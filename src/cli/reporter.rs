@@ -154,6 +154,7 @@ fn bars(
         | Event::DeviceAcquired { .. }
         | Event::PortRestored { .. }
         | Event::PowerNotRestored { .. }
+        | Event::MonitorNotClosed { .. }
         | Event::OperatorStep { .. }
         | Event::OperatorAnswered { .. }
         | Event::OperatorExpired { .. } => {
@@ -200,7 +201,7 @@ fn bars(
                 o.finish();
             }
         }
-        Event::Installed { .. } | Event::DeviceIdentified { .. } => {}
+        Event::Installed { .. } | Event::DeviceIdentified { .. } | Event::MonitorOpened { .. } => {}
     }
 }
 
@@ -275,6 +276,11 @@ pub fn plain_line(e: &Event, verbose: bool) -> Option<String> {
             to.iter().map(|d| format!("{} ({})", d.device, d.planned)).collect::<Vec<_>>().join(", ")
         )),
         Event::DeviceDone { device } => Some(format!("[{device}] done")),
+        Event::MonitorOpened { device, monitor } => verbose.then(|| format!("[{device}] on power monitor {monitor}")),
+        Event::MonitorNotClosed { device, monitor, detail } => Some(format!(
+            "[{device}] power monitor {monitor} NOT CLOSED: {detail}; fix: check it is off, and return its licence \
+             in Otii 3 (Help → Licenses) if it holds one"
+        )),
         Event::OperatorStep { campaign, device, trial, step, when, text, attest, confirm, timeout_s, .. } => {
             let at = if trial.is_empty() { when.clone() } else { format!("{trial}, {when}") };
             Some(if *confirm {

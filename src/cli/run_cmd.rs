@@ -305,6 +305,10 @@ async fn execute(
     ));
     let operator: Arc<dyn crate::tether::Operator> = desk.clone();
     let mut opened = BTreeMap::new();
+    let monitors: BTreeMap<String, runner::MonitorPlace> = devices
+        .keys()
+        .filter_map(|name| Some((name.clone(), runner::monitor_place(&lab, &hosts, name)?)))
+        .collect();
     for (name, dev) in devices {
         let tether = runner::tether_for(&lab, &hosts, &name, operator.clone())
             .ok_or_else(|| CliError::internal(format!("device {name} has no tether")))?;
@@ -397,6 +401,8 @@ fix: wait for it",
         shutdown: stop_rx.clone(),
         desk,
         turns,
+        monitors,
+        instruments: Default::default(),
     };
     let result = campaign.run(resumed).await;
     let _ = relay.await;

@@ -1041,7 +1041,7 @@ kind = "sim"
 fn monitors_are_read_with_their_defaults_and_the_device_each_supplies() {
     let lab = parse_lab(MONITORED, Path::new("lab.toml")).unwrap_or_else(|e| panic!("{e}"));
     let sim = lab.monitor_of("sim-1").unwrap();
-    assert_eq!((sim.kind.clone(), sim.voltage_v, sim.sample_rate_hz), (MonitorKind::Sim, 3.85, 5000));
+    assert_eq!((sim.kind.clone(), sim.voltage_v, sim.sample_rate_hz), (MonitorKind::Sim, 3.85, 10));
     let arc = lab.monitor_of("pixel-1").unwrap();
     assert_eq!(
         arc.kind,

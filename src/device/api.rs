@@ -252,6 +252,12 @@ pub trait Device: Send + Sync {
     /// Connects and says what the device is.
     async fn identify(&self) -> Result<Identity, DeviceError>;
 
+    /// A simulated power monitor supplying this device (`[[monitor]] kind = "sim"`): only a
+    /// simulated device knows what it draws.
+    fn simulated_monitor(&self, _spec: &crate::config::MonitorSpec) -> Option<Box<dyn crate::monitor::PowerMonitor>> {
+        None
+    }
+
     /// Installs `build` if the installed build's hash differs, then applies `config`.
     /// What it returns is what `launch` gets back in its `LaunchSpec`.
     async fn prepare(&self, build: &Build, config: &VariantConfig) -> Result<Prepared, DeviceError>;

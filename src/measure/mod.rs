@@ -11,5 +11,5 @@ mod untether;
 pub use measurement::Measurement;
 pub use metric_order::metric_order;
 pub use metrics::{KNOWN_METRICS, RAIL_ENERGY_PREFIX, is_known_metric, rail_of};
-pub use series::{BATTERY_PCT, Series, SeriesDecodeError};
+pub use series::{BATTERY_PCT, MONITOR_POWER_MW, Series, SeriesDecodeError};
 pub use untether::UntetherMode;

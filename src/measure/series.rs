@@ -5,6 +5,9 @@ use serde::{Deserialize, Serialize};
 
 /// The battery level in % of capacity (from the charge counter where there is one).
 pub const BATTERY_PCT: &str = "battery_pct";
+/// A power monitor's power over the soak, mW, time from the soak's start (a few hundred
+/// points, each the mean of its stretch of samples).
+pub const MONITOR_POWER_MW: &str = "monitor_power_mw";
 
 /// Values over time: `points` are (seconds since launch, value), in time order.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

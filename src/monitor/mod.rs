@@ -1,5 +1,12 @@
 //! Power monitors: instruments that supply a device in place of its battery and sample its
-//! current (docs/platforms/monitors.md). One folder per kind; what their samples give is
-//! computed in `collect::monitor`.
+//! current (docs/platforms/monitors.md). The runner sees each as a `PowerMonitor`; one
+//! folder per kind; what their samples give is computed in `collect::monitor`.
 
+mod error;
+mod open;
 pub mod otii;
+mod power_monitor;
+
+pub use error::MonitorError;
+pub use open::open;
+pub use power_monitor::PowerMonitor;

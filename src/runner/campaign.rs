@@ -14,6 +14,7 @@ use super::desk::OperatorDesk;
 use super::event::{DeviceProgress, Event, EventSink};
 use super::footprint::Footprint;
 use super::manifest::{MANIFEST_FILE, Manifest};
+use super::monitored::MonitorPlace;
 use super::recorder::Recorder;
 use super::status_board::StatusBoard;
 use super::trial::{RunError, TrialContext, blocking, now_rfc3339};
@@ -49,6 +50,10 @@ pub struct Campaign {
     /// Each device's lease, held or waited for: a worker touches its device only once
     /// the lease is its campaign's.
     pub turns: Turns,
+    /// The power monitor each monitored device is on.
+    pub monitors: BTreeMap<String, MonitorPlace>,
+    /// What each opened monitor said it is, for the manifest.
+    pub instruments: Arc<Mutex<BTreeMap<String, serde_json::Value>>>,
 }
 
 /// A device's turn, shared by the workers of a campaign's rounds: the lease stays with
@@ -192,6 +197,8 @@ impl Campaign {
             recorder: Arc::new(recorder),
             identities: Mutex::new(BTreeMap::new()),
             lease_request: self.turns.request.clone(),
+            monitors: self.monitors.clone(),
+            instruments: self.instruments.clone(),
         });
         // Tethers are shared so that adaptive rounds can hand them to new workers.
         let devices: BTreeMap<String, SharedDevice> =
@@ -327,9 +334,19 @@ impl Campaign {
         // Without its plan: the plan is here, and a big one is megabytes of text.
         let (store, id) = (self.store.clone(), self.id.clone());
         let record = blocking(move || store.campaign_without_plan(&id)).await?;
-        Manifest::of(&record, &self.runbook, plan, &self.lab, observed)
-            .write(artifacts)
-            .map_err(|source| RunError::Artifacts { path: artifacts.join(MANIFEST_FILE), source })
+        let mut manifest = Manifest::of(&record, &self.runbook, plan, &self.lab, observed);
+        // What each monitor said it is: this run's, else an earlier run's.
+        let earlier = Manifest::read(&artifacts.join(MANIFEST_FILE)).ok();
+        for d in &mut manifest.devices {
+            let said = self.instruments.lock().unwrap_or_else(|p| p.into_inner()).get(&d.name).cloned().or_else(|| {
+                let e = earlier.as_ref()?.devices.iter().find(|e| e.name == d.name)?;
+                e.monitor.as_ref()?.get("instrument").cloned()
+            });
+            if let (Some(m), Some(said)) = (d.monitor.as_mut().and_then(|m| m.as_object_mut()), said) {
+                m.insert("instrument".into(), said);
+            }
+        }
+        manifest.write(artifacts).map_err(|source| RunError::Artifacts { path: artifacts.join(MANIFEST_FILE), source })
     }
 }
 

@@ -16,6 +16,8 @@ pub enum Phase {
     Untether,
     Soak,
     Retether,
+    /// The idle baseline on a power monitor, before launch.
+    Idle,
     Collect,
     Validate,
     Record,
@@ -30,6 +32,7 @@ impl Phase {
             Phase::Untether => "untether",
             Phase::Soak => "soak",
             Phase::Retether => "retether",
+            Phase::Idle => "idle",
             Phase::Collect => "collect",
             Phase::Validate => "validate",
             Phase::Record => "record",
@@ -128,6 +131,17 @@ pub enum Event {
     OffUsb {
         device: String,
         trial: String,
+    },
+    /// The power monitor that supplies a device was opened for its trials.
+    MonitorOpened {
+        device: String,
+        monitor: String,
+    },
+    /// A power monitor could not be closed at the end (an Otii licence may still be reserved).
+    MonitorNotClosed {
+        device: String,
+        monitor: String,
+        detail: String,
     },
     /// USB power could not be given back after a trial: the phone may be left draining.
     PowerNotRestored {

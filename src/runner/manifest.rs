@@ -82,6 +82,10 @@ pub struct ManifestDevice {
     /// until it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed: Option<Identity>,
+    /// The power monitor that supplies it (`[[monitor]]` as configured), with what the
+    /// instrument said it is (`instrument`) once it was opened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitor: Option<serde_json::Value>,
 }
 
 /// Where a re-run came from, as `content_hashes.rerun` of the new campaign's record.
@@ -134,6 +138,7 @@ impl Manifest {
                     platform: d.platform.as_str().into(),
                     os: spec.map(|s| s.os.clone()).unwrap_or_default(),
                     observed: observed.get(&d.name).cloned(),
+                    monitor: lab.monitor_of(&d.name).and_then(|m| serde_json::to_value(m).ok()),
                 }
             })
             .collect();

@@ -30,6 +30,10 @@ use crate::store::{
 };
 use crate::tether::{Tether, TetherError};
 
+use super::monitored::{self, Window};
+use crate::collect::monitor::{PowerTrace, WindowFigures};
+use crate::monitor::{MonitorError, PowerMonitor};
+
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error(transparent)]
@@ -67,6 +71,10 @@ pub struct TrialContext {
     pub identities: std::sync::Mutex<std::collections::BTreeMap<String, crate::device::Identity>>,
     /// What a worker asks for its device with, when a later round needs it again.
     pub lease_request: crate::store::LeaseRequest,
+    /// The power monitor each monitored device is on.
+    pub monitors: std::collections::BTreeMap<String, super::monitored::MonitorPlace>,
+    /// What each opened monitor said it is, for the manifest.
+    pub instruments: Arc<std::sync::Mutex<std::collections::BTreeMap<String, serde_json::Value>>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -131,10 +139,15 @@ pub async fn sleep_or_cancel(clock: &Clock, d: Duration, shutdown: &mut watch::R
     slept && !*shutdown.borrow()
 }
 
+/// A device's power monitor, held by its worker for its attempts.
+pub type HeldMonitor = tokio::sync::Mutex<Box<dyn PowerMonitor>>;
+
 pub struct Attempt<'a> {
     pub ctx: &'a TrialContext,
     pub device: &'a dyn Device,
     pub tether: &'a dyn Tether,
+    /// The power monitor that supplies the device, if one does.
+    pub monitor: Option<&'a HeldMonitor>,
     pub trial: &'a PlannedTrialRow,
     pub attempt: u32,
     /// Turns `true` when the attempt must stop: the campaign's shutdown, or (from the
@@ -159,6 +172,8 @@ struct Progress {
     mode: UntetherMode,
     /// What must be said with the attempt's figures.
     labels: Vec<String>,
+    /// A power monitor recording runs: `run` stops it, whatever ended the steps.
+    recording: bool,
 }
 
 impl Attempt<'_> {
@@ -371,6 +386,7 @@ impl Attempt<'_> {
             untethered: false,
             mode: UntetherMode::None,
             labels: Vec::new(),
+            recording: false,
         };
         // The files go straight to their final folder: the row, committed last, is what
         // makes an attempt recorded. A folder without a row (a crash before the commit) is
@@ -384,6 +400,10 @@ impl Attempt<'_> {
         // USB power back first, then the app is stopped (bounded: a wedged device must not
         // hold the campaign).
         let power = if p.untethered { self.restore_power().await } else { None };
+        if let Some(m) = self.monitor.filter(|_| p.recording) {
+            let limit = self.ctx.runbook.timeouts.collect;
+            let _ = tokio::time::timeout(limit, async { m.lock().await.stop().await }).await;
+        }
         if let Some(app) = &p.app {
             let _ = tokio::time::timeout(self.ctx.runbook.timeouts.launch, self.device.stop(app)).await;
         }
@@ -554,6 +574,11 @@ impl Attempt<'_> {
             return Err(Failure::new(reasons.join("; ")));
         }
 
+        let idle = match (self.monitor, rb.monitor.idle) {
+            (Some(m), Some(len)) => Some(self.idle(p, m, len, dir).await?),
+            _ => None,
+        };
+
         // launch
         self.enter(p, Phase::Launch);
         self.call(Phase::Launch, rb.timeouts.launch, self.device.reset_counters()).await?;
@@ -617,6 +642,10 @@ impl Attempt<'_> {
         // Both read the kernel's / the endpoint's counters at the two ends of the soak only.
         let traffic_start = endpoint.map(|e| e.count(&token));
         let window = (!self.clock().is_virtual()).then(|| self.ctx.footprint.begin());
+        let soak_mark = match self.monitor {
+            Some(m) => Some(self.record_from(p, m, &format!("soak start {} a{}", self.trial.key, self.attempt)).await?),
+            None => None,
+        };
         let completed = sleep_or_cancel(&self.clock(), rb.duration, &mut shutdown).await;
         let traffic = endpoint.zip(traffic_start).map(|(e, start)| e.count(&token).since(&start));
         if let Some(w) = window.filter(|_| completed) {
@@ -624,9 +653,17 @@ impl Attempt<'_> {
         }
 
         if !completed {
-            // `run` re-tethers.
+            // `run` re-tethers and stops the recording.
             return Ok(Step::Cancelled);
         }
+        let recorded = match (self.monitor, soak_mark) {
+            (Some(m), Some(start)) => {
+                let (end, trace, source, identity) =
+                    self.record_until(p, m, &format!("soak end {} a{}", self.trial.key, self.attempt)).await?;
+                Some((start, end, trace, source, identity))
+            }
+            _ => None,
+        };
         if untether {
             self.device.soak_ended().await;
             self.enter(p, Phase::Retether);
@@ -659,6 +696,33 @@ impl Attempt<'_> {
             let source = "lab traffic endpoint (requests to the trial's token during the soak)";
             collected.measurements.push(Measurement::new("endpoint_requests", t.requests as f64, "count", source));
             collected.measurements.push(Measurement::new("endpoint_bytes", t.bytes as f64, "bytes", source));
+        }
+
+        if let Some((start, end, trace, source, identity)) = recorded {
+            let w = Window {
+                trace: &trace,
+                start_s: start,
+                end_s: end,
+                warmup_s: rb.monitor.warmup.as_secs_f64(),
+                stem: "current",
+            };
+            let f = w.figures();
+            w.write(dir, &f, &identity)
+                .map_err(|e| Failure::new(format!("writing the power monitor's samples: {e}")))?;
+            collected.measurements.extend(monitored::soak_measurements(&f, &source));
+            if let Some(idle) = &idle {
+                collected.measurements.extend(monitored::net_measurements(&f, idle, &source));
+            }
+            // What the endpoint counted, else what the app says it sent.
+            let requests = traffic.map(|t| t.requests).or(collected.evidence.requests_seen);
+            if let Some(n) = requests.filter(|_| rb.workload.request_interval.is_some()) {
+                let per = monitored::per_request(&collected.measurements, n, &source);
+                collected.measurements.extend(per);
+            }
+            collected.series.push(w.power_series(&source));
+            if let Some(why) = f.invalid {
+                reasons.push(format!("power monitor: {why}"));
+            }
         }
 
         self.operator_steps(StepWhen::AfterTrial).await?;
@@ -706,6 +770,76 @@ impl Attempt<'_> {
         Ok(Step::Done(Box::new(collected), reasons))
     }
 
+    /// Starts a recording on the device's monitor and marks `text` in it: the mark's time.
+    /// A monitor that cannot be reached takes the device offline; any other failure
+    /// spoils the attempt.
+    async fn record_from(&self, p: &mut Progress, m: &HeldMonitor, text: &str) -> Result<f64, Failure> {
+        let limit = self.ctx.runbook.timeouts.collect;
+        let mut m = m.lock().await;
+        match self.timed(Phase::Soak, limit, m.start()).await? {
+            Ok(()) => {}
+            Err(e) if e.is_unreachable() => return Err(Failure::offline(e.to_string())),
+            Err(e) => return Err(Failure::new(format!("power monitor: starting a recording: {e}"))),
+        }
+        p.recording = true;
+        self.timed(Phase::Soak, limit, m.mark(text)).await?.map_err(|e| Failure::new(monitor_lost(&e)))
+    }
+
+    /// Marks `text` in the running recording and stops it: the mark's time, the samples,
+    /// and the source and identity to give with its figures.
+    async fn record_until(
+        &self,
+        p: &mut Progress,
+        m: &HeldMonitor,
+        text: &str,
+    ) -> Result<(f64, PowerTrace, String, serde_json::Value), Failure> {
+        let limit = self.ctx.runbook.timeouts.collect;
+        let mut m = m.lock().await;
+        let end = self.timed(Phase::Soak, limit, m.mark(text)).await?.map_err(|e| Failure::new(monitor_lost(&e)))?;
+        let trace = self.timed(Phase::Soak, limit, m.stop()).await?.map_err(|e| Failure::new(monitor_lost(&e)))?;
+        p.recording = false;
+        Ok((end, trace, monitored::source_of(m.as_ref()), m.identity()))
+    }
+
+    /// The idle baseline: the phone, app stopped, under the soak's conditions (untethered
+    /// as it will be), recorded for `len` on its monitor. Its figures, or why not.
+    async fn idle(
+        &self,
+        p: &mut Progress,
+        m: &HeldMonitor,
+        len: Duration,
+        dir: &Path,
+    ) -> Result<WindowFigures, Failure> {
+        self.enter(p, Phase::Idle);
+        let untether = self.ctx.runbook.preconditions.untethered && self.tether.mode() != UntetherMode::None;
+        if untether {
+            p.untethered = true;
+            if let Err(e) = self.timed(Phase::Idle, self.tether_limit(), self.tether.untether(self.device)).await? {
+                return Err(self.tether_fail(Phase::Idle, e).await);
+            }
+        }
+        let start = self.record_from(p, m, &format!("idle start {} a{}", self.trial.key, self.attempt)).await?;
+        let mut shutdown = self.stop.clone();
+        if !sleep_or_cancel(&self.clock(), len, &mut shutdown).await {
+            return Err(Failure::cancelled());
+        }
+        let (end, trace, _, identity) =
+            self.record_until(p, m, &format!("idle end {} a{}", self.trial.key, self.attempt)).await?;
+        if untether {
+            if let Err(e) = self.timed(Phase::Idle, self.tether_limit(), self.tether.retether(self.device)).await? {
+                return Err(self.tether_fail(Phase::Idle, e).await);
+            }
+            p.untethered = false;
+        }
+        let w = Window { trace: &trace, start_s: start, end_s: end, warmup_s: 0.0, stem: "idle_current" };
+        let f = w.figures();
+        w.write(dir, &f, &identity).map_err(|e| Failure::new(format!("writing the power monitor's samples: {e}")))?;
+        match &f.invalid {
+            Some(why) => Err(Failure::new(format!("power monitor, idle baseline: {why}"))),
+            None => Ok(f),
+        }
+    }
+
     /// Device status is for people watching `lab status`; failing to write it must not fail a trial.
     async fn status_quiet(&self, phase: Phase, battery: Option<f64>) {
         let _ = self.status(phase, battery).await;
@@ -715,6 +849,11 @@ impl Attempt<'_> {
 enum Step {
     Done(Box<Collected>, Vec<String>),
     Cancelled,
+}
+
+/// A monitor that failed mid-recording: the attempt's samples are lost.
+fn monitor_lost(e: &MonitorError) -> String {
+    format!("power monitor lost during the recording: {e}")
 }
 
 /// The attempt's token on the traffic endpoint: its trial key and attempt number, in

@@ -111,6 +111,8 @@ impl Bench {
             recorder: Arc::new(super::recorder::Recorder::start(store.clone()).unwrap()),
             identities: Default::default(),
             lease_request: Default::default(),
+            monitors: Default::default(),
+            instruments: Default::default(),
         };
         Bench { _dir: dir, ctx, trial, host, tether, events, stop }
     }
@@ -125,7 +127,15 @@ impl Bench {
 
     /// The bench's trial's first attempt on `device` through `tether`.
     fn attempt<'a>(&'a self, device: &'a dyn Device, tether: &'a dyn Tether) -> Attempt<'a> {
-        Attempt { ctx: &self.ctx, device, tether, trial: &self.trial, attempt: 0, stop: self.ctx.shutdown.clone() }
+        Attempt {
+            ctx: &self.ctx,
+            device,
+            tether,
+            monitor: None,
+            trial: &self.trial,
+            attempt: 0,
+            stop: self.ctx.shutdown.clone(),
+        }
     }
 
     /// The hub port's switching, in order (`off`, `on`, …; listings left out).
@@ -429,6 +439,8 @@ async fn a_worker_that_fails_stops_its_siblings() {
             shutdown,
         )),
         turns: super::Turns::take_now(&store, &["phone-1".into(), "phone-2".into()], &Default::default()).unwrap(),
+        monitors: Default::default(),
+        instruments: Default::default(),
     };
     let start = tokio::time::Instant::now();
     let err = c.run(false).await.expect_err("a panicking worker is fatal");

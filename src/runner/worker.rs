@@ -4,10 +4,11 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
 use super::event::Event;
+use super::monitored::open_monitor;
 use super::status_board::When;
 use super::trial::{
-    Attempt, AttemptOutcome, RunError, TrialContext, blocking, now_rfc3339, sleep_or_cancel, wait_for_device,
-    write_status,
+    Attempt, AttemptOutcome, HeldMonitor, RunError, TrialContext, blocking, now_rfc3339, sleep_or_cancel,
+    wait_for_device, write_status,
 };
 use super::turns::Turn;
 use crate::device::Device;
@@ -151,12 +152,11 @@ async fn run_leased(
     device: &Arc<dyn Device>,
     tether: &dyn Tether,
     rows: &TrialRows,
-    mut queue: VecDeque<(u32, u32)>,
+    queue: VecDeque<(u32, u32)>,
     stop: tokio::sync::watch::Receiver<bool>,
     lost: &std::sync::atomic::AtomicBool,
 ) -> Result<WorkerEnd, RunError> {
     let name = device.name().to_string();
-    let mut shutdown = stop.clone();
     let stopped = |name: &str| {
         if lost.load(std::sync::atomic::Ordering::SeqCst) {
             ctx.events.emit(Event::DeviceOffline { device: name.to_string(), reason: LEASE_LOST.into() });
@@ -210,6 +210,62 @@ async fn run_leased(
 
     record_health(ctx, device.as_ref()).await;
 
+    // Its power monitor, before any trial: one that cannot be opened keeps its trials pending.
+    let monitor = match ctx.monitors.get(&name) {
+        None => None,
+        Some(place) => match open_monitor(place, device.as_ref(), MONITOR_CALL).await {
+            Ok(m) => {
+                ctx.instruments.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), m.identity());
+                ctx.events.emit(Event::MonitorOpened { device: name.clone(), monitor: m.label() });
+                Some(tokio::sync::Mutex::new(m))
+            }
+            Err(e) => {
+                let reason = format!("cannot open its power monitor: {e}");
+                set_status(ctx, &name, "offline").await;
+                ctx.events.emit(Event::DeviceOffline { device: name, reason: reason.clone() });
+                return Ok(WorkerEnd::Offline(reason));
+            }
+        },
+    };
+    let end = run_queue(ctx, device, tether, monitor.as_ref(), rows, queue, &stop, stopped).await;
+    // Closed however the trials ended (done, Ctrl-C, an error): its licence goes back.
+    if let Some(m) = monitor {
+        let m = m.into_inner();
+        let label = m.label();
+        let detail = match tokio::time::timeout(MONITOR_CALL, m.close()).await {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(_) => Some(format!("closing it did not finish within {} s", MONITOR_CALL.as_secs())),
+        };
+        if let Some(detail) = detail {
+            ctx.events.emit(Event::MonitorNotClosed { device: name.clone(), monitor: label, detail });
+        }
+    }
+    let end = end?;
+    set_status(ctx, &name, if matches!(end, WorkerEnd::Offline(_)) { "offline" } else { "idle" }).await;
+    if end == WorkerEnd::Finished {
+        ctx.events.emit(Event::DeviceDone { device: name });
+    }
+    Ok(end)
+}
+
+/// How long opening or closing a power monitor may take.
+const MONITOR_CALL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The device's queue of attempts, one after the other.
+#[expect(clippy::too_many_arguments, reason = "the worker's parts, each borrowed from it for the loop")]
+async fn run_queue(
+    ctx: &Arc<TrialContext>,
+    device: &Arc<dyn Device>,
+    tether: &dyn Tether,
+    monitor: Option<&HeldMonitor>,
+    rows: &TrialRows,
+    mut queue: VecDeque<(u32, u32)>,
+    stop: &tokio::sync::watch::Receiver<bool>,
+    stopped: impl Fn(&str) -> WorkerEnd,
+) -> Result<WorkerEnd, RunError> {
+    let name = device.name().to_string();
+    let mut shutdown = stop.clone();
     let mut first = true;
     let end = loop {
         let Some((idx, attempt)) = queue.pop_front() else { break WorkerEnd::Finished };
@@ -226,7 +282,7 @@ async fn run_leased(
         }
         first = false;
         let outcome =
-            Attempt { ctx, device: device.as_ref(), tether, trial, attempt, stop: stop.clone() }.run().await?;
+            Attempt { ctx, device: device.as_ref(), tether, monitor, trial, attempt, stop: stop.clone() }.run().await?;
         match outcome {
             AttemptOutcome::Recorded { valid: true } => {}
             AttemptOutcome::Recorded { valid: false } => {
@@ -241,10 +297,6 @@ async fn run_leased(
             AttemptOutcome::Cancelled => break stopped(&name),
         }
     };
-    set_status(ctx, &name, if matches!(end, WorkerEnd::Offline(_)) { "offline" } else { "idle" }).await;
-    if end == WorkerEnd::Finished {
-        ctx.events.emit(Event::DeviceDone { device: name });
-    }
     Ok(end)
 }
 

@@ -608,6 +608,11 @@ pub(super) const BATTERY_POINTS: &str = "
         AND s.name = ?4 AND length(s.points) > 0
     ORDER BY s.seq LIMIT 1";
 
+const SERIES_NAMED: &str = "
+    SELECT trial_idx, attempt, points FROM series
+    WHERE campaign = ?1 AND name = ?2 AND length(points) > 0
+    ORDER BY trial_idx, attempt, seq";
+
 fn max_attempts(conn: &Connection, id: &str) -> Result<u32, StoreError> {
     conn.query_row("SELECT max_attempts FROM campaigns WHERE id = ?1", [id], |r| r.get(0))
         .optional()?
@@ -706,6 +711,25 @@ impl Store {
     /// The first non-empty `battery_pct` series of each (trial idx, attempt), in the
     /// order asked; `None` where the attempt has none. A lookup of its `attempt_report` row
     /// and a walk over its series' ids each.
+    /// Every non-empty series called `name` of campaign `id`: (trial idx, attempt, points),
+    /// in trial and attempt order.
+    pub fn series_named(&self, id: &str, name: &str) -> Result<Vec<(u32, u32, Points)>, StoreError> {
+        let (id_, name) = (id.to_string(), name.to_string());
+        let rows = self.db.call(move |c| {
+            c.query(SERIES_NAMED, &super::backend::vals![id_.as_str(), name.as_str()])?
+                .iter()
+                .map(|r| Ok((r.get::<i64>(0)? as u32, r.get::<i64>(1)? as u32, r.blob(2).unwrap_or(&[]).to_vec())))
+                .collect::<Result<Vec<_>, super::backend::DbError>>()
+        })?;
+        rows.into_iter()
+            .map(|(t, a, b)| {
+                let points = Series::points_from_blob(&b)
+                    .map_err(|e| StoreError::Internal(format!("a series of campaign {id}: {e}")))?;
+                Ok((t, a, points))
+            })
+            .collect()
+    }
+
     pub fn battery_points(&self, id: &str, attempts: &[(u32, u32)]) -> Result<Vec<Option<Points>>, StoreError> {
         let (id_, attempts) = (id.to_string(), attempts.to_vec());
         let blobs = self.db.call(move |c| {

@@ -52,6 +52,7 @@ mod ios_usbmuxd;
 mod iphone17_standin;
 mod iphone_standin;
 mod operator_steps;
+mod otii_campaign;
 mod otii_standin;
 mod parsers_fixtures;
 mod parsers_fuzz;

@@ -139,14 +139,21 @@ async fn refusals_an_unreachable_server_and_no_free_licence_are_errors_that_say_
     let e = Session::open(&address, &named).await.err().unwrap();
     assert_eq!(e.to_string(), format!("the Otii server at {address} has no instrument `Arc 9`; it has: Arc (Arc)"));
 
-    // The stand-in has two licences: a third session finds none.
+    // A licence is its user's (Otii 3): a second session of the same user uses the one
+    // the first reserved, and only the first returns it.
     let one = Session::open(&address, &settings()).await.unwrap();
     let two = Session::open(&address, &settings()).await.unwrap();
-    let e = Session::open(&address, &settings()).await.err().unwrap();
-    assert!(matches!(e, OtiiError::NoLicence { .. }), "{e}");
-    one.close().await.unwrap();
+    assert_eq!((one.licence().is_some(), two.licence()), (true, None));
     two.close().await.unwrap();
-    assert!(Session::open(&address, &settings()).await.unwrap().close().await.is_ok());
+    assert!(server.state()["licences"].as_array().unwrap().iter().any(|l| l["reserved"] == true));
+    one.close().await.unwrap();
+    assert!(server.state()["licences"].as_array().unwrap().iter().all(|l| l["reserved"] == false));
+
+    // Every licence held by someone else: none is free.
+    let taken = Otii::start(100.0, 0.0, &["--others-hold", "2"]);
+    let e = Session::open(&format!("127.0.0.1:{}", taken.port), &settings()).await.err().unwrap();
+    assert!(matches!(e, OtiiError::NoLicence { .. }), "{e}");
+    assert!(e.to_string().contains("fix: return one in Otii 3"), "{e}");
 }
 
 /// A trace's samples as `.npy` load in NumPy in one line, value for value.

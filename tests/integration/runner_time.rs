@@ -72,6 +72,8 @@ fn campaign_on(
         shutdown,
         desk,
         turns,
+        monitors: Default::default(),
+        instruments: Default::default(),
     }
 }
 

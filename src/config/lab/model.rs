@@ -159,7 +159,7 @@ impl MonitorKind {
                 MonitorLimits { voltage_v: (2.01, 4.55), max_current_a: 4.5, sample_rates_hz: &[5000] }
             }
             MonitorKind::Sim => {
-                MonitorLimits { voltage_v: (0.5, 25.0), max_current_a: 8.0, sample_rates_hz: &[1000, 5000] }
+                MonitorLimits { voltage_v: (0.5, 25.0), max_current_a: 8.0, sample_rates_hz: &[10, 100, 1000, 5000] }
             }
         }
     }

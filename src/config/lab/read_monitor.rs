@@ -14,6 +14,8 @@ const KINDS: &[&str] = &["otii", "monsoon", "sim"];
 pub(crate) const OTII_DEFAULT_ADDRESS: &str = "127.0.0.1:1905";
 /// A phone's battery, for the simulated monitor when no voltage is given.
 const SIM_VOLTAGE_V: f64 = 3.85;
+/// The simulated monitor's samples a second when none is given.
+const SIM_SAMPLE_RATE_HZ: u32 = 10;
 /// The current limit when none is given: enough for a phone at full load, below every
 /// instrument's maximum.
 const DEFAULT_CURRENT_LIMIT_A: f64 = 3.0;
@@ -58,6 +60,8 @@ fn read_monitor(t: &Table, p: &mut Problems, hosts: &[Host], names: &mut NameSet
     });
     let rates = limits.sample_rates_hz;
     let rate = match t.get("sample_rate_hz") {
+        // A simulated phone's hour in a few thousand samples: simulated campaigns run in seconds.
+        None if kind == MonitorKind::Sim => Some(SIM_SAMPLE_RATE_HZ),
         // The fastest up to 5 kHz (Monsoon's rate, and a day's soak of samples in memory).
         None => Some(rates.iter().copied().filter(|&r| r <= 5000).max().unwrap_or(rates[0])),
         Some(f) if rates.len() == 1 => {

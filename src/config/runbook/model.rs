@@ -50,6 +50,8 @@ pub struct Runbook {
     pub metrics: Vec<String>,
     pub statistics: StatsSettings,
     pub timeouts: PhaseTimeouts,
+    /// `[monitor]`: how trials on a power monitor are measured.
+    pub monitor: MonitorSettings,
     /// `[[steps]]`: what an operator does by hand, in file order.
     pub steps: Vec<crate::config::OperatorStep>,
 }
@@ -277,6 +279,16 @@ impl SimAdjust {
             build_id: p.build_id.clone(),
         }
     }
+}
+
+/// `[monitor]` (docs/platforms/monitors.md): for devices a power monitor supplies.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Default)]
+pub struct MonitorSettings {
+    /// The start of the soak left out of the monitor's figures (the app settling).
+    pub warmup: Duration,
+    /// Before each trial, how long the phone idles with the app stopped, measured on the
+    /// same monitor for the app's net energy; `None`: no idle baseline.
+    pub idle: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]

@@ -7,7 +7,8 @@ use std::time::Duration;
 use crate::config::runbook::read_builds::read_builds;
 use crate::config::runbook::read_configs::read_configs;
 use crate::config::runbook::read_sections::{
-    read_endpoint, read_metrics, read_preconditions, read_statistics, read_timeouts, read_workload,
+    read_endpoint, read_metrics, read_monitor_settings, read_preconditions, read_statistics, read_timeouts,
+    read_workload,
 };
 use crate::config::runbook::read_steps::read_steps;
 use crate::config::syntax::names::check_name;
@@ -35,6 +36,7 @@ const ROOT_KEYS: &[&str] = &[
     "statistics",
     "timeouts",
     "steps",
+    "monitor",
 ];
 
 /// Seed when the runbook gives none (fixed, so a campaign is still reproducible).
@@ -112,6 +114,7 @@ pub(crate) fn read_runbook(
         metrics,
         timeouts: read_timeouts(root.get("timeouts"), p),
         steps: read_steps(root.get("steps"), p),
+        monitor: read_monitor_settings(root.get("monitor"), p, duration),
     }
 }
 

@@ -1,15 +1,16 @@
 //! The runbook's smaller sections: `[workload]`, `[endpoint]`, `[preconditions]`,
-//! `[metrics]`, `[statistics]` and `[timeouts]`. Each is optional and has defaults.
+//! `[metrics]`, `[statistics]`, `[timeouts]` and `[monitor]`. Each is optional and has defaults.
 
 use std::time::Duration;
 
 use crate::config::syntax::problems::Problems;
 use crate::config::syntax::suggest::fix_for_unknown;
 use crate::config::syntax::table::{Field, Table};
-use crate::config::{EndpointSettings, PhaseTimeouts, Preconditions, StatsSettings, Workload};
+use crate::config::{EndpointSettings, MonitorSettings, PhaseTimeouts, Preconditions, StatsSettings, Workload};
 use crate::measure::{KNOWN_METRICS, RAIL_ENERGY_PREFIX, is_known_metric};
 
 const WORKLOAD_KEYS: &[&str] = &["request_interval", "request_tolerance"];
+const MONITOR_KEYS: &[&str] = &["warmup", "idle"];
 const PRECONDITION_KEYS: &[&str] = &[
     "brightness",
     "bluetooth",
@@ -48,6 +49,31 @@ pub(crate) fn read_workload(f: Option<Field>, p: &mut Problems) -> Workload {
         }
     }
     w
+}
+
+pub(crate) fn read_monitor_settings(f: Option<Field>, p: &mut Problems, soak: Duration) -> MonitorSettings {
+    let mut m = MonitorSettings::default();
+    if let Some(t) = section(f, p, MONITOR_KEYS) {
+        if let Some(f) = t.get("warmup")
+            && let Some(w) = f.duration(p)
+        {
+            if w >= soak && !soak.is_zero() {
+                f.problem(
+                    p,
+                    format!("a warm-up of {} leaves nothing of the {} soak", human(w), human(soak)),
+                    "make `warmup` shorter than the runbook's `duration`",
+                );
+            } else {
+                m.warmup = w;
+            }
+        }
+        m.idle = t.get("idle").and_then(|f| f.positive_duration(p));
+    }
+    m
+}
+
+fn human(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
 }
 
 pub(crate) fn read_preconditions(f: Option<Field>, p: &mut Problems) -> Preconditions {

@@ -1,24 +1,26 @@
 //! `SimDevice`: a simulated phone behind the `Device` trait, on its own virtual clock.
 
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
 
 use super::dump::{self, DUMP_FILE, DumpHeader};
 use super::log::TrialLog;
+use super::monitor::SimMonitor;
 use super::powerlog::POWERLOG_FILE;
 use super::standin_hub::StandinHub;
 use super::state::SimState;
 use crate::clock::Clock;
 use crate::collect::{ios::powerlog, sim::dump as sim_dump};
-use crate::config::{Build, DeviceSpec, Platform, VariantConfig};
+use crate::config::{Build, DeviceSpec, MonitorSpec, Platform, VariantConfig};
 use crate::device::{
     AppHandle, ArtifactFile, BatteryHealth, Collected, DesiredState, Device, DeviceError, Identity, LaunchSpec,
     Prepared, SoakEvidence, StateSnapshot,
 };
 use crate::measure::UntetherMode;
+use crate::monitor::PowerMonitor;
 
 /// A simulated phone (docs/sim.md). Deterministic: the device's seed and each launch's
 /// seed decide everything, and time is the device's own virtual clock, which only
@@ -27,7 +29,8 @@ use crate::measure::UntetherMode;
 pub struct SimDevice {
     spec: DeviceSpec,
     clock: Clock,
-    state: Mutex<SimState>,
+    /// Shared with the simulated monitor that supplies it, if one does.
+    state: Arc<Mutex<SimState>>,
     /// `standin_hub`: where its port's VBUS and bus are read from.
     hub: Option<StandinHub>,
 }
@@ -42,7 +45,7 @@ impl SimDevice {
     /// A simulated phone on another clock: tests use `Clock::tokio()` under
     /// `tokio::time::pause` to drive the runner's own timers in virtual time.
     pub fn with_clock(spec: DeviceSpec, clock: Clock) -> SimDevice {
-        SimDevice { state: Mutex::new(SimState::new(spec.clone())), clock, spec, hub: None }
+        SimDevice { state: Arc::new(Mutex::new(SimState::new(spec.clone()))), clock, spec, hub: None }
     }
 
     /// A simulated phone whose USB port is `hub`'s, on the stand-in uhubctl
@@ -119,6 +122,11 @@ impl Device for SimDevice {
 
     async fn identify(&self) -> Result<Identity, DeviceError> {
         self.with_state(|st| Ok(st.identify()))
+    }
+
+    fn simulated_monitor(&self, spec: &MonitorSpec) -> Option<Box<dyn PowerMonitor>> {
+        let seed = self.spec.sim().map_or(0, |p| p.seed);
+        Some(Box::new(SimMonitor::new(spec.clone(), seed, self.state.clone(), self.clock.clone())))
     }
 
     async fn prepare(&self, build: &Build, config: &VariantConfig) -> Result<Prepared, DeviceError> {

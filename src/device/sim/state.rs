@@ -100,6 +100,9 @@ pub struct SimState {
     lost: Option<(Duration, Duration)>,
     /// A `usb_only` phone off USB: unreachable until then (`Duration::MAX` while the port is off).
     off_usb: Option<Duration>,
+    /// While a simulated power monitor records: what the phone drew from when, (device
+    /// time, mW), a point where it changed.
+    draw: Option<Vec<(Duration, f64)>>,
 }
 
 impl SimState {
@@ -119,6 +122,7 @@ impl SimState {
             run: None,
             lost: None,
             off_usb: None,
+            draw: None,
             params,
             spec,
         }
@@ -142,9 +146,31 @@ impl SimState {
         while self.at < to {
             let next = self.next_stop(to);
             let regime = self.regime();
+            self.note_draw(regime.load_mw);
             self.cell = self.cell.step(&self.params, &regime, (next - self.at).as_secs_f64());
             self.at = next;
             self.apply_due();
+        }
+    }
+
+    /// Starts keeping what the phone draws (a simulated monitor's recording), from now.
+    pub fn start_draw(&mut self) {
+        self.draw = Some(Vec::new());
+        self.note_draw(self.regime().load_mw);
+    }
+
+    /// What the phone drew since [`start_draw`](Self::start_draw): (device time, mW) where
+    /// it changed, from then until now; keeping stops.
+    pub fn take_draw(&mut self) -> Vec<(Duration, f64)> {
+        self.draw.take().unwrap_or_default()
+    }
+
+    fn note_draw(&mut self, mw: f64) {
+        let at = self.at;
+        if let Some(d) = &mut self.draw
+            && d.last().is_none_or(|&(_, last)| last != mw)
+        {
+            d.push((at, mw));
         }
     }
 

@@ -43,8 +43,19 @@ impl Session {
     /// Connects, reserves a licence and sets the instrument up; on any failure after the
     /// reservation the licence is returned before the error is.
     pub async fn open(address: &str, settings: &SessionSettings) -> Result<Session, OtiiError> {
+        Self::open_adopting(address, settings, None).await
+    }
+
+    /// [`open`](Self::open), after a session of this lab lost its connection holding
+    /// licence `adopt`: a licence stays its user's when a connection ends (Otii 3), so that
+    /// one, still reserved, is this session's to return.
+    pub async fn open_adopting(
+        address: &str,
+        settings: &SessionSettings,
+        adopt: Option<i64>,
+    ) -> Result<Session, OtiiError> {
         let mut conn = Connection::connect(address, settings.timeout).await?;
-        let licence = reserve(&mut conn).await?;
+        let licence = reserve(&mut conn, adopt).await?;
         match set_up(&mut conn, settings).await {
             Ok((device_id, identity, project)) => Ok(Session {
                 conn,
@@ -75,6 +86,11 @@ impl Session {
         let id = id.ok_or_else(|| OtiiError::Protocol(format!("no recording after it started: {last}")))?;
         self.recording = Some((id, started));
         Ok(())
+    }
+
+    /// The licence this session reserved (and will return), if it did.
+    pub fn licence(&self) -> Option<i64> {
+        self.licence
     }
 
     /// Puts a marker `text` in the recording, now; its time on the recording's clock.
@@ -135,12 +151,22 @@ impl Session {
 }
 
 /// Reserves a free automation licence; `None` when this user holds one already (then it
-/// is not this session's to return).
-async fn reserve(conn: &mut Connection) -> Result<Option<i64>, OtiiError> {
+/// is not this session's to return), unless it is `adopt`, one an earlier session of this
+/// lab reserved.
+async fn reserve(conn: &mut Connection, adopt: Option<i64>) -> Result<Option<i64>, OtiiError> {
     let licences = conn.request("otii_get_licenses", Value::Null).await?;
     let list = licences["licenses"].as_array().cloned().unwrap_or_default();
     let usable = |l: &&Value| AUTOMATION.contains(&l["type"].as_str().unwrap_or_default()) && l["available"] == true;
-    if list.iter().filter(usable).any(|l| l["reserved_to"].as_str().is_some_and(|r| !r.is_empty())) {
+    let held: Vec<i64> = list
+        .iter()
+        .filter(usable)
+        .filter(|l| l["reserved_to"].as_str().is_some_and(|r| !r.is_empty()))
+        .filter_map(|l| l["id"].as_i64())
+        .collect();
+    if let Some(id) = adopt.filter(|id| held.contains(id)) {
+        return Ok(Some(id));
+    }
+    if !held.is_empty() {
         return Ok(None);
     }
     let Some(id) = list.iter().filter(usable).find_map(|l| l["id"].as_i64()) else {

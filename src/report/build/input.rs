@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use crate::measure::UntetherMode;
 use crate::plan::Plan;
-use crate::store::{AttemptRecord, CampaignColumns, CampaignRecord, Store, StoreError, TrialRecord};
+use crate::store::{AttemptRecord, CampaignColumns, CampaignRecord, Points, Store, StoreError, TrialRecord};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
@@ -24,6 +24,8 @@ pub struct CampaignData {
     pub plan: Plan,
     /// Every planned trial with its outcome, every attempt with its measurements.
     pub cols: CampaignColumns,
+    /// The power monitor's series of each attempt that has one: (trial idx, attempt, points).
+    pub power: Vec<(u32, u32, Points)>,
 }
 
 impl CampaignData {
@@ -43,7 +45,7 @@ impl CampaignData {
     /// `Pixel 8 (soft-untethered)`, in every section and export.
     pub fn from_columns(campaign: CampaignRecord, plan: Plan, mut cols: CampaignColumns) -> Self {
         pool_models(&mut cols);
-        CampaignData { campaign, plan, cols }
+        CampaignData { campaign, plan, cols, power: Vec::new() }
     }
 }
 
@@ -76,6 +78,7 @@ pub fn load_stamped(store: &Store, id: &str) -> Result<(CampaignData, String), R
         .collect();
     let points = store.battery_points(id, &keys)?;
     data.cols.battery = drawn.into_iter().zip(points).filter_map(|(a, p)| Some((a, p?))).collect();
+    data.power = store.series_named(id, crate::measure::MONITOR_POWER_MW)?;
     Ok((data, stamp))
 }
 

@@ -9,6 +9,7 @@ use crate::report::build::curves::{
 };
 use crate::report::build::input::CampaignData;
 use crate::report::build::model::{ModelReport, Report};
+use crate::report::build::power_bands::{BAND_STEPS, PowerBand, power_bands};
 use crate::report::render::format::{duration, percent};
 use crate::report::render::metric_tables::{MetricTable, metric_tables};
 use crate::report::render::plots::{self, Binned, Span, Strip, StripSample};
@@ -39,6 +40,7 @@ pub const MAX_OUTLIER_KEYS: usize = 20;
 pub fn render_html(report: &Report, data: &CampaignData, curves: &[BatteryCurve]) -> String {
     let c = &report.campaign;
     let sampling = curve_sampling(&data.cols);
+    let bands = power_bands(data);
     let colors: HashMap<&str, usize> = report.variants.iter().enumerate().map(|(i, v)| (v.name.as_str(), i)).collect();
     let mut out = String::new();
     let _ = write!(
@@ -59,6 +61,19 @@ pub fn render_html(report: &Report, data: &CampaignData, curves: &[BatteryCurve]
             .map(|k| (k, colors.get(k.variant.as_str()).copied().unwrap_or(0)))
             .collect();
         let title = format!("battery level per trial — {}", model.model);
+        let model_bands: Vec<(&PowerBand, usize)> = bands
+            .iter()
+            .filter(|b| b.model == model.model)
+            .map(|b| (b, colors.get(b.variant.as_str()).copied().unwrap_or(0)))
+            .collect();
+        if let Some(svg) = plots::power_bands(&format!("power from the monitor — {}", model.model), &model_bands) {
+            let _ = write!(
+                out,
+                "<h3>Power over the soak</h3>\n<figure>{svg}<figcaption>From the power monitor that supplies the device: \
+per variant the median over its valid attempts (line) and their quartiles (band), {} steps over the soak.</figcaption></figure>\n",
+                BAND_STEPS
+            );
+        }
         if let Some(svg) = plots::battery_curves(&title, &model_curves) {
             let note = data.cols.names.get(&model.model).and_then(|m| sampling.get(&m)).and_then(curve_note);
             let _ = write!(

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use plotters::prelude::*;
 
 use crate::report::build::curves::BatteryCurve;
+use crate::report::build::power_bands::PowerBand;
 use crate::report::render::sample::{Bin, bins, stride};
 use crate::stats::{median, modified_z_outliers};
 use crate::store::FindingState;
@@ -203,6 +204,26 @@ fn indexed_chart<'a, 'b>(
     Some(chart)
 }
 
+/// A white chart over a time axis, with its mesh drawn: `x` and `y` are the ranges and
+/// their descriptions.
+fn time_chart<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    title: &str,
+    x: (std::ops::Range<f64>, &str),
+    y: (std::ops::Range<f64>, &str),
+) -> Option<Chart<'a, 'b>> {
+    root.fill(&WHITE).ok()?;
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 16))
+        .margin(10)
+        .x_label_area_size(36)
+        .y_label_area_size(56)
+        .build_cartesian_2d(x.0, y.0)
+        .ok()?;
+    chart.configure_mesh().max_light_lines(1).x_desc(x.1).y_desc(y.1).draw().ok()?;
+    Some(chart)
+}
+
 /// The name at a whole-number position, nothing between them.
 fn index_label(names: &[String], x: f64) -> String {
     let i = x.round();
@@ -222,26 +243,49 @@ pub fn battery_curves(title: &str, curves: &[(&BatteryCurve, usize)]) -> Option<
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, 320)).into_drawing_area();
-        root.fill(&WHITE).ok()?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 16))
-            .margin(10)
-            .x_label_area_size(36)
-            .y_label_area_size(56)
-            .build_cartesian_2d(0.0..x_max, lo..hi)
-            .ok()?;
-        chart
-            .configure_mesh()
-            .max_light_lines(1)
-            .x_desc("minutes since launch")
-            .y_desc("battery level (%)")
-            .draw()
-            .ok()?;
+        let mut chart = time_chart(&root, title, (0.0..x_max, "minutes since launch"), (lo..hi, "battery level (%)"))?;
         for (c, color_index) in curves {
             let style =
                 if c.valid { color(*color_index).stroke_width(2) } else { RGBColor(0x99, 0x99, 0x99).stroke_width(1) };
             chart.draw_series(LineSeries::new(c.points.iter().copied(), style)).ok()?;
         }
+        root.present().ok()?;
+    }
+    Some(svg)
+}
+
+/// The power monitor's bands of one model: per variant the median across attempts as a
+/// line and the quartiles as a shaded band, over seconds (or minutes) since the soak began.
+pub fn power_bands(title: &str, bands: &[(&PowerBand, usize)]) -> Option<String> {
+    let pts: Vec<&(f64, f64, f64, f64)> = bands.iter().flat_map(|(b, _)| b.points.iter()).collect();
+    if pts.is_empty() {
+        return None;
+    }
+    let x_end = pts.iter().map(|p| p.0).fold(0.0f64, f64::max);
+    let (scale, unit) = if x_end > 600.0 { (60.0, "minutes") } else { (1.0, "seconds") };
+    let x_max = (x_end / scale).max(1e-9) * 1.02;
+    let ys: Vec<f64> = pts.iter().flat_map(|p| [p.1, p.3]).collect();
+    let (lo, hi) = padded_range(&ys);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, 320)).into_drawing_area();
+        let x_desc = format!("{unit} since the soak began");
+        let mut chart = time_chart(&root, title, (0.0..x_max, &x_desc), (lo.min(0.0)..hi, "power (mW)"))?;
+        for (b, color_index) in bands {
+            let c = color(*color_index);
+            let upper = b.points.iter().map(|p| (p.0 / scale, p.3));
+            let lower = b.points.iter().rev().map(|p| (p.0 / scale, p.1));
+            chart
+                .draw_series(std::iter::once(Polygon::new(upper.chain(lower).collect::<Vec<_>>(), c.mix(0.25))))
+                .ok()?;
+            let median = b.points.iter().map(|p| (p.0 / scale, p.2));
+            chart
+                .draw_series(LineSeries::new(median, c.stroke_width(2)))
+                .ok()?
+                .label(format!("{} (n = {})", b.variant, b.attempts))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
+        }
+        chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().ok()?;
         root.present().ok()?;
     }
     Some(svg)

@@ -1,10 +1,14 @@
 //! `otii --port N [--state FILE] [--device-name NAME] [--base-ma X] [--pulse-ma Y]
-//! [--pulse-every-s P] [--pulse-width-s W]`: the Otii 3 TCP server's protocol (CRLF-
+//! [--pulse-every-s P] [--pulse-width-s W] [--hang-up-after-s S] [--others-hold N]`: the Otii 3 TCP server's protocol (CRLF-
 //! delimited JSON, `trans_id` echoed as sent, a greeting on connect, error replies with
 //! the `errorcode`s Qoitech's clients read) in front of one simulated Arc. The device it
 //! supplies draws `base` mA, plus `pulse` mA for `width` s at the start of every `every` s
 //! of a recording, so a window's energy is known in closed form. The main current is
-//! sampled at 4 kHz, generated from the recording's own clock when asked for.
+//! sampled at 4 kHz, generated from the recording's own clock when asked for. Licences
+//! are the logged-in user's, as on Otii 3: a connection that ends keeps them reserved.
+//! `--hang-up-after-s S` shuts every open connection down S s after the first recording
+//! starts (a lost connection; the server goes on). `--others-hold N`: N of its two
+//! licences are reserved to another user.
 //!
 //! `--state FILE` gets, after every request, the licences reserved, the recordings with
 //! their markers (`recording_log`), the supply settings and every command received, as

@@ -24,6 +24,11 @@ pub struct Config {
     pub pulse_ma: f64,
     pub every_s: f64,
     pub width_s: f64,
+    /// Hang up every open connection this long after the first recording starts (once):
+    /// a lost connection, with the server and its licences as they were.
+    pub hang_up_after_s: Option<f64>,
+    /// Licences another user holds (of the two the server has).
+    pub others_hold: usize,
 }
 
 impl Config {
@@ -36,6 +41,8 @@ impl Config {
             pulse_ma: 400.0,
             every_s: 1.0,
             width_s: 0.1,
+            hang_up_after_s: None,
+            others_hold: 0,
         };
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -49,6 +56,8 @@ impl Config {
                 "--pulse-ma" => c.pulse_ma = number(value()?)?,
                 "--pulse-every-s" => c.every_s = number(value()?)?,
                 "--pulse-width-s" => c.width_s = number(value()?)?,
+                "--hang-up-after-s" => c.hang_up_after_s = Some(number(value()?)?),
+                "--others-hold" => c.others_hold = value()?.parse().map_err(|_| format!("{a}: not a count"))?,
                 other => return Err(format!("unknown argument {other}")),
             }
         }
@@ -69,10 +78,14 @@ struct Recording {
     markers: Vec<(String, f64)>,
 }
 
+/// A licence is the logged-in user's once reserved, as on Otii 3: a connection that ends
+/// does not return it; any connection of that user may (the stand-in has one user, "lab").
 struct Licence {
     id: i64,
-    /// The connection that reserved it, and the peer it came from.
-    owner: Option<(u64, String)>,
+    /// The peer that reserved it.
+    owner: Option<String>,
+    /// Another user holds it: not available here.
+    other: bool,
 }
 
 struct Instrument {
@@ -140,11 +153,12 @@ pub fn serve(config: Config) -> Result<(), String> {
     println!("listening on {addr}");
     let _ = std::io::stdout().flush();
     let state = config.state.clone();
+    let licences = (1..=2).map(|id| Licence { id, owner: None, other: id <= config.others_hold as i64 }).collect();
     let instrument = Arc::new(Mutex::new(Instrument {
         device_id: format!("Arc5120{:016X}", 0x4F54_4949u64),
         config,
         logged_in: true,
-        licences: vec![Licence { id: 1, owner: None }, Licence { id: 2, owner: None }],
+        licences,
         voltage: 3.3,
         max_current: MAX_AMPS,
         channels: Vec::new(),
@@ -154,10 +168,14 @@ pub fn serve(config: Config) -> Result<(), String> {
         commands: Vec::new(),
     }));
     write_state(&instrument, state.as_ref());
-    for (n, stream) in listener.incoming().enumerate() {
+    let open: Open = Arc::new(Mutex::new(Vec::new()));
+    for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
-        let (instrument, state) = (instrument.clone(), state.clone());
-        std::thread::spawn(move || session(stream, n as u64, &instrument, state.as_ref()));
+        if let Ok(copy) = stream.try_clone() {
+            open.lock().unwrap_or_else(|p| p.into_inner()).push(copy);
+        }
+        let (instrument, state, open) = (instrument.clone(), state.clone(), open.clone());
+        std::thread::spawn(move || session(stream, &open, &instrument, state.as_ref()));
     }
     Ok(())
 }
@@ -172,7 +190,21 @@ fn write_state(instrument: &Mutex<Instrument>, path: Option<&PathBuf>) {
     }
 }
 
-fn session(stream: TcpStream, conn: u64, instrument: &Mutex<Instrument>, state: Option<&PathBuf>) {
+/// The connections accepted, for `--hang-up-after-s`.
+type Open = Arc<Mutex<Vec<TcpStream>>>;
+
+/// Shuts every open connection down `after_s` from now, on a thread of its own.
+fn hang_up_later(open: &Open, after_s: f64) {
+    let open = open.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs_f64(after_s));
+        for s in open.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    });
+}
+
+fn session(stream: TcpStream, open: &Open, instrument: &Mutex<Instrument>, state: Option<&PathBuf>) {
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let Ok(mut out) = stream.try_clone() else { return };
     let greeting = json!({"type": "information", "info": "connected",
@@ -193,7 +225,14 @@ fn session(stream: TcpStream, conn: u64, instrument: &Mutex<Instrument>, state: 
         let reply = match serde_json::from_slice::<Value>(text) {
             Ok(request) => {
                 let mut i = instrument.lock().unwrap_or_else(|p| p.into_inner());
-                reply(&mut i, conn, &peer, &request)
+                let reply = reply(&mut i, &peer, &request);
+                if reply["cmd"] == "project_start_recording"
+                    && reply["type"] == "response"
+                    && let Some(after) = i.config.hang_up_after_s.take()
+                {
+                    hang_up_later(open, after);
+                }
+                reply
             }
             Err(e) => json!({"type": "error", "cmd": "", "trans_id": "", "errorcode": "Not able to parse request",
                 "data": {"parse_error": e.to_string(), "data": String::from_utf8_lossy(text)}}),
@@ -216,12 +255,12 @@ fn missing(key: &str) -> Refusal {
     Refusal("Missing key in request", json!({"key": key}))
 }
 
-fn reply(i: &mut Instrument, conn: u64, peer: &str, request: &Value) -> Value {
+fn reply(i: &mut Instrument, peer: &str, request: &Value) -> Value {
     let cmd = request["cmd"].as_str().unwrap_or_default().to_string();
     let trans_id = request.get("trans_id").cloned().unwrap_or(Value::Null);
     i.commands.push(cmd.clone());
     let data = request.get("data").cloned().unwrap_or(Value::Null);
-    match handle(i, conn, peer, &cmd, &data) {
+    match handle(i, peer, &cmd, &data) {
         Ok(Some(d)) => json!({"type": "response", "cmd": cmd, "trans_id": trans_id, "data": d}),
         Ok(None) => json!({"type": "response", "cmd": cmd, "trans_id": trans_id}),
         Err(Refusal(code, d)) => {
@@ -230,12 +269,12 @@ fn reply(i: &mut Instrument, conn: u64, peer: &str, request: &Value) -> Value {
     }
 }
 
-fn handle(i: &mut Instrument, conn: u64, peer: &str, cmd: &str, data: &Value) -> Result<Option<Value>, Refusal> {
+fn handle(i: &mut Instrument, peer: &str, cmd: &str, data: &Value) -> Result<Option<Value>, Refusal> {
     let get = |key: &str| data.get(key).ok_or_else(|| missing(key));
     let number = |key: &str| get(key)?.as_f64().ok_or_else(|| wrong_type(key, "number", &data[key]));
     let integer = |key: &str| get(key)?.as_i64().ok_or_else(|| wrong_type(key, "integer", &data[key]));
     let text = |key: &str| get(key)?.as_str().map(str::to_string).ok_or_else(|| wrong_type(key, "string", &data[key]));
-    let holds = i.licences.iter().any(|l| l.owner.as_ref().is_some_and(|(c, _)| *c == conn));
+    let holds = i.licences.iter().any(|l| l.owner.is_some() && !l.other);
     let needs_licence = ["arc_", "project_", "recording_"].iter().any(|p| cmd.starts_with(p))
         || matches!(cmd, "otii_create_project" | "otii_get_active_project");
     if needs_licence && !holds {
@@ -264,10 +303,9 @@ fn handle(i: &mut Instrument, conn: u64, peer: &str, cmd: &str, data: &Value) ->
             None
         }
         "otii_get_licenses" => Some(json!({"licenses": i.licences.iter().map(|l| {
-            let mine = l.owner.as_ref().is_some_and(|(c, _)| *c == conn);
-            json!({"id": l.id, "type": "Automation", "available": l.owner.is_none() || mine,
-                   "reserved_to": if l.owner.is_some() { "lab" } else { "" },
-                   "hostname": l.owner.as_ref().map(|(_, p)| p.as_str()).unwrap_or(""), "addons": []})
+            json!({"id": l.id, "type": "Automation", "available": !l.other,
+                   "reserved_to": if l.other { "someone-else" } else if l.owner.is_some() { "lab" } else { "" },
+                   "hostname": l.owner.as_deref().unwrap_or(""), "addons": []})
         }).collect::<Vec<_>>()})),
         "otii_has_license" => Some(json!({"has_license": holds})),
         "otii_reserve_license" => {
@@ -278,12 +316,9 @@ fn handle(i: &mut Instrument, conn: u64, peer: &str, cmd: &str, data: &Value) ->
             let l = i
                 .licences
                 .iter_mut()
-                .find(|l| l.id == id)
+                .find(|l| l.id == id && !l.other)
                 .ok_or(Refusal("License could not be reserved", Value::Null))?;
-            match &l.owner {
-                Some((c, _)) if *c != conn => return Err(Refusal("License could not be reserved", Value::Null)),
-                _ => l.owner = Some((conn, peer.to_string())),
-            }
+            l.owner = Some(peer.to_string());
             None
         }
         "otii_return_license" => {
@@ -291,9 +326,9 @@ fn handle(i: &mut Instrument, conn: u64, peer: &str, cmd: &str, data: &Value) ->
             let l = i
                 .licences
                 .iter_mut()
-                .find(|l| l.id == id)
+                .find(|l| l.id == id && !l.other)
                 .ok_or(Refusal("License could not be returned", Value::Null))?;
-            if l.owner.as_ref().is_none_or(|(c, _)| *c != conn) {
+            if l.owner.is_none() {
                 return Err(Refusal("License could not be returned", Value::Null));
             }
             l.owner = None;
