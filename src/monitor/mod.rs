@@ -2,4 +2,5 @@
 //! current (docs/platforms/monitors.md). One folder per kind; what their samples give is
 //! computed in `collect::monitor`.
 
+pub mod monsoon;
 pub mod otii;
