@@ -80,7 +80,7 @@ fn main() {
         .map(|d| {
             let spec = lab.device(&d.name).expect("device");
             let dev = lab::device::open(spec, &lab, &hosts).expect("open");
-            let tether = runner::tether_for(&lab, &hosts, &d.name, operator.clone()).expect("tether");
+            let tether = runner::tether_for(&lab, &hosts, &d.name, operator.clone(), None).expect("tether");
             (d.name.clone(), (dev, tether))
         })
         .collect();

@@ -305,12 +305,11 @@ async fn execute(
     ));
     let operator: Arc<dyn crate::tether::Operator> = desk.clone();
     let mut opened = BTreeMap::new();
-    let monitors: BTreeMap<String, runner::MonitorPlace> = devices
-        .keys()
-        .filter_map(|name| Some((name.clone(), runner::monitor_place(&lab, &hosts, name)?)))
-        .collect();
+    let monitors: BTreeMap<String, runner::MonitorPlace> =
+        devices.keys().filter_map(|name| Some((name.clone(), runner::monitor_place(&lab, &hosts, name)?))).collect();
     for (name, dev) in devices {
-        let tether = runner::tether_for(&lab, &hosts, &name, operator.clone())
+        let slot = monitors.get(&name).map(|m| m.slot.clone());
+        let tether = runner::tether_for(&lab, &hosts, &name, operator.clone(), slot)
             .ok_or_else(|| CliError::internal(format!("device {name} has no tether")))?;
         opened.insert(name, (dev, tether));
     }

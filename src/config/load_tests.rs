@@ -1123,4 +1123,35 @@ fn a_monitor_that_cannot_supply_its_device_is_refused_with_the_fix() {
         ]
     );
     assert_eq!(bad("kind = \"sim\"", "kind = \"joulescope\""), ["monitor[0].kind: unknown value \"joulescope\""]);
+    // A Monsoon is read over this machine's USB, not through an SSH host.
+    assert_eq!(
+        bad("kind = \"monsoon\"", "kind = \"monsoon\"\nhost = \"shelf\""),
+        [
+            "monitor[2].host: a Monsoon is read over the USB of the machine `lab` runs on, and host `shelf` is reached over SSH"
+        ]
+    );
+    // `tether = "monitor"` only where a Monsoon supplies the device.
+    assert_eq!(
+        bad("host = \"shelf\"\nmonitor = \"arc-1\"", "host = \"shelf\"\nmonitor = \"arc-1\"\ntether = \"monitor\""),
+        [
+            "device[1].tether: `tether = \"monitor\"` needs a Monsoon supplying the device: its monitor `arc-1` is an Otii Arc, which has no USB passthrough to switch"
+        ]
+    );
+}
+
+#[test]
+fn a_monsoon_passthrough_is_a_tether() {
+    let text = MONITORED.replacen("monitor = \"hv\"", "monitor = \"hv\"\ntether = \"monitor\"", 1);
+    let lab = parse_lab(&text, Path::new("lab.toml")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(lab.device("board").unwrap().tether, TetherSpec::Monitor);
+    let text = MONITORED.replacen("model = \"dev board\"", "model = \"dev board\"\ntether = \"monitor\"", 1).replacen(
+        "monitor = \"hv\"\n",
+        "",
+        1,
+    );
+    let e = parse_lab(&text, Path::new("lab.toml")).unwrap_err();
+    assert_eq!(
+        messages(&e),
+        ["device[2].tether: `tether = \"monitor\"` needs a Monsoon supplying the device: no [[monitor]] supplies it"]
+    );
 }

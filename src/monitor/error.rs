@@ -10,6 +10,14 @@ pub enum MonitorError {
         #[source]
         source: OtiiError,
     },
+    #[error("power monitor `{monitor}`: {source}")]
+    Monsoon {
+        monitor: String,
+        /// It left USB (or failed on it): the session is over.
+        lost: bool,
+        #[source]
+        source: super::monsoon::MonsoonError,
+    },
     #[error("power monitor `{monitor}`: cannot reach its host: {detail}; fix: `lab hosts check`")]
     Host { monitor: String, detail: String },
     #[error("power monitor `{monitor}` cannot do {what}")]
@@ -24,6 +32,12 @@ impl MonitorError {
         match self {
             MonitorError::Otii { source, .. } => matches!(source, OtiiError::Unreachable { .. }),
             MonitorError::Host { .. } => true,
+            MonitorError::Monsoon { source, .. } => {
+                matches!(
+                    source,
+                    super::monsoon::MonsoonError::NotFound { .. } | super::monsoon::MonsoonError::Open { .. }
+                )
+            }
             _ => false,
         }
     }
@@ -35,6 +49,7 @@ impl MonitorError {
                 matches!(source, OtiiError::Closed { .. } | OtiiError::Timeout { .. } | OtiiError::Unreachable { .. })
             }
             MonitorError::Host { .. } => true,
+            MonitorError::Monsoon { lost, .. } => *lost,
             MonitorError::Unsupported { .. } | MonitorError::Failed { .. } => false,
         }
     }

@@ -3,10 +3,11 @@
 //! folder per kind; what their samples give is computed in `collect::monitor`.
 
 mod error;
+pub mod monsoon;
 mod open;
 pub mod otii;
 mod power_monitor;
 
 pub use error::MonitorError;
 pub use open::open;
-pub use power_monitor::PowerMonitor;
+pub use power_monitor::{PowerMonitor, SharedMonitor};

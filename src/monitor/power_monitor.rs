@@ -6,6 +6,10 @@ use serde_json::Value;
 use super::MonitorError;
 use crate::collect::monitor::PowerTrace;
 
+/// A device's monitor as its worker and its tether share it (`tether = "monitor"` switches
+/// its USB passthrough): `None` until the worker opened it and after it closed it.
+pub type SharedMonitor = std::sync::Arc<tokio::sync::Mutex<Option<Box<dyn PowerMonitor>>>>;
+
 /// One instrument supplying one device, opened for a campaign: a recording spans each
 /// measured window, with markers at its ends; the samples come back as a `PowerTrace`.
 /// Every call is bounded by the caller (the runner's timeouts); `close` gives back what

@@ -546,8 +546,15 @@ impl Campaign {
 /// Opens the tether of `device`: it runs on the device's own host (a hub's `uhubctl` on
 /// the shelf the phone is plugged into), through that host's shared transport;
 /// `operator` answers manual steps.
-pub fn tether_for(lab: &Lab, hosts: &Hosts, device: &str, operator: Arc<dyn Operator>) -> Option<Box<dyn Tether>> {
+/// `monitor`: where the device's power monitor will be, for `tether = "monitor"`.
+pub fn tether_for(
+    lab: &Lab,
+    hosts: &Hosts,
+    device: &str,
+    operator: Arc<dyn Operator>,
+    monitor: Option<crate::monitor::SharedMonitor>,
+) -> Option<Box<dyn Tether>> {
     let spec = lab.device(device)?;
     let transport = hosts.get(&spec.host)?;
-    Some(crate::tether::for_spec(&spec.tether, transport, operator))
+    Some(crate::tether::for_spec(&spec.tether, transport, operator, monitor))
 }

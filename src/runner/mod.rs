@@ -25,7 +25,7 @@ pub use footprint::{Footprint, TARGET_CPU_PCT, TARGET_WAKEUPS_PER_S};
 pub use manifest::{
     MANIFEST_FILE, MANIFEST_VERSION, Manifest, ManifestDevice, ManifestError, ManifestRunbook, ManifestVariant, RerunOf,
 };
-pub use monitored::{MonitorPlace, SOURCE as MONITOR_SOURCE, monitor_place};
+pub use monitored::{MonitorPlace, SOURCE as MONITOR_SOURCE, UsbOpener, monitor_place};
 pub use status_board::StatusBoard;
 pub use trial::{AttemptOutcome, RunError, TrialContext, now_rfc3339, traffic_token};
 pub use turns::{StartWhen, Turn, Turns, WaitingTurn, join as join_turn};

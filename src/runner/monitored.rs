@@ -13,16 +13,24 @@ use crate::collect::monitor::{GapLimits, PowerTrace, Voltage, WindowFigures, npy
 use crate::config::{Lab, MonitorKind, MonitorSpec};
 use crate::device::Device;
 use crate::measure::{MONITOR_POWER_MW, Measurement, Series};
-use crate::monitor::{MonitorError, PowerMonitor};
+use crate::monitor::monsoon::UsbLink;
+use crate::monitor::{MonitorError, PowerMonitor, SharedMonitor};
 use crate::transport::{Hosts, Transport};
 
-/// The monitor a device is on, and how to reach its host.
+/// Makes the link a Monsoon is opened over in place of this machine's USB (a scripted fake).
+pub type UsbOpener = Arc<dyn Fn() -> Box<dyn UsbLink> + Send + Sync>;
+
+/// The monitor a device is on, how to reach its host, and where the opened monitor is
+/// kept for the device's worker and its tether.
 #[derive(Clone)]
 pub struct MonitorPlace {
     pub spec: MonitorSpec,
     pub transport: Arc<dyn Transport>,
     /// The monitor's host is not this machine.
     pub remote: bool,
+    pub slot: SharedMonitor,
+    /// A Monsoon's USB in place of this machine's, for tests.
+    pub usb: Option<UsbOpener>,
 }
 
 /// Where `device`'s monitor is, if a `[[monitor]]` supplies it.
@@ -30,7 +38,7 @@ pub fn monitor_place(lab: &Lab, hosts: &Hosts, device: &str) -> Option<MonitorPl
     let spec = lab.monitor_of(device)?;
     let transport = hosts.get(&spec.host)?;
     let remote = lab.host(&spec.host).is_some_and(|h| !matches!(h.kind, crate::config::HostKind::Local));
-    Some(MonitorPlace { spec: spec.clone(), transport, remote })
+    Some(MonitorPlace { spec: spec.clone(), transport, remote, slot: SharedMonitor::default(), usb: None })
 }
 
 /// Opens the monitor at `place` for `device`'s trials; a simulated one is the simulated
@@ -46,7 +54,8 @@ pub async fn open_monitor(
             detail: format!("a simulated monitor supplies only a simulated device, not `{}`", device.name()),
         });
     }
-    let opening = crate::monitor::open(&place.spec, &place.transport, place.remote, timeout);
+    let usb = place.usb.as_ref().map(|make| make());
+    let opening = crate::monitor::open(&place.spec, &place.transport, place.remote, timeout, usb);
     tokio::time::timeout(timeout + Duration::from_secs(5), opening).await.unwrap_or_else(|_| {
         Err(MonitorError::Failed {
             monitor: place.spec.name.clone(),

@@ -32,7 +32,7 @@ use crate::tether::{Tether, TetherError};
 
 use super::monitored::{self, Window};
 use crate::collect::monitor::{PowerTrace, WindowFigures};
-use crate::monitor::{MonitorError, PowerMonitor};
+use crate::monitor::{MonitorError, SharedMonitor};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -139,15 +139,12 @@ pub async fn sleep_or_cancel(clock: &Clock, d: Duration, shutdown: &mut watch::R
     slept && !*shutdown.borrow()
 }
 
-/// A device's power monitor, held by its worker for its attempts.
-pub type HeldMonitor = tokio::sync::Mutex<Box<dyn PowerMonitor>>;
-
 pub struct Attempt<'a> {
     pub ctx: &'a TrialContext,
     pub device: &'a dyn Device,
     pub tether: &'a dyn Tether,
-    /// The power monitor that supplies the device, if one does.
-    pub monitor: Option<&'a HeldMonitor>,
+    /// The power monitor that supplies the device, if one does (opened by the worker).
+    pub monitor: Option<&'a SharedMonitor>,
     pub trial: &'a PlannedTrialRow,
     pub attempt: u32,
     /// Turns `true` when the attempt must stop: the campaign's shutdown, or (from the
@@ -397,13 +394,19 @@ impl Attempt<'_> {
 
         let result = self.steps(&mut p, &dir).await;
         // Whatever ended the steps (a failure, Ctrl-C, a device gone), the phone gets its
-        // USB power back first, then the app is stopped (bounded: a wedged device must not
-        // hold the campaign).
-        let power = if p.untethered { self.restore_power().await } else { None };
+        // USB power back, then the app is stopped (bounded: a wedged device must not hold
+        // the campaign). A recording left running stops before (bounded too): a Monsoon
+        // takes no command while it samples, and its passthrough may be the tether.
         if let Some(m) = self.monitor.filter(|_| p.recording) {
             let limit = self.ctx.runbook.timeouts.collect;
-            let _ = tokio::time::timeout(limit, async { m.lock().await.stop().await }).await;
+            let stop = async {
+                if let Some(m) = m.lock().await.as_mut() {
+                    let _ = m.stop().await;
+                }
+            };
+            let _ = tokio::time::timeout(limit, stop).await;
         }
+        let power = if p.untethered { self.restore_power().await } else { None };
         if let Some(app) = &p.app {
             let _ = tokio::time::timeout(self.ctx.runbook.timeouts.launch, self.device.stop(app)).await;
         }
@@ -773,9 +776,10 @@ impl Attempt<'_> {
     /// Starts a recording on the device's monitor and marks `text` in it: the mark's time.
     /// A monitor that cannot be reached takes the device offline; any other failure
     /// spoils the attempt.
-    async fn record_from(&self, p: &mut Progress, m: &HeldMonitor, text: &str) -> Result<f64, Failure> {
+    async fn record_from(&self, p: &mut Progress, m: &SharedMonitor, text: &str) -> Result<f64, Failure> {
         let limit = self.ctx.runbook.timeouts.collect;
         let mut m = m.lock().await;
+        let m = m.as_mut().ok_or_else(|| Failure::offline("its power monitor is not open"))?;
         match self.timed(Phase::Soak, limit, m.start()).await? {
             Ok(()) => {}
             Err(e) if e.is_unreachable() => return Err(Failure::offline(e.to_string())),
@@ -790,11 +794,12 @@ impl Attempt<'_> {
     async fn record_until(
         &self,
         p: &mut Progress,
-        m: &HeldMonitor,
+        m: &SharedMonitor,
         text: &str,
     ) -> Result<(f64, PowerTrace, String, serde_json::Value), Failure> {
         let limit = self.ctx.runbook.timeouts.collect;
         let mut m = m.lock().await;
+        let m = m.as_mut().ok_or_else(|| Failure::offline("its power monitor is not open"))?;
         let end = self.timed(Phase::Soak, limit, m.mark(text)).await?.map_err(|e| Failure::new(monitor_lost(&e)))?;
         let trace = self.timed(Phase::Soak, limit, m.stop()).await?.map_err(|e| Failure::new(monitor_lost(&e)))?;
         p.recording = false;
@@ -806,7 +811,7 @@ impl Attempt<'_> {
     async fn idle(
         &self,
         p: &mut Progress,
-        m: &HeldMonitor,
+        m: &SharedMonitor,
         len: Duration,
         dir: &Path,
     ) -> Result<WindowFigures, Failure> {

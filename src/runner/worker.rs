@@ -7,11 +7,12 @@ use super::event::Event;
 use super::monitored::open_monitor;
 use super::status_board::When;
 use super::trial::{
-    Attempt, AttemptOutcome, HeldMonitor, RunError, TrialContext, blocking, now_rfc3339, sleep_or_cancel,
-    wait_for_device, write_status,
+    Attempt, AttemptOutcome, RunError, TrialContext, blocking, now_rfc3339, sleep_or_cancel, wait_for_device,
+    write_status,
 };
 use super::turns::Turn;
 use crate::device::Device;
+use crate::monitor::SharedMonitor;
 use crate::plan::Plan;
 use crate::store::{BatteryReadingRow, PlannedTrialRow};
 use crate::tether::Tether;
@@ -217,7 +218,8 @@ async fn run_leased(
             Ok(m) => {
                 ctx.instruments.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), m.identity());
                 ctx.events.emit(Event::MonitorOpened { device: name.clone(), monitor: m.label() });
-                Some(tokio::sync::Mutex::new(m))
+                *place.slot.lock().await = Some(m);
+                Some(place.slot.clone())
             }
             Err(e) => {
                 let reason = format!("cannot open its power monitor: {e}");
@@ -229,8 +231,11 @@ async fn run_leased(
     };
     let end = run_queue(ctx, device, tether, monitor.as_ref(), rows, queue, &stop, stopped).await;
     // Closed however the trials ended (done, Ctrl-C, an error): its licence goes back.
-    if let Some(m) = monitor {
-        let m = m.into_inner();
+    let opened = match monitor {
+        Some(slot) => slot.lock().await.take(),
+        None => None,
+    };
+    if let Some(m) = opened {
         let label = m.label();
         let detail = match tokio::time::timeout(MONITOR_CALL, m.close()).await {
             Ok(Ok(())) => None,
@@ -258,7 +263,7 @@ async fn run_queue(
     ctx: &Arc<TrialContext>,
     device: &Arc<dyn Device>,
     tether: &dyn Tether,
-    monitor: Option<&HeldMonitor>,
+    monitor: Option<&SharedMonitor>,
     rows: &TrialRows,
     mut queue: VecDeque<(u32, u32)>,
     stop: &tokio::sync::watch::Receiver<bool>,

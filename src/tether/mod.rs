@@ -2,9 +2,11 @@
 
 mod api;
 pub mod hubs;
+mod monitor_tether;
 mod strategies;
 mod uhubctl;
 
 pub use api::*;
+pub use monitor_tether::MonitorTether;
 pub use strategies::*;
 pub use uhubctl::{BusWait, UhubctlTether};

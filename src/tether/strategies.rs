@@ -1,4 +1,4 @@
-//! The tether strategies of `lab.toml`: none, manual, software, uhubctl.
+//! The tether strategies of `lab.toml`: none, manual, software, uhubctl, monitor.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -10,7 +10,10 @@ use super::uhubctl::UhubctlTether;
 use crate::config::{StepWhen, TetherSpec};
 use crate::device::Device;
 use crate::measure::UntetherMode;
+use crate::monitor::SharedMonitor;
 use crate::transport::Transport;
+
+use super::monitor_tether::MonitorTether;
 
 pub struct NoTether;
 
@@ -99,8 +102,16 @@ impl Tether for ManualTether {
 }
 
 /// The tether for a device of `lab.toml`.
-pub fn for_spec(spec: &TetherSpec, transport: Arc<dyn Transport>, operator: Arc<dyn Operator>) -> Box<dyn Tether> {
+pub fn for_spec(
+    spec: &TetherSpec,
+    transport: Arc<dyn Transport>,
+    operator: Arc<dyn Operator>,
+    monitor: Option<SharedMonitor>,
+) -> Box<dyn Tether> {
     match spec {
+        // The config refuses `tether = "monitor"` on a device without a monitor; without
+        // one here, the monitor tether refuses to untether (its slot stays empty).
+        TetherSpec::Monitor => Box::new(MonitorTether::new(monitor.unwrap_or_default())),
         TetherSpec::None => Box::new(NoTether),
         TetherSpec::Software => Box::new(SoftwareTether),
         TetherSpec::Manual => Box::new(ManualTether::new(operator)),

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::common::TempLab;
 use crate::common::otii::Otii;
+use crate::common::sshd;
 
 const VOLTS: f64 = 3.85;
 const BASE_MA: f64 = 120.0;
@@ -118,28 +119,8 @@ fn each_soak_energy_is_the_integral_between_the_servers_markers_and_the_licence_
     assert_eq!(state["voltage"], VOLTS);
     assert_eq!(state["main_on"], false, "the output is off after the campaign");
 
+    assert_eq!(check_energies(&lab, &state), 4, "every soak was measured");
     let id = &lab.campaigns()[0];
-    let mut checked = 0;
-    for dir in std::fs::read_dir(lab.artifacts().join(id)).unwrap().map(|e| e.unwrap().path()) {
-        let Ok(text) = std::fs::read_to_string(dir.join("current.json")) else { continue };
-        let about: Value = serde_json::from_str(&text).unwrap();
-        let (start, end) = (about["window"]["start_s"].as_f64().unwrap(), about["window"]["end_s"].as_f64().unwrap());
-        // The recording whose markers are this window's, as the server recorded them.
-        let rec = recordings
-            .iter()
-            .find(|r| marker(r, "soak start") == Some(start) && marker(r, "soak end") == Some(end))
-            .unwrap_or_else(|| panic!("no recording on the server has markers at {start} and {end}: {state}"));
-        assert!(end - start > 1.4 && end - start < 3.0, "the markers span the soak: {start}..{end}");
-        let want = integral(start + 0.2, end);
-        let got = about["figures"]["energy_j"].as_f64().unwrap();
-        assert!((got - want).abs() / want < 0.005, "{}: {got} J, the integral is {want} J ({rec})", dir.display());
-        // Every sample is kept: 4 kHz over the recording, loadable as float32.
-        let npy = std::fs::read(dir.join("current.npy")).unwrap();
-        assert!(npy.starts_with(b"\x93NUMPY"), "a .npy file");
-        assert!(npy.len() > 4 * 4000, "{} bytes", npy.len());
-        checked += 1;
-    }
-    assert_eq!(checked, 4, "every soak was measured");
 
     // The figures in the store, labelled as the monitor's and with its identity.
     let rows: Vec<(f64, String)> = {
@@ -161,6 +142,59 @@ fn each_soak_energy_is_the_integral_between_the_servers_markers_and_the_licence_
     assert_eq!(monitor["instrument"]["name"], "Arc 1234", "{monitor}");
     let html = std::fs::read_to_string(lab.artifacts().join(id).join("report.html")).unwrap();
     assert!(html.contains("Power over the soak"), "the report plots the monitor's power");
+}
+
+/// The energies of the campaign's soaks against the stand-in's integral between the
+/// markers it recorded: how many were checked.
+fn check_energies(lab: &TempLab, state: &Value) -> usize {
+    let recordings = state["recordings"].as_array().unwrap();
+    let id = &lab.campaigns()[0];
+    let mut checked = 0;
+    for dir in std::fs::read_dir(lab.artifacts().join(id)).unwrap().map(|e| e.unwrap().path()) {
+        let Ok(text) = std::fs::read_to_string(dir.join("current.json")) else { continue };
+        let about: Value = serde_json::from_str(&text).unwrap();
+        let (start, end) = (about["window"]["start_s"].as_f64().unwrap(), about["window"]["end_s"].as_f64().unwrap());
+        // The recording whose markers are this window's, as the server recorded them.
+        let rec = recordings
+            .iter()
+            .find(|r| marker(r, "soak start") == Some(start) && marker(r, "soak end") == Some(end))
+            .unwrap_or_else(|| panic!("no recording on the server has markers at {start} and {end}: {state}"));
+        assert!(end - start > 0.9 && end - start < 3.0, "the markers span the soak: {start}..{end}");
+        let want = integral(start + 0.2, end);
+        let got = about["figures"]["energy_j"].as_f64().unwrap();
+        assert!((got - want).abs() / want < 0.005, "{}: {got} J, the integral is {want} J ({rec})", dir.display());
+        // Every sample is kept: 4 kHz over the recording, loadable as float32.
+        let npy = std::fs::read(dir.join("current.npy")).unwrap();
+        assert!(npy.starts_with(b"\x93NUMPY"), "a .npy file");
+        assert!(npy.len() > 4 * 4000, "{} bytes", npy.len());
+        checked += 1;
+    }
+    checked
+}
+
+#[test_needs::needs(sshd)]
+#[test]
+fn an_otii_server_on_a_lab_host_is_reached_through_the_hosts_ssh_forward() {
+    let s = sshd::start();
+    let server = Otii::start(BASE_MA, PULSE_MA, &["--device-name", "Arc 1234"]);
+    // The server is on the lab host (this machine, seen through its sshd): lab connects
+    // to the host's 127.0.0.1:PORT through an SSH forward.
+    let device = format!("board-ssh-{}", std::process::id());
+    let lab = TempLab::from_text(&format!(
+        "[lab]\nname = \"remote-otii\"\n\n{}\n[[device]]\nname = \"{device}\"\nhost = \"shelf-1\"\nplatform = \"host\"\n\
+         model = \"dev board\"\nmonitor = \"arc-1\"\n\n[[monitor]]\nname = \"arc-1\"\nkind = \"otii\"\nhost = \"shelf-1\"\n\
+         address = \"127.0.0.1:{}\"\ndevice = \"Arc 1234\"\nvoltage_v = {VOLTS}\n",
+        s.host_table(""),
+        server.port
+    ));
+    let rb = runbook(&lab, "1s", 1, 0);
+    let text = std::fs::read_to_string(&rb).unwrap().replace("board-1", &device);
+    std::fs::write(&rb, text).unwrap();
+    let out = lab.cmd(&["run", &rb]).timeout(Duration::from_secs(120)).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let state = server.state();
+    assert_eq!(check_energies(&lab, &state), 2);
+    assert!(licences_free(&state), "{state}");
 }
 
 #[test]

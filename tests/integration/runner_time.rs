@@ -49,7 +49,7 @@ fn campaign_on(
         .map(|d| {
             let spec = lab.device(&d.name).unwrap().clone();
             let dev: Arc<dyn lab::device::Device> = Arc::new(SimDevice::with_clock(spec, clock()));
-            (d.name.clone(), (dev, runner::tether_for(&lab, &hosts, &d.name, operator.clone()).unwrap()))
+            (d.name.clone(), (dev, runner::tether_for(&lab, &hosts, &d.name, operator.clone(), None).unwrap()))
         })
         .collect();
     let desk = Arc::new(runner::OperatorDesk::new(

@@ -51,6 +51,11 @@ fn needs() -> Vec<Need> {
             Box::new(|| imports("python3", "otii_tcp_client", "otii-tcp-client==1.0.13")),
         ),
         need(
+            "monsoon_py",
+            "LAB_REQUIRE_MONSOON_PY",
+            Box::new(|| imports("python3", "Monsoon.HVPM, Monsoon.LVPM, Monsoon.sampleEngine", "monsoon==0.1.88")),
+        ),
+        need(
             "junitparser",
             "LAB_REQUIRE_JUNITPARSER",
             Box::new(|| imports("python3", "xmlschema, junitparser", "xmlschema junitparser")),

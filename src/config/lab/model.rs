@@ -295,6 +295,9 @@ pub enum TetherSpec {
     /// The hub port the device's USB serial is found on (`uhubctl -f` on its host), at
     /// the start of `lab run` (`tether::hubs::resolve_auto`).
     UhubctlAuto,
+    /// The power monitor that supplies the device switches its USB passthrough off for the
+    /// soak (a Monsoon): `tether = "monitor"`.
+    Monitor,
 }
 
 impl TetherSpec {
@@ -305,6 +308,7 @@ impl TetherSpec {
             TetherSpec::Software => "software".into(),
             TetherSpec::Uhubctl { location, port, .. } => format!("uhubctl {location}:{port}"),
             TetherSpec::UhubctlAuto => "uhubctl auto".into(),
+            TetherSpec::Monitor => "monitor".into(),
         }
     }
 }

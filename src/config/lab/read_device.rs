@@ -10,7 +10,7 @@ use crate::config::{DeviceKind, DeviceSpec, Host, Platform, TetherSpec};
 
 const DEVICE_KEYS: &[&str] = &["name", "host", "platform", "model", "os", "tags", "tether", "monitor"];
 const PLATFORMS: &[&str] = &["sim", "host", "android", "ios"];
-const TETHER_KINDS: &[&str] = &["none", "manual", "software"];
+const TETHER_KINDS: &[&str] = &["none", "manual", "software", "monitor"];
 
 pub(crate) fn platform_from(s: &str) -> Option<Platform> {
     match s {
@@ -99,13 +99,14 @@ fn read_tags(f: &Field, p: &mut Problems) -> Option<Vec<String>> {
     ok.then_some(tags)
 }
 
-/// `"none" | "manual" | "software"`, `{ uhubctl = { location = "1-1", port = 2 } }` or
+/// `"none" | "manual" | "software" | "monitor"`, `{ uhubctl = { location = "1-1", port = 2 } }` or
 /// `{ uhubctl = "auto" }`.
 fn read_tether(f: &Field, p: &mut Problems, platform: Option<Platform>) -> Option<TetherSpec> {
     let spec = if f.item.is_str() {
         match f.one_of(p, TETHER_KINDS)? {
             "none" => TetherSpec::None,
             "manual" => TetherSpec::Manual,
+            "monitor" => TetherSpec::Monitor,
             _ => TetherSpec::Software,
         }
     } else if f.item.is_table_like() {

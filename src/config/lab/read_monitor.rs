@@ -5,7 +5,7 @@ use crate::config::lab::read_device::{read_host_name, read_name};
 use crate::config::syntax::names::NameSet;
 use crate::config::syntax::problems::Problems;
 use crate::config::syntax::table::{Field, Table};
-use crate::config::{DeviceSpec, Host, MonitorKind, MonitorSpec, MonsoonModel, OtiiModel, Platform};
+use crate::config::{DeviceSpec, Host, MonitorKind, MonitorSpec, MonsoonModel, OtiiModel, Platform, TetherSpec};
 
 const MONITOR_KEYS: &[&str] =
     &["name", "kind", "host", "model", "address", "device", "serial", "voltage_v", "current_limit_a", "sample_rate_hz"];
@@ -36,6 +36,19 @@ fn read_monitor(t: &Table, p: &mut Problems, hosts: &[Host], names: &mut NameSet
     let kind =
         t.required(p, "kind", "kind = \"otii\"").and_then(|f| f.one_of(p, KINDS)).and_then(|k| read_kind(t, p, k));
     let kind = kind?;
+    // A Monsoon's USB is read by the machine `lab` runs on: not through an SSH host.
+    let remote =
+        hosts.iter().find(|h| Some(&h.name) == host.as_ref()).is_some_and(|h| h.kind != crate::config::HostKind::Local);
+    if matches!(kind, MonitorKind::Monsoon { .. }) && remote {
+        if let Some(f) = t.get("host") {
+            f.problem(
+                p,
+                format!("a Monsoon is read over the USB of the machine `lab` runs on, and host `{}` is reached over SSH", host.as_deref().unwrap_or_default()),
+                "run `lab` on that host with a lab file of its own, or plug the Monsoon into this machine (`host = \"local\"`)",
+            );
+        }
+        return None;
+    }
     let limits = kind.limits();
     let (lo, hi) = limits.voltage_v;
     let voltage = match t.get("voltage_v") {
@@ -208,5 +221,24 @@ pub(crate) fn assign_monitors(
             continue;
         }
         m.supplies = Some(d.name.clone());
+    }
+    // `tether = "monitor"`: only a Monsoon supplying the device switches its USB.
+    for &(t, d) in devices.iter().filter(|(_, d)| d.tether == TetherSpec::Monitor) {
+        let by = monitors.iter().find(|m| m.supplies.as_deref() == Some(d.name.as_str()));
+        if by.is_some_and(|m| matches!(m.kind, MonitorKind::Monsoon { .. })) {
+            continue;
+        }
+        let Some(f) = t.get("tether") else { continue };
+        let why = match by {
+            Some(m) => {
+                format!("its monitor `{}` is an {}, which has no USB passthrough to switch", m.name, m.kind.label())
+            }
+            None => "no [[monitor]] supplies it".to_string(),
+        };
+        f.problem(
+            p,
+            format!("`tether = \"monitor\"` needs a Monsoon supplying the device: {why}"),
+            "give the device a `monitor` of `kind = \"monsoon\"`, or choose another tether",
+        );
     }
 }

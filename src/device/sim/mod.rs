@@ -17,7 +17,7 @@ mod tests;
 pub use device::SimDevice;
 pub use dump::{DUMP_FILE, DumpHeader, render};
 pub use log::{BatteryRecord, EventKind, LogEnd, LogEvent, Sample, TrialLog};
-pub use monitor::{BACKGROUND_MW, SimMonitor};
+pub use monitor::{SimMonitor, WAKE_MW};
 pub use powerlog::{POWERLOG_FILE, WALL_EPOCH_S};
 pub use standin_hub::StandinHub;
 pub use state::{HOME_SCREEN, SimState};

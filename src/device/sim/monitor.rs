@@ -1,7 +1,7 @@
 //! `SimMonitor`: the simulator's power monitor. It samples what the simulated phone it
 //! supplies draws under the simulator's physical model (docs/sim.md), plus what a real
-//! phone adds that the model does not: other activity of the phone, different in each
-//! recording, and each sample's noise. Time is the phone's virtual clock.
+//! phone adds that the model does not: the OS's own wake-ups (a sync, a radio burst) at
+//! random moments, and each sample's noise. Time is the phone's virtual clock.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -17,10 +17,13 @@ use crate::collect::monitor::{PowerTrace, Voltage};
 use crate::config::MonitorSpec;
 use crate::monitor::{MonitorError, PowerMonitor};
 
-/// The median power of the phone's other activity in a recording (background sync, the
-/// OS's own work), mW; it varies from one recording to the next by a factor of e^(±0.5σ).
-pub const BACKGROUND_MW: f64 = 20.0;
-const BACKGROUND_SD: f64 = 0.5;
+/// The OS's own wake-ups while a recording runs: one every `WAKE_EVERY_S` on average
+/// (a Poisson process), each drawing `WAKE_MW` more for `WAKE_S`. A short idle window
+/// sees none or one or two, so its mean power varies a lot from trial to trial, as a real
+/// phone's does.
+pub const WAKE_MW: f64 = 600.0;
+const WAKE_S: f64 = 2.0;
+const WAKE_EVERY_S: f64 = 30.0;
 /// The relative sd of one sample around what the phone draws.
 const SAMPLE_SD: f64 = 0.03;
 
@@ -48,7 +51,7 @@ impl SimMonitor {
 #[async_trait]
 impl PowerMonitor for SimMonitor {
     fn identity(&self) -> Value {
-        json!({"model": "simulated monitor", "serial": format!("sim-{}", self.spec.name),
+        json!({"model": "simulated monitor", "serial": self.spec.name,
                "firmware": env!("CARGO_PKG_VERSION"), "sample_rate_hz": self.spec.sample_rate_hz})
     }
 
@@ -82,9 +85,19 @@ impl PowerMonitor for SimMonitor {
         let rate = f64::from(self.spec.sample_rate_hz);
         let n = ((now - started).as_secs_f64() * rate).floor() as usize;
         let mut rng = crate::seed::rng(self.seed, &["sim-monitor", &self.spec.name, &self.recordings.to_string()]);
-        let z: f64 = rng.sample(StandardNormal);
-        let background = BACKGROUND_MW * (BACKGROUND_SD * z).exp();
+        let length = (now - started).as_secs_f64();
+        let mut wakes = Vec::new();
+        let mut at = 0.0;
+        loop {
+            let u: f64 = rng.random();
+            at += -WAKE_EVERY_S * (1.0 - u).ln();
+            if at >= length {
+                break;
+            }
+            wakes.push(at);
+        }
         let volts = self.spec.voltage_v;
+        let mut wake = 0;
         let mut current = Vec::with_capacity(n);
         let mut seg = 0;
         for i in 0..n {
@@ -92,7 +105,12 @@ impl PowerMonitor for SimMonitor {
             while seg + 1 < draw.len() && draw[seg + 1].0 <= t {
                 seg += 1;
             }
-            let mw = draw.get(seg).map_or(0.0, |d| d.1) + background;
+            let since = i as f64 / rate;
+            while wake < wakes.len() && wakes[wake] + WAKE_S <= since {
+                wake += 1;
+            }
+            let woken = wakes[wake..].iter().take_while(|&&w| w <= since).count() as f64;
+            let mw = draw.get(seg).map_or(0.0, |d| d.1) + woken * WAKE_MW;
             let noise: f64 = rng.sample(StandardNormal);
             current.push((mw * (1.0 + SAMPLE_SD * noise) / volts / 1000.0).max(0.0) as f32);
         }

@@ -1,0 +1,27 @@
+//! A Monsoon HVPM or LVPM on USB (docs/platforms/monitors.md): the USB link behind a
+//! trait (`usb`) with a real backend (`nusb_link`) and a scripted fake (`fake`), the
+//! protocol as Monsoon's Python API speaks it (`protocol`), the EEPROM calibration
+//! (`calibration`), the sample packets' decoding (`decode`), a measuring session
+//! (`session`) and that session as the runner's `PowerMonitor` (`monsoon_monitor`).
+
+mod calibration;
+pub mod decode;
+mod error;
+pub mod fake;
+mod monsoon_monitor;
+mod nusb_link;
+pub mod protocol;
+mod session;
+mod usb;
+
+pub use calibration::Calibration;
+pub use error::MonsoonError;
+pub use monsoon_monitor::MonsoonMonitor;
+pub use nusb_link::NusbLink;
+pub use session::{Monsoon, MonsoonSettings, Passthrough};
+pub use usb::{Setup, UsbError, UsbLink};
+
+#[cfg(test)]
+mod python_check;
+#[cfg(test)]
+mod tests;

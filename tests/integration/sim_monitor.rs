@@ -1,0 +1,57 @@
+//! The default lab's simulated power monitor (sim-pixel-1 on sim-monitor-1) through the
+//! real binary: the quickstart shows the monitor's figures, and with the idle baseline
+//! each trial's net energy is its gross less the idle power over the soak, whose interval
+//! is wider than the gross one (the idle recording's own variation adds to it).
+
+use serde_json::Value;
+
+use crate::common::{TempLab, root};
+
+#[test]
+fn the_idle_baseline_gives_each_trial_gross_less_idle_and_a_wider_net_interval() {
+    let lab = TempLab::new();
+    // The quickstart with more repeats: ten trials a variant on the monitored phone.
+    let text = std::fs::read_to_string(root().join("runbooks/quickstart.toml")).unwrap();
+    assert!(text.contains("\nrepeats = 4\n") && text.contains("idle = \"30s\""), "the quickstart idles on its monitor");
+    let path = lab.dir.path().join("quickstart.toml");
+    std::fs::write(&path, text.replace("\nrepeats = 4\n", "\nrepeats = 20\n")).unwrap();
+    let out = lab.cmd(&["run", path.to_str().unwrap()]).assert().success().get_output().stdout.clone();
+    let out = String::from_utf8(out).unwrap();
+    assert!(out.contains("monitor_energy_j (J)") && out.contains("monitor_net_energy_j (J)"), "{out}");
+
+    // Per trial: net = gross − idle power × the soak's 600 s.
+    let rows: Vec<(String, f64)> = {
+        let conn = rusqlite::Connection::open(lab.store()).unwrap();
+        let mut st = conn
+            .prepare(
+                "SELECT metric || ' ' || trial_idx || ' ' || attempt, value FROM measurements \
+                 WHERE metric IN ('monitor_energy_j', 'monitor_net_energy_j', 'monitor_idle_power_mw')",
+            )
+            .unwrap();
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect()
+    };
+    let get = |metric: &str, key: &str| rows.iter().find(|(k, _)| *k == format!("{metric} {key}")).map(|r| r.1);
+    let mut trials = 0;
+    for (k, gross) in rows.iter().filter(|(k, _)| k.starts_with("monitor_energy_j ")) {
+        let key = k.trim_start_matches("monitor_energy_j ");
+        let (net, idle) = (get("monitor_net_energy_j", key).unwrap(), get("monitor_idle_power_mw", key).unwrap());
+        assert!((net - (gross - idle / 1000.0 * 600.0)).abs() < 1e-9, "{key}: {net} ≠ {gross} − {idle} mW × 600 s");
+        assert!(idle > 10.0 && idle < 300.0, "the phone idles at {idle} mW");
+        trials += 1;
+    }
+    assert_eq!(trials, 20, "every trial on sim-pixel-1 (10 a variant)");
+
+    let id = &lab.campaigns()[0];
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(lab.artifacts().join(id).join("report.json")).unwrap()).unwrap();
+    let pixel = report["models"].as_array().unwrap().iter().find(|m| m["model"] == "Pixel 5").unwrap();
+    let width = |variant: &str, metric: &str| {
+        let row = pixel["rows"].as_array().unwrap().iter().find(|r| r["variant"] == variant && r["metric"] == metric);
+        let s = &row.unwrap()["stats"];
+        s["ci_high"].as_f64().unwrap() - s["ci_low"].as_f64().unwrap()
+    };
+    for variant in ["idle", "busy"] {
+        let (gross, net) = (width(variant, "monitor_energy_j"), width(variant, "monitor_net_energy_j"));
+        assert!(net > gross, "{variant}: the net interval ({net} J) is wider than the gross one ({gross} J)");
+    }
+}
