@@ -2,7 +2,8 @@
 """Qoitech's own Otii client (otii-tcp-client from PyPI) against lab's stand-in Otii server:
 the calls lab's backend makes, in its order, through the official API.
 
-Usage: otii_client_check.py PORT SECONDS
+Usage: otii_client_check.py PORT SECONDS [Arc|Ace]
+The instrument is an Arc unless told; an Ace's sample rate is set as lab sets it.
 Prints one JSON object with what the client got; exits non-zero if a call fails.
 Run by tests/integration/otii_standin.rs (docs/platforms/monitors.md).
 """
@@ -13,6 +14,7 @@ import time
 from otii_tcp_client import otii_client, otii_exception
 
 port, seconds = int(sys.argv[1]), float(sys.argv[2])
+kind = sys.argv[3] if len(sys.argv) > 3 else "Arc"
 out = {}
 
 # The default licensing, as a user's script has it: connect() reserves, disconnect() returns.
@@ -30,7 +32,7 @@ try:
     free = [l for l in otii.get_licenses() if l["type"] == "Automation" and l["available"] and l["reserved_to"] == ""]
     licence = free[0]["id"]
     otii.reserve_license(licence)
-    arc = [d for d in otii.get_devices(timeout=2) if d.type == "Arc"][0]
+    arc = [d for d in otii.get_devices(timeout=2) if d.type == kind][0]
     out["device"] = {"id": arc.id, "name": arc.name, "version": arc.get_version()}
     try:
         arc.set_main_voltage(9.9)
@@ -40,6 +42,11 @@ try:
     arc.set_max_current(2.0)
     out["voltage"] = arc.get_main_voltage()
     arc.enable_channel("mc", True)
+    # lab sets an Ace's main-current rate; an Arc refuses it (its rate is fixed over TCP).
+    try:
+        arc.set_channel_samplerate("mc", 1000)
+    except otii_exception.Otii_Exception as e:
+        out["samplerate_refused"] = e.type
     out["samplerate"] = arc.get_channel_samplerate("mc")
     arc.set_main(True)
     project = otii.create_project()

@@ -1104,6 +1104,10 @@ fn a_monitor_that_cannot_supply_its_device_is_refused_with_the_fix() {
         ["monitor[2].sample_rate_hz: the Monsoon HVPM samples at 5000 Hz, which cannot be set"]
     );
     assert_eq!(
+        bad("current_limit_a = 2.5", "current_limit_a = 2.5\nsample_rate_hz = 1000"),
+        ["monitor[1].sample_rate_hz: the Otii Arc samples at 4000 Hz, which cannot be set"]
+    );
+    assert_eq!(
         bad("sample_rate_hz = 50000", "sample_rate_hz = 3000"),
         ["monitor[3].sample_rate_hz: the Otii Ace cannot sample at 3000 Hz"]
     );

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::monsoon::{Monsoon, MonsoonMonitor, MonsoonSettings, Passthrough, UsbLink};
 use super::otii::{OtiiMonitor, SessionSettings};
 use super::{MonitorError, PowerMonitor};
-use crate::config::{MonitorKind, MonitorSpec};
+use crate::config::{MonitorKind, MonitorSpec, OtiiModel};
 use crate::transport::{ForwardTarget, Transport};
 
 /// Opens `spec`'s instrument for a campaign. `transport` reaches the monitor's host;
@@ -21,11 +21,12 @@ pub async fn open(
     usb: Option<Box<dyn UsbLink>>,
 ) -> Result<Box<dyn PowerMonitor>, MonitorError> {
     match &spec.kind {
-        MonitorKind::Otii { address, device, .. } => {
+        MonitorKind::Otii { address, device, model } => {
             let settings = SessionSettings {
                 voltage_v: spec.voltage_v,
                 current_limit_a: spec.current_limit_a,
                 device: device.clone(),
+                sample_rate_hz: matches!(model, OtiiModel::Ace).then_some(spec.sample_rate_hz),
                 timeout,
             };
             let (here, forward) = if remote {

@@ -40,6 +40,7 @@ fn qoitechs_python_client_reserves_records_marks_reads_and_returns_through_the_s
         "arc_set_main_voltage Error: \"Invalid key value\"\tInvalid value: \"value\"\tvalue: \"9.9\""
     );
     assert_eq!((got["voltage"].as_f64(), got["samplerate"].as_i64()), (Some(3.8), Some(4000)));
+    assert_eq!(got["samplerate_refused"], "Command not valid for device type", "an Arc's rate is not set over TCP");
     assert_eq!(got["running"], false);
 
     // Every sample the client read, summed, is the stand-in's draw summed over the
@@ -72,7 +73,13 @@ fn qoitechs_python_client_reserves_records_marks_reads_and_returns_through_the_s
 }
 
 fn settings() -> SessionSettings {
-    SessionSettings { voltage_v: 3.8, current_limit_a: 2.0, device: None, timeout: Duration::from_secs(5) }
+    SessionSettings {
+        voltage_v: 3.8,
+        current_limit_a: 2.0,
+        device: None,
+        sample_rate_hz: None,
+        timeout: Duration::from_secs(5),
+    }
 }
 
 /// lab's own Otii session on the stand-in: a licence reserved and returned, the supply
@@ -118,6 +125,46 @@ async fn a_session_records_a_marked_window_whose_energy_is_the_draws_integral() 
     // stand-in without serde_json's exact float round trip).
     let (m0, m1) = (markers[0]["timestamp"].as_f64().unwrap(), markers[1]["timestamp"].as_f64().unwrap());
     assert!((m0 - from).abs() < 1e-12 && (m1 - to).abs() < 1e-12, "markers at {m0}, {m1}; sent {from}, {to}");
+}
+
+/// The official client sets an Ace's main-current rate on the stand-in as lab does, and
+/// reads its samples at that rate.
+#[test_needs::needs(otii_client)]
+#[test]
+fn qoitechs_python_client_sets_an_aces_sample_rate_on_the_stand_in() {
+    let server = Otii::start(120.0, 380.0, &["--type", "Ace", "--device-name", "Ace 7"]);
+    let out = std::process::Command::new("python3")
+        .arg(root().join("tests/otii_client_check.py"))
+        .args([server.port.to_string().as_str(), "1.0", "Ace"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(got["samplerate"], 1000, "{got}");
+    assert_eq!(got["samplerate_refused"], serde_json::Value::Null, "{got}");
+    assert_eq!(server.state()["sample_rate"], 1000.0);
+}
+
+/// An Ace's sample rate is set as `lab.toml` says; an Arc's is left (the server sets none).
+#[tokio::test]
+async fn an_aces_sample_rate_is_set_and_an_arcs_is_not_asked_for() {
+    let server = Otii::start(100.0, 0.0, &["--type", "Ace", "--device-name", "Ace 7"]);
+    let ace = SessionSettings { voltage_v: 12.0, sample_rate_hz: Some(1000), ..settings() };
+    let mut s = Session::open(&format!("127.0.0.1:{}", server.port), &ace).await.unwrap();
+    s.start().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let trace = s.stop().await.unwrap();
+    s.close().await.unwrap();
+    assert_eq!(trace.rate_hz, 1000.0);
+    assert!((400..=700).contains(&trace.current_a.len()), "{} samples in about 0.5 s", trace.current_a.len());
+    let state = server.state();
+    assert_eq!((state["sample_rate"].as_f64(), state["voltage"].as_f64()), (Some(1000.0), Some(12.0)));
+
+    let server = Otii::start(100.0, 0.0, &[]);
+    let arc = SessionSettings { sample_rate_hz: Some(4000), ..settings() };
+    Session::open(&format!("127.0.0.1:{}", server.port), &arc).await.unwrap().close().await.unwrap();
+    let commands = server.state()["commands"].clone();
+    assert!(!commands.as_array().unwrap().iter().any(|c| c == "arc_set_channel_samplerate"), "{commands}");
 }
 
 #[tokio::test]

@@ -145,7 +145,9 @@ impl MonitorKind {
     pub fn limits(&self) -> MonitorLimits {
         match self {
             MonitorKind::Otii { model: OtiiModel::Arc, .. } => {
-                MonitorLimits { voltage_v: (0.5, 4.55), max_current_a: 5.0, sample_rates_hz: &[1000, 4000] }
+                // The Otii 3 TCP server sets no Arc's rate (only an Ace's, with
+                // `arc_set_channel_samplerate`): over TCP an Arc samples at 4 kHz.
+                MonitorLimits { voltage_v: (0.5, 4.55), max_current_a: 5.0, sample_rates_hz: &[4000] }
             }
             MonitorKind::Otii { model: OtiiModel::Ace, .. } => MonitorLimits {
                 voltage_v: (0.5, 25.0),

@@ -21,6 +21,8 @@ pub struct SessionSettings {
     pub current_limit_a: f64,
     /// The instrument's name or id, where the server has several.
     pub device: Option<String>,
+    /// The main current's sample rate, set where the instrument lets it be set (an Ace).
+    pub sample_rate_hz: Option<u32>,
     /// How long each reply may take.
     pub timeout: Duration,
 }
@@ -219,6 +221,10 @@ async fn set_up(conn: &mut Connection, settings: &SessionSettings) -> Result<(St
     conn.request("arc_set_main_voltage", dev(json!({"value": settings.voltage_v}))).await?;
     conn.request("arc_set_max_current", dev(json!({"value": settings.current_limit_a}))).await?;
     conn.request("arc_enable_channel", dev(json!({"channel": "mc", "enable": true}))).await?;
+    // Only an Ace's rate can be set over TCP (the Arc's is 4 kHz): `lab.toml` allows no other.
+    if let (Some(rate), Some("Ace")) = (settings.sample_rate_hz, device["type"].as_str()) {
+        conn.request("arc_set_channel_samplerate", dev(json!({"channel": "mc", "value": rate}))).await?;
+    }
     let project = conn.request("otii_create_project", Value::Null).await?["project_id"]
         .as_i64()
         .ok_or_else(|| OtiiError::Protocol("a project without an id".into()))?;

@@ -1,5 +1,5 @@
 //! `otii --port N [--state FILE] [--device-name NAME] [--base-ma X] [--pulse-ma Y]
-//! [--pulse-every-s P] [--pulse-width-s W] [--hang-up-after-s S] [--others-hold N]`: the Otii 3 TCP server's protocol (CRLF-
+//! [--pulse-every-s P] [--pulse-width-s W] [--hang-up-after-s S] [--others-hold N] [--type Arc|Ace]`: the Otii 3 TCP server's protocol (CRLF-
 //! delimited JSON, `trans_id` echoed as sent, a greeting on connect, error replies with
 //! the `errorcode`s Qoitech's clients read) in front of one simulated Arc. The device it
 //! supplies draws `base` mA, plus `pulse` mA for `width` s at the start of every `every` s
@@ -8,7 +8,9 @@
 //! are the logged-in user's, as on Otii 3: a connection that ends keeps them reserved.
 //! `--hang-up-after-s S` shuts every open connection down S s after the first recording
 //! starts (a lost connection; the server goes on). `--others-hold N`: N of its two
-//! licences are reserved to another user.
+//! licences are reserved to another user. `--type Ace`: the instrument is an Ace, whose
+//! main current's sample rate can be set (`arc_set_channel_samplerate`) and whose output
+//! goes to 25 V.
 //!
 //! `--state FILE` gets, after every request, the licences reserved, the recordings with
 //! their markers (`recording_log`), the supply settings and every command received, as

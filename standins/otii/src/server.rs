@@ -8,10 +8,14 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-/// The Arc's main current sample rate.
+/// The main current's sample rate until set (the Arc's only one over TCP).
 pub const RATE_HZ: f64 = 4000.0;
+/// The rates an Ace's main current can be set to.
+const ACE_RATES: [u64; 4] = [1000, 4000, 10_000, 50_000];
 /// The Arc's main output range, volts, and its largest current limit, amperes.
 const VOLTS: (f64, f64) = (0.5, 4.55);
+/// The Ace's.
+const ACE_VOLTS: (f64, f64) = (0.5, 25.0);
 const MAX_AMPS: f64 = 5.0;
 /// The most samples one `recording_get_channel_data` gives (the client asks ≤ 40 000).
 const MAX_CHUNK: u64 = 100_000;
@@ -29,6 +33,8 @@ pub struct Config {
     pub hang_up_after_s: Option<f64>,
     /// Licences another user holds (of the two the server has).
     pub others_hold: usize,
+    /// "Arc" or "Ace".
+    pub device_type: String,
 }
 
 impl Config {
@@ -43,6 +49,7 @@ impl Config {
             width_s: 0.1,
             hang_up_after_s: None,
             others_hold: 0,
+            device_type: "Arc".into(),
         };
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -57,6 +64,7 @@ impl Config {
                 "--pulse-every-s" => c.every_s = number(value()?)?,
                 "--pulse-width-s" => c.width_s = number(value()?)?,
                 "--hang-up-after-s" => c.hang_up_after_s = Some(number(value()?)?),
+                "--type" => c.device_type = value()?,
                 "--others-hold" => c.others_hold = value()?.parse().map_err(|_| format!("{a}: not a count"))?,
                 other => return Err(format!("unknown argument {other}")),
             }
@@ -90,6 +98,8 @@ struct Licence {
 
 struct Instrument {
     config: Config,
+    /// The main current's sample rate, Hz.
+    rate: f64,
     device_id: String,
     logged_in: bool,
     licences: Vec<Licence>,
@@ -113,7 +123,7 @@ impl Instrument {
         let total = self.count(r);
         (index..(index + count).min(total))
             .map(|i| {
-                let t = i as f64 / RATE_HZ;
+                let t = i as f64 / self.rate;
                 let at = r.start + std::time::Duration::from_secs_f64(t);
                 if self.main_on_at(at) { self.config.draw(t) } else { 0.0 }
             })
@@ -125,7 +135,7 @@ impl Instrument {
             return 0;
         }
         let end = r.stop.unwrap_or_else(Instant::now);
-        (end.duration_since(r.start).as_secs_f64() * RATE_HZ).floor() as u64
+        (end.duration_since(r.start).as_secs_f64() * self.rate).floor() as u64
     }
 
     fn state(&self) -> Value {
@@ -135,6 +145,7 @@ impl Instrument {
             "voltage": self.voltage,
             "max_current": self.max_current,
             "channels": self.channels,
+            "sample_rate": self.rate,
             "main_on": self.main.last().is_some_and(|(_, on)| *on),
             "recordings": self.recordings.iter().map(|r| json!({
                 "id": r.id,
@@ -157,6 +168,7 @@ pub fn serve(config: Config) -> Result<(), String> {
     let instrument = Arc::new(Mutex::new(Instrument {
         device_id: format!("Arc5120{:016X}", 0x4F54_4949u64),
         config,
+        rate: RATE_HZ,
         logged_in: true,
         licences,
         voltage: 3.3,
@@ -334,9 +346,9 @@ fn handle(i: &mut Instrument, peer: &str, cmd: &str, data: &Value) -> Result<Opt
             l.owner = None;
             None
         }
-        "otii_get_devices" => {
-            Some(json!({"devices": [{"device_id": i.device_id, "name": i.config.device_name, "type": "Arc"}]}))
-        }
+        "otii_get_devices" => Some(
+            json!({"devices": [{"device_id": i.device_id, "name": i.config.device_name, "type": i.config.device_type}]}),
+        ),
         "otii_get_device_id" => {
             if text("device_name")? != i.config.device_name {
                 return Err(Refusal("Invalid key value", json!({"key": "device_name", "value": data["device_name"]})));
@@ -347,7 +359,8 @@ fn handle(i: &mut Instrument, peer: &str, cmd: &str, data: &Value) -> Result<Opt
         "arc_is_connected" => Some(json!({"connected": true})),
         "arc_set_main_voltage" => {
             let v = number("value")?;
-            if !(VOLTS.0..=VOLTS.1).contains(&v) {
+            let (lo, hi) = if i.config.device_type == "Ace" { ACE_VOLTS } else { VOLTS };
+            if !(lo..=hi).contains(&v) {
                 return Err(Refusal("Invalid key value", json!({"key": "value", "value": v})));
             }
             i.voltage = v;
@@ -373,9 +386,19 @@ fn handle(i: &mut Instrument, peer: &str, cmd: &str, data: &Value) -> Result<Opt
         }
         "arc_get_channel_samplerate" => {
             text("channel")?;
-            Some(json!({"value": RATE_HZ as u64}))
+            Some(json!({"value": i.rate as u64}))
         }
-        "arc_set_channel_samplerate" => return Err(Refusal("Command not valid for device type", Value::Null)),
+        "arc_set_channel_samplerate" => {
+            if i.config.device_type != "Ace" {
+                return Err(Refusal("Command not valid for device type", Value::Null));
+            }
+            let (channel, value) = (text("channel")?, integer("value")?);
+            if channel != "mc" || !ACE_RATES.contains(&(value as u64)) {
+                return Err(Refusal("Invalid key value", json!({"key": "value", "value": value})));
+            }
+            i.rate = value as f64;
+            None
+        }
         "arc_set_main" => {
             let on = get("enable")?.as_bool().ok_or_else(|| wrong_type("enable", "boolean", &data["enable"]))?;
             i.main.push((Instant::now(), on));
@@ -451,9 +474,9 @@ fn handle(i: &mut Instrument, peer: &str, cmd: &str, data: &Value) -> Result<Opt
             let total = i.count(rec);
             match cmd {
                 "recording_get_channel_data_count" => Some(json!({"count": total})),
-                "recording_get_channel_info" => Some(
-                    json!({"offset": 0.0, "from": 0.0, "to": total as f64 / RATE_HZ, "sample_rate": RATE_HZ as u64}),
-                ),
+                "recording_get_channel_info" => {
+                    Some(json!({"offset": 0.0, "from": 0.0, "to": total as f64 / i.rate, "sample_rate": i.rate as u64}))
+                }
                 "recording_get_channel_data" => {
                     let (index, count) = (integer("index")?, integer("count")?);
                     if index < 0 || count < 0 || count as u64 > MAX_CHUNK {
@@ -461,17 +484,17 @@ fn handle(i: &mut Instrument, peer: &str, cmd: &str, data: &Value) -> Result<Opt
                     }
                     let values = i.samples(rec, index as u64, count as u64);
                     Some(
-                        json!({"data_type": "analog", "timestamp": index as f64 / RATE_HZ, "interval": 1.0 / RATE_HZ, "values": values}),
+                        json!({"data_type": "analog", "timestamp": index as f64 / i.rate, "interval": 1.0 / i.rate, "values": values}),
                     )
                 }
                 _ => {
                     let (from, to) = (number("from")?, number("to")?);
-                    let first = (from * RATE_HZ).ceil().max(0.0) as u64;
-                    let last = ((to * RATE_HZ).ceil() as u64).min(total);
+                    let first = (from * i.rate).ceil().max(0.0) as u64;
+                    let last = ((to * i.rate).ceil() as u64).min(total);
                     let values = i.samples(rec, first, last.saturating_sub(first));
                     let (lo, hi) = values.iter().fold((f64::MAX, f64::MIN), |(a, b), &v| (a.min(v), b.max(v)));
-                    let charge: f64 = values.iter().sum::<f64>() / RATE_HZ;
-                    let average = if values.is_empty() { 0.0 } else { charge * RATE_HZ / values.len() as f64 };
+                    let charge: f64 = values.iter().sum::<f64>() / i.rate;
+                    let average = if values.is_empty() { 0.0 } else { charge * i.rate / values.len() as f64 };
                     Some(
                         json!({"min": lo, "max": hi, "average": average, "energy": charge * i.voltage, "charge": charge}),
                     )
