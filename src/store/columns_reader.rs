@@ -8,8 +8,8 @@
 use std::collections::HashSet;
 
 use super::backend::{
-    Conn, DbError, Dialect, PgOwner, PgUrl, Row, connect_async, copy_out_async, copy_text, float8, int8, placeholders,
-    vals,
+    Conn, DbError, Dialect, PgOwner, PgUrl, Row, connect_async, copy_out_async, copy_text, float8, int8,
+    on_own_runtime, placeholders, vals,
 };
 use super::columns::{AttemptIn, CampaignColumns, Last, TrialIn, soak_seconds, strings};
 use super::measurement_columns::{Collect, Measurements};
@@ -257,11 +257,7 @@ where
     Fut: std::future::Future<Output = Result<T, StoreError>>,
 {
     std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| StoreError::Internal(format!("a runtime for a read connection: {e}")))?;
-        runtime.block_on(async move {
+        on_own_runtime(async move {
             let client = connect_async(&url).await?;
             client
                 .batch_execute(&format!(
@@ -272,6 +268,7 @@ where
                 .map_err(DbError::from)?;
             work(client).await
         })
+        .unwrap_or_else(|e| Err(StoreError::Internal(format!("a runtime for a read connection: {e}"))))
     })
 }
 

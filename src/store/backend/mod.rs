@@ -26,7 +26,7 @@ pub use pg_copy::{copy_out_async, float8, int8, text as copy_text};
 pub use pg_locks::PgLocks;
 pub use pg_owner::PgOwner;
 pub use pg_schema::migrate_postgres;
-pub(crate) use pg_tls::connect_async;
+pub(crate) use pg_tls::{connect_async, on_own_runtime};
 pub use postgres_conn::placeholders;
 pub(crate) use value::vals;
 pub use value::{FromValue, Row, Value};

@@ -104,11 +104,8 @@ impl Locks for PgLocks {
         let thread = std::thread::Builder::new()
             .name("lab-lock".into())
             .spawn(move || {
-                let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                    Ok(r) => r,
-                    Err(e) => return drop(got_tx.send(Err(format!("a runtime for a lock's session: {e}")))),
-                };
-                runtime.block_on(async move {
+                let no_runtime = got_tx.clone();
+                let ran = super::pg_tls::on_own_runtime(async move {
                     let taken = async {
                         let (client, ended) = connect_watched(&url).await?;
                         client.batch_execute(NO_TIMEOUTS).await.map_err(DbError::from)?;
@@ -132,6 +129,9 @@ impl Locks for PgLocks {
                         }
                     }
                 });
+                if let Err(e) = ran {
+                    let _ = no_runtime.send(Err(format!("a runtime for a lock's session: {e}")));
+                }
             })
             .map_err(|e| format!("cannot start a lock's thread: {e}"))?;
         match got.recv() {

@@ -77,7 +77,7 @@ impl PgOwner {
             .map_err(|e| DbError::Closed(format!("cannot start the thread of {shown}: {e}")))?;
         match ready.recv() {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(connect_error(url, e)),
+            Ok(Err(e)) => return Err(super::pg_tls::connect_error(url, e)),
             Err(_) => return Err(DbError::Closed(format!("the connection to {} ended at its start", url.shown()))),
         }
         Ok(PgOwner { jobs: Mutex::new(Some(jobs)), thread: Mutex::new(Some(thread)), url: url.clone() })
@@ -137,17 +137,4 @@ fn connect_again(url: &PgUrl) -> Option<postgres::Client> {
         std::thread::sleep(pause);
         pause = (pause * 2).min(RECONNECT_PAUSE_MAX);
     }
-}
-
-/// A connection refused, said with the URL as shown (never its password).
-fn connect_error(url: &PgUrl, e: DbError) -> DbError {
-    let text = e.to_string();
-    let fix = if text.contains("TLS") || text.contains("certificate") {
-        "check the server's TLS and the URL's sslmode and sslrootcert"
-    } else if url.has_password() || std::env::var_os("PGPASSWORD").is_some() {
-        "check the server, the user and its password"
-    } else {
-        "check the server; a password goes in the URL or PGPASSWORD"
-    };
-    DbError::Postgres(format!("connecting to {}: {}; fix: {fix}", url.shown(), text.trim_start_matches("PostgreSQL: ")))
 }

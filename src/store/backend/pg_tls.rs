@@ -35,6 +35,10 @@ pub(crate) async fn connect_async(url: &PgUrl) -> Result<tokio_postgres::Client,
 pub(super) async fn connect_watched(
     url: &PgUrl,
 ) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), DbError> {
+    connected(url).await.map_err(|e| connect_error(url, e))
+}
+
+async fn connected(url: &PgUrl) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), DbError> {
     Ok(match tls_config(url)? {
         None => {
             let (client, connection) = url.config.connect(tokio_postgres::NoTls).await?;
@@ -45,6 +49,25 @@ pub(super) async fn connect_watched(
             (client, tokio::spawn(async move { drop(connection.await) }))
         }
     })
+}
+
+/// Runs `work` to its end on a current-thread tokio runtime of its own: the async client on
+/// a thread that a blocking caller waits on (a lock's session, a snapshot's reader).
+pub(crate) fn on_own_runtime<F: std::future::Future>(work: F) -> std::io::Result<F::Output> {
+    Ok(tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(work))
+}
+
+/// A connection refused, said with the URL as shown (never its password) and the fix.
+pub(super) fn connect_error(url: &PgUrl, e: DbError) -> DbError {
+    let text = e.to_string();
+    let fix = if text.contains("TLS") || text.contains("certificate") {
+        "check the server's TLS and the URL's sslmode and sslrootcert"
+    } else if url.has_password() || std::env::var_os("PGPASSWORD").is_some() {
+        "check the server, the user and its password"
+    } else {
+        "check the server; a password goes in the URL or PGPASSWORD"
+    };
+    DbError::Postgres(format!("connecting to {}: {}; fix: {fix}", url.shown(), text.trim_start_matches("PostgreSQL: ")))
 }
 
 fn tls_config(url: &PgUrl) -> Result<Option<ClientConfig>, DbError> {

@@ -85,4 +85,12 @@ fn a_refused_password_is_not_repeated() {
     assert!(!e.contains("wrong-pw-4711"), "{e}");
     assert!(e.contains("connecting to postgres://lab@127.0.0.1:"), "{e}");
     assert!(e.contains("password"), "{e}");
+    // The async client's connections (a lock's session, a report's readers) say it alike.
+    let e = super::on_own_runtime(super::connect_async(&PgUrl::parse(&bad).unwrap())).unwrap().unwrap_err().to_string();
+    assert!(!e.contains("wrong-pw-4711"), "{e}");
+    assert!(
+        e.contains("connecting to postgres://lab@127.0.0.1:")
+            && e.contains("fix: check the server, the user and its password"),
+        "{e}"
+    );
 }
