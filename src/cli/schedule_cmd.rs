@@ -386,6 +386,22 @@ fn render_review(r: &ReviewReport) -> String {
     }
     if r.regression {
         out.push_str("  regression confirmed\n");
+    } else if r.findings.is_empty() && !r.screened.is_empty() {
+        // No finding: say whether "no regression" was shown or is just not found.
+        let undecided: Vec<String> = r
+            .screened
+            .iter()
+            .filter(|s| s.verdict != crate::stats::Verdict::Same)
+            .map(|s| {
+                let more = s.more_trials_per_arm.map(|n| format!(", about {n} more trials per arm would decide"));
+                format!("{} {} {}: {}{}", s.model, s.variant, s.metric, s.verdict.as_str(), more.unwrap_or_default())
+            })
+            .collect();
+        if undecided.is_empty() {
+            out.push_str(&format!("  no regression, shown: all {} gating series the same\n", r.screened.len()));
+        } else {
+            out.push_str(&format!("  no regression found, not shown: {}\n", undecided.join("; ")));
+        }
     }
     for n in &r.notes {
         out.push_str(&format!("  note: {n}\n"));

@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 use crate::stats::{ChangeScale, Verdict};
 
 /// The version of this schema, sent as `schema_version`.
-pub const ALERT_SCHEMA_VERSION: u32 = 1;
+/// 2: a verdict `~` became `same` or `inconclusive`.
+pub const ALERT_SCHEMA_VERSION: u32 = 2;
 
 /// One alert: the regressions one scheduled slot confirmed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -780,13 +780,14 @@ impl Attempt<'_> {
         let limit = self.ctx.runbook.timeouts.collect;
         let mut m = m.lock().await;
         let m = m.as_mut().ok_or_else(|| Failure::offline("its power monitor is not open"))?;
-        match self.timed(Phase::Soak, limit, m.start()).await? {
+        // Running from here on, as far as `run` knows: whatever ends the attempt stops it.
+        p.recording = true;
+        match bounded(Phase::Soak, limit, m.start()).await? {
             Ok(()) => {}
             Err(e) if e.is_unreachable() => return Err(Failure::offline(e.to_string())),
             Err(e) => return Err(Failure::new(format!("power monitor: starting a recording: {e}"))),
         }
-        p.recording = true;
-        self.timed(Phase::Soak, limit, m.mark(text)).await?.map_err(|e| Failure::new(monitor_lost(&e)))
+        bounded(Phase::Soak, limit, m.mark(text)).await?.map_err(|e| Failure::new(monitor_lost(&e)))
     }
 
     /// Marks `text` in the running recording and stops it: the mark's time, the samples,
@@ -800,8 +801,8 @@ impl Attempt<'_> {
         let limit = self.ctx.runbook.timeouts.collect;
         let mut m = m.lock().await;
         let m = m.as_mut().ok_or_else(|| Failure::offline("its power monitor is not open"))?;
-        let end = self.timed(Phase::Soak, limit, m.mark(text)).await?.map_err(|e| Failure::new(monitor_lost(&e)))?;
-        let trace = self.timed(Phase::Soak, limit, m.stop()).await?.map_err(|e| Failure::new(monitor_lost(&e)))?;
+        let end = bounded(Phase::Soak, limit, m.mark(text)).await?.map_err(|e| Failure::new(monitor_lost(&e)))?;
+        let trace = bounded(Phase::Soak, limit, m.stop()).await?.map_err(|e| Failure::new(monitor_lost(&e)))?;
         p.recording = false;
         Ok((end, trace, monitored::source_of(m.as_ref()), m.identity()))
     }
@@ -854,6 +855,20 @@ impl Attempt<'_> {
 enum Step {
     Done(Box<Collected>, Vec<String>),
     Cancelled,
+}
+
+/// A power monitor's call, bounded but not cut short by Ctrl-C: a call dropped half-way
+/// (a Monsoon's start, between its USB request and its reader thread) would leave the
+/// instrument sampling where nothing can stop it, and its passthrough (a tether) off.
+/// Each returns within seconds; the campaign's stop is seen right after.
+async fn bounded<T>(
+    phase: Phase,
+    limit: Duration,
+    call: impl std::future::Future<Output = Result<T, MonitorError>>,
+) -> Result<Result<T, MonitorError>, Failure> {
+    tokio::time::timeout(limit, call).await.map_err(|_| {
+        Failure::new(format!("the power monitor did not answer within {} ({})", human(limit), phase.as_str()))
+    })
 }
 
 /// A monitor that failed mid-recording: the attempt's samples are lost.

@@ -74,7 +74,7 @@ pub(super) fn alert_of(review: &Review<'_>, alerting: &[&FindingRow]) -> Result<
             },
             screening: notify::Screening {
                 figures: screen.map(figures).unwrap_or_else(empty_figures),
-                verdict: screen.map_or(Verdict::Same, verdict_of),
+                verdict: screen.map_or(Verdict::Inconclusive, verdict_of),
             },
             also_worse: f
                 .confirm
@@ -125,7 +125,7 @@ fn figures(c: &serde_json::Value) -> notify::Figures {
 }
 
 fn verdict_of(c: &serde_json::Value) -> Verdict {
-    serde_json::from_value(c["verdict"].clone()).unwrap_or(Verdict::Same)
+    serde_json::from_value(c["verdict"].clone()).unwrap_or(Verdict::Inconclusive)
 }
 
 fn empty_figures() -> notify::Figures {

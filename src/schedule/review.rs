@@ -36,9 +36,22 @@ pub struct ReviewReport {
     /// goes on with it.
     pub interrupted: bool,
     pub notes: Vec<String>,
+    /// The screening's verdict on every gating series (this week against its baseline).
+    pub screened: Vec<Screened>,
     /// What the confirmation campaigns printed.
     #[serde(skip)]
     pub output: String,
+}
+
+/// One gating series as the screening judged it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Screened {
+    pub model: String,
+    pub variant: String,
+    pub metric: String,
+    pub verdict: Verdict,
+    /// For `inconclusive`: how many more trials per arm the sample-size advice asks for.
+    pub more_trials_per_arm: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -184,6 +197,17 @@ impl Review<'_> {
             let k = key_of(r);
             let Some(chosen) = baselines.get(&k) else { continue };
             let comparison = comparison_of(&compared, &k);
+            if let Some(c) = &comparison {
+                rep.screened.push(Screened {
+                    model: k.0.clone(),
+                    variant: k.1.clone(),
+                    metric: k.2.clone(),
+                    verdict: c.verdict,
+                    more_trials_per_arm: (c.verdict == Verdict::Inconclusive)
+                        .then(|| c.advice_trials_per_arm.map(|n| n.saturating_sub(c.stats.n_treatment as u32)))
+                        .flatten(),
+                });
+            }
             let by_verdict = comparison.as_ref().is_some_and(|c| matches!(c.verdict, Verdict::Worse | Verdict::Better));
 
             // The history of this series, oldest first, the current campaign last.
@@ -544,7 +568,8 @@ fn verdict_text(v: Verdict) -> &'static str {
         Verdict::Worse => "worse",
         Verdict::Better => "better",
         Verdict::Changed => "changed",
-        Verdict::Same => "no change",
+        Verdict::Same => "the same (shown within the practical threshold)",
+        Verdict::Inconclusive => "no decision (inconclusive)",
         Verdict::TooFewTrials => "too few trials",
     }
 }

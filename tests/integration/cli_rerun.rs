@@ -180,7 +180,7 @@ fn a_campaign_without_a_manifest_is_re_run_from_its_stored_record_and_the_stream
     let last = &lines[n - 1];
     assert_eq!((last["event"].as_str(), last["exit_code"].as_u64()), (Some("comparison"), Some(0)));
     assert_eq!((last["before"].as_str(), last["after"].as_str()), (Some(first.as_str()), Some(second.as_str())));
-    assert_eq!(last["comparison"]["schema_version"], 1);
+    assert_eq!(last["comparison"]["schema_version"], 2);
     assert_eq!(read(&lab, &first, "results.csv"), read(&lab, &second, "results.csv"));
     // The re-run has its manifest, which names where it came from.
     let m2: serde_json::Value = serde_json::from_str(&read(&lab, &second, "manifest.json")).unwrap();

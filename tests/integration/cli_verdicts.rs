@@ -38,7 +38,7 @@ fn envoy_audit_known_answers() {
         assert_eq!(c["family_size"], 4);
     }
     let energy = comparison(&r, "envoy-kqueue", "energy_level");
-    assert_eq!(energy["verdict"], "~", "{energy}");
+    assert_eq!(energy["verdict"], "same", "{energy}");
     // Zero spread in both arms (energy level 1 in every trial): finite figures, no NaN.
     assert_eq!(energy["welch"]["p"], 1.0);
     assert_eq!(energy["mann_whitney"]["p"], 1.0);
@@ -133,7 +133,7 @@ fn compare_exits_5_on_a_regression_and_0_without() {
     let out = lab.cmd(&["compare", before, after]).assert().code(5).get_output().stdout.clone();
     let out = String::from_utf8(out).unwrap();
     assert!(out.contains("envoy-poll: worse — ") && out.contains("cpu_pct +29"), "{out}");
-    assert!(out.contains("control: ~"), "{out}");
+    assert!(out.contains("control: same — every gating metric shown the same"), "{out}");
     let json = lab.cmd(&["compare", before, after, "--format", "json"]).assert().code(5).get_output().stdout.clone();
     let v: Value = serde_json::from_slice(&json).unwrap();
     assert_eq!(v["runbook_changed"], true);

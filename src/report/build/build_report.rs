@@ -585,7 +585,7 @@ mod tests {
     #[test]
     fn rows_follow_variant_and_metric_order() {
         let r = build_report(&fixture::campaign("c1"));
-        assert_eq!(r.schema_version, 1);
+        assert_eq!(r.schema_version, 2);
         assert_eq!(r.models.len(), 1);
         assert_eq!(r.models[0].model, MODEL);
         assert_eq!(r.models[0].devices, ["sim-iphone-1", "sim-iphone-2"]);

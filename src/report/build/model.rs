@@ -6,11 +6,12 @@
 use serde::Serialize;
 
 use crate::config::Order;
-use crate::stats::{Comparison, Summary, Verdict};
+use crate::stats::{Comparison, RelativeChange, Summary, Verdict};
 use crate::store::CampaignStatus;
 
-/// Version of the `report.json` layout.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Version of the `report.json` layout. 2: the verdict `~` became `same` (equivalence
+/// shown) or `inconclusive`, and each comparison has its `equivalence` interval.
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Report {
@@ -231,6 +232,8 @@ pub struct MetricComparison {
     pub p_adjusted: Option<f64>,
     /// Tests in that family.
     pub family_size: usize,
+    /// The relative change's (1 − 2α) interval: `same` when it lies inside ±threshold.
+    pub equivalence: Option<RelativeChange>,
     pub verdict: Verdict,
     /// Trials per arm that would detect the practical threshold with the advised power,
     /// from the larger CV of the two arms; `None` without a CV.
@@ -239,7 +242,8 @@ pub struct MetricComparison {
 
 /// The overall verdict of a variant against one reference on one device model, from
 /// the gating metrics: `worse` if any is worse, else `better` if any is better, else
-/// `too few trials` if any could not be decided, else `~`.
+/// `too few trials` if any could not be decided, else `same` if every one is the same
+/// (equivalence shown), else `inconclusive`.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct VariantVerdict {
     pub variant: String,

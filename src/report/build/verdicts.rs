@@ -4,7 +4,9 @@
 use crate::config::StatsSettings;
 use crate::report::build::model::{ComparisonKind, MetricComparison, VariantSummary, VariantVerdict};
 use crate::report::render::format::change_with_ci;
-use crate::stats::{Direction, Summary, Verdict, compare, decide, holm, min_attainable_p, trials_per_arm};
+use crate::stats::{
+    Direction, Summary, Verdict, compare, decide, holm, min_attainable_p, relative_change, trials_per_arm,
+};
 
 /// Power the sample-size advice aims at.
 pub const ADVICE_POWER: f64 = 0.8;
@@ -73,8 +75,18 @@ pub(crate) fn judge(
         .zip(comparisons)
         .enumerate()
         .map(|(i, (pair, stats))| {
-            let verdict =
-                decide(&stats, adjusted[i], settings.alpha, settings.practical_threshold, Direction::of(pair.metric));
+            // Equivalence by two one-sided tests at α: the (1 − 2α) interval (Schuirmann
+            // 1987), per metric (an intersection–union test needs no adjustment for "all
+            // gating metrics the same": Berger 1982).
+            let equivalence = relative_change(pair.treatment.stats, pair.reference.stats, 1.0 - 2.0 * settings.alpha);
+            let verdict = decide(
+                &stats,
+                adjusted[i],
+                settings.alpha,
+                settings.practical_threshold,
+                Direction::of(pair.metric),
+                equivalence.as_ref(),
+            );
             let advice = advice(pair, settings, family_size[i].max(1));
             MetricComparison {
                 against: against.to_string(),
@@ -82,6 +94,7 @@ pub(crate) fn judge(
                 stats,
                 p_adjusted: adjusted[i],
                 family_size: family_size[i],
+                equivalence,
                 verdict,
                 advice_trials_per_arm: advice,
             }
@@ -115,12 +128,15 @@ pub(crate) fn overall(
         gated.iter().filter(|(_, c)| c.verdict == v).map(|(m, _)| m.to_string()).collect()
     };
     let (worse, better, too_few) = (names(Verdict::Worse), names(Verdict::Better), names(Verdict::TooFewTrials));
+    let undecided = names(Verdict::Inconclusive);
     let verdict = if !worse.is_empty() {
         Verdict::Worse
     } else if !better.is_empty() {
         Verdict::Better
     } else if !too_few.is_empty() {
         Verdict::TooFewTrials
+    } else if gated.is_empty() || !undecided.is_empty() {
+        Verdict::Inconclusive
     } else {
         Verdict::Same
     };
@@ -138,9 +154,21 @@ pub(crate) fn overall(
         Verdict::Better => listed(Verdict::Better),
         Verdict::TooFewTrials => format!("too few trials for {}", too_few.join(", ")),
         _ if gated.is_empty() => "no gating metric measured".to_string(),
-        _ => format!(
-            "no gating metric changed beyond the practical threshold ({})",
+        Verdict::Same => format!(
+            "every gating metric shown the same within the practical threshold ({})",
             gated.iter().map(|(m, _)| *m).collect::<Vec<_>>().join(", ")
+        ),
+        _ => format!(
+            "no gating metric changed beyond the practical threshold, and not shown the same within it: {}",
+            gated
+                .iter()
+                .filter(|(_, c)| c.verdict == Verdict::Inconclusive)
+                .map(|(m, c)| match c.advice_trials_per_arm {
+                    Some(n) => format!("{m} (about {n} trials per arm would decide)"),
+                    None => m.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     };
     VariantVerdict {
@@ -208,6 +236,9 @@ mod tests {
         assert_eq!((out[2].family_size, out[2].p_adjusted), (1, Some(raw[2])));
         let verdicts: Vec<Verdict> = out.iter().map(|c| c.verdict).collect();
         assert_eq!(verdicts, [Verdict::Worse, Verdict::Same, Verdict::Changed]);
+        // The same shown by its 90 % interval, inside ±5 %.
+        let e = out[1].equivalence.as_ref().unwrap();
+        assert!(e.ci_low.unwrap() > -0.05 && e.ci_high.unwrap() < 0.05, "{e:?}");
         assert!(out.iter().all(|c| c.advice_trials_per_arm.is_some_and(|n| n >= 4)));
 
         let named: Vec<(&str, &MetricComparison)> = pairs.iter().map(|p| p.metric).zip(&out).collect();
@@ -218,7 +249,7 @@ mod tests {
         assert_eq!(o.verdict, Verdict::Same);
         assert_eq!(
             o.summary,
-            "envoy-poll vs control: ~ — no gating metric changed beyond the practical threshold (memory_mb)"
+            "envoy-poll vs control: same — every gating metric shown the same within the practical threshold (memory_mb)"
         );
     }
 }

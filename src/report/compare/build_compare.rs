@@ -14,7 +14,8 @@ use crate::stats::{Summary, Verdict};
 use crate::store::{CampaignRecord, SummaryRow};
 
 /// Version of the `lab compare --format json` layout.
-pub const COMPARE_SCHEMA_VERSION: u32 = 1;
+/// 2: the verdict `~` became `same` or `inconclusive`.
+pub const COMPARE_SCHEMA_VERSION: u32 = 2;
 
 /// One campaign, as `lab compare` names it.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -261,7 +262,7 @@ mod tests {
         insta::assert_snapshot!("compare_table", crate::report::render_compare_table(&worse));
         insta::assert_snapshot!("compare_markdown", crate::report::render_compare_markdown(&worse));
         let json: serde_json::Value = serde_json::from_str(&crate::report::render_compare_json(&worse)).unwrap();
-        assert_eq!(json["schema_version"], 1);
+        assert_eq!(json["schema_version"], 2);
         assert_eq!(json["models"][0]["verdicts"][1]["verdict"], "worse");
     }
 

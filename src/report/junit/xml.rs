@@ -94,6 +94,15 @@ p ≤ {}; fix: more repeats{}",
                         .unwrap_or_default()
                 ),
             },
+            Verdict::Inconclusive => Outcome::Skipped {
+                message: format!(
+                    "inconclusive: {} {change} at {level} CI, p = {p}: neither a change beyond ±{} nor the same within \
+it was shown; fix: more repeats{}",
+                    what.metric,
+                    percent(st.practical_threshold),
+                    c.advice_trials_per_arm.map(|n| format!(" (about {n} per arm would decide)")).unwrap_or_default()
+                ),
+            },
             _ => Outcome::Passed,
         };
         let unit = if what.unit.is_empty() { String::new() } else { format!(" ({})", what.unit) };

@@ -187,7 +187,8 @@ fn badge(verdict: &str) -> String {
     let class = match verdict {
         "worse" => "worse",
         "better" => "better",
-        "~" => "same",
+        "same" => "same",
+        "inconclusive" => "few",
         "changed" => "changed",
         "" => return String::new(),
         _ => "few",

@@ -22,7 +22,7 @@ mod tests {
         let r = build_report(&fixture::campaign("20250301-090000-envoy"));
         let json = render_json(&r);
         let back: serde_json::Value = serde_json::from_str(&json).unwrap();
-        assert_eq!(back["schema_version"], 1);
+        assert_eq!(back["schema_version"], 2);
         assert_eq!(back["models"][0]["rows"][0]["stats"]["n"], 3);
         insta::assert_snapshot!(json);
     }

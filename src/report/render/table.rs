@@ -118,12 +118,14 @@ pub(crate) fn method_line(report: &Report) -> String {
     let st = &report.statistics;
     format!(
         "mean ± {} CI (Student t) over valid attempts; Δ = change against the reference with its {} CI; \
-p = Welch, Holm-adjusted within the gating family ({}); verdicts need p ≤ {} and the whole Δ CI beyond ±{}",
+p = Welch, Holm-adjusted within the gating family ({}); worse/better need p ≤ {} and the whole Δ CI beyond ±{}; \
+same needs Δ's {} CI inside it (two one-sided tests)",
         percent(st.confidence),
         percent(st.confidence),
         if st.gating.is_empty() { "none".to_string() } else { st.gating.join(", ") },
         st.alpha,
-        percent(st.practical_threshold)
+        percent(st.practical_threshold),
+        percent(1.0 - 2.0 * st.alpha)
     )
 }
 
