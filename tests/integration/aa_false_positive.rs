@@ -16,6 +16,8 @@ fn identical_builds_rarely_get_a_verdict() {
     let text = std::fs::read_to_string(common::root().join("runbooks/aa-identical.toml")).unwrap();
     assert!(text.contains("\nseed = 1\n"));
     let (mut gating, mut gating_fp, mut all, mut all_fp, mut raw_significant) = (0, 0, 0, 0, 0);
+    // Gating comparisons shown the same (equivalence within ±5 %); the rest inconclusive.
+    let mut gating_same = 0;
     for seed in 1..=SEEDS {
         let path = lab.dir.path().join(format!("aa-{seed}.toml"));
         std::fs::write(&path, text.replace("\nseed = 1\n", &format!("\nseed = {seed}\n"))).unwrap();
@@ -43,6 +45,7 @@ fn identical_builds_rarely_get_a_verdict() {
                 if row["gating"] == true {
                     gating += 1;
                     gating_fp += usize::from(fp);
+                    gating_same += usize::from(c["verdict"] == "same");
                 }
                 if c["welch"]["p"].as_f64().is_some_and(|p| p <= 0.05) {
                     raw_significant += 1;
@@ -54,10 +57,11 @@ fn identical_builds_rarely_get_a_verdict() {
     eprintln!(
         "A/A over {SEEDS} seeds: gating metrics {gating_fp}/{gating} = {:.1} % worse/better; all metrics {all_fp}/{all} = \
 {:.1} %; unadjusted Welch p ≤ 0.05 in {raw_significant}/{all} = {:.1} % (what a test without threshold and \
-correction would flag)",
+correction would flag); gating shown the same {gating_same}/{gating} = {:.1} %",
         100.0 * rate(gating_fp, gating),
         100.0 * rate(all_fp, all),
-        100.0 * rate(raw_significant, all)
+        100.0 * rate(raw_significant, all),
+        100.0 * rate(gating_same, gating)
     );
     // 20 seeds × 2 models × 4 gating metrics, and × 7 metrics in all.
     assert_eq!((gating, all), (160, 280));
