@@ -82,6 +82,11 @@ struct Bench {
 }
 
 fn bench(runbook: &str, draw: Draw) -> Bench {
+    bench_with(runbook, draw, |_| {})
+}
+
+/// [`bench`] with the fake's configuration changed by `tune`.
+fn bench_with(runbook: &str, draw: Draw, tune: impl FnOnce(&mut FakeConfig)) -> Bench {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("lab.toml"), LAB).unwrap();
     std::fs::write(dir.path().join("runbook.toml"), runbook).unwrap();
@@ -91,7 +96,9 @@ fn bench(runbook: &str, draw: Draw) -> Bench {
     let store = Store::open(lab.store.sqlite_path().unwrap()).unwrap();
     store.create_campaign(&runner::new_record("m1", &lab, &runbook, &plan), plan.max_attempts, 1).unwrap();
 
-    let fake = FakeMonsoon::new(FakeConfig { paced: true, ..FakeConfig::new(MonsoonModel::Hvpm, draw) });
+    let mut config = FakeConfig { paced: true, ..FakeConfig::new(MonsoonModel::Hvpm, draw) };
+    tune(&mut config);
+    let fake = FakeMonsoon::new(config);
     let log = fake.log();
     let fake = std::sync::Mutex::new(Some(fake));
     let hosts = lab::transport::Hosts::for_lab(&lab);
@@ -186,4 +193,21 @@ async fn ctrl_c_mid_soak_stops_the_sampling_and_switches_passthrough_back_on() {
     assert!(!log.sampling());
     assert_eq!(log.voltage_v(), 0.0, "its output is off");
     assert!(store.attempts("m1").unwrap().is_empty());
+}
+
+/// A Monsoon that drops packets: more than 0.1 % of the window's samples missing makes
+/// each attempt invalid, with the reason, and retried (here: no retries left).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_samples_make_the_attempt_invalid_with_the_reason() {
+    let draw = Draw::Constant { ma: 120.0 };
+    let Bench { campaign, store, stop: _stop, _dir, .. } =
+        bench_with(&RUNBOOK.replace("repeats = 2", "repeats = 1"), draw, |c| c.drop_every = Some(20));
+    let summary = campaign.run(false).await.unwrap();
+    assert_eq!((summary.valid, summary.failed), (0, 2), "{summary:?}");
+    for a in store.attempts("m1").unwrap() {
+        assert_eq!(a.status, AttemptStatus::Invalid);
+        assert!(a.reasons.iter().any(|r| r.starts_with("power monitor: ") && r.contains("dropped")), "{:?}", a.reasons);
+        let dropped = a.measurements.iter().find(|m| m.metric == "monitor_dropped_samples").unwrap();
+        assert!(dropped.value > 0.0);
+    }
 }

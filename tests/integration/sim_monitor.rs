@@ -25,7 +25,8 @@ fn the_idle_baseline_gives_each_trial_gross_less_idle_and_a_wider_net_interval()
         let mut st = conn
             .prepare(
                 "SELECT metric || ' ' || trial_idx || ' ' || attempt, value FROM measurements \
-                 WHERE metric IN ('monitor_energy_j', 'monitor_net_energy_j', 'monitor_idle_power_mw')",
+                 WHERE metric IN ('monitor_energy_j', 'monitor_net_energy_j', 'monitor_idle_power_mw', \
+                 'energy_per_request_mj', 'net_energy_per_request_mj', 'requests')",
             )
             .unwrap();
         st.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect()
@@ -37,6 +38,12 @@ fn the_idle_baseline_gives_each_trial_gross_less_idle_and_a_wider_net_interval()
         let (net, idle) = (get("monitor_net_energy_j", key).unwrap(), get("monitor_idle_power_mw", key).unwrap());
         assert!((net - (gross - idle / 1000.0 * 600.0)).abs() < 1e-9, "{key}: {net} ≠ {gross} − {idle} mW × 600 s");
         assert!(idle > 10.0 && idle < 300.0, "the phone idles at {idle} mW");
+        // Energy per request, gross and net: the app's own count (a simulated phone sends to
+        // no endpoint), 600 requests in the 10-minute soak at one a second.
+        let requests = get("requests", key).unwrap();
+        assert_eq!(requests, 600.0);
+        assert!((get("energy_per_request_mj", key).unwrap() - gross * 1000.0 / requests).abs() < 1e-9);
+        assert!((get("net_energy_per_request_mj", key).unwrap() - net * 1000.0 / requests).abs() < 1e-9);
         trials += 1;
     }
     assert_eq!(trials, 20, "every trial on sim-pixel-1 (10 a variant)");
