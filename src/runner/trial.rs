@@ -836,6 +836,10 @@ impl Attempt<'_> {
                 return Err(self.tether_fail(Phase::Idle, e).await);
             }
             p.untethered = false;
+            // A phone that left USB with its port is back only after it re-enumerates: the
+            // launch waits for it to answer (a lost one is waited for, as after the soak).
+            let limit = self.ctx.runbook.timeouts.collect;
+            self.retried(Phase::Idle, limit, || self.device.state()).await?;
         }
         let w = Window { trace: &trace, start_s: start, end_s: end, warmup_s: 0.0, stem: "idle_current" };
         let f = w.figures();

@@ -62,3 +62,37 @@ fn the_idle_baseline_gives_each_trial_gross_less_idle_and_a_wider_net_interval()
         assert!(net > gross, "{variant}: the net interval ({net} J) is wider than the gross one ({gross} J)");
     }
 }
+
+/// A phone that drops off USB with its hub port (a power-cut tether) and idles on its
+/// monitor before each trial: after the idle baseline's re-tether it is waited for, so the
+/// launch finds it, and every trial is valid.
+#[test]
+fn a_phone_that_leaves_usb_for_its_idle_baseline_is_waited_for_before_the_launch() {
+    use crate::common::uhubctl::{Hubs, usb2_hub};
+    let text = "[lab]\nname = \"hub\"\n\n[[device]]\nname = \"steady\"\nplatform = \"sim\"\nmodel = \"Pixel 5\"\n\
+                tether = { uhubctl = { location = \"2-1\", port = 1 } }\nmonitor = \"mon\"\n\
+                [device.sim]\nemulates = \"android\"\nseed = 1\nusb_only = true\n\n\
+                [[monitor]]\nname = \"mon\"\nkind = \"sim\"\n";
+    let lab = TempLab::from_text(text);
+    let hubs = Hubs::new(&usb2_hub("2-1", vec![serde_json::json!({}); 4]));
+    let runbook = lab.dir.path().join("rb.toml");
+    std::fs::write(
+        &runbook,
+        "name = \"hub\"\nduration = \"30m\"\nrepeats = 2\nretries = 0\ndevices = [\"steady\"]\n\
+         [builds.app]\nbaseline = true\n[builds.app.sim]\ncpu_pct = 10\nwakeups_per_s = 5\nmemory_mb = 20\n\
+         [preconditions]\nuntethered = true\n[monitor]\nidle = \"1m\"\n",
+    )
+    .unwrap();
+    let out = lab.cmd(&["run", runbook.to_str().unwrap()]).envs(hubs.env()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let reasons: Vec<String> = lab.sql("SELECT reasons FROM attempts WHERE status = 'invalid'");
+    assert!(reasons.is_empty(), "{reasons:?}");
+    assert_eq!(lab.sql::<i64>("SELECT COUNT(*) FROM measurements WHERE metric = 'monitor_net_energy_j'"), [2]);
+    // The port went off and on twice a trial: the idle baseline's and the soak's.
+    let calls: Vec<String> = hubs.calls().into_iter().map(|(args, _)| args).collect();
+    let offs = calls.iter().filter(|c| c.ends_with("-a off")).count();
+    let ons = calls.iter().filter(|c| c.ends_with("-a on")).count();
+    assert_eq!((offs, ons), (4, 4), "{calls:?}");
+    assert!(hubs.powered("2-1", 1), "its port is on at the end");
+}
