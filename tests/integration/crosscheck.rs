@@ -122,3 +122,39 @@ fn the_benchmarks_pandas_script_computes_the_figures_of_report_json() {
     assert!(checked > 150, "{checked} figures compared");
     eprintln!("{checked} figures agree; largest relative difference {largest:.1e}");
 }
+
+/// lab's group-sequential crossing probabilities (recursive numerical integration) against
+/// scipy's multivariate normal rectangle probabilities (Genz's algorithm), on O'Brien–Fleming
+/// and Lan–DeMets bounds lab computed, equal and unequal looks, and bounds that spend more.
+#[test_needs::needs(scipy)]
+#[test]
+fn group_sequential_crossing_probabilities_match_scipys_multivariate_normal() {
+    use lab::stats::{crossing_probabilities, lan_demets_obf, obrien_fleming};
+    scipy_available();
+    let equal = |k: usize| (1..=k).map(|j| j as f64 / k as f64).collect::<Vec<f64>>();
+    let mut cases: Vec<(Vec<f64>, Vec<f64>)> = (2..=5).map(|k| (obrien_fleming(k, 0.05), equal(k))).collect();
+    cases.push((lan_demets_obf(&[0.3, 0.55, 1.0], 0.05), vec![0.3, 0.55, 1.0]));
+    cases.push((lan_demets_obf(&[0.25, 0.5, 0.75, 1.0], 0.1), equal(4)));
+    cases.push((vec![1.96, 1.96, 1.96], vec![0.2, 0.7, 1.0]));
+    let input = serde_json::to_string(&cases).unwrap();
+    let mut child = Command::new("python3")
+        .arg(common::root().join("tests/group_sequential_check.py"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), input.as_bytes()).unwrap();
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let scipy: Vec<f64> = serde_json::from_slice(&out.stdout).unwrap();
+    for ((bounds, t), want) in cases.iter().zip(&scipy) {
+        let got: f64 = crossing_probabilities(bounds, t).iter().sum();
+        assert!((got - want).abs() < 2e-4, "bounds {bounds:?} at {t:?}: lab {got}, scipy {want}");
+    }
+    // The designs spend what they say (0.05 on the first five, 0.1 on the sixth), and
+    // three naive looks at 1.96 more than 0.08.
+    assert!(scipy[..5].iter().all(|p| (p - 0.05).abs() < 2e-4), "{scipy:?}");
+    assert!((scipy[5] - 0.1).abs() < 2e-4 && scipy[6] > 0.08, "{scipy:?}");
+}
