@@ -144,19 +144,15 @@ impl Window<'_> {
     /// stretch of samples; time in seconds from the soak's start.
     pub fn power_series(&self, source: &str) -> Series {
         let t = self.trace;
-        let inside: Vec<usize> = (0..t.current_a.len())
-            .filter(|&i| {
-                let at = t.time_of(i);
-                at >= self.start_s && at < self.end_s
-            })
-            .collect();
+        let inside: Vec<(usize, f64)> =
+            t.times().enumerate().filter(|&(_, at)| at >= self.start_s && at < self.end_s).collect();
         let per = inside.len().div_ceil(SERIES_POINTS).max(1);
         let points = inside
             .chunks(per)
             .map(|c| {
-                let mw: f64 =
-                    c.iter().map(|&i| f64::from(t.current_a[i]) * t.volts(i) * 1000.0).sum::<f64>() / c.len() as f64;
-                let mid = (t.time_of(c[0]) + t.time_of(c[c.len() - 1])) / 2.0;
+                let mw: f64 = c.iter().map(|&(i, _)| f64::from(t.current_a[i]) * t.volts(i) * 1000.0).sum::<f64>()
+                    / c.len() as f64;
+                let mid = (c[0].1 + c[c.len() - 1].1) / 2.0;
                 (mid - self.start_s, mw)
             })
             .collect();
