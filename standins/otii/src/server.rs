@@ -161,8 +161,6 @@ impl Instrument {
 pub fn serve(config: Config) -> Result<(), String> {
     let listener = TcpListener::bind(("127.0.0.1", config.port)).map_err(|e| format!("listening: {e}"))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    println!("listening on {addr}");
-    let _ = std::io::stdout().flush();
     let state = config.state.clone();
     let licences = (1..=2).map(|id| Licence { id, owner: None, other: id <= config.others_hold as i64 }).collect();
     let instrument = Arc::new(Mutex::new(Instrument {
@@ -180,6 +178,9 @@ pub fn serve(config: Config) -> Result<(), String> {
         commands: Vec::new(),
     }));
     write_state(&instrument, state.as_ref());
+    // Announced once the state file is there: a test reads it as soon as it knows the port.
+    println!("listening on {addr}");
+    let _ = std::io::stdout().flush();
     let open: Open = Arc::new(Mutex::new(Vec::new()));
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
