@@ -3,34 +3,69 @@
 //! looks (issue 34; docs/statistics.md).
 //!
 //! Under H₀ the score statistic Sₖ = Zₖ·√Iₖ (Iₖ the information at look k) is a Brownian
-//! motion observed at I₁ < … < I_K: independent normal increments of variance Iₖ − Iₖ₋₁.
-//! The probability of first crossing ±bₖ at look k is computed by recursive numerical
-//! integration of the sub-density of Sₖ on the continuation region (Armitage, McPherson
-//! & Rowe, J. R. Statist. Soc. A 132, 1969; Jennison & Turnbull, *Group Sequential
-//! Methods with Applications to Clinical Trials*, 2000, §19.2), with Simpson's rule on a
-//! grid of `GRID` points per standard deviation.
+//! motion observed at I₁ < … < I_K: independent normal increments of variance Iₖ − Iₖ₋₁
+//! (and mean θ·(Iₖ − Iₖ₋₁) under a drift θ). The probability of first crossing ±bₖ at look
+//! k is computed by recursive numerical integration of the sub-density of Sₖ on the
+//! continuation region (Armitage, McPherson & Rowe, J. R. Statist. Soc. A 132, 1969;
+//! Jennison & Turnbull, *Group Sequential Methods with Applications to Clinical Trials*,
+//! 2000, §19.2), with Simpson's rule on a grid of `GRID` points per standard deviation.
 //!
 //! Two designs: O'Brien & Fleming's (Biometrics 35, 1979), bₖ = C·√(K/k) for equally
 //! spaced looks, C found so that the crossing probability is α; and Lan & DeMets' α-spending
-//! (Biometrika 70, 1983) with the O'Brien–Fleming-type spending function on each side,
-//! α₁(t) = 2 − 2Φ(z₁₋α₁/₂ / √t) at α₁ = α/2 (as `gsDesign`'s `sfLDOF` and `ldbounds`
-//! spend a two-sided α), each bₖ found so that the first crossing at look k spends
-//! 2·(α₁(tₖ) − α₁(tₖ₋₁)), which allows unequal and unplanned looks.
+//! (Biometrika 70, 1983), each bₖ found so that the first crossing at look k spends
+//! α(tₖ) − α(tₖ₋₁) of a spending function α(t), which allows unequal and unplanned looks.
+//! Two spending functions ([`Spending`]): the O'Brien–Fleming type on each side,
+//! α₁(t) = 2 − 2Φ(z₁₋α₁/₂ / √t) at α₁ = α/2 (as `gsDesign`'s `sfLDOF` and `ldbounds` spend a
+//! two-sided α), and the Pocock type, α·ln(1 + (e − 1)·t) (Lan & DeMets 1983).
 
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+
+use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Normal};
 
 /// Grid points per standard deviation of an increment (Jennison & Turnbull use ~ 30 for
 /// 4-decimal accuracy; more costs only time).
-const GRID: f64 = 48.0;
+const GRID: f64 = 32.0;
 
 fn std_normal() -> Normal {
     Normal::new(0.0, 1.0).expect("the standard normal")
 }
 
-/// A density of Sₖ on the continuation region: grid points and values.
-struct SubDensity {
+/// How a two-sided α is spent over the information fraction t ∈ (0, 1].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Spending {
+    /// Lan–DeMets O'Brien–Fleming type: almost nothing early, nearly α at the end.
+    ObrienFleming,
+    /// Lan–DeMets Pocock type: nearly even over the looks.
+    Pocock,
+}
+
+impl Spending {
+    /// The two-sided α spent by information fraction `t`; α at t ≥ 1.
+    pub fn spent(self, t: f64, alpha: f64) -> f64 {
+        if t <= 0.0 {
+            return 0.0;
+        }
+        let t = t.min(1.0);
+        match self {
+            Spending::ObrienFleming => {
+                let phi = std_normal();
+                4.0 * phi.sf(phi.inverse_cdf(1.0 - alpha / 4.0) / t.sqrt())
+            }
+            Spending::Pocock => alpha * (1.0 + (std::f64::consts::E - 1.0) * t).ln(),
+        }
+    }
+}
+
+/// The sub-density of Sₖ on the continuation region after a look: grid points, values
+/// and Simpson weights.
+struct Walk {
     s: Vec<f64>,
     f: Vec<f64>,
+    w: Vec<f64>,
+    info: f64,
 }
 
 /// Simpson weights for `n` (odd) equally spaced points `h` apart.
@@ -56,48 +91,86 @@ fn grid(lo: f64, hi: f64, sd: f64) -> (Vec<f64>, f64) {
     ((0..n).map(|i| lo + i as f64 * h).collect(), h)
 }
 
-/// The probabilities of first crossing ±`bounds[k]` (z scale) at each look, under H₀, with
-/// the information fractions `info` (increasing, the last 1 or anything: only ratios count).
-pub fn crossing_probabilities(bounds: &[f64], info: &[f64]) -> Vec<f64> {
-    let phi = std_normal();
-    let mut out = Vec::with_capacity(bounds.len());
-    let mut density: Option<SubDensity> = None;
-    let mut prev_info = 0.0;
-    for (&b, &i) in bounds.iter().zip(info) {
-        let sd = (i - prev_info).sqrt();
-        let edge = b * i.sqrt();
-        // P(|S| ≥ edge | S_prev = u) for each u of the previous continuation region.
-        let cross = |u: f64| phi.cdf((-edge - u) / sd) + phi.sf((edge - u) / sd);
-        let (p, next) = match &density {
-            None => {
-                let p = 2.0 * phi.sf(b);
-                let (s, _) = grid(-edge, edge, sd);
-                let f = s.iter().map(|&x| normal_pdf(x / sd) / sd).collect();
-                (p, SubDensity { s, f })
+fn normal_pdf(z: f64) -> f64 {
+    (-0.5 * z * z).exp() / (2.0 * std::f64::consts::PI).sqrt()
+}
+
+/// One look at information `info` with bound `b` (z scale), after `prev` (`None`: the
+/// first look), under drift `theta`.
+struct Look<'a> {
+    prev: Option<&'a Walk>,
+    info: f64,
+    theta: f64,
+}
+
+impl Look<'_> {
+    fn increment(&self) -> (f64, f64) {
+        let di = self.info - self.prev.map_or(0.0, |w| w.info);
+        (self.theta * di, di.sqrt())
+    }
+
+    /// P(first crossing above +b here), P(first crossing below −b here).
+    fn crossing(&self, b: f64) -> (f64, f64) {
+        let phi = std_normal();
+        let (mean, sd) = self.increment();
+        let edge = b * self.info.sqrt();
+        match self.prev {
+            None => (phi.sf((edge - mean) / sd), phi.cdf((-edge - mean) / sd)),
+            Some(w) => {
+                let (mut up, mut down) = (0.0, 0.0);
+                for ((&u, &f), &wt) in w.s.iter().zip(&w.f).zip(&w.w) {
+                    up += wt * f * phi.sf((edge - u - mean) / sd);
+                    down += wt * f * phi.cdf((-edge - u - mean) / sd);
+                }
+                (up, down)
             }
-            Some(d) => {
-                let h = d.s.get(1).map_or(0.0, |x| x - d.s[0]);
-                let w = simpson_weights(d.s.len(), h);
-                let p = d.s.iter().zip(&d.f).zip(&w).map(|((&u, &f), &w)| w * f * cross(u)).sum();
-                let (s, _) = grid(-edge, edge, sd);
-                let f = s
-                    .iter()
-                    .map(|&x| {
-                        d.s.iter().zip(&d.f).zip(&w).map(|((&u, &f), &w)| w * f * normal_pdf((x - u) / sd) / sd).sum()
-                    })
-                    .collect();
-                (p, SubDensity { s, f })
-            }
+        }
+    }
+
+    /// The sub-density on (−b, b) after this look.
+    fn advance(&self, b: f64) -> Walk {
+        let (mean, sd) = self.increment();
+        let edge = b * self.info.sqrt();
+        let (s, h) = grid(-edge, edge, sd);
+        let f: Vec<f64> = match self.prev {
+            None => s.iter().map(|&x| normal_pdf((x - mean) / sd) / sd).collect(),
+            Some(w) => s
+                .iter()
+                .map(|&x| {
+                    w.s.iter()
+                        .zip(&w.f)
+                        .zip(&w.w)
+                        .map(|((&u, &f), &wt)| wt * f * normal_pdf((x - u - mean) / sd))
+                        .sum::<f64>()
+                        / sd
+                })
+                .collect(),
         };
-        out.push(p);
-        density = Some(next);
-        prev_info = i;
+        let w = simpson_weights(s.len(), h);
+        Walk { s, f, w, info: self.info }
+    }
+}
+
+/// Per look, the probabilities of first crossing +`bounds[k]` and −`bounds[k]` (z scale),
+/// with the information fractions `info` (increasing; only ratios count) under a drift
+/// `theta` per unit of information: E[Zₖ] = θ·√Iₖ.
+pub fn crossing_probabilities_with_drift(bounds: &[f64], info: &[f64], theta: f64) -> Vec<(f64, f64)> {
+    let mut out = Vec::with_capacity(bounds.len());
+    let mut walk: Option<Walk> = None;
+    for (k, (&b, &i)) in bounds.iter().zip(info).enumerate() {
+        let look = Look { prev: walk.as_ref(), info: i, theta };
+        out.push(look.crossing(b));
+        if k + 1 < bounds.len() {
+            walk = Some(look.advance(b));
+        }
     }
     out
 }
 
-fn normal_pdf(z: f64) -> f64 {
-    (-0.5 * z * z).exp() / (2.0 * std::f64::consts::PI).sqrt()
+/// The probabilities of first crossing ±`bounds[k]` (z scale) at each look, under H₀, with
+/// the information fractions `info` (increasing, the last 1 or anything: only ratios count).
+pub fn crossing_probabilities(bounds: &[f64], info: &[f64]) -> Vec<f64> {
+    crossing_probabilities_with_drift(bounds, info, 0.0).into_iter().map(|(u, d)| u + d).collect()
 }
 
 /// O'Brien & Fleming's two-sided bounds for `k` equally spaced looks at overall level
@@ -117,30 +190,52 @@ pub fn obrien_fleming(k: usize, alpha: f64) -> Vec<f64> {
 /// The two-sided α spent by information fraction `t`: both sides' Lan–DeMets
 /// O'Brien–Fleming-type spending at α/2 each, 2·(2 − 2Φ(z₁₋α/₄ / √t)); α at t = 1.
 pub fn obf_spending(t: f64, alpha: f64) -> f64 {
-    let phi = std_normal();
-    if t <= 0.0 {
-        return 0.0;
-    }
-    4.0 * phi.sf(phi.inverse_cdf(1.0 - alpha / 4.0) / t.min(1.0).sqrt())
+    Spending::ObrienFleming.spent(t, alpha)
 }
 
 /// Two-sided bounds at information fractions `t` (increasing, in (0, 1]) spending α by
-/// [`obf_spending`]: each look's bound found by bisection so that the probability of first
-/// crossing there is α(tₖ) − α(tₖ₋₁).
+/// [`obf_spending`].
 pub fn lan_demets_obf(t: &[f64], alpha: f64) -> Vec<f64> {
-    let mut bounds: Vec<f64> = Vec::with_capacity(t.len());
-    for k in 0..t.len() {
-        let spend = obf_spending(t[k], alpha) - if k == 0 { 0.0 } else { obf_spending(t[k - 1], alpha) };
-        let (mut lo, mut hi) = (0.5, 40.0);
-        for _ in 0..60 {
-            let mid = (lo + hi) / 2.0;
-            let mut trial = bounds.clone();
-            trial.push(mid);
-            let p = crossing_probabilities(&trial, &t[..=k])[k];
-            if p > spend { lo = mid } else { hi = mid }
-        }
-        bounds.push((lo + hi) / 2.0);
+    spending_bounds(Spending::ObrienFleming, t, alpha)
+}
+
+type Key = (Spending, u64, Vec<u64>);
+
+/// Bounds already computed: a campaign's report and its runner ask for the same looks.
+static BOUNDS: LazyLock<Mutex<HashMap<Key, Vec<f64>>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// Two-sided bounds at information fractions `t` (increasing, in (0, 1]) spending the
+/// two-sided `alpha` by `spending`: each look's bound found by bisection so that the
+/// probability of first crossing there is α(tₖ) − α(tₖ₋₁). A look that spends nothing
+/// (t not above the last) gets an infinite bound.
+pub fn spending_bounds(spending: Spending, t: &[f64], alpha: f64) -> Vec<f64> {
+    let key: Key = (spending, alpha.to_bits(), t.iter().map(|x| x.to_bits()).collect());
+    if let Some(b) = BOUNDS.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return b.clone();
     }
+    let mut bounds: Vec<f64> = Vec::with_capacity(t.len());
+    let mut walk: Option<Walk> = None;
+    for k in 0..t.len() {
+        let before = if k == 0 { 0.0 } else { spending.spent(t[k - 1], alpha) };
+        let spend = spending.spent(t[k], alpha) - before;
+        let look = Look { prev: walk.as_ref(), info: t[k], theta: 0.0 };
+        let b = if spend <= 0.0 || (k > 0 && t[k] <= t[k - 1]) {
+            f64::INFINITY
+        } else {
+            let (mut lo, mut hi) = (0.0, 40.0);
+            for _ in 0..60 {
+                let mid = (lo + hi) / 2.0;
+                let (up, down) = look.crossing(mid);
+                if up + down > spend { lo = mid } else { hi = mid }
+            }
+            (lo + hi) / 2.0
+        };
+        bounds.push(b);
+        if k + 1 < t.len() && b.is_finite() {
+            walk = Some(look.advance(b));
+        }
+    }
+    BOUNDS.lock().unwrap_or_else(|p| p.into_inner()).insert(key, bounds.clone());
     bounds
 }
 
@@ -182,5 +277,43 @@ mod tests {
         // Two looks at the same bound cross more often than one: the reason for the design.
         let p: f64 = crossing_probabilities(&[1.959964, 1.959964], &[0.5, 1.0]).iter().sum();
         assert!((p - 0.0831).abs() < 0.001, "Armitage et al.'s 8.3 % for two looks: {p}");
+    }
+    /// Lan–DeMets Pocock-type bounds for 5 equally spaced looks at α = 0.05 two-sided, as
+    /// `gsDesign(k = 5, test.type = 2, alpha = 0.025, sfu = sfLDPocock)` gives them:
+    /// 2.438, 2.427, 2.410, 2.397, 2.386.
+    #[test]
+    fn pocock_type_spending_matches_the_published_bounds() {
+        let t = [0.2, 0.4, 0.6, 0.8, 1.0];
+        let b = spending_bounds(Spending::Pocock, &t, 0.05);
+        for (got, want) in b.iter().zip([2.438, 2.427, 2.410, 2.397, 2.386]) {
+            assert!((got - want).abs() < 0.003, "{b:?}");
+        }
+        let total: f64 = crossing_probabilities(&b, &t).iter().sum();
+        assert!((total - 0.05).abs() < 1e-4, "{total}");
+    }
+
+    /// Power under a drift: O'Brien–Fleming with K = 5 at α = 0.05 needs R = 1.026 times
+    /// the fixed design's information for 90 % power (Jennison & Turnbull 2000, Table 2.4):
+    /// a drift of (z₀.₉₇₅ + z₀.₉)·√R at the last look crosses the upper bound 90 % of the time.
+    #[test]
+    fn a_drift_gives_the_published_power() {
+        let t = [0.2, 0.4, 0.6, 0.8, 1.0];
+        let b = obrien_fleming(5, 0.05);
+        let theta = (1.959964 + 1.281552) * 1.026f64.sqrt();
+        let power: f64 = crossing_probabilities_with_drift(&b, &t, theta).iter().map(|c| c.0).sum();
+        assert!((power - 0.9).abs() < 0.002, "{power}");
+        // One look: the normal tails, shifted: 1 − Φ(0.96) and Φ(−2.96).
+        let one = crossing_probabilities_with_drift(&[1.959964], &[1.0], 1.0)[0];
+        assert!((one.0 - 0.168_54).abs() < 1e-4 && (one.1 - 0.001_54).abs() < 1e-5, "{one:?}");
+    }
+
+    /// A look with no new information spends nothing: its bound is infinite and the next
+    /// look is as if it had not happened.
+    #[test]
+    fn a_repeated_look_spends_nothing() {
+        let b = spending_bounds(Spending::ObrienFleming, &[0.4, 0.4, 1.0], 0.05);
+        let without = spending_bounds(Spending::ObrienFleming, &[0.4, 1.0], 0.05);
+        assert!(b[1].is_infinite());
+        assert!((b[0] - without[0]).abs() < 1e-9 && (b[2] - without[1]).abs() < 1e-9, "{b:?} {without:?}");
     }
 }

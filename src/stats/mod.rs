@@ -22,7 +22,10 @@ pub use adjust::{benjamini_hochberg, holm};
 pub use change_points::{ChangePoint, ChangePointError, ChangePointOptions, change_points};
 pub use compare::{Comparison, compare};
 pub use effect::hedges_g;
-pub use group_sequential::{crossing_probabilities, lan_demets_obf, obf_spending, obrien_fleming};
+pub use group_sequential::{
+    Spending, crossing_probabilities, crossing_probabilities_with_drift, lan_demets_obf, obf_spending, obrien_fleming,
+    spending_bounds,
+};
 pub use mann_whitney::{EXACT_MAX_N, MannWhitney, MwuMethod, mann_whitney, min_attainable_p};
 pub use moments::{mean, sample_variance};
 pub use order::{MedianCi, median, median_ci};
@@ -32,5 +35,5 @@ pub use sample_size::trials_per_arm;
 pub use segment_test::SegmentTest;
 pub use student_t::{t_quantile, t_two_sided_p};
 pub use summary::{SUMMARY_VERSION, Summary, summarize};
-pub use verdict::{Direction, Verdict, decide};
+pub use verdict::{Direction, Verdict, decide, decide_significance};
 pub use welch::{Welch, welch, welch_from_moments};

@@ -82,16 +82,31 @@ pub fn decide(
         return Verdict::TooFewTrials;
     }
     let Some(p) = p_adjusted else { return Verdict::TooFewTrials };
+    decide_significance(c, p <= alpha, threshold, direction, equivalence)
+}
+
+/// The verdict once significance is settled (a fixed test's p ≤ α, or a sequential
+/// look's p within its boundary): `worse`/`better` when significant and the relative
+/// change's interval in `c` (at the level that goes with the test) lies beyond
+/// ±`threshold`, else `same` when `equivalence` lies within ±`threshold` (or both arms
+/// are constant and equal), else `inconclusive`.
+pub fn decide_significance(
+    c: &Comparison,
+    significant: bool,
+    threshold: f64,
+    direction: Direction,
+    equivalence: Option<&RelativeChange>,
+) -> Verdict {
     let not_beyond = || -> Verdict {
         let inside = equivalence
             .and_then(|e| Some((e.ci_low?, e.ci_high?)))
             .is_some_and(|(lo, hi)| lo >= -threshold && hi <= threshold);
         // Both arms constant and equal (t undefined, p = 1): the same, whatever the
         // relative change can say (none, when both are 0).
-        let identical = c.welch.as_ref().is_some_and(|w| w.t.is_none() && w.p > alpha);
+        let identical = c.welch.as_ref().is_some_and(|w| w.t.is_none()) && !significant;
         if inside || identical { Verdict::Same } else { Verdict::Inconclusive }
     };
-    if p > alpha {
+    if !significant {
         return not_beyond();
     }
     let up = match &c.change {
