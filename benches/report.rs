@@ -211,6 +211,7 @@ fn campaign() -> (CampaignData, Vec<TrialRecord>, Vec<AttemptRecord>) {
         },
         expected_requests: None,
         adaptive: None,
+        looks: Vec::new(),
     };
     let record = CampaignRecord {
         id: "bench".into(),

@@ -11,6 +11,7 @@ use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{AdaptiveRepeats, Lab, Order, Platform, Runbook, StatsSettings};
+use crate::stats::Verdict;
 use crate::store::PlannedTrialRow;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -52,6 +53,25 @@ pub struct Plan {
     /// stored before adaptive repeats existed.
     #[serde(default)]
     pub adaptive: Option<AdaptiveRepeats>,
+    /// The looks a sequential campaign took so far (`stop = "decided"`), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub looks: Vec<LookRecord>,
+}
+
+/// One look of a sequential campaign at a variant × model against one reference: the
+/// information it had and what it decided. The report takes the earlier looks' fractions
+/// from these to know how much α they spent (docs/statistics.md).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LookRecord {
+    pub model: String,
+    pub variant: String,
+    pub against: String,
+    /// Valid values of the variant and of its reference (the fewest of the gating metrics).
+    pub n_treatment: u32,
+    pub n_reference: u32,
+    /// Information fraction: the harmonic mean of the two counts over `max`, at most 1.
+    pub t: f64,
+    pub verdict: Verdict,
 }
 
 /// [`Plan`] without its trials: serde skips the `trials` array of the stored text
@@ -72,6 +92,8 @@ struct PlanHead {
     expected_requests: Option<u64>,
     #[serde(default)]
     adaptive: Option<AdaptiveRepeats>,
+    #[serde(default)]
+    looks: Vec<LookRecord>,
 }
 
 impl Plan {
@@ -94,6 +116,7 @@ impl Plan {
             statistics: h.statistics,
             expected_requests: h.expected_requests,
             adaptive: h.adaptive,
+            looks: h.looks,
         })
     }
 
@@ -306,6 +329,7 @@ pub fn build(runbook: &Runbook, lab: &Lab) -> Result<Plan, PlanError> {
         statistics: runbook.statistics.clone(),
         expected_requests: runbook.workload.expected_requests(runbook.duration),
         adaptive: runbook.adaptive,
+        looks: Vec::new(),
     })
 }
 
@@ -330,7 +354,7 @@ mod tests {
     #[test]
     fn the_head_of_a_stored_plan_is_the_plan_without_its_trials() {
         let mut plan = fixture::campaign("c1").plan;
-        plan.adaptive = Some(crate::config::AdaptiveRepeats { min: 2, max: 6, target_ci: 0.05 });
+        plan.adaptive = Some(crate::config::AdaptiveRepeats::precise(2, 6, 0.05));
         assert!(!plan.trials.is_empty());
         let head = super::Plan::head_from_json(&serde_json::to_string(&plan).unwrap()).unwrap();
         // Every field but the trials: a field added to Plan but not to PlanHead fails here.

@@ -9,7 +9,9 @@ use super::args::PlanArgs;
 use super::context;
 use super::exit::CliError;
 use crate::config;
+use crate::config::AdaptiveRepeats;
 use crate::plan::{self, Plan, human_duration};
+use crate::report::{design_cv, trials_to_stop};
 
 pub fn run(lab_arg: Option<&std::path::Path>, args: &PlanArgs) -> Result<String, CliError> {
     let lab = context::load_lab(lab_arg)?;
@@ -49,7 +51,9 @@ pub fn render(plan: &Plan, all: bool) -> String {
         plan.max_attempts,
         plan.expected_requests.map(|n| format!(", {n} requests expected")).unwrap_or_default()
     );
-    if let Some(a) = plan.adaptive {
+    if let Some(a) = plan.adaptive.filter(|a| a.sequential()) {
+        let _ = writeln!(s, "{}", sequential_line(plan, &a));
+    } else if let Some(a) = plan.adaptive {
         let _ = writeln!(
             s,
             "adaptive repeats: this is the first round ({} per variant per model); blocks are added until every \
@@ -111,4 +115,51 @@ gating metric's interval is within ±{}% of its mean, up to {} per variant per m
         human_duration(plan.makespan_s())
     );
     s
+}
+
+/// Monte-Carlo runs behind `lab plan`'s expected device-hours of a sequential runbook.
+const EXPECTED_RUNS: usize = 1000;
+
+/// A sequential runbook's device-hours: at most (every variant to `max`), and expected when
+/// no variant differs from its reference and when each differs by twice the threshold, in
+/// the normal model at the CV the design is sized for (report/build/sequential.rs).
+fn sequential_line(plan: &Plan, rule: &AdaptiveRepeats) -> String {
+    let hours = (plan.duration_s + plan.cooldown_s) / 3600.0;
+    let mut models: Vec<(&str, usize)> = Vec::new();
+    for d in &plan.devices {
+        match models.iter_mut().find(|m| m.0 == d.model) {
+            Some(m) => m.1 += 1,
+            None => models.push((&d.model, 1)),
+        }
+    }
+    let variants = plan.variants.len();
+    let compared = plan.variants.iter().filter(|v| !(v.baseline_build && v.default_config)).count();
+    let most = (models.len() * variants) as f64 * f64::from(rule.max) * hours;
+    let cv = design_cv(rule, &plan.statistics);
+    let mut rng = crate::seed::rng(plan.seed, &["plan", "expected"]);
+    let mut expected = |effect: f64| -> f64 {
+        let mut total = 0.0;
+        for _ in 0..EXPECTED_RUNS {
+            for &(_, devices) in &models {
+                let n: Vec<u32> = (0..compared)
+                    .map(|_| trials_to_stop(rule, devices, cv, &plan.statistics, effect, &mut rng))
+                    .collect();
+                // The references run as long as the longest of the variants compared with them.
+                let reference = n.iter().copied().max().unwrap_or(rule.min);
+                total += f64::from(n.iter().sum::<u32>() + reference * (variants - compared) as u32);
+            }
+        }
+        total / EXPECTED_RUNS as f64 * hours
+    };
+    let (same, twice) = (expected(0.0), expected(2.0 * plan.statistics.practical_threshold));
+    format!(
+        "sequential repeats: {} to {} per variant per model, a look after every round, each variant stopping once \
+worse, better or the same (group-sequential, docs/statistics.md); device-hours at most {most:.1}, expected {same:.1} if no \
+variant changes and {twice:.1} if each changes by twice the threshold (normal model at a CV of {:.1} %, the noise {} \
+trials per arm are sized for)",
+        rule.min,
+        rule.max,
+        cv * 100.0,
+        rule.max
+    )
 }

@@ -157,7 +157,8 @@ fn bars(
         | Event::MonitorNotClosed { .. }
         | Event::OperatorStep { .. }
         | Event::OperatorAnswered { .. }
-        | Event::OperatorExpired { .. } => {
+        | Event::OperatorExpired { .. }
+        | Event::VariantDecided { .. } => {
             let _ = multi.println(plain_line(e, false).unwrap_or_default());
         }
         Event::OffUsb { device, .. } => {
@@ -305,6 +306,22 @@ pub fn plain_line(e: &Event, verbose: bool) -> Option<String> {
             devices.iter().map(|d| d.planned).sum::<u32>(),
             devices.len(),
             reasons.join("; ")
+        )),
+        Event::VariantDecided {
+            model,
+            variant,
+            against,
+            verdict,
+            look,
+            max_looks,
+            trials,
+            device_hours,
+            fixed_device_hours,
+        } => Some(format!(
+            "{model} / {variant} vs {against}: {} at look {look} of at most {max_looks}; {trials} trials, {device_hours:.1} \
+device-hours{}",
+            verdict.as_str(),
+            fixed_device_hours.map(|h| format!(" (the fixed design: {h:.1})")).unwrap_or_default()
         )),
         Event::CampaignFinished { id, status, valid, failed, pending, invalid_attempts, wall, note } => Some(format!(
             "campaign {id} {}: {valid} valid, {failed} failed, {pending} pending, {invalid_attempts} invalid attempts, {}{}",

@@ -763,7 +763,7 @@ fn adaptive_repeats_and_the_default_gating_family() {
     assert_ne!(text, MINIMAL, "MINIMAL has `repeats = 1`");
     let rb = fx.load(&text).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(rb.repeats, 5);
-    assert_eq!(rb.adaptive, Some(AdaptiveRepeats { min: 5, max: 30, target_ci: 0.03 }));
+    assert_eq!(rb.adaptive, Some(AdaptiveRepeats::precise(5, 30, 0.03)));
     assert_eq!(rb.statistics.gating, ["energy_level", "charge_used_mah", "cpu_pct", "memory_mb"]);
     // The default family keeps only what is collected.
     let rb = fx.load(&(MINIMAL.to_string() + "[metrics]\ncollect = [\"cpu_pct\", \"requests\"]\n")).unwrap();
@@ -777,7 +777,7 @@ fn adaptive_repeats_and_gating_problems() {
         + "[metrics]\ncollect = [\"cpu_pct\"]\n[statistics]\ngating = [\"cpu\", \"memory_mb\"]\n";
     let e = fx.load(&text).unwrap_err().to_string();
     for want in [
-        "repeats.target: unknown key `target`; fix: remove it or use one of the valid keys: min, max, target_ci",
+        "repeats.target: unknown key `target`; fix: remove it or use one of the valid keys: min, max, target_ci, stop",
         "repeats.target_ci: missing required key `target_ci`; fix: add `target_ci = \"3%\"`",
         "repeats: max 4 is below min 8",
         "statistics.gating[0]: unknown metric `cpu`; fix: remove it or use one of the valid metrics",
@@ -787,6 +787,33 @@ fn adaptive_repeats_and_gating_problems() {
     }
     let e = fx.load(&(MINIMAL.to_string() + "[statistics]\ngating = []\n")).unwrap_err().to_string();
     assert!(e.contains("statistics.gating: the gating family is empty"), "{e}");
+}
+
+#[test]
+fn sequential_repeats_stop_when_decided() {
+    let fx = Fixture::new();
+    let text = MINIMAL.replace("repeats = 1", "repeats = { min = 3, max = 30, stop = \"decided\" }");
+    let rb = fx.load(&text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(rb.repeats, 3);
+    assert_eq!(rb.adaptive, Some(AdaptiveRepeats::decided(3, 30)));
+    assert!(rb.adaptive.unwrap().sequential());
+    // `stop = "precise"` is the default spelled out.
+    let text = MINIMAL.replace("repeats = 1", "repeats = { min = 3, max = 9, target_ci = \"5%\", stop = \"precise\" }");
+    assert_eq!(fx.load(&text).unwrap().adaptive, Some(AdaptiveRepeats::precise(3, 9, 0.05)));
+    for (repeats, want) in [
+        (
+            "{ min = 3, max = 30, stop = \"soon\" }",
+            "repeats.stop: unknown stop rule `soon`; fix: write `stop = \"decided\"`",
+        ),
+        (
+            "{ min = 3, max = 30, stop = \"decided\", target_ci = \"3%\" }",
+            "repeats.target_ci: `target_ci` with `stop = \"decided\"`; fix: remove `target_ci`",
+        ),
+        ("{ min = 3, max = 30, stop = 1 }", "repeats.stop:"),
+    ] {
+        let e = fx.load(&MINIMAL.replace("repeats = 1", &format!("repeats = {repeats}"))).unwrap_err().to_string();
+        assert!(e.contains(want), "missing {want:?} in:\n{e}");
+    }
 }
 
 #[test]

@@ -75,6 +75,7 @@ fn import_plan() -> Plan {
         statistics: StatsSettings::default(),
         expected_requests: None,
         adaptive: None,
+        looks: Vec::new(),
     }
 }
 

@@ -15,7 +15,12 @@ pub use build::model::{
     StateRow, StatisticsMeta, VariantSummary, VariantVerdict,
 };
 pub use build::pooled::pooled_models;
+pub use build::sequential::{
+    LookLevels, SPENDING, SequentialStop, decided, design_cv, fixed_equivalent, fractions, information, planned_counts,
+    trials_to_stop,
+};
 pub use build::summaries::summary_rows;
+pub use build::verdicts::verdict_of;
 pub use compare::build_compare::{
     COMPARE_SCHEMA_VERSION, CampaignRef, CompareModel, CompareReport, CompareRow, compare_models, compare_reports,
     compare_summaries,

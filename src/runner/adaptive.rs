@@ -16,7 +16,9 @@ use super::trial::{RunError, blocking};
 use crate::device::Device;
 use crate::measure::UntetherMode;
 use crate::measure::metric_order;
-use crate::plan::Plan;
+use crate::plan::{LookRecord, Plan};
+use crate::report::decided as decided_verdict;
+use crate::runner::Event;
 use crate::stats::summarize;
 use crate::store::{AttemptRecord, AttemptStatus, PlannedTrialRow, Store, TrialRecord};
 use crate::tether::{Tether, TetherError};
@@ -32,11 +34,12 @@ pub struct Imprecise {
     pub reasons: Vec<String>,
 }
 
-/// What one adaptive round added.
-#[derive(Debug, Clone, PartialEq)]
+/// What one adaptive round added, and (sequential) what its look decided.
+#[derive(Debug, Clone)]
 pub struct Extension {
     pub trials: Vec<PlannedTrialRow>,
     pub reasons: Vec<String>,
+    pub decided: Vec<Event>,
 }
 
 /// Which variant × model pairs need more trials, judged from the finite values of valid
@@ -47,7 +50,7 @@ pub struct Extension {
 /// ignored; one with fewer than two values has no interval and needs more; a mean of 0
 /// counts as precise only when the interval has zero width.
 pub fn imprecise(trials: &[TrialRecord], attempts: &[AttemptRecord], plan: &Plan) -> Vec<Imprecise> {
-    let Some(rule) = plan.adaptive else { return Vec::new() };
+    let Some(rule) = plan.adaptive.filter(|a| !a.sequential()) else { return Vec::new() };
     let gating = &plan.statistics.gating;
     let rows: HashMap<u32, &PlannedTrialRow> = trials.iter().map(|t| (t.row.idx, &t.row)).collect();
     // In trial and attempt order, as the report sums them: the same intervals to the bit.
@@ -121,8 +124,10 @@ fn pct(x: f64) -> String {
 /// block per device of that model to `plan` and to the store (trials and plan together).
 /// `None` when nothing is added: every gating interval is on target, or at `max`.
 pub async fn extend(store: &Store, id: &str, plan: &mut Plan) -> Result<Option<Extension>, RunError> {
-    if plan.adaptive.is_none() {
-        return Ok(None);
+    match plan.adaptive {
+        None => return Ok(None),
+        Some(a) if a.sequential() => return look(store, id, plan).await.map(Some),
+        Some(_) => {}
     }
     let (s, i) = (store.clone(), id.to_string());
     let (trials, attempts) =
@@ -146,7 +151,95 @@ pub async fn extend(store: &Store, id: &str, plan: &mut Plan) -> Result<Option<E
     let plan_json = serde_json::to_string(&*plan).map_err(|e| RunError::Internal(format!("plan to JSON: {e}")))?;
     let (s, i, rows) = (store.clone(), id.to_string(), trials.clone());
     blocking(move || s.add_trials(&i, &rows, &plan_json)).await?;
-    Ok(Some(Extension { trials, reasons }))
+    Ok(Some(Extension { trials, reasons, decided: Vec::new() }))
+}
+
+/// A sequential campaign's look after a round: the report's verdicts at this look
+/// (report/build/sequential.rs) are recorded in the plan; a variant × model not yet
+/// decided and below `max` gets one more block, and so does its reference while any
+/// variant compared with it does. The new looks and trials are stored with the plan.
+/// `decided` holds a `VariantDecided` event per pair decided (or out of looks) here.
+async fn look(store: &Store, id: &str, plan: &mut Plan) -> Result<Extension, RunError> {
+    let Some(rule) = plan.adaptive else { return Err(RunError::Internal("a look without a sequential rule".into())) };
+    let (s, i) = (store.clone(), id.to_string());
+    let mut data = tokio::task::spawn_blocking(move || crate::report::load(&s, &i))
+        .await
+        .map_err(|e| RunError::Internal(format!("store task: {e}")))?
+        .map_err(|e| RunError::Internal(format!("reading the campaign for its look: {e}")))?;
+    data.plan.looks = plan.looks.clone();
+    let report = crate::report::build_report(&data);
+    let mut decided = Vec::new();
+    // Model, variant, and why (none for a reference running for its variants).
+    let mut more: Vec<(String, String, Option<String>)> = Vec::new();
+    for m in &report.models {
+        for v in &m.verdicts {
+            let Some(stop) = &v.sequential else { continue };
+            let key = |l: &&LookRecord| l.model == m.model && l.variant == v.variant && l.against == v.against;
+            let earlier: Vec<&LookRecord> = plan.looks.iter().filter(key).collect();
+            let was_decided = earlier.iter().any(|l| decided_verdict(l.verdict));
+            if earlier.last().is_none_or(|l| stop.t > l.t) {
+                plan.looks.push(LookRecord {
+                    model: m.model.clone(),
+                    variant: v.variant.clone(),
+                    against: v.against.clone(),
+                    n_treatment: stop.n_treatment,
+                    n_reference: stop.n_reference,
+                    t: stop.t,
+                    verdict: v.verdict,
+                });
+            }
+            let room = plan.planned(&m.model, &v.variant) < rule.max;
+            let now_decided = decided_verdict(v.verdict);
+            if !was_decided && (now_decided || !room) {
+                decided.push(Event::VariantDecided {
+                    model: m.model.clone(),
+                    variant: v.variant.clone(),
+                    against: v.against.clone(),
+                    verdict: v.verdict,
+                    look: stop.look,
+                    max_looks: stop.max_looks,
+                    trials: stop.n_treatment,
+                    device_hours: stop.device_hours,
+                    fixed_device_hours: stop.fixed_device_hours,
+                });
+            }
+            if !was_decided && !now_decided {
+                let why = format!("{} at look {} vs {}", v.verdict.as_str(), stop.look, v.against);
+                more.push((m.model.clone(), v.variant.clone(), Some(why)));
+                more.push((m.model.clone(), v.against.clone(), None));
+            }
+        }
+    }
+    let mut trials = Vec::new();
+    let mut reasons = Vec::new();
+    let mut models: Vec<String> = Vec::new();
+    for d in &plan.devices {
+        if !models.contains(&d.model) && more.iter().any(|m| m.0 == d.model) {
+            models.push(d.model.clone());
+        }
+    }
+    for model in models {
+        let devices = plan.devices.iter().filter(|d| d.model == model).count() as u32;
+        let mut wanted: Vec<(String, u32)> = Vec::new();
+        for (_, variant, why) in more.iter().filter(|m| m.0 == model) {
+            let room = rule.max.saturating_sub(plan.planned(&model, variant));
+            if room > 0 && !wanted.iter().any(|w| &w.0 == variant) {
+                wanted.push((variant.clone(), room.min(devices)));
+            }
+            if let Some(why) = why.as_ref().filter(|_| room > 0) {
+                reasons.push(format!("{model} / {variant}: {why}"));
+            }
+        }
+        // Variants in plan order, as a balanced block lists them.
+        wanted.sort_by_key(|(v, _)| plan.variants.iter().position(|p| &p.name == v));
+        if !wanted.is_empty() {
+            trials.extend(plan.add_block(&model, &wanted));
+        }
+    }
+    let plan_json = serde_json::to_string(&*plan).map_err(|e| RunError::Internal(format!("plan to JSON: {e}")))?;
+    let (s, i, rows) = (store.clone(), id.to_string(), trials.clone());
+    blocking(move || s.add_trials(&i, &rows, &plan_json)).await?;
+    Ok(Extension { trials, reasons, decided })
 }
 
 /// One tether shared by the rounds of a campaign (a worker takes its tether by value).
@@ -186,7 +279,7 @@ mod tests {
     fn flags_imprecise_variants_below_max_only() {
         let mut data = fixture::records("c1");
         data.plan.statistics.gating = vec!["cpu_pct".into(), "battery_drop_pct".into(), "memory_mb".into()];
-        data.plan.adaptive = Some(AdaptiveRepeats { min: 4, max: 6, target_ci: 0.05 });
+        data.plan.adaptive = Some(AdaptiveRepeats::precise(4, 6, 0.05));
         // control: cpu 12.00 ± 1.24 (10.4 %), battery 3.2 ± 0.248 (7.8 %); envoy-poll:
         // cpu 185 ± 12.4 (6.7 %), battery 10.1 ± 0.75 (7.4 %). memory_mb is not measured.
         let needs_now = needs(&data);
@@ -196,9 +289,9 @@ mod tests {
         assert!(needs_now[0].reasons[0].starts_with("battery_drop_pct ±7.8 % > ±5.0 %"), "{:?}", needs_now[0].reasons);
 
         // A looser target is met; at max nothing more is asked.
-        data.plan.adaptive = Some(AdaptiveRepeats { min: 4, max: 6, target_ci: 0.2 });
+        data.plan.adaptive = Some(AdaptiveRepeats::precise(4, 6, 0.2));
         assert!(needs(&data).is_empty());
-        data.plan.adaptive = Some(AdaptiveRepeats { min: 4, max: 4, target_ci: 0.01 });
+        data.plan.adaptive = Some(AdaptiveRepeats::precise(4, 4, 0.01));
         assert!(needs(&data).is_empty());
         data.plan.adaptive = None;
         assert!(needs(&data).is_empty());
@@ -208,7 +301,7 @@ mod tests {
     fn constant_values_are_precise_and_single_values_are_not() {
         let mut data = fixture::records("c1");
         data.plan.statistics.gating = vec!["requests".into()];
-        data.plan.adaptive = Some(AdaptiveRepeats { min: 4, max: 8, target_ci: 0.0001 });
+        data.plan.adaptive = Some(AdaptiveRepeats::precise(4, 8, 0.0001));
         for a in &mut data.attempts {
             for m in &mut a.measurements {
                 m.value = 5.0;
@@ -285,7 +378,7 @@ mod tests {
                 data.plan.metrics = vec!["requests".into(), "battery_drop_pct".into(), "cpu_pct".into()];
             }
             let target = [0.0, 0.001, 0.01, 0.05, 0.075, 0.1, 0.2, 1.0][round % 8];
-            data.plan.adaptive = Some(AdaptiveRepeats { min: 2, max: 4 + (round % 5) as u32, target_ci: target });
+            data.plan.adaptive = Some(AdaptiveRepeats::precise(2, 4 + (round % 5) as u32, target));
             for a in &mut data.attempts {
                 for m in &mut a.measurements {
                     match rand::RngExt::random_range(&mut rng, 0..10) {

@@ -246,12 +246,19 @@ impl Campaign {
                     break (false, None);
                 }
             }
-            // Adaptive repeats: more trials for imprecise variants, then another round.
+            // Adaptive repeats: more trials for imprecise (or, sequential, undecided)
+            // variants, then another round.
             if plan.adaptive.is_none() {
                 break (false, None);
             }
             match adaptive::extend(&self.store, &self.id, Arc::make_mut(&mut plan)).await? {
                 Some(ext) => {
+                    for e in ext.decided {
+                        self.events.emit(e);
+                    }
+                    if ext.trials.is_empty() {
+                        break (false, None);
+                    }
                     round += 1;
                     self.events.emit(Event::TrialsAdded {
                         round,

@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
+use crate::stats::Verdict;
 use crate::store::CampaignStatus;
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -195,6 +196,22 @@ pub enum Event {
         devices: Vec<DeviceProgress>,
         /// `model / variant: metric ±x % > ±target`, one per variant that needs more.
         reasons: Vec<String>,
+    },
+    /// A sequential campaign (`stop = "decided"`) decided a variant on a model, or ran
+    /// out of looks (`inconclusive`): its trials there stop.
+    VariantDecided {
+        model: String,
+        variant: String,
+        against: String,
+        verdict: Verdict,
+        /// The look (1-based) and the most the design has.
+        look: usize,
+        max_looks: usize,
+        /// The variant's valid trials on the model, its device-hours, and the fixed
+        /// design's with the same α and power (absent without a CV).
+        trials: u32,
+        device_hours: f64,
+        fixed_device_hours: Option<f64>,
     },
     CampaignFinished {
         id: String,

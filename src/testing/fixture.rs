@@ -60,6 +60,7 @@ pub(crate) fn plan(trials: Vec<PlannedTrialRow>) -> Plan {
         statistics: StatsSettings::default(),
         expected_requests: Some(18000),
         adaptive: None,
+        looks: Vec::new(),
     }
 }
 

@@ -63,6 +63,7 @@ mod remote_host;
 mod remote_tether;
 mod runner_time;
 mod schedule_regression;
+mod sequential_campaign;
 mod shared_lab;
 mod shared_lab_postgres;
 mod sim_monitor;

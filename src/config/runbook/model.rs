@@ -361,7 +361,8 @@ impl Default for EndpointSettings {
     }
 }
 
-/// Adaptive repeats: `repeats = { min = 5, max = 30, target_ci = "3%" }`.
+/// Adaptive repeats: `repeats = { min = 5, max = 30, target_ci = "3%" }` (until precise)
+/// or `repeats = { min = 3, max = 30, stop = "decided" }` (until decided).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct AdaptiveRepeats {
     /// Trials per variant per device model in the first round.
@@ -369,8 +370,39 @@ pub struct AdaptiveRepeats {
     /// Never more than this many planned trials per variant per device model.
     pub max: u32,
     /// Target half-width of every gating metric's confidence interval, relative to its
-    /// mean (0.03 = ±3 %).
+    /// mean (0.03 = ±3 %); 0 (unused) when `stop` is `decided`.
     pub target_ci: f64,
+    /// What ends the repeats. Absent in plans stored before sequential campaigns.
+    #[serde(default)]
+    pub stop: StopRule,
+}
+
+impl AdaptiveRepeats {
+    /// Repeats until every gating interval is within `target_ci`.
+    pub fn precise(min: u32, max: u32, target_ci: f64) -> AdaptiveRepeats {
+        AdaptiveRepeats { min, max, target_ci, stop: StopRule::Precise }
+    }
+
+    /// Repeats until every compared variant is decided (a group-sequential design).
+    pub fn decided(min: u32, max: u32) -> AdaptiveRepeats {
+        AdaptiveRepeats { min, max, target_ci: 0.0, stop: StopRule::Decided }
+    }
+
+    pub fn sequential(&self) -> bool {
+        self.stop == StopRule::Decided
+    }
+}
+
+/// What ends adaptive repeats.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum StopRule {
+    /// Every gating metric's interval is within `target_ci` (precision; no p-value looked at).
+    #[default]
+    Precise,
+    /// Every variant compared is `worse`, `better` or `same` by a group-sequential test
+    /// (docs/statistics.md, "Sequential campaigns").
+    Decided,
 }
 
 /// Metrics whose verdicts decide a comparison when the runbook names none: energy and

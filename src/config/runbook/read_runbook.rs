@@ -14,7 +14,7 @@ use crate::config::runbook::read_steps::read_steps;
 use crate::config::syntax::names::check_name;
 use crate::config::syntax::problems::Problems;
 use crate::config::syntax::table::{Field, Table};
-use crate::config::{AdaptiveRepeats, Lab, OnOffline, Order, Platform, Runbook, Selector};
+use crate::config::{AdaptiveRepeats, Lab, OnOffline, Order, Platform, Runbook, Selector, StopRule};
 
 const ROOT_KEYS: &[&str] = &[
     "name",
@@ -118,17 +118,45 @@ pub(crate) fn read_runbook(
     }
 }
 
-/// `repeats = 6`, or adaptive: `repeats = { min = 5, max = 30, target_ci = "3%" }`.
+/// `repeats = 6`, or adaptive: `repeats = { min = 5, max = 30, target_ci = "3%" }` (until
+/// precise) or `repeats = { min = 3, max = 30, stop = "decided" }` (until decided).
 fn read_repeats(f: &Field, p: &mut Problems) -> (u32, Option<AdaptiveRepeats>) {
     if f.item.as_table_like().is_none() {
         return (f.u32_at_least(p, 1).unwrap_or(1), None);
     }
     let Some(t) = f.table(p) else { return (1, None) };
-    t.check_keys(p, &["min", "max", "target_ci"]);
+    t.check_keys(p, &["min", "max", "target_ci", "stop"]);
     // Two values per arm are the fewest that have a confidence interval at all.
     let min = t.required(p, "min", "min = 5").and_then(|f| f.u32_at_least(p, 2));
     let max = t.required(p, "max", "max = 30").and_then(|f| f.u32_at_least(p, 2));
-    let target = t.required(p, "target_ci", "target_ci = \"3%\"").and_then(|f| f.fraction_in(p, 0.0, 1.0, true));
+    let stop = match t.get("stop") {
+        None => Some(StopRule::Precise),
+        Some(f) => match f.str(p) {
+            None => None,
+            Some("precise") => Some(StopRule::Precise),
+            Some("decided") => Some(StopRule::Decided),
+            Some(other) => {
+                f.problem(
+                    p,
+                    format!("unknown stop rule `{other}`"),
+                    "write `stop = \"decided\"` (until every variant is decided) or `stop = \"precise\"` with `target_ci`",
+                );
+                None
+            }
+        },
+    };
+    let target = match (stop, t.get("target_ci")) {
+        (Some(StopRule::Decided), Some(f)) => {
+            f.problem(
+                p,
+                "`target_ci` with `stop = \"decided\"`",
+                "remove `target_ci` (a sequential campaign stops when decided) or `stop` (to stop when precise)",
+            );
+            None
+        }
+        (Some(StopRule::Decided), None) => Some(0.0),
+        _ => t.required(p, "target_ci", "target_ci = \"3%\"").and_then(|f| f.fraction_in(p, 0.0, 1.0, true)),
+    };
     if let (Some(lo), Some(hi)) = (min, max)
         && hi < lo
     {
@@ -139,8 +167,10 @@ fn read_repeats(f: &Field, p: &mut Problems) -> (u32, Option<AdaptiveRepeats>) {
         );
         return (lo, None);
     }
-    match (min, max, target) {
-        (Some(min), Some(max), Some(target_ci)) => (min, Some(AdaptiveRepeats { min, max, target_ci })),
+    match (min, max, target, stop) {
+        (Some(min), Some(max), Some(target_ci), Some(stop)) => {
+            (min, Some(AdaptiveRepeats { min, max, target_ci, stop }))
+        }
         (min, ..) => (min.unwrap_or(1), None),
     }
 }

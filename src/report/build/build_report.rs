@@ -5,13 +5,17 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use crate::config::StatsSettings;
+use crate::config::{AdaptiveRepeats, StatsSettings};
 use crate::measure::UntetherMode;
 use crate::measure::metric_order;
+use crate::plan::LookRecord;
 use crate::report::build::input::{CampaignData, pooled};
 use crate::report::build::model::{
     AttestedRow, CampaignMeta, InvalidAttempt, MetricRow, ModelReport, Report, RerunMeta, SCHEMA_VERSION,
     StatisticsMeta, VariantSummary, VariantVerdict,
+};
+use crate::report::build::sequential::{
+    LookLevels, SPENDING, SequentialStop, decided, fixed_equivalent, fractions, information, planned_counts,
 };
 use crate::report::build::verdicts::{Arm, MetricPair, judge, overall, references};
 use crate::stats::{modified_z_outliers, summarize};
@@ -159,7 +163,14 @@ pub fn build_report(data: &CampaignData) -> Report {
                     rows.push(metric_row(c, model, &v.name, metric, cell, &plan.statistics, &mut warnings));
                 }
             }
-            let verdicts = compare_variants(&variants, &mut rows, &plan.statistics);
+            let sequential = plan.adaptive.filter(|a| a.sequential()).map(|rule| Sequential {
+                rule,
+                looks: &plan.looks,
+                model,
+                devices: devices.len(),
+                trial_hours: (plan.duration_s + plan.cooldown_s) / 3600.0,
+            });
+            let verdicts = compare_variants(&variants, &mut rows, &plan.statistics, sequential.as_ref());
             ModelReport {
                 model: model.to_string(),
                 devices: devices.into_iter().map(str::to_string).collect(),
@@ -321,10 +332,60 @@ fn metric_row(
 /// Compares every variant of one model with its references (see
 /// [`references`](crate::report::build::verdicts::references)), fills the rows' comparisons and returns
 /// the per-variant verdicts.
+/// What a sequential campaign's verdicts on one model need besides the rows.
+struct Sequential<'a> {
+    rule: AdaptiveRepeats,
+    looks: &'a [LookRecord],
+    model: &'a str,
+    devices: usize,
+    trial_hours: f64,
+}
+
+impl Sequential<'_> {
+    /// The levels of this look of `variant` against `against`, and where it stands.
+    fn look(
+        &self,
+        variant: &str,
+        against: &str,
+        pairs: &[MetricPair],
+        settings: &StatsSettings,
+    ) -> (LookLevels, SequentialStop) {
+        let gated: Vec<&MetricPair> = pairs.iter().filter(|p| settings.gating.iter().any(|g| g == p.metric)).collect();
+        let counted = if gated.is_empty() { pairs.iter().collect() } else { gated.clone() };
+        let n_t = counted.iter().map(|p| p.treatment.values.len()).min().unwrap_or(0);
+        let n_b = counted.iter().map(|p| p.reference.values.len()).min().unwrap_or(0);
+        let t = information(n_t, n_b, self.rule.max);
+        let fractions = fractions(self.looks, self.model, variant, against, t);
+        let recorded =
+            self.looks.iter().filter(|l| l.model == self.model && l.variant == variant && l.against == against);
+        let first_decided = recorded.enumerate().find(|(_, l)| decided(l.verdict)).map(|(k, _)| k + 1);
+        // The noisiest gating metric sets what the fixed design would need.
+        let cv = gated
+            .iter()
+            .filter_map(|p| Some(p.treatment.stats.cv?.max(p.reference.stats.cv?)))
+            .fold(None, |m: Option<f64>, c| Some(m.map_or(c, |m| m.max(c))));
+        let fixed = cv.and_then(|cv| fixed_equivalent(&self.rule, self.devices, cv, settings, gated.len()));
+        let stop = SequentialStop {
+            look: fractions.len(),
+            max_looks: planned_counts(&self.rule, self.devices).len(),
+            decided_at: first_decided,
+            n_treatment: n_t as u32,
+            n_reference: n_b as u32,
+            t,
+            device_hours: n_t as f64 * self.trial_hours,
+            fixed_trials: fixed.map(|f| f.1),
+            fixed_device_hours: fixed.map(|f| f64::from(f.1) * self.trial_hours),
+            power_at_twice_threshold: fixed.map(|f| f.0),
+        };
+        (LookLevels { fractions, alpha: settings.alpha, spending: SPENDING }, stop)
+    }
+}
+
 fn compare_variants(
     variants: &[VariantSummary],
     rows: &mut [MetricRow],
     settings: &StatsSettings,
+    sequential: Option<&Sequential>,
 ) -> Vec<VariantVerdict> {
     let at: HashMap<(&str, &str), usize> =
         rows.iter().enumerate().map(|(i, r)| ((r.variant.as_str(), r.metric.as_str()), i)).collect();
@@ -356,9 +417,17 @@ fn compare_variants(
                     })
                 })
                 .collect();
-            let judged = judge(&pairs, &against, kind, settings);
+            let look = sequential.map(|s| s.look(&v.name, &against, &pairs, settings));
+            let judged = judge(&pairs, &against, kind, settings, look.as_ref().map(|l| &l.0));
             let named: Vec<(&str, &_)> = pairs.iter().map(|p| p.metric).zip(&judged).collect();
-            verdicts.push(overall(&v.name, &against, kind, &named, &settings.gating));
+            let mut verdict = overall(&v.name, &against, kind, &named, &settings.gating);
+            if let Some((_, mut stop)) = look {
+                if stop.decided_at.is_none() && decided(verdict.verdict) {
+                    stop.decided_at = Some(stop.look);
+                }
+                verdict.sequential = Some(stop);
+            }
+            verdicts.push(verdict);
             found.extend(idx.iter().map(|&(i, _)| i).zip(judged));
         }
     }

@@ -8,6 +8,7 @@ pub(super) mod input;
 pub(super) mod model;
 pub(super) mod pooled;
 pub(super) mod power_bands;
+pub(super) mod sequential;
 pub(super) mod state_rows;
 pub(super) mod summaries;
 pub(super) mod verdicts;

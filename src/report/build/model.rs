@@ -6,6 +6,7 @@
 use serde::Serialize;
 
 use crate::config::Order;
+use crate::report::build::sequential::SequentialStop;
 use crate::stats::{Comparison, RelativeChange, Summary, Verdict};
 use crate::store::CampaignStatus;
 
@@ -255,6 +256,9 @@ pub struct VariantVerdict {
     pub too_few_trials: Vec<String>,
     /// One line: `envoy-poll vs control: worse — cpu_pct +1442% [+1391%, +1494%], ...`.
     pub summary: String,
+    /// In a sequential campaign: the look this verdict is from and what it cost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sequential: Option<SequentialStop>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]

@@ -3,9 +3,11 @@
 
 use crate::config::StatsSettings;
 use crate::report::build::model::{ComparisonKind, MetricComparison, VariantSummary, VariantVerdict};
+use crate::report::build::sequential::LookLevels;
 use crate::report::render::format::change_with_ci;
 use crate::stats::{
-    Direction, Summary, Verdict, compare, decide, holm, min_attainable_p, relative_change, trials_per_arm,
+    Comparison, Direction, Summary, Verdict, compare, decide, decide_significance, holm, min_attainable_p,
+    relative_change, trials_per_arm,
 };
 
 /// Power the sample-size advice aims at.
@@ -45,12 +47,14 @@ pub(crate) fn references(v: &VariantSummary, all: &[VariantSummary]) -> Vec<(Str
 
 /// Compares every pair, adjusts the Welch p-values with Holm — the gating metrics as
 /// one family, the other metrics as another — and decides each metric. Results follow
-/// the order of `pairs`.
+/// the order of `pairs`. With `look` (a sequential campaign) each family's step-down runs
+/// at the look's nominal levels instead of α (report/build/sequential.rs).
 pub(crate) fn judge(
     pairs: &[MetricPair],
     against: &str,
     kind: ComparisonKind,
     settings: &StatsSettings,
+    look: Option<&LookLevels>,
 ) -> Vec<MetricComparison> {
     let confidence = settings.confidence;
     let comparisons: Vec<_> = pairs
@@ -59,6 +63,8 @@ pub(crate) fn judge(
         .collect();
     let mut adjusted: Vec<Option<f64>> = vec![None; pairs.len()];
     let mut family_size = vec![0; pairs.len()];
+    // Per metric in a sequential look: its step-down level and whether it is significant.
+    let mut sequential: Vec<Option<(f64, bool)>> = vec![None; pairs.len()];
     for gating in [true, false] {
         let members: Vec<usize> = (0..pairs.len())
             .filter(|&i| settings.gating.iter().any(|g| g == pairs[i].metric) == gating)
@@ -69,6 +75,18 @@ pub(crate) fn judge(
             adjusted[i] = Some(q);
             family_size[i] = members.len();
         }
+        if let Some(look) = look {
+            // Holm's step-down at the look's levels: the j-th smallest p against the
+            // bound for α / (m − j + 1), until one fails.
+            let mut order: Vec<(usize, f64)> = members.iter().copied().zip(p.iter().copied()).collect();
+            order.sort_by(|a, b| a.1.total_cmp(&b.1));
+            let mut going = true;
+            for (rank, &(i, p)) in order.iter().enumerate() {
+                let level = look.change(order.len() - rank);
+                going = going && p <= level;
+                sequential[i] = Some((level, going));
+            }
+        }
     }
     pairs
         .iter()
@@ -78,15 +96,40 @@ pub(crate) fn judge(
             // Equivalence by two one-sided tests at α: the (1 − 2α) interval (Schuirmann
             // 1987), per metric (an intersection–union test needs no adjustment for "all
             // gating metrics the same": Berger 1982).
-            let equivalence = relative_change(pair.treatment.stats, pair.reference.stats, 1.0 - 2.0 * settings.alpha);
-            let verdict = decide(
-                &stats,
-                adjusted[i],
-                settings.alpha,
-                settings.practical_threshold,
-                Direction::of(pair.metric),
-                equivalence.as_ref(),
-            );
+            let (t, r) = (pair.treatment.stats, pair.reference.stats);
+            let (equivalence, verdict) = match look {
+                None => {
+                    let equivalence = relative_change(t, r, 1.0 - 2.0 * settings.alpha);
+                    let verdict = decide(
+                        &stats,
+                        adjusted[i],
+                        settings.alpha,
+                        settings.practical_threshold,
+                        Direction::of(pair.metric),
+                        equivalence.as_ref(),
+                    );
+                    (equivalence, verdict)
+                }
+                Some(look) => {
+                    let equivalence = relative_change(t, r, 1.0 - 2.0 * look.same());
+                    let verdict = match sequential[i] {
+                        Some(_) if too_few(&stats, settings.alpha) => Verdict::TooFewTrials,
+                        Some((level, significant)) => {
+                            // The change's interval at the level the test was run at.
+                            let at_level = Comparison { change: relative_change(t, r, 1.0 - level), ..stats.clone() };
+                            decide_significance(
+                                &at_level,
+                                significant,
+                                settings.practical_threshold,
+                                Direction::of(pair.metric),
+                                equivalence.as_ref(),
+                            )
+                        }
+                        None => Verdict::TooFewTrials,
+                    };
+                    (equivalence, verdict)
+                }
+            };
             let advice = advice(pair, settings, family_size[i].max(1));
             MetricComparison {
                 against: against.to_string(),
@@ -102,6 +145,40 @@ pub(crate) fn judge(
         .collect()
 }
 
+/// The verdict of a treatment against a reference from their values per metric, decided
+/// as a report decides it (the fixed rule, or at a sequential `look`): what simulations
+/// of a design need (`benches/decide.rs`, `lab plan`). A metric with no summary in an arm
+/// (no finite value) is left out.
+pub fn verdict_of(metrics: &[(&str, &[f64], &[f64])], settings: &StatsSettings, look: Option<&LookLevels>) -> Verdict {
+    let summaries: Vec<Option<(Summary, Summary)>> = metrics
+        .iter()
+        .map(|(_, t, r)| {
+            Some((crate::stats::summarize(t, settings.confidence)?, crate::stats::summarize(r, settings.confidence)?))
+        })
+        .collect();
+    let pairs: Vec<MetricPair> = metrics
+        .iter()
+        .zip(&summaries)
+        .filter_map(|((metric, t, r), s)| {
+            let (ts, rs) = s.as_ref()?;
+            Some(MetricPair {
+                metric,
+                treatment: Arm { values: t, stats: ts },
+                reference: Arm { values: r, stats: rs },
+            })
+        })
+        .collect();
+    let judged = judge(&pairs, "reference", ComparisonKind::BaselineBuild, settings, look);
+    let named: Vec<(&str, &MetricComparison)> = pairs.iter().map(|p| p.metric).zip(&judged).collect();
+    overall("treatment", "reference", ComparisonKind::BaselineBuild, &named, &settings.gating).verdict
+}
+
+/// The fixed rule's "too few trials": an arm under 2 values, or arms so small that no
+/// rank test could reach α (as `stats::decide`).
+fn too_few(c: &Comparison, alpha: f64) -> bool {
+    c.n_treatment < 2 || c.n_baseline < 2 || min_attainable_p(c.n_treatment, c.n_baseline) > alpha
+}
+
 /// Trials per arm for the practical threshold at 80 % power, at α / (family size)
 /// (Bonferroni: what Holm's first step demands), from the larger CV of the two arms;
 /// never fewer than the rank test needs to reach α at all.
@@ -109,8 +186,12 @@ fn advice(pair: &MetricPair, settings: &StatsSettings, family: usize) -> Option<
     let cv = pair.treatment.stats.cv?.max(pair.reference.stats.cv?);
     let alpha = settings.alpha / family as f64;
     let n = trials_per_arm(cv, settings.practical_threshold, alpha, ADVICE_POWER)?;
-    let floor = (2..=1000u32).find(|&k| min_attainable_p(k as usize, k as usize) <= alpha).unwrap_or(2);
-    Some(n.max(floor))
+    Some(n.max(rank_test_floor(alpha)))
+}
+
+/// The fewest trials per arm at which the rank test can reach `alpha` at all.
+pub(crate) fn rank_test_floor(alpha: f64) -> u32 {
+    (2..=1000u32).find(|&k| min_attainable_p(k as usize, k as usize) <= alpha).unwrap_or(2)
 }
 
 /// The overall verdict of `variant` against one reference from its gating metrics.
@@ -180,6 +261,7 @@ pub(crate) fn overall(
         better,
         too_few_trials: too_few,
         summary: format!("{variant} vs {against}: {} — {detail}", verdict.as_str()),
+        sequential: None,
     }
 }
 
@@ -228,7 +310,7 @@ mod tests {
             MetricPair { metric: "memory_mb", treatment: arm(same, &ss), reference: arm(base, &sb) },
             MetricPair { metric: "requests", treatment: arm(worse, &sw), reference: arm(base, &sb) },
         ];
-        let out = judge(&pairs, "control", ComparisonKind::BaselineBuild, &settings);
+        let out = judge(&pairs, "control", ComparisonKind::BaselineBuild, &settings, None);
         let raw: Vec<f64> = out.iter().map(|c| c.stats.welch.as_ref().unwrap().p).collect();
         // Two gating tests: Holm multiplies the smaller p by 2. `requests` is alone.
         assert_eq!(out[0].family_size, 2);

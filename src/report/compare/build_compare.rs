@@ -184,7 +184,7 @@ pub fn compare_models(
                     })
                 })
                 .collect();
-            let judged = judge(&pairs, against, ComparisonKind::EarlierCampaign, settings);
+            let judged = judge(&pairs, against, ComparisonKind::EarlierCampaign, settings, None);
             if !pairs.is_empty() {
                 let named: Vec<(&str, &MetricComparison)> = pairs.iter().map(|p| p.metric).zip(&judged).collect();
                 let mut v = overall(variant, against, ComparisonKind::EarlierCampaign, &named, &settings.gating);

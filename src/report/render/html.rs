@@ -202,9 +202,11 @@ fn verdicts(out: &mut String, report: &Report) {
         let _ = writeln!(out, "<h3>{}</h3>\n<ul>", esc(&model.model));
         for v in &model.verdicts {
             let detail = v.summary.split_once(" — ").map(|(_, d)| d).unwrap_or("");
+            let stop =
+                v.sequential.as_ref().map(|s| format!("<br><small>{}</small>", esc(&s.line()))).unwrap_or_default();
             let _ = writeln!(
                 out,
-                "<li><b>{}</b> vs {}: {} — {}</li>",
+                "<li><b>{}</b> vs {}: {} — {}{stop}</li>",
                 esc(&v.variant),
                 esc(&v.against),
                 badge(v.verdict.as_str()),

@@ -50,6 +50,9 @@ pub fn render_markdown(report: &Report) -> String {
             let _ = writeln!(out, "{}**{}**\n", if i > 0 { "\n" } else { "" }, md(&model.model));
             for v in &model.verdicts {
                 let _ = writeln!(out, "- {}", md(&v.summary));
+                if let Some(stop) = &v.sequential {
+                    let _ = writeln!(out, "  - {}", md(&stop.line()));
+                }
             }
         }
     }

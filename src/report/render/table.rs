@@ -33,6 +33,9 @@ pub fn render_table(report: &Report) -> String {
             let _ = writeln!(out, "\nverdicts ({}):", model.model);
             for v in &model.verdicts {
                 let _ = writeln!(out, "  {}", v.summary);
+                if let Some(stop) = &v.sequential {
+                    let _ = writeln!(out, "    {}", stop.line());
+                }
             }
         }
         let flagged: Vec<String> = model
