@@ -72,6 +72,10 @@ pub struct LookRecord {
     /// Information fraction: the harmonic mean of the two counts over `max`, at most 1.
     pub t: f64,
     pub verdict: Verdict,
+    /// This look stopped the pair: decided, or its variant at `max`. The pair is judged on
+    /// the data of this look from then on, and looked at no more.
+    #[serde(default)]
+    pub stopped: bool,
 }
 
 /// [`Plan`] without its trials: serde skips the `trials` array of the stored text

@@ -20,6 +20,7 @@ pub use build::sequential::{
     trials_to_stop,
 };
 pub use build::summaries::summary_rows;
+pub(crate) use build::verdicts::references;
 pub use build::verdicts::verdict_of;
 pub use compare::build_compare::{
     COMPARE_SCHEMA_VERSION, CampaignRef, CompareModel, CompareReport, CompareRow, compare_models, compare_reports,

@@ -169,15 +169,21 @@ async fn look(store: &Store, id: &str, plan: &mut Plan) -> Result<Extension, Run
     data.plan.looks = plan.looks.clone();
     let report = crate::report::build_report(&data);
     let mut decided = Vec::new();
-    // Model, variant, and why (none for a reference running for its variants).
+    // Plan model, variant, and why (none for a reference running for its variants).
     let mut more: Vec<(String, String, Option<String>)> = Vec::new();
     for m in &report.models {
+        // A model's pools ("Pixel 5 (soft-untethered)") are judged apart, planned together.
+        let model = plan_model(plan, &m.model);
         for v in &m.verdicts {
             let Some(stop) = &v.sequential else { continue };
             let key = |l: &&LookRecord| l.model == m.model && l.variant == v.variant && l.against == v.against;
             let earlier: Vec<&LookRecord> = plan.looks.iter().filter(key).collect();
-            let was_decided = earlier.iter().any(|l| decided_verdict(l.verdict));
-            if earlier.last().is_none_or(|l| stop.t > l.t) {
+            if earlier.iter().any(|l| l.stopped) {
+                continue;
+            }
+            let room = plan.planned(&model, &v.variant) < rule.max;
+            let stopped = decided_verdict(v.verdict) || !room;
+            if earlier.last().is_none_or(|l| stop.t > l.t) || stopped {
                 plan.looks.push(LookRecord {
                     model: m.model.clone(),
                     variant: v.variant.clone(),
@@ -186,11 +192,10 @@ async fn look(store: &Store, id: &str, plan: &mut Plan) -> Result<Extension, Run
                     n_reference: stop.n_reference,
                     t: stop.t,
                     verdict: v.verdict,
+                    stopped,
                 });
             }
-            let room = plan.planned(&m.model, &v.variant) < rule.max;
-            let now_decided = decided_verdict(v.verdict);
-            if !was_decided && (now_decided || !room) {
+            if stopped {
                 decided.push(Event::VariantDecided {
                     model: m.model.clone(),
                     variant: v.variant.clone(),
@@ -202,11 +207,27 @@ async fn look(store: &Store, id: &str, plan: &mut Plan) -> Result<Extension, Run
                     device_hours: stop.device_hours,
                     fixed_device_hours: stop.fixed_device_hours,
                 });
-            }
-            if !was_decided && !now_decided {
+            } else {
                 let why = format!("{} at look {} vs {}", v.verdict.as_str(), stop.look, v.against);
-                more.push((m.model.clone(), v.variant.clone(), Some(why)));
-                more.push((m.model.clone(), v.against.clone(), None));
+                more.push((model.clone(), v.variant.clone(), Some(why)));
+                more.push((model.clone(), v.against.clone(), None));
+            }
+        }
+    }
+    // A variant with trials but no comparison yet (no valid value in an arm) is undecided.
+    for m in &report.models {
+        let model = plan_model(plan, &m.model);
+        for v in &report.variants {
+            let refs = crate::report::references(v, &report.variants);
+            let has_rows = m.rows.iter().any(|r| r.variant == v.name);
+            let compared = m.verdicts.iter().any(|x| x.variant == v.name);
+            if refs.is_empty() || compared || plan.planned(&model, &v.name) == 0 {
+                continue;
+            }
+            let why = if has_rows { "no comparison yet" } else { "no valid values yet" };
+            more.push((model.clone(), v.name.clone(), Some(why.to_string())));
+            for (r, _) in refs {
+                more.push((model.clone(), r, None));
             }
         }
     }
@@ -240,6 +261,16 @@ async fn look(store: &Store, id: &str, plan: &mut Plan) -> Result<Extension, Run
     let (s, i, rows) = (store.clone(), id.to_string(), trials.clone());
     blocking(move || s.add_trials(&i, &rows, &plan_json)).await?;
     Ok(Extension { trials, reasons, decided })
+}
+
+/// The plan's model of a report's model or of one of its pools (`Pixel 5 (soft-untethered)`).
+fn plan_model(plan: &Plan, reported: &str) -> String {
+    plan.devices
+        .iter()
+        .map(|d| d.model.as_str())
+        .find(|m| reported == *m || reported.strip_prefix(*m).is_some_and(|rest| rest.starts_with(" (")))
+        .unwrap_or(reported)
+        .to_string()
 }
 
 /// One tether shared by the rounds of a campaign (a worker takes its tether by value).

@@ -160,7 +160,8 @@ pub fn crossing_probabilities_with_drift(bounds: &[f64], info: &[f64], theta: f6
     for (k, (&b, &i)) in bounds.iter().zip(info).enumerate() {
         let look = Look { prev: walk.as_ref(), info: i, theta };
         out.push(look.crossing(b));
-        if k + 1 < bounds.len() {
+        // An infinite bound (a look that spends nothing) leaves the walk as it was.
+        if k + 1 < bounds.len() && b.is_finite() {
             walk = Some(look.advance(b));
         }
     }
@@ -215,11 +216,12 @@ pub fn spending_bounds(spending: Spending, t: &[f64], alpha: f64) -> Vec<f64> {
     }
     let mut bounds: Vec<f64> = Vec::with_capacity(t.len());
     let mut walk: Option<Walk> = None;
+    // The furthest fraction looked at so far: what has been spent.
+    let mut reached = 0.0f64;
     for k in 0..t.len() {
-        let before = if k == 0 { 0.0 } else { spending.spent(t[k - 1], alpha) };
-        let spend = spending.spent(t[k], alpha) - before;
+        let spend = spending.spent(t[k], alpha) - spending.spent(reached, alpha);
         let look = Look { prev: walk.as_ref(), info: t[k], theta: 0.0 };
-        let b = if spend <= 0.0 || (k > 0 && t[k] <= t[k - 1]) {
+        let b = if spend <= 0.0 || t[k] <= reached {
             f64::INFINITY
         } else {
             let (mut lo, mut hi) = (0.0, 40.0);
@@ -231,8 +233,11 @@ pub fn spending_bounds(spending: Spending, t: &[f64], alpha: f64) -> Vec<f64> {
             (lo + hi) / 2.0
         };
         bounds.push(b);
-        if k + 1 < t.len() && b.is_finite() {
-            walk = Some(look.advance(b));
+        if b.is_finite() {
+            reached = t[k];
+            if k + 1 < t.len() {
+                walk = Some(look.advance(b));
+            }
         }
     }
     BOUNDS.lock().unwrap_or_else(|p| p.into_inner()).insert(key, bounds.clone());
@@ -307,13 +312,19 @@ mod tests {
         assert!((one.0 - 0.168_54).abs() < 1e-4 && (one.1 - 0.001_54).abs() < 1e-5, "{one:?}");
     }
 
-    /// A look with no new information spends nothing: its bound is infinite and the next
-    /// look is as if it had not happened.
+    /// A look with no new information (or less) spends nothing: its bound is infinite and
+    /// the next look is as if it had not happened.
     #[test]
     fn a_repeated_look_spends_nothing() {
         let b = spending_bounds(Spending::ObrienFleming, &[0.4, 0.4, 1.0], 0.05);
         let without = spending_bounds(Spending::ObrienFleming, &[0.4, 1.0], 0.05);
         assert!(b[1].is_infinite());
         assert!((b[0] - without[0]).abs() < 1e-9 && (b[2] - without[1]).abs() < 1e-9, "{b:?} {without:?}");
+        let back = spending_bounds(Spending::Pocock, &[0.5, 0.3, 1.0], 0.05);
+        let plain = spending_bounds(Spending::Pocock, &[0.5, 1.0], 0.05);
+        assert!(back[1].is_infinite() && (back[2] - plain[1]).abs() < 1e-9, "{back:?} {plain:?}");
+        let p: f64 = crossing_probabilities_with_drift(&b, &[0.4, 0.4, 1.0], 1.0).iter().map(|c| c.0 + c.1).sum();
+        let q: f64 = crossing_probabilities_with_drift(&without, &[0.4, 1.0], 1.0).iter().map(|c| c.0 + c.1).sum();
+        assert!((p - q).abs() < 1e-9, "{p} {q}");
     }
 }

@@ -125,6 +125,15 @@ fn a_change_is_decided_early_and_its_devices_go_to_the_undecided_variant() {
         assert_eq!(planned("busy") as u64, b["n_treatment"].as_u64().unwrap(), "no trial of busy after its decision");
         assert_eq!(planned("a"), planned("a-copy").max(planned("busy")).max(planned("edge")));
         assert_eq!(planned("edge") as u64, e["n_treatment"].as_u64().unwrap());
+        // busy is judged on the data of the look that stopped it, though `a` ran on for edge.
+        assert_eq!(b["look"], b["decided_at"], "{b}");
+        assert!((b["n_reference"].as_i64().unwrap()) < planned("a"), "{b}");
+    }
+    // One event per stopped pair and model, however many looks follow for the others.
+    for (pair, n) in
+        [("busy vs a: worse at look", 2), ("edge vs a: inconclusive at look", 2), ("a-copy vs a: same at look", 2)]
+    {
+        assert_eq!(stdout.matches(pair).count(), n, "{pair} in:\n{stdout}");
     }
     assert!(stdout.contains("busy vs a: worse at look"), "{stdout}");
     assert!(stdout.contains("    decided at look"), "{stdout}");

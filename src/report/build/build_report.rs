@@ -18,7 +18,7 @@ use crate::report::build::sequential::{
     LookLevels, SPENDING, SequentialStop, decided, fixed_equivalent, fractions, information, planned_counts,
 };
 use crate::report::build::verdicts::{Arm, MetricPair, judge, overall, references};
-use crate::stats::{modified_z_outliers, summarize};
+use crate::stats::{Summary, modified_z_outliers, summarize};
 use crate::store::{CampaignColumns, Kept, OPERATOR, SETTINGS, Sym, TrialOutcome};
 
 /// Values of one (model, variant, metric) from valid attempts.
@@ -329,9 +329,9 @@ fn metric_row(
     }
 }
 
-/// Compares every variant of one model with its references (see
-/// [`references`](crate::report::build::verdicts::references)), fills the rows' comparisons and returns
-/// the per-variant verdicts.
+/// A stopped pair's arms as its look had them: values and summary of each.
+type Prefix = (Vec<f64>, Summary, Vec<f64>, Summary);
+
 /// What a sequential campaign's verdicts on one model need besides the rows.
 struct Sequential<'a> {
     rule: AdaptiveRepeats,
@@ -342,7 +342,27 @@ struct Sequential<'a> {
 }
 
 impl Sequential<'_> {
-    /// The levels of this look of `variant` against `against`, and where it stands.
+    fn records<'s>(&'s self, variant: &'s str, against: &'s str) -> impl Iterator<Item = &'s LookRecord> + 's {
+        self.looks.iter().filter(move |l| l.model == self.model && l.variant == variant && l.against == against)
+    }
+
+    /// The look that stopped this pair (decided, or at `max`), if one did: the fractions of
+    /// the looks up to it, and its record.
+    fn stopped(&self, variant: &str, against: &str) -> Option<(Vec<f64>, LookRecord)> {
+        let mut fractions: Vec<f64> = Vec::new();
+        for l in self.records(variant, against) {
+            if fractions.last().is_none_or(|&last| l.t > last) {
+                fractions.push(l.t);
+            }
+            if l.stopped {
+                return Some((fractions, l.clone()));
+            }
+        }
+        None
+    }
+
+    /// The levels of this look of `variant` against `against` (for a stopped pair, of the
+    /// look that stopped it: `pairs` then hold the data it had), and where it stands.
     fn look(
         &self,
         variant: &str,
@@ -354,11 +374,15 @@ impl Sequential<'_> {
         let counted = if gated.is_empty() { pairs.iter().collect() } else { gated.clone() };
         let n_t = counted.iter().map(|p| p.treatment.values.len()).min().unwrap_or(0);
         let n_b = counted.iter().map(|p| p.reference.values.len()).min().unwrap_or(0);
-        let t = information(n_t, n_b, self.rule.max);
-        let fractions = fractions(self.looks, self.model, variant, against, t);
-        let recorded =
-            self.looks.iter().filter(|l| l.model == self.model && l.variant == variant && l.against == against);
-        let first_decided = recorded.enumerate().find(|(_, l)| decided(l.verdict)).map(|(k, _)| k + 1);
+        let stopped = self.stopped(variant, against);
+        let (fractions, t, decided_at) = match &stopped {
+            Some((fractions, rec)) => (fractions.clone(), rec.t, decided(rec.verdict).then_some(fractions.len())),
+            None => {
+                let t = information(n_t, n_b, self.rule.max);
+                let recorded: Vec<LookRecord> = self.records(variant, against).cloned().collect();
+                (fractions(&recorded, self.model, variant, against, t), t, None)
+            }
+        };
         // The noisiest gating metric sets what the fixed design would need.
         let cv = gated
             .iter()
@@ -368,7 +392,7 @@ impl Sequential<'_> {
         let stop = SequentialStop {
             look: fractions.len(),
             max_looks: planned_counts(&self.rule, self.devices).len(),
-            decided_at: first_decided,
+            decided_at,
             n_treatment: n_t as u32,
             n_reference: n_b as u32,
             t,
@@ -381,6 +405,10 @@ impl Sequential<'_> {
     }
 }
 
+/// Compares every variant of one model with its references (see
+/// [`references`](crate::report::build::verdicts::references)), fills the rows' comparisons and returns
+/// the per-variant verdicts. In a sequential campaign a pair that a look stopped is judged
+/// on the data of that look: the first values of each arm, as many as it had.
 fn compare_variants(
     variants: &[VariantSummary],
     rows: &mut [MetricRow],
@@ -404,17 +432,40 @@ fn compare_variants(
                 })
                 .collect();
             idx.sort_unstable();
+            let frozen = sequential
+                .and_then(|s| s.stopped(&v.name, &against))
+                .map(|(_, r)| (r.n_treatment as usize, r.n_reference as usize));
+            // A stopped pair's arms as they were at its look (values come in trial order).
+            let prefixes: Vec<Option<Prefix>> = idx
+                .iter()
+                .map(|&(i, j)| {
+                    let (nt, nb) = frozen?;
+                    let t: Vec<f64> = rows[i].values.iter().copied().take(nt).collect();
+                    let r: Vec<f64> = rows[j].values.iter().copied().take(nb).collect();
+                    let (ts, rs) = (summarize(&t, settings.confidence)?, summarize(&r, settings.confidence)?);
+                    Some((t, ts, r, rs))
+                })
+                .collect();
+            let idx: Vec<(usize, usize, Option<&Prefix>)> = idx
+                .iter()
+                .zip(&prefixes)
+                .filter(|(_, p)| frozen.is_none() || p.is_some())
+                .map(|(&(i, j), p)| (i, j, p.as_ref()))
+                .collect();
             if idx.is_empty() {
                 continue;
             }
             let pairs: Vec<MetricPair> = idx
                 .iter()
-                .filter_map(|&(i, j)| {
-                    Some(MetricPair {
-                        metric: rows[i].metric.as_str(),
-                        treatment: Arm { values: &rows[i].values, stats: rows[i].stats.as_ref()? },
-                        reference: Arm { values: &rows[j].values, stats: rows[j].stats.as_ref()? },
-                    })
+                .filter_map(|&(i, j, prefix)| {
+                    let (treatment, reference) = match prefix {
+                        Some((t, ts, r, rs)) => (Arm { values: t, stats: ts }, Arm { values: r, stats: rs }),
+                        None => (
+                            Arm { values: &rows[i].values, stats: rows[i].stats.as_ref()? },
+                            Arm { values: &rows[j].values, stats: rows[j].stats.as_ref()? },
+                        ),
+                    };
+                    Some(MetricPair { metric: rows[i].metric.as_str(), treatment, reference })
                 })
                 .collect();
             let look = sequential.map(|s| s.look(&v.name, &against, &pairs, settings));
@@ -428,7 +479,7 @@ fn compare_variants(
                 verdict.sequential = Some(stop);
             }
             verdicts.push(verdict);
-            found.extend(idx.iter().map(|&(i, _)| i).zip(judged));
+            found.extend(idx.iter().map(|&(i, _, _)| i).zip(judged));
         }
     }
     for (i, c) in found {

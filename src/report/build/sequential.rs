@@ -236,6 +236,7 @@ mod tests {
             n_reference: 0,
             t,
             verdict: Verdict::Inconclusive,
+            stopped: false,
         };
         let looks = [rec(0.3), rec(0.3), rec(0.5)];
         assert_eq!(fractions(&looks, "m", "v", "b", 0.5), [0.3, 0.5]);
