@@ -41,6 +41,7 @@ pub fn main() -> ExitCode {
         Command::Hubs(a) => runtime.block_on(hubs_cmd::run(lab, a)),
         Command::Compare(a) => compare_cmd::run(lab, a),
         Command::Confirm(a) => confirm_cmd::run(lab, a).map(|s| (s, exit::OK)),
+        Command::Serve(a) => runtime.block_on(super::serve::run(lab, a)),
         Command::Care(a) => runtime.block_on(care_cmd::run(lab, a)),
         Command::Changes(a) => changes_cmd::run(a).map(|s| (s, exit::OK)),
         Command::Schedule(a) => runtime.block_on(schedule_cmd::run(lab, a)),

@@ -54,6 +54,9 @@ pub enum Command {
     /// Answer an operator step a running campaign waits on (a `[[steps]]` entry, a manual
     /// tether's unplug / plug-in), with what it asks to attest.
     Confirm(super::confirm_cmd::ConfirmArgs),
+    /// The lab in a browser: devices and queue, campaigns and their reports
+    /// (docs/serve.md). Binds 127.0.0.1:8470 unless told otherwise.
+    Serve(super::serve::ServeArgs),
     /// Schedules of lab.toml (`[[schedule]]`): list them, run what is due, keep running
     /// them (`daemon`), or print a systemd timer, crontab line or launchd plist.
     Schedule(super::schedule_cmd::ScheduleArgs),

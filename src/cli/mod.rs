@@ -23,6 +23,7 @@ pub mod reporter;
 mod rerun_cmd;
 mod run_cmd;
 mod schedule_cmd;
+mod serve;
 pub mod status_care;
 pub mod status_cmd;
 mod status_operator;

@@ -1186,3 +1186,24 @@ fn a_monsoon_passthrough_is_a_tether() {
         ["device[2].tether: `tether = \"monitor\"` needs a Monsoon supplying the device: no [[monitor]] supplies it"]
     );
 }
+
+#[test]
+fn serve_settings_are_read_and_bad_ones_refused_with_the_fix() {
+    let lab = parse_lab(LAB, Path::new("/labs/bench/lab.toml")).unwrap();
+    assert_eq!(lab.serve, crate::config::ServeSettings::default());
+    assert_eq!(lab.serve.bind.to_string(), "127.0.0.1:8470");
+    let text = format!("{LAB}\n[serve]\nbind = \"0.0.0.0:9000\"\ntoken_file = \"serve.token\"\npublic_read = true\n");
+    let lab = parse_lab(&text, Path::new("/labs/bench/lab.toml")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(lab.serve.bind.to_string(), "0.0.0.0:9000");
+    assert_eq!(lab.serve.token_file.as_deref(), Some(Path::new("/labs/bench/serve.token")));
+    assert!(lab.serve.public_read);
+    let text = format!("{LAB}\n[serve]\nbind = \"localhost\"\ntoken = \"x\"\npublic_read = \"yes\"\n");
+    let e = parse_lab(&text, Path::new("lab.toml")).unwrap_err().to_string();
+    for want in [
+        "serve.bind: `localhost` is not an address and port; fix: write `bind = \"127.0.0.1:8470\"`",
+        "serve.token: unknown key `token`",
+        "serve.public_read:",
+    ] {
+        assert!(e.contains(want), "missing {want:?} in:\n{e}");
+    }
+}

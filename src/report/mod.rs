@@ -37,6 +37,7 @@ pub use history::render::{render_history_json, render_history_table};
 pub use junit::compare::render_compare_junit;
 pub use junit::report::render_junit;
 pub use render::csv_out::{RESULTS_CSV_HEADER, write_results_csv};
+pub(crate) use render::html::esc;
 pub use render::html::render_html;
 pub use render::json::render_json;
 pub use render::markdown::render_markdown;

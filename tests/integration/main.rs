@@ -64,6 +64,7 @@ mod remote_tether;
 mod runner_time;
 mod schedule_regression;
 mod sequential_campaign;
+mod serve;
 mod shared_lab;
 mod shared_lab_postgres;
 mod sim_monitor;

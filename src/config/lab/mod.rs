@@ -8,4 +8,5 @@ pub(super) mod read_host;
 pub(super) mod read_lab;
 pub(super) mod read_monitor;
 pub(super) mod read_platform;
+pub(super) mod read_serve;
 pub(super) mod read_sim;

@@ -31,6 +31,27 @@ pub struct Lab {
     pub schedules: Vec<crate::config::schedule::model::Schedule>,
     /// `[[monitor]]`: power monitors, each supplying at most one device.
     pub monitors: Vec<MonitorSpec>,
+    /// `[serve]`: `lab serve`'s address and access (docs/serve.md). Not part of what a
+    /// campaign records of its lab.
+    #[serde(skip)]
+    pub serve: ServeSettings,
+}
+
+/// `[serve]` of lab.toml.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServeSettings {
+    /// Where `lab serve` listens unless `--bind` says otherwise: loopback by default.
+    pub bind: std::net::SocketAddr,
+    /// The file holding the token that changes (and, off loopback, reads) the lab.
+    pub token_file: Option<PathBuf>,
+    /// Off loopback, pages may be read without the token.
+    pub public_read: bool,
+}
+
+impl Default for ServeSettings {
+    fn default() -> Self {
+        ServeSettings { bind: std::net::SocketAddr::from(([127, 0, 0, 1], 8470)), token_file: None, public_read: false }
+    }
 }
 
 impl Lab {

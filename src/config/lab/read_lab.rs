@@ -7,6 +7,7 @@ use crate::config::lab::read_device::read_device;
 use crate::config::lab::read_endpoint::{ENDPOINT_KEYS, check_phone_reaches, read_lab_endpoint};
 use crate::config::lab::read_host::{SSH_KEYS, read_host_kind};
 use crate::config::lab::read_monitor::{assign_monitors, read_monitors};
+use crate::config::lab::read_serve::read_serve;
 use crate::config::schedule::read_schedule::read_schedules;
 use crate::config::syntax::files::absolute;
 use crate::config::syntax::names::{NameSet, check_name};
@@ -14,7 +15,7 @@ use crate::config::syntax::problems::Problems;
 use crate::config::syntax::table::Table;
 use crate::config::{Host, HostKind, Lab, LabEndpoint, StoreLocation};
 
-const ROOT_KEYS: &[&str] = &["lab", "host", "device", "monitor", "care", "schedule"];
+const ROOT_KEYS: &[&str] = &["lab", "host", "device", "monitor", "care", "schedule", "serve"];
 const LAB_KEYS: &[&str] = &["name", "artifacts", "store", "store_password_command"];
 
 /// The host every lab has: this machine.
@@ -99,6 +100,7 @@ pub(crate) fn read_lab(root: &Table, p: &mut Problems, source: &Path, text: &str
 
     let care = read_care(root, p);
     let schedules = read_schedules(root, p, base);
+    let serve = read_serve(root, p, base);
 
     Lab {
         name,
@@ -116,6 +118,7 @@ pub(crate) fn read_lab(root: &Table, p: &mut Problems, source: &Path, text: &str
         care,
         schedules,
         monitors,
+        serve,
     }
 }
 

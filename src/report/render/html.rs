@@ -602,7 +602,7 @@ fn ordinal(n: usize) -> String {
 }
 
 /// Escapes text for HTML element content and attribute values.
-pub(in crate::report) fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for ch in s.chars() {
         match ch {

@@ -1,0 +1,124 @@
+//! Who may read and who may change the lab through `lab serve`: reading is free on
+//! loopback (or with `[serve] public_read`), else it needs the token; anything that
+//! changes state needs the token and a same-origin request (docs/serve.md).
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::routes::Shared;
+
+/// What `lab serve` lets through.
+#[derive(Debug, Clone)]
+pub struct Access {
+    /// The token (from `[serve] token_file`); without one nothing can be changed.
+    pub token: Option<String>,
+    /// Reading needs the token too (bound off loopback without `public_read`).
+    pub read_needs_token: bool,
+}
+
+impl Access {
+    /// Whether the request carries the token: `Authorization: Bearer TOKEN` or the
+    /// `lab_token` cookie. Compared in constant time.
+    fn has_token(&self, headers: &HeaderMap) -> bool {
+        let Some(token) = &self.token else { return false };
+        let bearer = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        let cookie = headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find_map(|v| v.split(';').map(str::trim).find_map(|kv| kv.strip_prefix("lab_token=")));
+        bearer.into_iter().chain(cookie).any(|given| same(given.as_bytes(), token.as_bytes()))
+    }
+}
+
+/// Constant-time equality: how long it takes says nothing about where they differ.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The same origin: an `Origin` (or else `Referer`) header naming the host the request
+/// was sent to. Browsers send `Origin` with every cross-site POST.
+fn same_origin(headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else { return false };
+    let origin = headers.get(header::ORIGIN).or_else(|| headers.get(header::REFERER)).and_then(|v| v.to_str().ok());
+    origin.is_some_and(|o| {
+        let rest = o.strip_prefix("http://").or_else(|| o.strip_prefix("https://")).unwrap_or("");
+        rest.split('/').next() == Some(host)
+    })
+}
+
+/// The middleware in front of every route.
+pub async fn guard(State(shared): State<Shared>, request: Request, next: Next) -> Response {
+    let access = &shared.access;
+    let headers = request.headers();
+    let reads = matches!(*request.method(), Method::GET | Method::HEAD);
+    if reads {
+        if access.read_needs_token && !access.has_token(headers) {
+            return refuse(
+                StatusCode::UNAUTHORIZED,
+                "reading this lab needs its token: send `Authorization: Bearer TOKEN`",
+            );
+        }
+        return next.run(request).await;
+    }
+    if access.token.is_none() {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "this lab serve has no [serve] token_file, so nothing can be changed through it",
+        );
+    }
+    if !access.has_token(headers) {
+        return refuse(StatusCode::UNAUTHORIZED, "changing the lab needs its token");
+    }
+    if !same_origin(headers) {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "a change must come from this server's own pages (Origin does not match)",
+        );
+    }
+    next.run(request).await
+}
+
+fn refuse(code: StatusCode, why: &str) -> Response {
+    (code, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], format!("{why}\n")).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, v.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn the_token_comes_as_a_bearer_or_a_cookie_and_must_match_whole() {
+        let a = Access { token: Some("s3cret".into()), read_needs_token: true };
+        assert!(a.has_token(&headers(&[("authorization", "Bearer s3cret")])));
+        assert!(a.has_token(&headers(&[("cookie", "x=1; lab_token=s3cret")])));
+        assert!(!a.has_token(&headers(&[("authorization", "Bearer s3cre")])));
+        assert!(!a.has_token(&headers(&[("authorization", "Bearer s3crett")])));
+        assert!(!a.has_token(&headers(&[])));
+        let none = Access { token: None, read_needs_token: false };
+        assert!(!none.has_token(&headers(&[("authorization", "Bearer ")])));
+    }
+
+    #[test]
+    fn same_origin_needs_the_origin_to_name_the_host() {
+        assert!(same_origin(&headers(&[("host", "127.0.0.1:8470"), ("origin", "http://127.0.0.1:8470")])));
+        assert!(same_origin(&headers(&[("host", "lab.example"), ("referer", "https://lab.example/steps")])));
+        assert!(!same_origin(&headers(&[("host", "127.0.0.1:8470"), ("origin", "http://evil.example")])));
+        assert!(!same_origin(&headers(&[("host", "127.0.0.1:8470"), ("origin", "http://127.0.0.1:8470.evil")])));
+        assert!(!same_origin(&headers(&[("host", "127.0.0.1:8470")])));
+    }
+}

@@ -1,0 +1,10 @@
+//! `lab serve`: the lab in a browser — its devices and queue, campaigns and their reports,
+//! over the lab's store (docs/serve.md).
+
+mod access;
+mod live;
+mod pages;
+mod routes;
+mod serve_cmd;
+
+pub use serve_cmd::{ServeArgs, run};

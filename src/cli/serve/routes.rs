@@ -1,0 +1,217 @@
+//! The routes of `lab serve` and what each reads from the store. Store calls are
+//! blocking: each runs on tokio's blocking pool.
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{StatusCode, header};
+use axum::response::sse::{Event, Sse};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+
+use super::access::{Access, guard};
+use super::live::Live;
+use super::pages;
+use crate::cli::status_cmd;
+use crate::config::Lab;
+use crate::report;
+use crate::store::Store;
+
+/// What every request shares.
+#[derive(Clone)]
+pub struct Shared {
+    pub lab: Arc<Lab>,
+    pub store: Store,
+    pub access: Arc<Access>,
+    pub live: Arc<Live>,
+}
+
+pub fn router(shared: Shared) -> Router {
+    Router::new()
+        .route("/", get(lab_page))
+        .route("/status.json", get(status_json))
+        .route("/campaigns", get(campaigns_page))
+        .route("/campaigns/{id}", get(campaign_page))
+        .route("/campaigns/{id}/{file}", get(campaign_file))
+        .route("/artifacts/{*path}", get(artifact))
+        .route("/events", get(events))
+        .layer(axum::middleware::from_fn_with_state(shared.clone(), guard))
+        .with_state(shared)
+}
+
+/// A request's failure as the page shows it: a status and one line saying why.
+pub struct Failure(StatusCode, String);
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        (self.0, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], format!("{}\n", self.1)).into_response()
+    }
+}
+
+fn bad(why: impl Into<String>) -> Failure {
+    Failure(StatusCode::BAD_REQUEST, why.into())
+}
+
+fn not_found(why: impl Into<String>) -> Failure {
+    Failure(StatusCode::NOT_FOUND, why.into())
+}
+
+/// Runs `f` on the blocking pool; its error becomes a 500 with the error's own text
+/// (store errors never carry the password).
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, Failure> + Send + 'static) -> Result<T, Failure> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Failure(StatusCode::INTERNAL_SERVER_ERROR, format!("the request's task failed: {e}")))?
+}
+
+fn internal(e: impl std::fmt::Display) -> Failure {
+    Failure(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+}
+
+/// A campaign id as the store makes them: letters, digits, `-`, `_`, `.`; never `..`.
+fn campaign_id(id: &str) -> Result<&str, Failure> {
+    let ok = !id.is_empty()
+        && id.len() <= 200
+        && id != "."
+        && !id.contains("..")
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok { Ok(id) } else { Err(bad(format!("`{}` is not a campaign id", id.escape_default()))) }
+}
+
+async fn lab_page(State(s): State<Shared>) -> Result<Html<String>, Failure> {
+    let view = blocking(move || status_cmd::collect(&s.lab, Some(&s.store)).map_err(|e| internal(e.message))).await?;
+    Ok(Html(pages::lab(&view)))
+}
+
+async fn status_json(State(s): State<Shared>) -> Result<Response, Failure> {
+    let view = blocking(move || status_cmd::collect(&s.lab, Some(&s.store)).map_err(|e| internal(e.message))).await?;
+    let text = serde_json::to_string_pretty(&view).map_err(internal)?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], text).into_response())
+}
+
+async fn campaigns_page(State(s): State<Shared>) -> Result<Html<String>, Failure> {
+    let view = blocking(move || status_cmd::collect(&s.lab, Some(&s.store)).map_err(|e| internal(e.message))).await?;
+    Ok(Html(pages::campaigns(&view)))
+}
+
+/// The store's data of campaign `id`, or 404.
+fn load(store: &Store, id: &str) -> Result<report::CampaignData, Failure> {
+    store.campaign(id).map_err(|_| not_found(format!("no campaign {id} in this lab's store")))?;
+    report::load(store, id).map_err(internal)
+}
+
+async fn campaign_page(State(s): State<Shared>, UrlPath(id): UrlPath<String>) -> Result<Html<String>, Failure> {
+    let id = campaign_id(&id)?.to_string();
+    let page = blocking(move || {
+        let data = load(&s.store, &id)?;
+        let rep = report::build_report(&data);
+        let html = report::render_html(&rep, &data, &report::battery_curves(&data));
+        Ok(pages::campaign(&id, &html))
+    })
+    .await?;
+    Ok(Html(page))
+}
+
+/// `results.csv`, `report.json`, `junit.xml` (rendered from the store) and `manifest.json`
+/// (the campaign's own file).
+async fn campaign_file(
+    State(s): State<Shared>,
+    UrlPath((id, file)): UrlPath<(String, String)>,
+) -> Result<Response, Failure> {
+    let id = campaign_id(&id)?.to_string();
+    let (kind, body) = blocking(move || {
+        if file == "manifest.json" {
+            s.store.campaign(&id).map_err(|_| not_found(format!("no campaign {id} in this lab's store")))?;
+            let path = s.lab.artifacts_dir.join(&id).join(crate::runner::MANIFEST_FILE);
+            let bytes = std::fs::read(&path).map_err(|_| not_found(format!("campaign {id} has no manifest yet")))?;
+            return Ok(("application/json", bytes));
+        }
+        let data = load(&s.store, &id)?;
+        let rep = || report::build_report(&data);
+        match file.as_str() {
+            "report.json" => Ok(("application/json", report::render_json(&rep()).into_bytes())),
+            "junit.xml" => Ok(("application/xml", report::render_junit(&rep()).into_bytes())),
+            "results.csv" => {
+                let mut out = Vec::new();
+                report::write_results_csv(&data, &mut out).map_err(internal)?;
+                Ok(("text/csv", out))
+            }
+            other => Err(not_found(format!(
+                "no file `{}`; a campaign has results.csv, report.json, junit.xml and manifest.json",
+                other.escape_default()
+            ))),
+        }
+    })
+    .await?;
+    Ok(([(header::CONTENT_TYPE, kind)], body).into_response())
+}
+
+/// The path of a raw file under the artifacts folder: relative, no `..`, and (with links
+/// resolved) still under it.
+pub fn under(root: &Path, asked: &str) -> Result<PathBuf, Failure> {
+    let rel = Path::new(asked);
+    if rel.is_absolute() || rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+        return Err(bad(format!("`{}` is not a path inside the artifacts folder", asked.escape_default())));
+    }
+    let root = root.canonicalize().map_err(|_| not_found("the artifacts folder does not exist yet"))?;
+    let path = root.join(rel).canonicalize().map_err(|_| not_found(format!("no file {}", asked.escape_default())))?;
+    if !path.starts_with(&root) {
+        return Err(bad(format!("`{}` leads outside the artifacts folder", asked.escape_default())));
+    }
+    Ok(path)
+}
+
+async fn artifact(State(s): State<Shared>, UrlPath(asked): UrlPath<String>) -> Result<Response, Failure> {
+    let bytes = blocking(move || {
+        let path = under(&s.lab.artifacts_dir, &asked)?;
+        if !path.is_file() {
+            return Err(not_found(format!("{} is not a file", asked.escape_default())));
+        }
+        std::fs::read(&path).map_err(internal)
+    })
+    .await?;
+    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
+}
+
+/// Server-sent events: `changed` (with the store's data version) whenever the store moved;
+/// the pages reload on it (src/cli/serve/live.rs).
+async fn events(
+    State(s): State<Shared>,
+) -> Sse<impl futures_util::Stream<Item = Result<Event, std::convert::Infallible>>> {
+    let rx = s.live.listen();
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        loop {
+            match rx.recv().await {
+                Ok(v) => return Some((Ok(Event::default().event("changed").data(v.to_string())), rx)),
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    });
+    Sse::new(stream)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_paths_stay_under_the_artifacts_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("artifacts");
+        std::fs::create_dir_all(root.join("c1")).unwrap();
+        std::fs::write(root.join("c1/log.txt"), "x").unwrap();
+        std::fs::write(dir.path().join("secret"), "s").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("secret"), root.join("c1/link")).unwrap();
+        assert!(under(&root, "c1/log.txt").is_ok());
+        for asked in ["../secret", "c1/../../secret", "/etc/passwd", "c1/link", "./c1/log.txt"] {
+            assert!(under(&root, asked).is_err(), "{asked}");
+        }
+        for id in ["..", "a/b", "a b", "", "%2e%2e"] {
+            assert!(campaign_id(id).is_err(), "{id}");
+        }
+        assert!(campaign_id("aa-identical-20261206-032205").is_ok());
+    }
+}

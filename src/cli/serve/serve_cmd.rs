@@ -1,0 +1,96 @@
+//! `lab serve [--bind ADDR] [--open]`: one process serving the lab's pages until Ctrl-C.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::access::Access;
+use super::live::Live;
+use super::routes::{Shared, router};
+use crate::cli::context;
+use crate::cli::exit::CliError;
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address and port to listen on (default: `[serve] bind`, else 127.0.0.1:8470). Off
+    /// loopback, reading needs the token unless `[serve] public_read = true`.
+    #[arg(long, value_name = "ADDR")]
+    pub bind: Option<String>,
+    /// Open the lab page in the desktop's browser (`xdg-open`).
+    #[arg(long)]
+    pub open: bool,
+}
+
+/// Serves until Ctrl-C. The first line on stdout says where (`lab serve: http://…/`), for
+/// people and for scripts that bound port 0.
+pub async fn run(lab_arg: Option<&Path>, args: &ServeArgs) -> Result<(String, u8), CliError> {
+    let lab = context::load_lab(lab_arg)?;
+    let store = crate::cli::report_cmd::existing_store(&lab)?;
+    let bind: SocketAddr = match &args.bind {
+        Some(text) => text.parse().map_err(|_| {
+            CliError::bad_input(format!(
+                "--bind {text}: not an address and port; fix: write e.g. `--bind 127.0.0.1:8470`"
+            ))
+        })?,
+        None => lab.serve.bind,
+    };
+    let token = match &lab.serve.token_file {
+        Some(path) => Some(read_token(path)?),
+        None => None,
+    };
+    let loopback = bind.ip().is_loopback();
+    if !loopback && token.is_none() && !lab.serve.public_read {
+        return Err(CliError::bad_input(format!(
+            "{}: [serve] serving on {bind} (not loopback) needs a token; fix: set `[serve] token_file = \"serve.token\"` \
+(a file holding a long random token), or `public_read = true` to let anyone who reaches it read the lab",
+            lab.source.display()
+        )));
+    }
+    let access = Access { token, read_needs_token: !loopback && !lab.serve.public_read };
+    let listener = tokio::net::TcpListener::bind(bind).await.map_err(|e| {
+        CliError::new(
+            crate::cli::exit::UNAVAILABLE,
+            format!("cannot listen on {bind}: {e}; fix: pick another port with --bind"),
+        )
+    })?;
+    let addr = listener.local_addr().map_err(CliError::internal)?;
+    let url = format!("http://{addr}/");
+    println!("lab serve: {url} (Ctrl-C stops)");
+    if args.open
+        && let Err(e) = std::process::Command::new("xdg-open").arg(&url).spawn()
+    {
+        eprintln!("lab serve: could not open a browser ({e}); open {url} yourself");
+    }
+    let lab = Arc::new(lab);
+    let watched = Arc::clone(&lab);
+    let live = Live::new(Arc::new(move || context::open_store_existing(&watched).ok().flatten()));
+    let shared = Shared { lab, store, access: Arc::new(access), live };
+    axum::serve(listener, router(shared))
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+        .map_err(|e| CliError::internal(format!("lab serve stopped: {e}")))?;
+    Ok((String::new(), crate::cli::exit::OK))
+}
+
+/// The token in `path`, trimmed; refused when unreadable or shorter than 16 characters.
+fn read_token(path: &Path) -> Result<String, CliError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        CliError::bad_input(format!(
+            "[serve] token_file {}: {e}; fix: write a long random token into it, e.g. `openssl rand -hex 32 > {}`",
+            path.display(),
+            path.display()
+        ))
+    })?;
+    let token = text.trim().to_string();
+    if token.len() < 16 {
+        return Err(CliError::bad_input(format!(
+            "[serve] token_file {}: the token has {} characters, fewer than 16; fix: `openssl rand -hex 32 > {}`",
+            path.display(),
+            token.len(),
+            path.display()
+        )));
+    }
+    Ok(token)
+}

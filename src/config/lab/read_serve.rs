@@ -1,0 +1,50 @@
+//! `[serve]` of lab.toml: where `lab serve` listens and who may read and change the lab
+//! through it (docs/serve.md).
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use crate::config::ServeSettings;
+use crate::config::syntax::problems::Problems;
+use crate::config::syntax::table::Table;
+
+const SERVE_KEYS: &[&str] = &["bind", "token_file", "public_read"];
+
+/// Reads `[serve]`; the defaults where it (or a key) is missing or wrong (then reported).
+/// `token_file` is relative to the lab file's folder.
+pub(crate) fn read_serve(root: &Table, p: &mut Problems, base: &Path) -> ServeSettings {
+    let mut serve = ServeSettings::default();
+    let Some(t) = root.get("serve").and_then(|f| f.table(p)) else {
+        return serve;
+    };
+    t.check_keys(p, SERVE_KEYS);
+    if let Some(f) = t.get("bind")
+        && let Some(text) = f.str(p)
+    {
+        match text.parse::<SocketAddr>() {
+            Ok(addr) => serve.bind = addr,
+            Err(_) => f.problem(
+                p,
+                format!("`{text}` is not an address and port"),
+                "write `bind = \"127.0.0.1:8470\"` (or `\"0.0.0.0:8470\"` with a token_file)",
+            ),
+        }
+    }
+    if let Some(f) = t.get("token_file")
+        && let Some(text) = f.str(p)
+    {
+        if text.trim().is_empty() {
+            f.problem(
+                p,
+                "the token file is empty",
+                "name a file holding the token, e.g. `token_file = \"serve.token\"`",
+            );
+        } else {
+            serve.token_file = Some(base.join(text));
+        }
+    }
+    if let Some(b) = t.get("public_read").and_then(|f| f.bool(p)) {
+        serve.public_read = b;
+    }
+    serve
+}

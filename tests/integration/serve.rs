@@ -1,0 +1,239 @@
+//! `lab serve` through the real binary on a lab with a finished simulated campaign: the
+//! pages, the downloads, and what it refuses (docs/serve.md).
+
+use crate::common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Stdio};
+
+use common::TempLab;
+
+/// A running `lab serve`, killed when dropped.
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(lab: &TempLab, args: &[&str]) -> Server {
+    let mut all = vec!["serve"];
+    if !args.contains(&"--bind") {
+        all.extend(["--bind", "127.0.0.1:0"]);
+    }
+    all.extend_from_slice(args);
+    let mut child = lab.process(&all).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line
+        .strip_prefix("lab serve: http://")
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("the first line says where: {line:?}"))
+        .to_string();
+    Server { child, addr }
+}
+
+/// One HTTP/1.1 request; the status code and the body.
+fn request(addr: &str, method: &str, path: &str, headers: &[&str]) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n{extra}\r\n")
+        .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let code = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (code, body)
+}
+
+fn get(addr: &str, path: &str) -> (u16, String) {
+    request(addr, "GET", path, &[])
+}
+
+fn finished_campaign(lab: &TempLab) -> String {
+    let text = std::fs::read_to_string(common::root().join("runbooks/aa-identical.toml"))
+        .unwrap()
+        .replace("\nrepeats = 6\n", "\nrepeats = 4\n");
+    let path = lab.dir.path().join("aa.toml");
+    std::fs::write(&path, text).unwrap();
+    lab.cmd(&["run", path.to_str().unwrap()]).assert().success();
+    // From `lab status`: the store may be PostgreSQL.
+    let out = lab.cmd(&["status", "--json"]).assert().success().get_output().stdout.clone();
+    let status: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    status["campaigns"][0]["campaign"].as_str().expect("the campaign").to_string()
+}
+
+#[test]
+fn the_pages_show_the_lab_its_campaigns_and_their_reports() {
+    let lab = TempLab::new();
+    let id = finished_campaign(&lab);
+    let server = serve(&lab, &[]);
+    let a = server.addr.as_str();
+
+    let (code, page) = get(a, "/");
+    assert_eq!(code, 200, "{page}");
+    for device in ["sim-pixel-1", "sim-iphone-1"] {
+        assert!(page.contains(device), "the lab page lists {device}:\n{page}");
+    }
+    let (code, json) = get(a, "/status.json");
+    assert_eq!(code, 200);
+    let status: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(status["campaigns"][0]["campaign"], id.as_str());
+
+    let (code, list) = get(a, "/campaigns");
+    assert_eq!(code, 200);
+    assert!(list.contains(&format!("<a href=\"/campaigns/{id}\">{id}</a>")), "{list}");
+
+    let (code, report) = get(a, &format!("/campaigns/{id}"));
+    assert_eq!(code, 200);
+    assert!(report.contains("<svg") && report.contains("a-copy"), "the report with its plots");
+    assert!(report.contains(&format!("/campaigns/{id}/results.csv")));
+
+    let (code, body) = get(a, &format!("/campaigns/{id}/report.json"));
+    assert_eq!(code, 200);
+    let rep: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(rep["campaign"]["id"], id.as_str());
+    let (code, csv) = get(a, &format!("/campaigns/{id}/results.csv"));
+    assert_eq!(code, 200);
+    assert!(csv.starts_with(lab::report::RESULTS_CSV_HEADER[0]), "{}", &csv[..80.min(csv.len())]);
+    let (code, junit) = get(a, &format!("/campaigns/{id}/junit.xml"));
+    assert_eq!((code, junit.starts_with("<?xml")), (200, true));
+    let (code, manifest) = get(a, &format!("/campaigns/{id}/manifest.json"));
+    assert_eq!(code, 200);
+    assert!(manifest.contains("\"runbook\""), "{manifest}");
+    let (code, raw) = get(a, &format!("/artifacts/{id}/manifest.json"));
+    assert_eq!((code, raw), (200, manifest));
+}
+
+#[test]
+fn bad_requests_are_refused_with_the_reason_and_nothing_leaves_the_artifacts_folder() {
+    let lab = TempLab::new();
+    let id = finished_campaign(&lab);
+    std::fs::write(lab.dir.path().join("secret.txt"), "do not serve").unwrap();
+    let server = serve(&lab, &[]);
+    let a = server.addr.as_str();
+    let cases: [(String, u16); 7] = [
+        ("/campaigns/no-such-campaign".into(), 404),
+        ("/campaigns/a%20b".into(), 400),
+        (format!("/campaigns/{id}/passwd"), 404),
+        ("/artifacts/../secret.txt".into(), 400),
+        ("/artifacts/%2e%2e/secret.txt".into(), 400),
+        ("/artifacts/%2F%2Fetc/passwd".into(), 400),
+        ("/artifacts/nothing-here".into(), 404),
+    ];
+    for (path, want) in &cases {
+        let (path, want) = (path.as_str(), *want);
+        let (code, body) = get(a, path);
+        assert_eq!(code, want, "{path}: {body}");
+        assert!(!body.contains("do not serve") && !body.contains("root:"), "{path}: {body}");
+    }
+    // Nothing can be changed without a token file.
+    let (code, body) = request(a, "POST", "/campaigns", &[&format!("Origin: http://{a}")]);
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("token_file"), "{body}");
+}
+
+#[test]
+fn off_loopback_reading_needs_the_token_and_changes_need_it_and_the_same_origin() {
+    let lab = TempLab::new();
+    finished_campaign(&lab);
+    // Without a token, another address is refused before anything listens.
+    let out = lab.cmd(&["serve", "--bind", "0.0.0.0:0"]).assert().code(2).get_output().stderr.clone();
+    let err = String::from_utf8_lossy(&out);
+    assert!(err.contains("not loopback) needs a token; fix: set `[serve] token_file"), "{err}");
+
+    let token = "0123456789abcdef0123456789abcdef";
+    std::fs::write(lab.dir.path().join("serve.token"), format!("{token}\n")).unwrap();
+    let text = std::fs::read_to_string(&lab.lab).unwrap() + "\n[serve]\ntoken_file = \"serve.token\"\n";
+    std::fs::write(&lab.lab, text).unwrap();
+    let server = serve(&lab, &[]);
+    let a = server.addr.as_str();
+    let bearer = format!("Authorization: Bearer {token}");
+    let origin = format!("Origin: http://{a}");
+    // On loopback reading is free; a change needs the token and this server's origin.
+    assert_eq!(get(a, "/").0, 200);
+    assert_eq!(request(a, "POST", "/campaigns", &[&origin]).0, 401);
+    assert_eq!(
+        request(a, "POST", "/campaigns", &["Authorization: Bearer wrong-token-of-thirty-two-chars", &origin]).0,
+        401
+    );
+    assert_eq!(request(a, "POST", "/campaigns", &[&bearer, "Origin: http://evil.example"]).0, 403);
+    assert_eq!(request(a, "POST", "/campaigns", &[&bearer]).0, 403, "no Origin: not from these pages");
+    // With both, the request reaches the routes (nothing answers POST here yet).
+    assert_eq!(request(a, "POST", "/campaigns", &[&bearer, &origin]).0, 405);
+    drop(server);
+
+    let open = serve(&lab, &["--bind", "0.0.0.0:0"]);
+    let port = open.addr.rsplit(':').next().unwrap();
+    let a = format!("127.0.0.1:{port}");
+    let (code, body) = get(&a, "/");
+    assert_eq!(code, 401, "{body}");
+    assert_eq!(request(&a, "GET", "/", &[&bearer]).0, 200);
+    assert_eq!(request(&a, "GET", "/", &[&format!("Cookie: lab_token={token}")]).0, 200);
+}
+
+/// On a PostgreSQL store: every page and download, and a refused request, without the
+/// store's password.
+#[test_needs::needs(postgres)]
+#[test]
+fn no_response_shows_the_postgres_password() {
+    let url = common::fresh_postgres_database();
+    let password = url.split_once("://").unwrap().1.split_once('@').unwrap().0.split_once(':').unwrap().1.to_string();
+    assert!(password.len() >= 8, "the test server has a password");
+    let lab = TempLab::on_postgres(&url);
+    let id = finished_campaign(&lab);
+    let server = serve(&lab, &[]);
+    let a = server.addr.as_str();
+    let paths = [
+        "/".to_string(),
+        "/status.json".into(),
+        "/campaigns".into(),
+        format!("/campaigns/{id}"),
+        format!("/campaigns/{id}/report.json"),
+        format!("/campaigns/{id}/results.csv"),
+        format!("/campaigns/{id}/junit.xml"),
+        format!("/campaigns/{id}/manifest.json"),
+        "/campaigns/nope".into(),
+    ];
+    for path in &paths {
+        let (code, body) = get(a, path);
+        assert!(code == 200 || path.ends_with("nope"), "{path}: {code} {body}");
+        assert!(!body.contains(&password), "{path} shows the password");
+    }
+}
+
+/// A page listening on `/events` hears `changed` when another process writes the store.
+#[test]
+fn a_listening_page_hears_when_the_store_changes() {
+    let lab = TempLab::new();
+    finished_campaign(&lab);
+    let server = serve(&lab, &[]);
+    let a = server.addr.as_str();
+    let mut s = TcpStream::connect(a).unwrap();
+    write!(s, "GET /events HTTP/1.1\r\nHost: {a}\r\nAccept: text/event-stream\r\n\r\n").unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
+    let mut reader = BufReader::new(s);
+    let mut head = String::new();
+    reader.read_line(&mut head).unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    // Another campaign writes the store.
+    let path = lab.dir.path().join("aa.toml");
+    lab.cmd(&["run", path.to_str().unwrap()]).assert().success();
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        let n = reader.read_line(&mut line).expect("an event within a minute");
+        assert!(n > 0, "the stream ended: {seen}");
+        seen.push_str(&line);
+        if line.trim() == "event: changed" {
+            break;
+        }
+    }
+}
