@@ -34,7 +34,8 @@ pub struct ConfirmArgs {
 
 pub fn run(lab_arg: Option<&std::path::Path>, args: &ConfirmArgs) -> Result<String, CliError> {
     let lab = context::load_lab(lab_arg)?;
-    let values = read_values(&args.attest)?;
+    // Bad values fail at once, before any wait.
+    read_values(&args.attest)?;
     let wait = match &args.wait {
         Some(w) => parse_duration(w).map_err(|e| {
             CliError::bad_input(format!("--wait {w}: {e}; fix: write a duration such as `30s` or `10m`"))
@@ -49,15 +50,7 @@ pub fn run(lab_arg: Option<&std::path::Path>, args: &ConfirmArgs) -> Result<Stri
     })?;
     let until = Instant::now() + wait;
     let step = loop {
-        let c = store.campaign(&args.campaign)?;
-        if c.status != CampaignStatus::Running || !c.runner().is_some_and(|p| p.alive()) {
-            return Err(CliError::bad_input(format!(
-                "campaign {} is not running ({}), so no step of it waits; fix: `lab run --resume {}` asks its steps again",
-                c.id,
-                c.status.as_str(),
-                c.id
-            )));
-        }
+        check_running(&store, &args.campaign)?;
         let pending = store.pending_steps(Some(&args.campaign))?;
         let matching: Vec<&StepRow> = pending
             .iter()
@@ -78,11 +71,34 @@ pub fn run(lab_arg: Option<&std::path::Path>, args: &ConfirmArgs) -> Result<Stri
             }
         }
     };
-    check_attested(&step, &values)?;
     let by = args.by.clone().or_else(|| std::env::var("USER").ok()).unwrap_or_else(|| "operator".into());
+    answer_step(&store, &step, &args.attest, &by)
+}
+
+/// Campaign `id` is running, with its runner alive: only then can a step of it wait.
+fn check_running(store: &Store, id: &str) -> Result<(), CliError> {
+    let c = store.campaign(id)?;
+    if c.status != CampaignStatus::Running || !c.runner().is_some_and(|p| p.alive()) {
+        return Err(CliError::bad_input(format!(
+            "campaign {} is not running ({}), so no step of it waits; fix: `lab run --resume {}` asks its steps again",
+            c.id,
+            c.status.as_str(),
+            c.id
+        )));
+    }
+    Ok(())
+}
+
+/// Answers `step` with `attest` (`KEY=VALUE` each) as `by`: the checks and the row of
+/// `lab confirm`, which `lab serve`'s form answers through too. The first answer wins; a
+/// later one is refused saying the step is answered already.
+pub(crate) fn answer_step(store: &Store, step: &StepRow, attest: &[String], by: &str) -> Result<String, CliError> {
+    let values = read_values(attest)?;
+    check_running(store, &step.campaign)?;
+    check_attested(step, &values)?;
     let map: serde_json::Map<String, serde_json::Value> =
         values.iter().map(|(k, v)| (k.as_str().to_string(), serde_json::to_value(v).unwrap_or_default())).collect();
-    answer(&store, &step, &by, &map)?;
+    answer(store, step, by, &map)?;
     let attested: Vec<String> = values.iter().map(|(k, v)| format!("{}={v}", k.as_str())).collect();
     Ok(format!(
         "confirmed step {} on {}{} as {by}{}\n",

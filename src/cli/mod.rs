@@ -6,7 +6,7 @@ mod care_cmd;
 mod changes_cmd;
 mod compare_cmd;
 mod completions_cmd;
-mod confirm_cmd;
+pub(crate) mod confirm_cmd;
 pub mod context;
 mod event_lines;
 pub mod exit;

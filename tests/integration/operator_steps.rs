@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 
 use common::{TempLab, root};
 
-const LAB: &str = r#"
+pub(crate) const LAB: &str = r#"
 [lab]
 name = "bench"
 artifacts = "artifacts"
@@ -27,7 +27,7 @@ emulates = "android"
 seed = 5
 "#;
 
-fn runbook(lab: &TempLab, operator_timeout: &str) -> String {
+pub(crate) fn runbook(lab: &TempLab, operator_timeout: &str) -> String {
     let text = format!(
         r#"
 name = "attested"

@@ -237,3 +237,123 @@ fn a_listening_page_hears_when_the_store_changes() {
         }
     }
 }
+
+/// The steps a page offers: each form's step id and the settings it asks for.
+fn forms(page: &str) -> Vec<(String, Vec<String>)> {
+    page.split("<form method=\"post\" action=\"/steps/")
+        .skip(1)
+        .map(|f| {
+            let id = f.split('"').next().unwrap().to_string();
+            let form = f.split("</form>").next().unwrap();
+            let names = form
+                .split("<input name=\"")
+                .skip(1)
+                .map(|n| n.split('"').next().unwrap().to_string())
+                .filter(|n| n != "by")
+                .collect();
+            (id, names)
+        })
+        .collect()
+}
+
+/// The operator-steps campaign (a manual tether's unplug / plug-in, a step that asks to
+/// attest two settings, an after-trial check) answered from the steps page, logged in with the token: the
+/// campaign goes on to the end, the answers are attested as `lab confirm`'s are, a second
+/// answer to a step is refused, and an answer without the token changes nothing.
+#[test]
+fn operator_steps_are_answered_from_the_page_and_the_campaign_goes_on() {
+    let lab = TempLab::from_text(&format!("{}\n[serve]\ntoken_file = \"serve.token\"\n", crate::operator_steps::LAB));
+    let token = "fedcba9876543210fedcba9876543210";
+    std::fs::write(lab.dir.path().join("serve.token"), token).unwrap();
+    let rb = crate::operator_steps::runbook(&lab, "2m");
+    let server = serve(&lab, &[]);
+    let a = server.addr.clone();
+    let origin = format!("Origin: http://{a}");
+    // Log in: a wrong token is refused, the right one becomes the cookie.
+    let login = |t: &str| {
+        let mut s = TcpStream::connect(&a).unwrap();
+        let body = format!("token={t}");
+        write!(
+            s,
+            "POST /login HTTP/1.1\r\nHost: {a}\r\nConnection: close\r\n{origin}\r\nContent-Type: \
+             application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut raw = String::new();
+        s.read_to_string(&mut raw).unwrap();
+        raw
+    };
+    assert!(login("not-the-token").starts_with("HTTP/1.1 401"));
+    let ok = login(token);
+    assert!(ok.starts_with("HTTP/1.1 303"), "{ok}");
+    let cookie = ok
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .map(|c| c.split(';').next().unwrap().to_string())
+        .expect("the login sets a cookie");
+    assert_eq!(cookie, format!("lab_token={token}"));
+    let cookie = format!("Cookie: {cookie}");
+    let post = |path: &str, body: &str, headers: &[&str]| -> (u16, String) {
+        let mut s = TcpStream::connect(&a).unwrap();
+        let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
+        write!(
+            s,
+            "POST {path} HTTP/1.1\r\nHost: {a}\r\nConnection: close\r\n{extra}Content-Type: \
+             application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut raw = String::new();
+        s.read_to_string(&mut raw).unwrap();
+        let code = raw.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        (code, raw.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
+    };
+
+    let mut run = lab.process(&["run", &rb]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let (mut answered, mut refused_checked) = (Vec::new(), false);
+    let status = loop {
+        if let Some(status) = run.try_wait().unwrap() {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "the campaign did not end; answered {answered:?}");
+        let (code, page) = request(&a, "GET", "/steps", &[]);
+        assert_eq!(code, 200);
+        for (id, names) in forms(&page) {
+            let mut body: Vec<String> = names
+                .iter()
+                .map(|n| match n.as_str() {
+                    "brightness" => "brightness=50".to_string(),
+                    "bluetooth" => "bluetooth=off".to_string(),
+                    other => panic!("unexpected setting {other}"),
+                })
+                .collect();
+            body.push("by=ana".into());
+            let body = body.join("&");
+            if !refused_checked {
+                // Without the token: refused, and the step still waits.
+                assert_eq!(post(&format!("/steps/{id}"), &body, &[&origin]).0, 401);
+                assert!(forms(&request(&a, "GET", "/steps", &[]).1).iter().any(|(i, _)| *i == id));
+            }
+            let (code, said) = post(&format!("/steps/{id}"), &body, &[&origin, &cookie]);
+            assert_eq!(code, 200, "{said}");
+            assert!(said.contains("confirmed step") && said.contains("as ana"), "{said}");
+            if !refused_checked {
+                let (code, again) = post(&format!("/steps/{id}"), &body, &[&origin, &cookie]);
+                assert_eq!(code, 400, "{again}");
+                assert!(again.contains("already"), "first answer wins: {again}");
+                refused_checked = true;
+            }
+            answered.push(id);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(status.success(), "the campaign ended well: {status:?}");
+    assert_eq!(answered.len(), 7, "the screen step, then unplug, plug-in and check per trial: {answered:?}");
+    let by: Vec<String> = lab.sql("SELECT answered_by FROM operator_steps ORDER BY id");
+    assert_eq!(by, vec!["ana"; 7]);
+    let values: Vec<String> = lab.sql("SELECT answer FROM operator_steps WHERE step = 'screen'");
+    let v: serde_json::Value = serde_json::from_str(&values[0]).unwrap();
+    assert_eq!(v, serde_json::json!({ "brightness": 50.0, "bluetooth": false }));
+}

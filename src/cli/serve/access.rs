@@ -35,6 +35,11 @@ impl Access {
             .find_map(|v| v.split(';').map(str::trim).find_map(|kv| kv.strip_prefix("lab_token=")));
         bearer.into_iter().chain(cookie).any(|given| same(given.as_bytes(), token.as_bytes()))
     }
+
+    /// Whether `given` (from the login form) is the token.
+    pub fn accepts(&self, given: &str) -> bool {
+        self.token.as_ref().is_some_and(|t| same(given.as_bytes(), t.as_bytes()))
+    }
 }
 
 /// Constant-time equality: how long it takes says nothing about where they differ.
@@ -73,7 +78,9 @@ pub async fn guard(State(shared): State<Shared>, request: Request, next: Next) -
             "this lab serve has no [serve] token_file, so nothing can be changed through it",
         );
     }
-    if !access.has_token(headers) {
+    // The login form brings the token in its body; its handler checks it.
+    let login = request.uri().path() == "/login";
+    if !login && !access.has_token(headers) {
         return refuse(StatusCode::UNAUTHORIZED, "changing the lab needs its token");
     }
     if !same_origin(headers) {

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::cli::status_cmd::StatusView;
 use crate::report::esc;
+use crate::store::StepRow;
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}\
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}\
@@ -22,7 +23,7 @@ fn page(title: &str, lab: &str, body: &str) -> String {
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{} — {}</title>\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><style>{STYLE}</style></head>\n<body>\n\
-<nav><a href=\"/\">Lab</a><a href=\"/campaigns\">Campaigns</a></nav>\n<h1>{}</h1>\n{body}{LIVE}</body></html>\n",
+<nav><a href=\"/\">Lab</a><a href=\"/campaigns\">Campaigns</a><a href=\"/steps\">Operator steps</a></nav>\n<h1>{}</h1>\n{body}{LIVE}</body></html>\n",
         esc(title),
         esc(lab),
         esc(title)
@@ -106,6 +107,51 @@ pub fn campaign(id: &str, report_html: &str) -> String {
         Some(at) => format!("{}{LIVE}{}", &page[..at], &page[at..]),
         None => page + LIVE,
     }
+}
+
+/// The steps running campaigns wait on, each with a form that answers it: a field per
+/// setting it asks to attest, and who answers. Answering needs the token (the login page
+/// sets it as a cookie).
+pub fn steps(lab: &str, steps: &[StepRow]) -> String {
+    let mut body = String::new();
+    if steps.is_empty() {
+        body.push_str("<p>No step waits for an answer.</p>\n");
+    }
+    for st in steps {
+        let _ = write!(
+            body,
+            "<section class=\"step\"><h2>{} on {}</h2><p>{}</p><p>campaign <a href=\"/campaigns/{c}\">{c}</a>{}, \
+answer before {}</p>\n<form method=\"post\" action=\"/steps/{}\">",
+            esc(&st.step),
+            esc(&st.device),
+            esc(&st.text),
+            st.trial_key.as_ref().map(|t| format!(", trial {}", esc(t))).unwrap_or_default(),
+            esc(&st.deadline),
+            st.id,
+            c = esc(&st.campaign),
+        );
+        for key in &st.attest {
+            let _ = write!(body, "<label>{k} <input name=\"{k}\" required></label> ", k = esc(key));
+        }
+        body.push_str("<label>by <input name=\"by\"></label> <button type=\"submit\">Done</button></form></section>\n");
+    }
+    body.push_str("<p><a href=\"/login\">Log in with the lab's token</a> to answer.</p>\n");
+    page("Operator steps", lab, &body)
+}
+
+/// What an answer did: `lab confirm`'s own line.
+pub fn answered(said: &str) -> String {
+    page("Answered", "", &format!("<p>{}</p><p><a href=\"/steps\">Operator steps</a></p>\n", esc(said.trim())))
+}
+
+/// The login form: the token becomes a cookie of this site.
+pub fn login(lab: &str, problem: Option<&str>) -> String {
+    let said = problem.map(|p| format!("<p><b>{}</b></p>\n", esc(p))).unwrap_or_default();
+    let body = format!(
+        "{said}<form method=\"post\" action=\"/login\"><label>token <input type=\"password\" name=\"token\" \
+required></label> <button type=\"submit\">Log in</button></form>\n"
+    );
+    page("Log in", lab, &body)
 }
 
 #[cfg(test)]

@@ -37,6 +37,9 @@ pub fn router(shared: Shared) -> Router {
         .route("/campaigns/{id}/{file}", get(campaign_file))
         .route("/artifacts/{*path}", get(artifact))
         .route("/events", get(events))
+        .route("/steps", get(steps_page))
+        .route("/steps/{id}", axum::routing::post(answer))
+        .route("/login", get(login_page).post(login))
         .layer(axum::middleware::from_fn_with_state(shared.clone(), guard))
         .with_state(shared)
 }
@@ -173,6 +176,56 @@ async fn artifact(State(s): State<Shared>, UrlPath(asked): UrlPath<String>) -> R
     })
     .await?;
     Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
+}
+
+async fn steps_page(State(s): State<Shared>) -> Result<Html<String>, Failure> {
+    let lab = s.lab.name.clone();
+    let steps = blocking(move || s.store.pending_steps(None).map_err(internal)).await?;
+    Ok(Html(pages::steps(&lab, &steps)))
+}
+
+/// An operator's answer from the steps page: the form's fields are the settings to attest
+/// (`brightness=50`), and `by`. Checked and written as `lab confirm` does.
+async fn answer(
+    State(s): State<Shared>,
+    UrlPath(id): UrlPath<String>,
+    axum::Form(form): axum::Form<std::collections::BTreeMap<String, String>>,
+) -> Result<Response, Failure> {
+    let id: i64 = id.parse().map_err(|_| bad(format!("`{}` is not a step id", id.escape_default())))?;
+    let by = form.get("by").map(|b| b.trim()).filter(|b| !b.is_empty()).unwrap_or("operator").to_string();
+    if by.len() > 100 || by.chars().any(char::is_control) {
+        return Err(bad("`by` must be a name of at most 100 printable characters"));
+    }
+    let attest: Vec<String> = form
+        .iter()
+        .filter(|(k, v)| k.as_str() != "by" && !v.trim().is_empty())
+        .map(|(k, v)| format!("{k}={}", v.trim()))
+        .collect();
+    let said = blocking(move || {
+        let step = s.store.step(id).map_err(internal)?.ok_or_else(|| not_found(format!("no operator step {id}")))?;
+        crate::cli::confirm_cmd::answer_step(&s.store, &step, &attest, &by).map_err(|e| bad(e.message))
+    })
+    .await?;
+    Ok(Html(pages::answered(&said)).into_response())
+}
+
+async fn login_page(State(s): State<Shared>) -> Html<String> {
+    Html(pages::login(&s.lab.name, None))
+}
+
+/// The token from the login form: right, it becomes the `lab_token` cookie (HttpOnly,
+/// SameSite=Strict) and the browser goes to the steps; wrong, 401 and the form again.
+async fn login(
+    State(s): State<Shared>,
+    axum::Form(form): axum::Form<std::collections::BTreeMap<String, String>>,
+) -> Response {
+    let given = form.get("token").map(|t| t.trim()).unwrap_or("");
+    if !s.access.accepts(given) {
+        return (StatusCode::UNAUTHORIZED, Html(pages::login(&s.lab.name, Some("that is not this lab's token"))))
+            .into_response();
+    }
+    let cookie = format!("lab_token={given}; HttpOnly; SameSite=Strict; Path=/");
+    (StatusCode::SEE_OTHER, [(header::SET_COOKIE, cookie), (header::LOCATION, "/steps".to_string())]).into_response()
 }
 
 /// Server-sent events: `changed` (with the store's data version) whenever the store moved;

@@ -25,7 +25,8 @@ pub struct ServeArgs {
 /// people and for scripts that bound port 0.
 pub async fn run(lab_arg: Option<&Path>, args: &ServeArgs) -> Result<(String, u8), CliError> {
     let lab = context::load_lab(lab_arg)?;
-    let store = crate::cli::report_cmd::existing_store(&lab)?;
+    // A lab with no campaign yet gets its store now: its pages are empty, not an error.
+    let store = context::open_store(&lab)?;
     let bind: SocketAddr = match &args.bind {
         Some(text) => text.parse().map_err(|_| {
             CliError::bad_input(format!(
