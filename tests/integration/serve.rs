@@ -41,9 +41,14 @@ fn serve(lab: &TempLab, args: &[&str]) -> Server {
 
 /// One HTTP/1.1 request; the status code and the body.
 fn request(addr: &str, method: &str, path: &str, headers: &[&str]) -> (u16, String) {
+    request_to(addr, addr, method, path, headers)
+}
+
+/// One HTTP/1.1 request to `addr` naming `host` in its `Host` header.
+fn request_to(addr: &str, host: &str, method: &str, path: &str, headers: &[&str]) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
     let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
-    write!(s, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n{extra}\r\n")
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: 0\r\n{extra}\r\n")
         .unwrap();
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).unwrap();
@@ -119,21 +124,33 @@ fn bad_requests_are_refused_with_the_reason_and_nothing_leaves_the_artifacts_fol
     std::fs::write(lab.dir.path().join("secret.txt"), "do not serve").unwrap();
     let server = serve(&lab, &[]);
     let a = server.addr.as_str();
-    let cases: [(String, u16); 7] = [
+    // The store itself lies in the artifacts folder; a link in a campaign's folder leads out.
+    std::os::unix::fs::symlink(lab.dir.path().join("secret.txt"), lab.artifacts().join(&id).join("link")).unwrap();
+    let cases: [(String, u16); 11] = [
         ("/campaigns/no-such-campaign".into(), 404),
         ("/campaigns/a%20b".into(), 400),
         (format!("/campaigns/{id}/passwd"), 404),
         ("/artifacts/../secret.txt".into(), 400),
         ("/artifacts/%2e%2e/secret.txt".into(), 400),
         ("/artifacts/%2F%2Fetc/passwd".into(), 400),
-        ("/artifacts/nothing-here".into(), 404),
+        ("/artifacts/nothing-here/x".into(), 404),
+        ("/artifacts/lab.db".into(), 400),
+        (format!("/artifacts/{id}/../lab.db"), 400),
+        (format!("/artifacts/{id}/%2e%2e/lab.db"), 400),
+        (format!("/artifacts/{id}/link"), 400),
     ];
     for (path, want) in &cases {
         let (path, want) = (path.as_str(), *want);
         let (code, body) = get(a, path);
         assert_eq!(code, want, "{path}: {body}");
-        assert!(!body.contains("do not serve") && !body.contains("root:"), "{path}: {body}");
+        assert!(body.len() < 300, "{path}: one line saying why, not a file: {} bytes", body.len());
+        assert!(!body.contains("do not serve") && !body.contains("SQLite format"), "{path}: {body}");
     }
+    // Another name pointed at 127.0.0.1 (DNS rebinding) is refused; the loopback names are not.
+    let port = a.rsplit(':').next().unwrap();
+    let (code, body) = request_to(a, &format!("evil.example:{port}"), "GET", "/", &[]);
+    assert_eq!(code, 421, "{body}");
+    assert_eq!(request_to(a, &format!("localhost:{port}"), "GET", "/", &[]).0, 200);
     // Nothing can be changed without a token file.
     let (code, body) = request(a, "POST", "/campaigns", &[&format!("Origin: http://{a}")]);
     assert_eq!(code, 403, "{body}");
@@ -176,7 +193,38 @@ fn off_loopback_reading_needs_the_token_and_changes_need_it_and_the_same_origin(
     let (code, body) = get(&a, "/");
     assert_eq!(code, 401, "{body}");
     assert_eq!(request(&a, "GET", "/", &[&bearer]).0, 200);
-    assert_eq!(request(&a, "GET", "/", &[&format!("Cookie: lab_token={token}")]).0, 200);
+    // The login page is open, and its session cookie reads the lab.
+    assert_eq!(get(&a, "/login").0, 200);
+    let cookie = login(&a, token).expect("the right token logs in");
+    assert_eq!(request(&a, "GET", "/", &[&format!("Cookie: {cookie}")]).0, 200);
+    assert_eq!(
+        request(&a, "GET", "/", &[&format!("Cookie: lab_session_{port}={token}")]).0,
+        401,
+        "the token is no session"
+    );
+}
+
+/// Posts the login form with `token`; the session cookie (`name=value`) when it is right.
+fn login(a: &str, token: &str) -> Option<String> {
+    let mut s = TcpStream::connect(a).unwrap();
+    let body = format!("token={token}");
+    write!(
+        s,
+        "POST /login HTTP/1.1\r\nHost: {a}\r\nConnection: close\r\nOrigin: http://{a}\r\nContent-Type: \
+         application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    if !raw.starts_with("HTTP/1.1 303") {
+        assert!(raw.starts_with("HTTP/1.1 401"), "{raw}");
+        return None;
+    }
+    let cookie = raw.lines().find_map(|l| l.strip_prefix("set-cookie: ")).expect("the login sets a cookie");
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    assert!(!cookie.contains(token), "the cookie holds a session, not the token: {cookie}");
+    Some(cookie.split(';').next().unwrap().to_string())
 }
 
 /// On a PostgreSQL store: every page and download, and a refused request, without the
@@ -269,31 +317,9 @@ fn operator_steps_are_answered_from_the_page_and_the_campaign_goes_on() {
     let server = serve(&lab, &[]);
     let a = server.addr.clone();
     let origin = format!("Origin: http://{a}");
-    // Log in: a wrong token is refused, the right one becomes the cookie.
-    let login = |t: &str| {
-        let mut s = TcpStream::connect(&a).unwrap();
-        let body = format!("token={t}");
-        write!(
-            s,
-            "POST /login HTTP/1.1\r\nHost: {a}\r\nConnection: close\r\n{origin}\r\nContent-Type: \
-             application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut raw = String::new();
-        s.read_to_string(&mut raw).unwrap();
-        raw
-    };
-    assert!(login("not-the-token").starts_with("HTTP/1.1 401"));
-    let ok = login(token);
-    assert!(ok.starts_with("HTTP/1.1 303"), "{ok}");
-    let cookie = ok
-        .lines()
-        .find_map(|l| l.strip_prefix("set-cookie: "))
-        .map(|c| c.split(';').next().unwrap().to_string())
-        .expect("the login sets a cookie");
-    assert_eq!(cookie, format!("lab_token={token}"));
-    let cookie = format!("Cookie: {cookie}");
+    // Log in: a wrong token is refused, the right one gives a session cookie.
+    assert_eq!(login(&a, "not-the-token-0123456789"), None);
+    let cookie = format!("Cookie: {}", login(&a, token).expect("the right token logs in"));
     let post = |path: &str, body: &str, headers: &[&str]| -> (u16, String) {
         let mut s = TcpStream::connect(&a).unwrap();
         let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
@@ -356,4 +382,28 @@ fn operator_steps_are_answered_from_the_page_and_the_campaign_goes_on() {
     let values: Vec<String> = lab.sql("SELECT answer FROM operator_steps WHERE step = 'screen'");
     let v: serde_json::Value = serde_json::from_str(&values[0]).unwrap();
     assert_eq!(v, serde_json::json!({ "brightness": 50.0, "bluetooth": false }));
+}
+
+/// Ctrl-C ends `lab serve` (exit 0) even while a page keeps its event stream open.
+#[test]
+fn ctrl_c_stops_the_server_with_a_page_listening() {
+    let lab = TempLab::new();
+    let mut server = serve(&lab, &[]);
+    let a = server.addr.clone();
+    let mut s = TcpStream::connect(&a).unwrap();
+    write!(s, "GET /events HTTP/1.1\r\nHost: {a}\r\nAccept: text/event-stream\r\n\r\n").unwrap();
+    let mut head = String::new();
+    BufReader::new(s.try_clone().unwrap()).read_line(&mut head).unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(server.child.id() as i32), nix::sys::signal::Signal::SIGINT)
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "lab serve still runs after Ctrl-C");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0));
 }

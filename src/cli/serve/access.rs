@@ -16,11 +16,20 @@ pub struct Access {
     pub token: Option<String>,
     /// Reading needs the token too (bound off loopback without `public_read`).
     pub read_needs_token: bool,
+    /// This process's session: what the login cookie holds instead of the token, so the
+    /// token never travels in a cookie (which every port of the host would receive).
+    pub session: String,
+    /// The cookie's name, with the port: two `lab serve`s on one host keep theirs apart.
+    pub cookie: String,
+    /// On loopback, the `Host` values this server answers to (`127.0.0.1:PORT`,
+    /// `localhost:PORT`, `[::1]:PORT`): another name pointed at 127.0.0.1 (DNS rebinding)
+    /// is refused. `None` off loopback, where reading needs the token anyway.
+    pub hosts: Option<Vec<String>>,
 }
 
 impl Access {
-    /// Whether the request carries the token: `Authorization: Bearer TOKEN` or the
-    /// `lab_token` cookie. Compared in constant time.
+    /// Whether the request carries the token (`Authorization: Bearer TOKEN`) or this
+    /// process's session cookie. Compared in constant time.
     fn has_token(&self, headers: &HeaderMap) -> bool {
         let Some(token) = &self.token else { return false };
         let bearer = headers
@@ -28,18 +37,38 @@ impl Access {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim);
-        let cookie = headers
+        if bearer.is_some_and(|given| same(given.as_bytes(), token.as_bytes())) {
+            return true;
+        }
+        let prefix = format!("{}=", self.cookie);
+        headers
             .get_all(header::COOKIE)
             .iter()
             .filter_map(|v| v.to_str().ok())
-            .find_map(|v| v.split(';').map(str::trim).find_map(|kv| kv.strip_prefix("lab_token=")));
-        bearer.into_iter().chain(cookie).any(|given| same(given.as_bytes(), token.as_bytes()))
+            .flat_map(|v| v.split(';').map(str::trim))
+            .filter_map(|kv| kv.strip_prefix(prefix.as_str()))
+            .any(|given| same(given.as_bytes(), self.session.as_bytes()))
     }
 
     /// Whether `given` (from the login form) is the token.
     pub fn accepts(&self, given: &str) -> bool {
         self.token.as_ref().is_some_and(|t| same(given.as_bytes(), t.as_bytes()))
     }
+
+    /// The `Set-Cookie` value a right login gets.
+    pub fn session_cookie(&self) -> String {
+        format!("{}={}; HttpOnly; SameSite=Strict; Path=/", self.cookie, self.session)
+    }
+
+    fn host_allowed(&self, headers: &HeaderMap) -> bool {
+        let Some(hosts) = &self.hosts else { return true };
+        headers.get(header::HOST).and_then(|v| v.to_str().ok()).is_some_and(|h| hosts.iter().any(|x| x == h))
+    }
+}
+
+/// The `Host` values a loopback server on `port` answers to.
+pub fn loopback_hosts(port: u16) -> Vec<String> {
+    vec![format!("127.0.0.1:{port}"), format!("localhost:{port}"), format!("[::1]:{port}")]
 }
 
 /// Constant-time equality: how long it takes says nothing about where they differ.
@@ -62,9 +91,17 @@ fn same_origin(headers: &HeaderMap) -> bool {
 pub async fn guard(State(shared): State<Shared>, request: Request, next: Next) -> Response {
     let access = &shared.access;
     let headers = request.headers();
+    if !access.host_allowed(headers) {
+        return refuse(
+            StatusCode::MISDIRECTED_REQUEST,
+            "this lab serve answers only to 127.0.0.1, localhost and [::1] (the Host header names another)",
+        );
+    }
     let reads = matches!(*request.method(), Method::GET | Method::HEAD);
+    // The login form is read before there is a session, and brings the token in its body.
+    let login = request.uri().path() == "/login";
     if reads {
-        if access.read_needs_token && !access.has_token(headers) {
+        if access.read_needs_token && !login && !access.has_token(headers) {
             return refuse(
                 StatusCode::UNAUTHORIZED,
                 "reading this lab needs its token: send `Authorization: Bearer TOKEN`",
@@ -78,8 +115,6 @@ pub async fn guard(State(shared): State<Shared>, request: Request, next: Next) -
             "this lab serve has no [serve] token_file, so nothing can be changed through it",
         );
     }
-    // The login form brings the token in its body; its handler checks it.
-    let login = request.uri().path() == "/login";
     if !login && !access.has_token(headers) {
         return refuse(StatusCode::UNAUTHORIZED, "changing the lab needs its token");
     }
@@ -108,16 +143,33 @@ mod tests {
         h
     }
 
+    fn access(token: Option<&str>) -> Access {
+        Access {
+            token: token.map(str::to_string),
+            read_needs_token: true,
+            session: "sess10n".into(),
+            cookie: "lab_session_8470".into(),
+            hosts: Some(loopback_hosts(8470)),
+        }
+    }
+
     #[test]
-    fn the_token_comes_as_a_bearer_or_a_cookie_and_must_match_whole() {
-        let a = Access { token: Some("s3cret".into()), read_needs_token: true };
+    fn the_token_comes_as_a_bearer_or_the_session_cookie_and_must_match_whole() {
+        let a = access(Some("s3cret"));
         assert!(a.has_token(&headers(&[("authorization", "Bearer s3cret")])));
-        assert!(a.has_token(&headers(&[("cookie", "x=1; lab_token=s3cret")])));
+        assert!(a.has_token(&headers(&[("cookie", "x=1; lab_session_8470=sess10n")])));
+        // A planted cookie of the same name before the real one does not lock anyone out.
+        assert!(a.has_token(&headers(&[("cookie", "lab_session_8470=planted; lab_session_8470=sess10n")])));
+        assert!(!a.has_token(&headers(&[("cookie", "lab_session_8470=s3cret")])), "the token is no session");
+        assert!(!a.has_token(&headers(&[("cookie", "lab_session_8471=sess10n")])), "another port's cookie");
         assert!(!a.has_token(&headers(&[("authorization", "Bearer s3cre")])));
         assert!(!a.has_token(&headers(&[("authorization", "Bearer s3crett")])));
         assert!(!a.has_token(&headers(&[])));
-        let none = Access { token: None, read_needs_token: false };
-        assert!(!none.has_token(&headers(&[("authorization", "Bearer ")])));
+        let none = access(None);
+        assert!(!none.has_token(&headers(&[("authorization", "Bearer "), ("cookie", "lab_session_8470=sess10n")])));
+        assert!(a.host_allowed(&headers(&[("host", "localhost:8470")])));
+        assert!(!a.host_allowed(&headers(&[("host", "evil.example:8470")])));
+        assert!(!a.host_allowed(&headers(&[])));
     }
 
     #[test]

@@ -99,9 +99,18 @@ async fn campaigns_page(State(s): State<Shared>) -> Result<Html<String>, Failure
     Ok(Html(pages::campaigns(&view)))
 }
 
+/// Campaign `id` is in the store: else 404 (a store error is a 500).
+fn known(store: &Store, id: &str) -> Result<(), Failure> {
+    match store.campaign(id) {
+        Ok(_) => Ok(()),
+        Err(crate::store::StoreError::NoCampaign(_)) => Err(not_found(format!("no campaign {id} in this lab's store"))),
+        Err(e) => Err(internal(e)),
+    }
+}
+
 /// The store's data of campaign `id`, or 404.
 fn load(store: &Store, id: &str) -> Result<report::CampaignData, Failure> {
-    store.campaign(id).map_err(|_| not_found(format!("no campaign {id} in this lab's store")))?;
+    known(store, id)?;
     report::load(store, id).map_err(internal)
 }
 
@@ -126,7 +135,7 @@ async fn campaign_file(
     let id = campaign_id(&id)?.to_string();
     let (kind, body) = blocking(move || {
         if file == "manifest.json" {
-            s.store.campaign(&id).map_err(|_| not_found(format!("no campaign {id} in this lab's store")))?;
+            known(&s.store, &id)?;
             let path = s.lab.artifacts_dir.join(&id).join(crate::runner::MANIFEST_FILE);
             let bytes = std::fs::read(&path).map_err(|_| not_found(format!("campaign {id} has no manifest yet")))?;
             return Ok(("application/json", bytes));
@@ -166,16 +175,30 @@ pub fn under(root: &Path, asked: &str) -> Result<PathBuf, Failure> {
     Ok(path)
 }
 
+/// A raw file of a campaign: `artifacts/ID/…` of a campaign in the store, nothing else of
+/// the folder (the store's own file and whatever else lies beside the campaigns is not
+/// served).
 async fn artifact(State(s): State<Shared>, UrlPath(asked): UrlPath<String>) -> Result<Response, Failure> {
     let bytes = blocking(move || {
-        let path = under(&s.lab.artifacts_dir, &asked)?;
+        let (id, rest) = asked.split_once('/').unwrap_or((asked.as_str(), ""));
+        let id = campaign_id(id)?;
+        if rest.is_empty() {
+            return Err(bad("name a file of a campaign: /artifacts/CAMPAIGN/FILE"));
+        }
+        known(&s.store, id)?;
+        let path = under(&s.lab.artifacts_dir.join(id), rest)?;
         if !path.is_file() {
             return Err(not_found(format!("{} is not a file", asked.escape_default())));
         }
         std::fs::read(&path).map_err(internal)
     })
     .await?;
-    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
+    let headers = [
+        (header::CONTENT_TYPE, "application/octet-stream"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::CONTENT_DISPOSITION, "attachment"),
+    ];
+    Ok((headers, bytes).into_response())
 }
 
 async fn steps_page(State(s): State<Shared>) -> Result<Html<String>, Failure> {
@@ -224,7 +247,7 @@ async fn login(
         return (StatusCode::UNAUTHORIZED, Html(pages::login(&s.lab.name, Some("that is not this lab's token"))))
             .into_response();
     }
-    let cookie = format!("lab_token={given}; HttpOnly; SameSite=Strict; Path=/");
+    let cookie = s.access.session_cookie();
     (StatusCode::SEE_OTHER, [(header::SET_COOKIE, cookie), (header::LOCATION, "/steps".to_string())]).into_response()
 }
 
@@ -243,7 +266,8 @@ async fn events(
             }
         }
     });
-    Sse::new(stream)
+    // A comment every 15 s: a page gone without closing is noticed, and its listener ends.
+    Sse::new(stream).keep_alive(axum::response::sse::KeepAlive::default())
 }
 
 #[cfg(test)]

@@ -47,7 +47,6 @@ pub async fn run(lab_arg: Option<&Path>, args: &ServeArgs) -> Result<(String, u8
             lab.source.display()
         )));
     }
-    let access = Access { token, read_needs_token: !loopback && !lab.serve.public_read };
     let listener = tokio::net::TcpListener::bind(bind).await.map_err(|e| {
         CliError::new(
             crate::cli::exit::UNAVAILABLE,
@@ -55,6 +54,18 @@ pub async fn run(lab_arg: Option<&Path>, args: &ServeArgs) -> Result<(String, u8
         )
     })?;
     let addr = listener.local_addr().map_err(CliError::internal)?;
+    let session: String = {
+        use rand::RngExt;
+        let mut rng = rand::rng();
+        (0..32).map(|_| format!("{:x}", rng.random_range(0..16u8))).collect()
+    };
+    let access = Access {
+        token,
+        read_needs_token: !loopback && !lab.serve.public_read,
+        session,
+        cookie: format!("lab_session_{}", addr.port()),
+        hosts: loopback.then(|| super::access::loopback_hosts(addr.port())),
+    };
     let url = format!("http://{addr}/");
     println!("lab serve: {url} (Ctrl-C stops)");
     if args.open
@@ -66,12 +77,21 @@ pub async fn run(lab_arg: Option<&Path>, args: &ServeArgs) -> Result<(String, u8
     let watched = Arc::clone(&lab);
     let live = Live::new(Arc::new(move || context::open_store_existing(&watched).ok().flatten()));
     let shared = Shared { lab, store, access: Arc::new(access), live };
-    axum::serve(listener, router(shared))
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .map_err(|e| CliError::internal(format!("lab serve stopped: {e}")))?;
+    let (stopping, stopped) = tokio::sync::watch::channel(false);
+    let server = axum::serve(listener, router(shared)).with_graceful_shutdown(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        let _ = stopping.send(true);
+    });
+    // Open pages keep their event streams: after Ctrl-C they get two seconds, not forever.
+    let grace = async move {
+        let mut stopped = stopped;
+        let _ = stopped.wait_for(|s| *s).await;
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    };
+    tokio::select! {
+        done = server => done.map_err(|e| CliError::internal(format!("lab serve stopped: {e}")))?,
+        () = grace => {}
+    }
     Ok((String::new(), crate::cli::exit::OK))
 }
 
@@ -85,6 +105,15 @@ fn read_token(path: &Path) -> Result<String, CliError> {
         ))
     })?;
     let token = text.trim().to_string();
+    if let Some(c) = token.chars().find(|c| !(c.is_ascii_alphanumeric() || "-._~+/=".contains(*c))) {
+        return Err(CliError::bad_input(format!(
+            "[serve] token_file {}: the token holds `{}`, which a header cannot carry as is; fix: use letters, digits \
+and -._~+/= only, e.g. `openssl rand -hex 32 > {}`",
+            path.display(),
+            c.escape_default(),
+            path.display()
+        )));
+    }
     if token.len() < 16 {
         return Err(CliError::bad_input(format!(
             "[serve] token_file {}: the token has {} characters, fewer than 16; fix: `openssl rand -hex 32 > {}`",
