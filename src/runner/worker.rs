@@ -182,9 +182,7 @@ async fn run_leased(
                     _ => format!("did not finish within {:?}", ctx.runbook.timeouts.tether),
                 };
                 let reason = format!("`lab care` left port {} off and switching it on failed: {why}", cut.port);
-                set_status(ctx, &name, "offline").await;
-                ctx.events.emit(Event::DeviceOffline { device: name, reason: reason.clone() });
-                return Ok(WorkerEnd::Offline(reason));
+                return Ok(offline(ctx, name, reason).await);
             }
         }
     }
@@ -202,10 +200,7 @@ async fn run_leased(
     if let Err(e) = identified {
         let waited = e.is_disconnect() && wait_for_device(ctx, device.as_ref(), None, &e).await.is_ok();
         if !waited {
-            let reason = format!("cannot reach the device: {e}");
-            set_status(ctx, &name, "offline").await;
-            ctx.events.emit(Event::DeviceOffline { device: name, reason: reason.clone() });
-            return Ok(WorkerEnd::Offline(reason));
+            return Ok(offline(ctx, name, format!("cannot reach the device: {e}")).await);
         }
     }
 
@@ -222,10 +217,7 @@ async fn run_leased(
                 Some(place.slot.clone())
             }
             Err(e) => {
-                let reason = format!("cannot open its power monitor: {e}");
-                set_status(ctx, &name, "offline").await;
-                ctx.events.emit(Event::DeviceOffline { device: name, reason: reason.clone() });
-                return Ok(WorkerEnd::Offline(reason));
+                return Ok(offline(ctx, name, format!("cannot open its power monitor: {e}")).await);
             }
         },
     };
@@ -324,6 +316,14 @@ async fn record_health(ctx: &TrialContext, device: &dyn Device) {
 
 /// How long reading a phone's battery health may take at the start of a campaign.
 const HEALTH_READ: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The device is given up for this run before its trials: its status says so and the
+/// event says why.
+async fn offline(ctx: &TrialContext, name: String, reason: String) -> WorkerEnd {
+    set_status(ctx, &name, "offline").await;
+    ctx.events.emit(Event::DeviceOffline { device: name, reason: reason.clone() });
+    WorkerEnd::Offline(reason)
+}
 
 /// A worker's first and last word in `lab status`: in the store before it goes on.
 async fn set_status(ctx: &TrialContext, device: &str, state: &str) {
