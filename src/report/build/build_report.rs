@@ -367,6 +367,7 @@ impl Sequential<'_> {
         &self,
         variant: &str,
         against: &str,
+        stopped: Option<&(Vec<f64>, LookRecord)>,
         pairs: &[MetricPair],
         settings: &StatsSettings,
     ) -> (LookLevels, SequentialStop) {
@@ -374,13 +375,11 @@ impl Sequential<'_> {
         let counted = if gated.is_empty() { pairs.iter().collect() } else { gated.clone() };
         let n_t = counted.iter().map(|p| p.treatment.values.len()).min().unwrap_or(0);
         let n_b = counted.iter().map(|p| p.reference.values.len()).min().unwrap_or(0);
-        let stopped = self.stopped(variant, against);
-        let (fractions, t, decided_at) = match &stopped {
+        let (fractions, t, decided_at) = match stopped {
             Some((fractions, rec)) => (fractions.clone(), rec.t, decided(rec.verdict).then_some(fractions.len())),
             None => {
                 let t = information(n_t, n_b, self.rule.max);
-                let recorded: Vec<LookRecord> = self.records(variant, against).cloned().collect();
-                (fractions(&recorded, self.model, variant, against, t), t, None)
+                (fractions(self.looks, self.model, variant, against, t), t, None)
             }
         };
         // The noisiest gating metric sets what the fixed design would need.
@@ -432,9 +431,8 @@ fn compare_variants(
                 })
                 .collect();
             idx.sort_unstable();
-            let frozen = sequential
-                .and_then(|s| s.stopped(&v.name, &against))
-                .map(|(_, r)| (r.n_treatment as usize, r.n_reference as usize));
+            let stopped = sequential.and_then(|s| s.stopped(&v.name, &against));
+            let frozen = stopped.as_ref().map(|(_, r)| (r.n_treatment as usize, r.n_reference as usize));
             // A stopped pair's arms as they were at its look (values come in trial order).
             let prefixes: Vec<Option<Prefix>> = idx
                 .iter()
@@ -468,7 +466,7 @@ fn compare_variants(
                     Some(MetricPair { metric: rows[i].metric.as_str(), treatment, reference })
                 })
                 .collect();
-            let look = sequential.map(|s| s.look(&v.name, &against, &pairs, settings));
+            let look = sequential.map(|s| s.look(&v.name, &against, stopped.as_ref(), &pairs, settings));
             let judged = judge(&pairs, &against, kind, settings, look.as_ref().map(|l| &l.0));
             let named: Vec<(&str, &_)> = pairs.iter().map(|p| p.metric).zip(&judged).collect();
             let mut verdict = overall(&v.name, &against, kind, &named, &settings.gating);
