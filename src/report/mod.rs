@@ -31,7 +31,7 @@ pub use files::{ReportFiles, files_current, write_all, write_all_with, write_sta
 pub use history::build_history::{
     HISTORY_SCHEMA_VERSION, History, HistoryChange, HistoryFilter, HistoryPoint, HistorySeries, Mark, build_history,
 };
-pub use history::html::render_history_html;
+pub use history::html::{render_history_html, render_history_html_linked};
 pub use history::load::{HistoryError, history_for};
 pub use history::render::{render_history_json, render_history_table};
 pub use junit::compare::render_compare_junit;

@@ -10,9 +10,9 @@ use std::process::{Child, Stdio};
 use common::TempLab;
 
 /// A running `lab serve`, killed when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    addr: String,
+    pub(crate) addr: String,
 }
 
 impl Drop for Server {
@@ -22,7 +22,7 @@ impl Drop for Server {
     }
 }
 
-fn serve(lab: &TempLab, args: &[&str]) -> Server {
+pub(crate) fn serve(lab: &TempLab, args: &[&str]) -> Server {
     let mut all = vec!["serve"];
     if !args.contains(&"--bind") {
         all.extend(["--bind", "127.0.0.1:0"]);
@@ -115,6 +115,18 @@ fn the_pages_show_the_lab_its_campaigns_and_their_reports() {
     assert!(manifest.contains("\"runbook\""), "{manifest}");
     let (code, raw) = get(a, &format!("/artifacts/{id}/manifest.json"));
     assert_eq!((code, raw), (200, manifest));
+
+    // History: the runbooks, and a runbook's trends with each point linked to its campaign.
+    let (code, list) = get(a, "/history");
+    assert_eq!(code, 200);
+    assert!(list.contains("<a href=\"/history/aa-identical\">aa-identical</a>"), "{list}");
+    let (code, history) = get(a, "/history/aa-identical");
+    assert_eq!(code, 200);
+    assert!(history.contains("History: aa-identical") && history.contains("<svg"), "{history}");
+    assert!(history.contains(&format!("<a href=\"/campaigns/{id}\">{id}</a>")), "points link their campaign");
+    let (code, body) = get(a, "/history/no-such-runbook");
+    assert_eq!(code, 404, "{body}");
+    assert!(body.contains("known: aa-identical"), "{body}");
 }
 
 #[test]
@@ -406,4 +418,74 @@ fn ctrl_c_stops_the_server_with_a_page_listening() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     assert_eq!(status.code(), Some(0));
+}
+
+/// A campaign waiting for a device another campaign holds is listed with a cancel button;
+/// a cancel without the token, with a wrong one or from another origin changes nothing; a
+/// right one stops the waiting `lab run` as its Ctrl-C would (exit 130, nothing recorded,
+/// its place in the queue gone) while the holder runs on. A running campaign is not
+/// cancelled from the page.
+#[test]
+fn a_queued_campaign_is_cancelled_from_the_page_and_refusals_change_nothing() {
+    use crate::shared_lab::{finish, runbook, spawn, wait_until};
+    let token = "0123456789abcdef0123456789abcdef";
+    let lab = TempLab::new();
+    std::fs::write(lab.dir.path().join("serve.token"), token).unwrap();
+    let text = std::fs::read_to_string(&lab.lab).unwrap() + "\n[serve]\ntoken_file = \"serve.token\"\n";
+    std::fs::write(&lab.lab, text).unwrap();
+    let hold = runbook(&lab, "hold", "60s", 1);
+    let wait = runbook(&lab, "later", "1s", 1);
+    let holder = spawn(&lab, &["run", hold.to_str().unwrap()]);
+    let held = || lab.try_sql::<String>("SELECT campaign FROM device_leases").unwrap_or_default();
+    wait_until("the first campaign holds this-host", || !held().is_empty());
+    let mut waiter = spawn(&lab, &["run", wait.to_str().unwrap()]);
+    let queued = || lab.try_sql::<String>("SELECT campaign FROM device_queue").unwrap_or_default();
+    wait_until("the second campaign waits in the queue", || !queued().is_empty());
+    let (running, id) = (held()[0].clone(), queued()[0].clone());
+
+    let server = serve(&lab, &[]);
+    let a = server.addr.as_str();
+    let (code, page) = get(a, "/");
+    assert_eq!(code, 200);
+    let form = format!("<form method=\"post\" action=\"/campaigns/{id}/cancel\"");
+    assert!(page.contains("<h2>Queued campaigns</h2>") && page.contains(&form), "{page}");
+    assert!(!page.contains(&format!("/campaigns/{running}/cancel")), "a running campaign has no cancel button");
+
+    let path = format!("/campaigns/{id}/cancel");
+    let origin = format!("Origin: http://{a}");
+    let bearer = format!("Authorization: Bearer {token}");
+    for (headers, want) in [
+        (vec![origin.as_str()], 401),
+        (vec!["Authorization: Bearer fedcba9876543210fedcba9876543210", origin.as_str()], 401),
+        (vec![bearer.as_str(), "Origin: http://evil.example"], 403),
+        (vec![bearer.as_str()], 403),
+    ] {
+        let (code, body) = request(a, "POST", &path, &headers);
+        assert_eq!(code, want, "{headers:?}: {body}");
+        assert_eq!(queued(), vec![id.clone()], "{headers:?} changed nothing");
+        assert!(waiter.try_wait().unwrap().is_none(), "{headers:?}: the waiting run goes on");
+    }
+    // The running campaign is no queued one.
+    let (code, body) = request(a, "POST", &format!("/campaigns/{running}/cancel"), &[&bearer, &origin]);
+    assert_eq!(code, 404, "{body}");
+    assert!(body.contains("not waiting in any device's queue"), "{body}");
+
+    let (code, body) = request(a, "POST", &path, &[&bearer, &origin]);
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("told to stop as on Ctrl-C"), "{body}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while waiter.try_wait().unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "the cancelled run still waits");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let (code, out) = finish(waiter);
+    assert_eq!(code, 130, "{out}");
+    assert!(out.contains("stopped while waiting for devices") && out.contains("nothing was recorded"), "{out}");
+    assert!(queued().is_empty(), "its place in the queue is gone");
+    assert_eq!(held(), vec![running.clone()], "the holder runs on");
+    let campaigns: Vec<String> = lab.sql("SELECT id FROM campaigns");
+    assert_eq!(campaigns, vec![running], "the cancelled campaign left nothing in the store");
+    assert_eq!(request(a, "POST", &path, &[&bearer, &origin]).0, 404, "nothing to cancel any more");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(holder.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    let _ = finish(holder);
 }

@@ -2,6 +2,7 @@
 //! over the lab's store (docs/serve.md).
 
 mod access;
+mod cancel;
 mod live;
 mod pages;
 mod routes;

@@ -3,8 +3,9 @@
 
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use tabled::Tabled;
 
+use super::cancel::QueuedCampaign;
 use crate::cli::status_cmd::StatusView;
 use crate::report::esc;
 use crate::store::StepRow;
@@ -13,41 +14,54 @@ const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:1.5em;color:#2
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}\
 th{background:#f3f3f3}nav a{margin-right:1em}";
 
-/// Where JavaScript runs, a page reloads when the store changes (`/events`); without it,
+/// Where JavaScript runs, a page reloads when the store changes (`/events`), unless
+/// someone is typing into one of its forms (an operator's half-typed answer is not thrown
+/// away: the title gets a `*` until a later change finds the form untouched). A page left
+/// (or kept in the back/forward cache) closes its stream: a browser keeps at most six
+/// connections to one server, and cached pages holding theirs would leave none for the
+/// next page; one shown again from that cache is stale and reloads. Without JavaScript,
 /// it is a page like any other.
-const LIVE: &str = "<script>if(window.EventSource){new EventSource('/events')\
-.addEventListener('changed',function(){location.reload();});}</script>\n";
+const LIVE: &str = "<script>if(window.EventSource){var es=new EventSource('/events');es.addEventListener('changed',\
+function(){var typing=[].some.call(document.querySelectorAll('input'),function(i){return i.value!==''||\
+i===document.activeElement;});if(typing){if(document.title.charAt(0)!=='*'){document.title='* '+document.title;}}\
+else{location.reload();}});addEventListener('pagehide',function(){es.close();});\
+addEventListener('pageshow',function(e){if(e.persisted){location.reload();}});}</script>\n";
 
-/// A page with the lab's navigation.
+const NAV: &str = "<nav><a href=\"/\">Lab</a> · <a href=\"/campaigns\">Campaigns</a> · <a href=\"/history\">History</a> · \
+<a href=\"/steps\">Operator steps</a></nav>";
+
+/// A page with the lab's navigation, live.
 fn page(title: &str, lab: &str, body: &str) -> String {
+    page_live(title, lab, body, LIVE)
+}
+
+/// A page with the lab's navigation; `live`: its script, or nothing for the answer to a
+/// form (reloading a POST's answer would post it again).
+fn page_live(title: &str, lab: &str, body: &str, live: &str) -> String {
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{} — {}</title>\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><style>{STYLE}</style></head>\n<body>\n\
-<nav><a href=\"/\">Lab</a><a href=\"/campaigns\">Campaigns</a><a href=\"/steps\">Operator steps</a></nav>\n<h1>{}</h1>\n{body}{LIVE}</body></html>\n",
+{NAV}\n<h1>{}</h1>\n{body}{live}</body></html>\n",
         esc(title),
         esc(lab),
         esc(title)
     )
 }
 
-/// A table of rows as their JSON objects give them: a column per field, in field order.
-fn table<T: Serialize>(rows: &[T], link: impl Fn(&str, &str) -> Option<String>) -> String {
-    let values: Vec<serde_json::Value> = rows.iter().filter_map(|r| serde_json::to_value(r).ok()).collect();
-    let Some(first) = values.first().and_then(|v| v.as_object()) else { return "<p>none</p>\n".to_string() };
-    let keys: Vec<&String> = first.keys().collect();
+/// A table of rows with `lab status`'s columns, in its order.
+fn table<T: Tabled>(rows: &[T], link: impl Fn(&str, &str) -> Option<String>) -> String {
+    if rows.is_empty() {
+        return "<p>none</p>\n".to_string();
+    }
+    let keys: Vec<String> = T::headers().iter().map(|h| h.to_string()).collect();
     let mut out = String::from("<table><tr>");
     for k in &keys {
         let _ = write!(out, "<th>{}</th>", esc(&k.replace('_', " ")));
     }
     out.push_str("</tr>\n");
-    for v in &values {
+    for row in rows {
         out.push_str("<tr>");
-        for k in &keys {
-            let cell = match &v[k.as_str()] {
-                serde_json::Value::String(s) => s.clone(),
-                serde_json::Value::Null => String::new(),
-                other => other.to_string(),
-            };
+        for (k, cell) in keys.iter().zip(row.fields()) {
             match link(k, &cell) {
                 Some(href) => {
                     let _ = write!(out, "<td><a href=\"{}\">{}</a></td>", esc(&href), esc(&cell));
@@ -69,10 +83,29 @@ fn campaign_link(key: &str, value: &str) -> Option<String> {
 
 /// The lab: devices with their state and current trial, the queues, the steps that wait,
 /// the hosts (`lab status`'s data).
-pub fn lab(v: &StatusView) -> String {
+pub fn lab(v: &StatusView, queued: &[QueuedCampaign]) -> String {
     let mut body = String::new();
     let _ = write!(body, "<h2>Devices</h2>\n{}", table(&v.devices, campaign_link));
     let _ = write!(body, "<h2>Queue</h2>\n{}", table(&v.queues, |_, _| None));
+    if !queued.is_empty() {
+        // A cancel button per queued campaign: a same-origin POST, with the login's cookie.
+        let mut t = table(queued, |_, _| None);
+        for q in queued {
+            let cell = format!("<td>{}</td>", esc(&q.campaign));
+            let with = format!(
+                "<td>{} <form method=\"post\" action=\"/campaigns/{c}/cancel\" style=\"display:inline\">\
+<button type=\"submit\">Cancel</button></form></td>",
+                esc(&q.campaign),
+                c = esc(&q.campaign)
+            );
+            t = t.replacen(&cell, &with, 1);
+        }
+        let _ = write!(
+            body,
+            "<h2>Queued campaigns</h2>\n{t}<p>Cancelling needs the lab's token (<a href=\"/login\">log in</a>); \
+it is the waiting <code>lab run</code>'s Ctrl-C: it leaves every queue and records nothing.</p>\n"
+        );
+    }
     if !v.waiting.is_empty() {
         let _ = write!(body, "<h2>Operator steps waiting</h2>\n{}", table(&v.waiting, campaign_link));
     }
@@ -92,16 +125,54 @@ pub fn campaigns(v: &StatusView) -> String {
 pub fn campaign(id: &str, report_html: &str) -> String {
     let id = esc(id);
     let bar = format!(
-        "<nav><a href=\"/\">Lab</a> <a href=\"/campaigns\">Campaigns</a> · downloads: \
+        "{NAV}\n<p>Downloads: \
 <a href=\"/campaigns/{id}/results.csv\">results.csv</a> <a href=\"/campaigns/{id}/report.json\">report.json</a> \
-<a href=\"/campaigns/{id}/junit.xml\">junit.xml</a> <a href=\"/campaigns/{id}/manifest.json\">manifest.json</a></nav>\n"
+<a href=\"/campaigns/{id}/junit.xml\">junit.xml</a> <a href=\"/campaigns/{id}/manifest.json\">manifest.json</a></p>\n"
     );
-    let page = match report_html.find("<body>") {
+    wrap(report_html, &bar)
+}
+
+/// A runbook's history page (the history renderer's own document) with the navigation.
+pub fn history(history_html: &str) -> String {
+    wrap(history_html, &format!("{NAV}\n"))
+}
+
+/// The runbooks with a history.
+pub fn histories(lab: &str, runbooks: &[String]) -> String {
+    let mut body = String::new();
+    if runbooks.is_empty() {
+        body.push_str("<p>No campaign has run yet.</p>\n");
+    }
+    body.push_str("<ul>\n");
+    for r in runbooks {
+        let _ = writeln!(body, "<li><a href=\"/history/{}\">{}</a></li>", esc(&url_path_segment(r)), esc(r));
+    }
+    body.push_str("</ul>\n");
+    page("History", lab, &body)
+}
+
+/// `name` as one URL path segment: unreserved characters kept, the rest percent-encoded.
+fn url_path_segment(name: &str) -> String {
+    let mut out = String::new();
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+/// A document of a renderer with `bar` put in front of its body and the live script at
+/// its end.
+fn wrap(doc: &str, bar: &str) -> String {
+    let page = match doc.find("<body>") {
         Some(at) => {
             let at = at + "<body>".len();
-            format!("{}\n{bar}{}", &report_html[..at], &report_html[at..])
+            format!("{}\n{bar}{}", &doc[..at], &doc[at..])
         }
-        None => format!("{bar}{report_html}"),
+        None => format!("{bar}{doc}"),
     };
     match page.rfind("</body>") {
         Some(at) => format!("{}{LIVE}{}", &page[..at], &page[at..]),
@@ -141,7 +212,12 @@ answer before {}</p>\n<form method=\"post\" action=\"/steps/{}\">",
 
 /// What an answer did: `lab confirm`'s own line.
 pub fn answered(said: &str) -> String {
-    page("Answered", "", &format!("<p>{}</p><p><a href=\"/steps\">Operator steps</a></p>\n", esc(said.trim())))
+    self::said("Answered", "", said, "/steps")
+}
+
+/// A change done: what was done, in a line, and a way back.
+pub fn said(title: &str, lab: &str, what: &str, back: &str) -> String {
+    page_live(title, lab, &format!("<p>{}</p><p><a href=\"{}\">Back</a></p>\n", esc(what.trim()), esc(back)), "")
 }
 
 /// The login form: the token becomes a cookie of this site.
@@ -151,14 +227,15 @@ pub fn login(lab: &str, problem: Option<&str>) -> String {
         "{said}<form method=\"post\" action=\"/login\"><label>token <input type=\"password\" name=\"token\" \
 required></label> <button type=\"submit\">Log in</button></form>\n"
     );
-    page("Log in", lab, &body)
+    // Not live: a failed login's page is the answer to a POST.
+    page_live("Log in", lab, &body, "")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[derive(Serialize)]
+    #[derive(Tabled)]
     struct Row {
         campaign: String,
         note: String,
@@ -170,8 +247,12 @@ mod tests {
         let html = table(&rows, campaign_link);
         assert!(html.contains("<a href=\"/campaigns/c-1\">c-1</a>"), "{html}");
         assert!(html.contains("&lt;script&gt;") && !html.contains("<script>"), "{html}");
+        assert!(html.starts_with("<table><tr><th>campaign</th><th>note</th></tr>"), "the fields' order: {html}");
         assert_eq!(table::<Row>(&[], campaign_link), "<p>none</p>\n");
         let page = campaign("c-1", "<html><body><h1>r</h1></body></html>");
         assert!(page.contains("<body>\n<nav>") && page.contains("/campaigns/c-1/report.json"), "{page}");
+        assert!(page.contains("<script>") && page.ends_with("</script>\n</body></html>"), "{page}");
+        let list = histories("lab", &["envoy poll/ü".into()]);
+        assert!(list.contains("<a href=\"/history/envoy%20poll%2F%C3%BC\">envoy poll/ü</a>"), "{list}");
     }
 }

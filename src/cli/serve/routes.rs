@@ -35,6 +35,9 @@ pub fn router(shared: Shared) -> Router {
         .route("/campaigns", get(campaigns_page))
         .route("/campaigns/{id}", get(campaign_page))
         .route("/campaigns/{id}/{file}", get(campaign_file))
+        .route("/campaigns/{id}/cancel", axum::routing::post(cancel))
+        .route("/history", get(history_list))
+        .route("/history/{runbook}", get(history_page))
         .route("/artifacts/{*path}", get(artifact))
         .route("/events", get(events))
         .route("/steps", get(steps_page))
@@ -84,8 +87,57 @@ fn campaign_id(id: &str) -> Result<&str, Failure> {
 }
 
 async fn lab_page(State(s): State<Shared>) -> Result<Html<String>, Failure> {
-    let view = blocking(move || status_cmd::collect(&s.lab, Some(&s.store)).map_err(|e| internal(e.message))).await?;
-    Ok(Html(pages::lab(&view)))
+    let (view, queued) = blocking(move || {
+        let view = status_cmd::collect(&s.lab, Some(&s.store)).map_err(|e| internal(e.message))?;
+        Ok((view, super::cancel::queued_campaigns(&s.store).map_err(internal)?))
+    })
+    .await?;
+    Ok(Html(pages::lab(&view, &queued)))
+}
+
+/// Cancels a queued campaign (src/cli/serve/cancel.rs): 404 when it is not queued, 409
+/// when it waits on another machine.
+async fn cancel(State(s): State<Shared>, UrlPath(id): UrlPath<String>) -> Result<Html<String>, Failure> {
+    use super::cancel::CancelError;
+    let id = campaign_id(&id)?.to_string();
+    let lab = s.lab.name.clone();
+    let said = blocking(move || {
+        super::cancel::cancel(&s.store, &id, &crate::store::this_host()).map_err(|e| match e {
+            CancelError::NotQueued(_) => not_found(e.to_string()),
+            CancelError::Elsewhere { .. } => Failure(StatusCode::CONFLICT, e.to_string()),
+            CancelError::Signal { .. } | CancelError::Store(_) => internal(e),
+        })
+    })
+    .await?;
+    Ok(Html(pages::said("Cancelled", &lab, &said, "/")))
+}
+
+/// Every runbook with campaigns in the store, each linking its history.
+async fn history_list(State(s): State<Shared>) -> Result<Html<String>, Failure> {
+    let lab = s.lab.name.clone();
+    let names = blocking(move || s.store.runbook_names().map_err(internal)).await?;
+    Ok(Html(pages::histories(&lab, &names)))
+}
+
+/// A runbook's history (`lab history --format html`), each point linked to its campaign.
+async fn history_page(State(s): State<Shared>, UrlPath(runbook): UrlPath<String>) -> Result<Html<String>, Failure> {
+    if runbook.len() > 200 || runbook.chars().any(char::is_control) {
+        return Err(bad("a runbook name has at most 200 printable characters"));
+    }
+    let html = blocking(move || {
+        let history = report::history_for(&s.store, &s.lab, &runbook, &report::HistoryFilter::default()).map_err(
+            |e| match e {
+                report::HistoryError::UnknownRunbook { .. } => not_found(e.to_string()),
+                report::HistoryError::Store(e) => internal(e),
+            },
+        )?;
+        let html = report::render_history_html_linked(&history, &|c| {
+            campaign_id(c).is_ok().then(|| format!("/campaigns/{c}"))
+        });
+        Ok(pages::history(&html))
+    })
+    .await?;
+    Ok(Html(html))
 }
 
 async fn status_json(State(s): State<Shared>) -> Result<Response, Failure> {

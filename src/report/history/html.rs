@@ -9,6 +9,12 @@ use crate::report::render::html::{STYLE, esc};
 use crate::report::render::plots::{self, TrendChange, TrendMark, TrendPoint};
 
 pub fn render_history_html(h: &History) -> String {
+    render_history_html_linked(h, &|_| None)
+}
+
+/// [`render_history_html`] with each point's campaign linked to `campaign_href(id)`
+/// (`lab serve`'s history page links its campaign pages).
+pub fn render_history_html_linked(h: &History, campaign_href: &dyn Fn(&str) -> Option<String>) -> String {
     let mut out = String::new();
     let _ = write!(
         out,
@@ -21,7 +27,7 @@ confirmations (red: confirmed, green: not confirmed); a red cross is an alert.</
         esc(&intro(h))
     );
     for s in &h.series {
-        series(&mut out, s);
+        series(&mut out, s, campaign_href);
     }
     if !h.warnings.is_empty() {
         out.push_str("<h2>Warnings</h2>\n<ul>\n");
@@ -34,7 +40,7 @@ confirmations (red: confirmed, green: not confirmed); a red cross is an alert.</
     out
 }
 
-fn series(out: &mut String, s: &HistorySeries) {
+fn series(out: &mut String, s: &HistorySeries, campaign_href: &dyn Fn(&str) -> Option<String>) {
     let title = series_title(s);
     let _ = writeln!(out, "<h2>{}</h2>", esc(&title));
     let labels: Vec<String> = s.points.iter().map(|p| p.at.get(5..10).unwrap_or(&p.at).to_string()).collect();
@@ -81,7 +87,15 @@ fn series(out: &mut String, s: &HistorySeries) {
         out.push_str("<tr>");
         for (k, cell) in point_cells(s, i).iter().enumerate() {
             let class = if (3..5).contains(&k) { " class=\"num\"" } else { "" };
-            let _ = write!(out, "<td{class}>{}</td>", esc(cell));
+            // Column 2 is the point's campaign (render::HEADERS).
+            match campaign_href(&s.points[i].campaign).filter(|_| k == 2) {
+                Some(href) => {
+                    let _ = write!(out, "<td{class}><a href=\"{}\">{}</a></td>", esc(&href), esc(cell));
+                }
+                None => {
+                    let _ = write!(out, "<td{class}>{}</td>", esc(cell));
+                }
+            }
         }
         out.push_str("</tr>\n");
     }
@@ -117,5 +131,8 @@ mod tests {
         for banned in ["<script", "src=", "href=", "http://", "https://", "url("] {
             assert!(!body.contains(banned), "found {banned}");
         }
+        let linked = render_history_html_linked(&h, &|c| Some(format!("/campaigns/{c}")));
+        assert!(linked.contains("<a href=\"/campaigns/c07\">c07</a>"), "{linked}");
+        assert_eq!(linked.matches("<a href=").count(), h.series.iter().map(|s| s.points.len()).sum::<usize>());
     }
 }
