@@ -13,7 +13,7 @@ fn lab_with_campaigns(n: u64) -> (TempLab, PathBuf) {
 }
 
 /// One quickstart campaign per entry, with the busy build's cpu_pct set to it.
-fn lab_with_busy_cpu(cpu: &[u32]) -> (TempLab, PathBuf) {
+pub(crate) fn lab_with_busy_cpu(cpu: &[u32]) -> (TempLab, PathBuf) {
     lab_with_busy_cpu_and(cpu, "")
 }
 

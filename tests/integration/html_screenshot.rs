@@ -67,7 +67,7 @@ fn console_lines(log: &str) -> Vec<&str> {
 }
 
 /// Pixels of an RGB(A) screenshot within `tol` of `rgb`, and the share of non-white ones.
-fn pixels(png_path: &Path, colors: &[[u8; 3]], tol: i32) -> (Vec<usize>, f64) {
+pub(crate) fn pixels(png_path: &Path, colors: &[[u8; 3]], tol: i32) -> (Vec<usize>, f64) {
     let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(png_path).unwrap()));
     let mut reader = decoder.read_info().unwrap();
     let mut buf = vec![0; reader.output_buffer_size().expect("buffer size")];

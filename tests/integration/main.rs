@@ -65,6 +65,7 @@ mod runner_time;
 mod schedule_regression;
 mod sequential_campaign;
 mod serve;
+mod serve_browser;
 mod shared_lab;
 mod shared_lab_postgres;
 mod sim_monitor;

@@ -43,6 +43,16 @@ fn needs() -> Vec<Need> {
                 None => Err("chromium is not installed (Debian: apt-get install chromium)".into()),
             }),
         ),
+        need(
+            "chromedriver",
+            "LAB_REQUIRE_CHROMEDRIVER",
+            Box::new(|| match (on_path(&["chromium", "chromium-browser"]), on_path(&["chromedriver"])) {
+                (Some(_), Some(_)) => Ok(()),
+                _ => Err("chromium and its chromedriver are not both installed (Debian: apt-get install chromium \
+chromium-driver)"
+                    .into()),
+            }),
+        ),
         need("scipy", "LAB_REQUIRE_SCIPY", Box::new(|| imports("python3", "scipy, numpy", "scipy"))),
         need("pandas", "LAB_REQUIRE_PANDAS", Box::new(|| imports(&bench_python(), "pandas, scipy", "pandas scipy"))),
         need(

@@ -1,0 +1,381 @@
+//! `lab serve` in a real browser: Debian's Chromium, headless, driven over WebDriver by
+//! Debian's chromedriver (nothing is downloaded). On a running simulated campaign with a
+//! manual tether: the lab page shows the devices and reloads itself as the campaign moves
+//! (trials start and finish); the operator logs in with the token and answers every step
+//! from the steps page by typing and clicking, and the campaign goes on to its end; the
+//! campaign page shows the report with its plots. On a lab with eight campaigns of one
+//! runbook, the history page shows the change point and links its campaign.
+//!
+//! Screenshots of each page are checked to be non-blank and kept: in `$LAB_CI_ARTIFACTS/
+//! screenshots` (set by .ci/run), else in the target folder's `tmp/serve-screenshots`.
+//!
+//! Needs `chromium` and `chromedriver` (`#[test_needs::needs(chromedriver)]`): ignored
+//! without them unless LAB_REQUIRE_CHROMEDRIVER=1 (set by .ci/run, which installs both).
+
+use crate::common;
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use serde_json::{Value, json};
+
+use common::TempLab;
+
+/// The W3C name of an element reference in WebDriver answers.
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+/// A chromedriver process with one headless Chromium session; both end when dropped.
+struct Browser {
+    driver: Child,
+    port: u16,
+    session: String,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    fn start() -> Browser {
+        let mut driver = Command::new("chromedriver")
+            .arg("--port=0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        let mut out = BufReader::new(driver.stdout.take().unwrap());
+        let port = loop {
+            let mut line = String::new();
+            assert!(out.read_line(&mut line).unwrap() > 0, "chromedriver ended before saying its port");
+            if let Some(rest) = line.split("started successfully on port ").nth(1) {
+                break rest.trim().trim_end_matches('.').parse::<u16>().expect("a port");
+            }
+        };
+        // Keep reading its stdout so that it never blocks on a full pipe.
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        let profile = tempfile::tempdir().unwrap();
+        let mut b = Browser { driver, port, session: String::new(), _profile: profile };
+        let args = [
+            "--headless".to_string(),
+            "--no-sandbox".into(),
+            "--disable-gpu".into(),
+            "--disable-dev-shm-usage".into(),
+            "--no-first-run".into(),
+            "--disable-background-networking".into(),
+            "--disable-component-update".into(),
+            "--disable-sync".into(),
+            // A tab in the background still runs its page's script (the live reload).
+            "--disable-background-timer-throttling".into(),
+            "--disable-renderer-backgrounding".into(),
+            "--disable-backgrounding-occluded-windows".into(),
+            "--window-size=1280,1000".into(),
+            format!("--user-data-dir={}", b._profile.path().display()),
+        ];
+        let caps = json!({ "capabilities": { "alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": { "args": args },
+        }}});
+        let v = b.call("POST", "/session", Some(caps));
+        b.session = v["sessionId"].as_str().expect("a session id").to_string();
+        b
+    }
+
+    /// One WebDriver command; its `value`. Panics with the driver's error otherwise.
+    fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        self.try_call(method, path, body).unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+    }
+
+    /// One WebDriver command; its `value`, or the driver's error (`stale element
+    /// reference: …` when the page was reloaded under the element).
+    fn try_call(&self, method: &str, path: &str, body: Option<Value>) -> Result<Value, String> {
+        let body = body.map(|b| b.to_string()).unwrap_or_default();
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            self.port,
+            body.len()
+        )
+        .unwrap();
+        // chromedriver keeps the connection open: read the head, then Content-Length bytes.
+        let mut reader = BufReader::new(s);
+        let mut head = String::new();
+        loop {
+            let mut line = String::new();
+            assert!(reader.read_line(&mut line).unwrap() > 0, "{method} {path}: the connection closed");
+            if line == "\r\n" {
+                break;
+            }
+            head.push_str(&line);
+        }
+        let length = head
+            .lines()
+            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|n| n.trim().parse::<usize>()))
+            .expect("a Content-Length")
+            .unwrap();
+        let mut raw = vec![0; length];
+        reader.read_exact(&mut raw).unwrap();
+        let body = String::from_utf8_lossy(&raw).into_owned();
+        let v: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{method} {path}: {e}: {body}"));
+        if !head.starts_with("HTTP/1.1 200") {
+            return Err(format!("{}: {}", v["value"]["error"], v["value"]["message"]));
+        }
+        Ok(v["value"].clone())
+    }
+
+    fn session_call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        self.call(method, &format!("/session/{}{path}", self.session), body)
+    }
+
+    fn try_session(&self, method: &str, path: &str, body: Option<Value>) -> Result<Value, String> {
+        self.try_call(method, &format!("/session/{}{path}", self.session), body)
+    }
+
+    fn go(&self, url: &str) {
+        self.session_call("POST", "/url", Some(json!({ "url": url })));
+    }
+
+    fn url(&self) -> String {
+        self.session_call("GET", "/url", None).as_str().unwrap_or_default().to_string()
+    }
+
+    /// Runs `script` in the page (its `return` value comes back).
+    fn js(&self, script: &str) -> Value {
+        self.session_call("POST", "/execute/sync", Some(json!({ "script": script, "args": [] })))
+    }
+
+    fn find(&self, css: &str) -> String {
+        let v = self.session_call("POST", "/element", Some(json!({ "using": "css selector", "value": css })));
+        v[ELEMENT].as_str().unwrap_or_else(|| panic!("no element {css}")).to_string()
+    }
+
+    fn find_all(&self, css: &str) -> Result<Vec<String>, String> {
+        let v = self.try_session("POST", "/elements", Some(json!({ "using": "css selector", "value": css })))?;
+        Ok(v.as_array().unwrap().iter().map(|e| e[ELEMENT].as_str().unwrap().to_string()).collect())
+    }
+
+    fn type_into(&self, element: &str, text: &str) -> Result<(), String> {
+        self.try_session("POST", &format!("/element/{element}/value"), Some(json!({ "text": text }))).map(drop)
+    }
+
+    fn click(&self, element: &str) -> Result<(), String> {
+        self.try_session("POST", &format!("/element/{element}/click"), Some(json!({}))).map(drop)
+    }
+
+    fn attribute(&self, element: &str, name: &str) -> Result<String, String> {
+        let v = self.try_session("GET", &format!("/element/{element}/attribute/{name}"), None)?;
+        Ok(v.as_str().unwrap_or_default().to_string())
+    }
+
+    /// Opens a new tab and switches to it; returns the handle of the tab it left.
+    fn new_tab(&self) -> String {
+        let old = self.session_call("GET", "/window", None).as_str().unwrap().to_string();
+        let v = self.session_call("POST", "/window/new", Some(json!({ "type": "tab" })));
+        self.switch(v["handle"].as_str().unwrap());
+        old
+    }
+
+    fn tab(&self) -> String {
+        self.session_call("GET", "/window", None).as_str().unwrap().to_string()
+    }
+
+    fn switch(&self, handle: &str) {
+        self.session_call("POST", "/window", Some(json!({ "handle": handle })));
+    }
+
+    /// A screenshot of the tab, written to `dir/name.png`; fails when the page looks blank.
+    fn screenshot(&self, dir: &Path, name: &str) -> PathBuf {
+        let b64 = self.session_call("GET", "/screenshot", None);
+        let png = base64::engine::general_purpose::STANDARD.decode(b64.as_str().unwrap()).unwrap();
+        let path = dir.join(format!("{name}.png"));
+        std::fs::write(&path, png).unwrap();
+        let (_, non_white) = crate::html_screenshot::pixels(&path, &[], 0);
+        eprintln!("screenshot {}: {:.1} % non-white", path.display(), non_white * 100.0);
+        assert!(non_white > 0.01, "{name}: the page looks blank ({:.2} % non-white)", non_white * 100.0);
+        path
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if !self.session.is_empty() {
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.call("DELETE", &format!("/session/{}", self.session), None)
+            }));
+        }
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+/// Waits up to 20 s for `f`, else fails naming `what`.
+fn soon(what: &str, mut f: impl FnMut() -> bool) {
+    let until = Instant::now() + Duration::from_secs(20);
+    while !f() {
+        assert!(Instant::now() < until, "never: {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Where the screenshots are kept, emptied first.
+fn screenshot_dir() -> PathBuf {
+    let dir = match std::env::var_os("LAB_CI_ARTIFACTS") {
+        Some(d) => PathBuf::from(d).join("screenshots"),
+        None => PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("serve-screenshots"),
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The cells of column `name` of the page's first table, as text.
+const COLUMN: &str = "const t=document.querySelector('table'); if(!t) return [];\
+const hs=[...t.rows[0].cells].map(c=>c.innerText.trim()); const i=hs.indexOf(arguments[0]||'trial');\
+return i<0?[]:[...t.rows].slice(1).map(r=>r.cells[i].innerText.trim());";
+
+#[test_needs::needs(chromedriver)]
+#[test]
+fn the_lab_in_chromium_updates_live_takes_the_operators_answers_and_shows_reports_and_history() {
+    let shots = screenshot_dir();
+    let browser = Browser::start();
+
+    // A manual-tether campaign: its steps wait for answers from the page.
+    let token = "0123456789abcdef0123456789abcdef";
+    let lab = TempLab::from_text(&format!("{}\n[serve]\ntoken_file = \"serve.token\"\n", crate::operator_steps::LAB));
+    std::fs::write(lab.dir.path().join("serve.token"), token).unwrap();
+    let rb = crate::operator_steps::runbook(&lab, "2m");
+    let server = crate::serve::serve(&lab, &[]);
+    let base = format!("http://{}", server.addr);
+
+    // Log in with the token, as an operator would: typed into the form.
+    browser.go(&format!("{base}/login"));
+    let field = browser.find("input[name=token]");
+    browser.type_into(&field, token).unwrap();
+    browser.click(&browser.find("button[type=submit]")).unwrap();
+    soon("the login leads to the steps", || browser.url().ends_with("/steps"));
+
+    // The lab page, open before the campaign starts.
+    let lab_tab = browser.tab();
+    browser.go(&format!("{base}/"));
+    let devices =
+        browser.js("return [...document.querySelectorAll('table')[0].rows].slice(1).map(r=>r.cells[0].innerText)");
+    assert_eq!(devices, json!(["sim-pixel"]), "the lab page lists the device");
+    let first_load = browser.js("return performance.timeOrigin");
+    browser.screenshot(&shots, "lab-idle");
+
+    let mut run = lab.process(&["run", &rb]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    browser.new_tab();
+    let steps_tab = browser.tab();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let (mut answered, mut loads, mut trials) = (0, BTreeSet::new(), BTreeSet::new());
+    let (mut shot_steps, mut stale) = (false, 0);
+    let status = loop {
+        if let Some(status) = run.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the campaign did not end; {answered} steps answered");
+        // The operator's tab: answer every waiting step by typing into its form and clicking.
+        browser.switch(&steps_tab);
+        browser.go(&format!("{base}/steps"));
+        // Typed and clicked like a person would; a page that reloaded under the form (the
+        // store moved before anything was typed) is answered on the next round.
+        let answer = || -> Result<bool, String> {
+            let Some(form) = browser.find_all("section.step form")?.into_iter().next() else { return Ok(false) };
+            let action = browser.attribute(&form, "action")?;
+            let css = format!("form[action=\"{}\"]", action.trim_start_matches(&base));
+            for input in browser.find_all(&format!("{css} input"))? {
+                let value = match browser.attribute(&input, "name")?.as_str() {
+                    "brightness" => "50",
+                    "bluetooth" => "off",
+                    "by" => "ana",
+                    other => panic!("unexpected field {other}"),
+                };
+                browser.type_into(&input, value)?;
+            }
+            browser.click(&browser.find(&format!("{css} button")))?;
+            Ok(true)
+        };
+        if !shot_steps && !browser.find_all("section.step form").unwrap().is_empty() {
+            browser.screenshot(&shots, "steps");
+            shot_steps = true;
+        }
+        match answer() {
+            Ok(true) => {
+                soon("the answer is confirmed as lab confirm says it", || {
+                    let said = browser.js("return document.body.innerText").as_str().unwrap_or_default().to_string();
+                    said.contains("confirmed step") && said.contains("as ana")
+                });
+                answered += 1;
+            }
+            Ok(false) => {}
+            // The page reloaded under the form before anything was typed into it.
+            Err(e) if e.contains("stale element") || e.contains("not interactable") => stale += 1,
+            Err(e) => panic!("answering from the steps page: {e}"),
+        }
+        // The lab tab, never navigated again: it reloads itself when the store moves.
+        browser.switch(&lab_tab);
+        let load = browser.js("return performance.timeOrigin");
+        if load != first_load && loads.insert(load.to_string()) && loads.len() == 1 {
+            browser.screenshot(&shots, "lab-running");
+        }
+        for t in browser.js(COLUMN).as_array().unwrap() {
+            let t = t.as_str().unwrap_or_default();
+            if !t.is_empty() && t != "-" {
+                trials.insert(t.to_string());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(status.success(), "the campaign went on to its end: {status:?}");
+    assert_eq!(answered, 7, "the screen step, then unplug, plug-in and check per trial ({stale} forms reloaded away)");
+    let by: Vec<String> = lab.sql("SELECT answered_by FROM operator_steps ORDER BY id");
+    assert_eq!(by, vec!["ana"; 7], "each answer is the row lab confirm writes");
+    assert!(loads.len() >= 3, "the lab page reloaded itself as the campaign moved: {} times", loads.len());
+    assert_eq!(trials.len(), 2, "the lab page showed each trial as it ran: {trials:?}");
+    // Once it ended the page says so without being asked.
+    soon("the lab page shows no trial once the campaign ended", || {
+        browser.js(COLUMN).as_array().unwrap().iter().all(|t| t.as_str() == Some("-"))
+    });
+
+    // The campaign's page: the report with its plots, drawn.
+    let id: Vec<String> = lab.sql("SELECT id FROM campaigns");
+    browser.switch(&steps_tab);
+    browser.go(&format!("{base}/campaigns/{}", id[0]));
+    let svgs = browser.js("return document.querySelectorAll('svg').length").as_u64().unwrap();
+    assert!(svgs >= 2, "the report's plots: {svgs} svg");
+    let text = browser.js("return document.body.innerText").as_str().unwrap().to_string();
+    assert!(text.contains("results.csv") && text.contains("attested"), "{}", &text[..text.len().min(400)]);
+    browser.screenshot(&shots, "campaign");
+    drop(server);
+
+    // History: eight campaigns of one runbook, the busy build 20 % slower from the fifth.
+    let history = crate::cli_history::lab_with_busy_cpu(&[40, 40, 40, 40, 48, 48, 48, 48]).0;
+    let server = crate::serve::serve(&history, &[]);
+    let base = format!("http://{}", server.addr);
+    browser.go(&format!("{base}/history"));
+    browser.click(&browser.find("a[href=\"/history/quickstart\"]")).unwrap();
+    soon("the link leads to the runbook's history", || browser.url().ends_with("/history/quickstart"));
+    // The change point: its mark in the busy × iPhone 6s × cpu_pct series, at the fifth campaign.
+    let marked = browser.js(
+        "return [...document.querySelectorAll('h2')].filter(h=>h.innerText.startsWith('busy × iPhone 6s · cpu_pct'))\
+         .map(h=>{let t=h.nextElementSibling; while(t&&t.tagName!=='TABLE') t=t.nextElementSibling;\
+         return [...t.rows].slice(1).filter(r=>r.innerText.includes('▲ +')).map(r=>r.cells[0].innerText)})",
+    );
+    assert_eq!(marked, json!([["4"]]), "one change point, at point 4");
+    let plots = browser.js("return document.querySelectorAll('figure svg').length").as_u64().unwrap();
+    assert!(plots >= 1, "the trends are drawn");
+    browser.js("[...document.querySelectorAll('h2')].find(h=>h.innerText.startsWith('busy × iPhone 6s · cpu_pct'))\
+         .scrollIntoView()");
+    browser.screenshot(&shots, "history");
+    // Its point links the campaign behind it.
+    let link = browser.js("const r=[...document.querySelectorAll('tr')].find(r=>r.innerText.includes('▲ +')); \
+         return r.querySelector('a').getAttribute('href')");
+    let href = link.as_str().expect("the change point's campaign is a link").to_string();
+    browser.go(&format!("{base}{href}"));
+    assert!(browser.js("return document.querySelectorAll('svg').length").as_u64().unwrap() >= 1);
+}
