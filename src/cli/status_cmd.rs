@@ -15,7 +15,7 @@ use super::status_care::{self, BatteryView};
 use super::status_operator;
 use super::status_queue;
 use crate::config::Lab;
-use crate::store::{CampaignRecord, CampaignStatus, DeviceStatusRow, Store, TrialOutcome};
+use crate::store::{CampaignRecord, CampaignStatus, DeviceStatusRow, Store};
 
 #[derive(Debug, Serialize, Tabled)]
 pub struct DeviceLine {
@@ -127,11 +127,11 @@ pub fn collect(lab: &Lab, store: Option<&Store>) -> Result<StatusView, CliError>
         .collect();
     let mut lines = Vec::new();
     for c in &campaigns {
-        let trials = store.map(|s| s.trials(&c.id)).transpose()?.unwrap_or_default();
-        let planned = trials.len() as u32;
-        let count = |o| trials.iter().filter(|t| t.outcome == o).count() as u32;
-        let (valid, failed) = (count(TrialOutcome::Valid), count(TrialOutcome::Failed));
-        let attempts: u32 = trials.iter().map(|t| t.attempts).sum();
+        // One aggregate query a campaign: no copy of its trials (`lab serve` draws this every
+        // second the store moves while someone watches).
+        let counts = store.map(|s| s.outcome_counts(&c.id)).transpose()?.unwrap_or_default();
+        let planned = counts.valid + counts.failed + counts.pending;
+        let (valid, failed, attempts) = (counts.valid, counts.failed, counts.attempts);
         let done = valid + failed;
         let status = match c.status {
             CampaignStatus::Running if live(c) => "running".to_string(),

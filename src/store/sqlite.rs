@@ -666,7 +666,7 @@ impl Store {
             format!("SELECT {columns}{}{TRIAL_COUNTS} ORDER BY {order}", if columns.is_empty() { "" } else { ", " });
         let id_ = id.to_string();
         let (limit, rows) =
-            self.db.call(move |c| c.transaction(|c| Ok((retry_limit(c, &id_)?, c.query(&sql, &vals![&id_])?))))?;
+            self.db.call(move |c| c.read_transaction(|c| Ok((retry_limit(c, &id_)?, c.query(&sql, &vals![&id_])?))))?;
         Ok((limit.ok_or_else(|| StoreError::NoCampaign(id.into()))?, rows))
     }
 
