@@ -21,7 +21,13 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // `lab serve` runs on one thread: a page watching the lab costs one wake of one thread
+    // a second (src/cli/serve/live.rs, benches/serve.rs).
+    let mut builder = match &cli.command {
+        Command::Serve(_) => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(r) => r,
         Err(e) => return fail(CliError::internal(format!("cannot start the async runtime: {e}"))),
     };

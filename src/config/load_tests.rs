@@ -1197,12 +1197,19 @@ fn serve_settings_are_read_and_bad_ones_refused_with_the_fix() {
     assert_eq!(lab.serve.bind.to_string(), "0.0.0.0:9000");
     assert_eq!(lab.serve.token_file.as_deref(), Some(Path::new("/labs/bench/serve.token")));
     assert!(lab.serve.public_read);
-    let text = format!("{LAB}\n[serve]\nbind = \"localhost\"\ntoken = \"x\"\npublic_read = \"yes\"\n");
+    let text = format!("{LAB}\n[serve]\npublic_url = \"https://Lab.example.org/\"\n");
+    let lab = parse_lab(&text, Path::new("/labs/bench/lab.toml")).unwrap_or_else(|e| panic!("{e}"));
+    let want = crate::config::PublicUrl { host: "lab.example.org".into(), https: true };
+    assert_eq!(lab.serve.public_url, Some(want));
+    let text = format!(
+        "{LAB}\n[serve]\nbind = \"localhost\"\ntoken = \"x\"\npublic_read = \"yes\"\npublic_url = \"lab.example.org/x\"\n"
+    );
     let e = parse_lab(&text, Path::new("lab.toml")).unwrap_err().to_string();
     for want in [
         "serve.bind: `localhost` is not an address and port; fix: write `bind = \"127.0.0.1:8470\"`",
         "serve.token: unknown key `token`",
         "serve.public_read:",
+        "serve.public_url: `lab.example.org/x` is not the address of a site; fix: write the scheme and host",
     ] {
         assert!(e.contains(want), "missing {want:?} in:\n{e}");
     }

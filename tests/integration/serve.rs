@@ -214,6 +214,38 @@ fn off_loopback_reading_needs_the_token_and_changes_need_it_and_the_same_origin(
         401,
         "the token is no session"
     );
+    drop(open);
+
+    // Behind a TLS proxy (`public_url`): its host is answered on loopback, reading needs the
+    // token as off loopback, its pages' changes are same-origin, and the cookie is Secure.
+    let text = std::fs::read_to_string(&lab.lab).unwrap() + "public_url = \"https://lab.example.org\"\n";
+    std::fs::write(&lab.lab, text).unwrap();
+    let proxied = serve(&lab, &[]);
+    let a = proxied.addr.as_str();
+    let host = "lab.example.org";
+    assert_eq!(request_to(a, host, "GET", "/", &[]).0, 401, "reading through the proxy needs the token");
+    assert_eq!(request_to(a, host, "GET", "/", &[&bearer]).0, 200);
+    assert_eq!(request_to(a, "evil.example", "GET", "/", &[&bearer]).0, 421);
+    let from_site = "Origin: https://lab.example.org";
+    assert_eq!(
+        request_to(a, host, "POST", "/campaigns", &[&bearer, from_site]).0,
+        405,
+        "same origin: reaches the routes"
+    );
+    assert_eq!(request_to(a, host, "POST", "/campaigns", &[&bearer, "Origin: https://evil.example"]).0, 403);
+    let mut s = TcpStream::connect(a).unwrap();
+    let body = format!("token={token}");
+    write!(
+        s,
+        "POST /login HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n{from_site}\r\nContent-Type: \
+         application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let cookie = raw.lines().find_map(|l| l.strip_prefix("set-cookie: ")).unwrap_or_else(|| panic!("{raw}"));
+    assert!(cookie.ends_with("; Secure"), "{cookie}");
 }
 
 /// Posts the login form with `token`; the session cookie (`name=value`) when it is right.
@@ -260,24 +292,50 @@ fn no_response_shows_the_postgres_password() {
         format!("/campaigns/{id}/results.csv"),
         format!("/campaigns/{id}/junit.xml"),
         format!("/campaigns/{id}/manifest.json"),
+        "/history".into(),
+        "/history/aa-identical".into(),
+        "/steps".into(),
         "/campaigns/nope".into(),
+        "/history/nope".into(),
     ];
     for path in &paths {
-        let (code, body) = get(a, path);
-        assert!(code == 200 || path.ends_with("nope"), "{path}: {code} {body}");
-        assert!(!body.contains(&password), "{path} shows the password");
+        // The whole answer, headers too.
+        let mut s = TcpStream::connect(a).unwrap();
+        write!(s, "GET {path} HTTP/1.1\r\nHost: {a}\r\nConnection: close\r\n\r\n").unwrap();
+        let mut raw = String::new();
+        s.read_to_string(&mut raw).unwrap();
+        let ok = raw.starts_with("HTTP/1.1 200") || (path.ends_with("nope") && raw.starts_with("HTTP/1.1 404"));
+        assert!(ok, "{path}: {}", raw.lines().next().unwrap_or_default());
+        assert!(!raw.contains(&password), "{path} shows the password");
     }
+    // What a listening page is sent, after a change.
+    let mut s = TcpStream::connect(a).unwrap();
+    write!(s, "GET /events?page=%2F HTTP/1.1\r\nHost: {a}\r\n\r\n").unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
+    let mut reader = BufReader::new(s);
+    finished_campaign(&lab);
+    let mut seen = String::new();
+    while !seen.contains("event: page") || !seen.ends_with("\n\n") {
+        let mut line = String::new();
+        assert!(reader.read_line(&mut line).expect("an event within a minute") > 0, "{seen}");
+        seen.push_str(&line);
+    }
+    assert!(seen.contains("<h2>Devices</h2>") && !seen.contains(&password), "the pushed page: {seen}");
 }
 
-/// A page listening on `/events` hears `changed` when another process writes the store.
+/// A page listening on `/events` gets its new content when another process writes the
+/// store: the lab page's live part, naming the new campaign; a path that is no live page
+/// is refused.
 #[test]
-fn a_listening_page_hears_when_the_store_changes() {
+fn a_listening_page_gets_its_new_content_when_the_store_changes() {
     let lab = TempLab::new();
-    finished_campaign(&lab);
+    let first = finished_campaign(&lab);
     let server = serve(&lab, &[]);
     let a = server.addr.as_str();
+    let (code, body) = get(a, "/events?page=/status.json");
+    assert_eq!(code, 400, "{body}");
     let mut s = TcpStream::connect(a).unwrap();
-    write!(s, "GET /events HTTP/1.1\r\nHost: {a}\r\nAccept: text/event-stream\r\n\r\n").unwrap();
+    write!(s, "GET /events?page=%2F HTTP/1.1\r\nHost: {a}\r\nAccept: text/event-stream\r\n\r\n").unwrap();
     s.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
     let mut reader = BufReader::new(s);
     let mut head = String::new();
@@ -286,16 +344,24 @@ fn a_listening_page_hears_when_the_store_changes() {
     // Another campaign writes the store.
     let path = lab.dir.path().join("aa.toml");
     lab.cmd(&["run", path.to_str().unwrap()]).assert().success();
+    let out = lab.cmd(&["status", "--json"]).assert().success().get_output().stdout.clone();
+    let status: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let ids: Vec<&str> =
+        status["campaigns"].as_array().unwrap().iter().filter_map(|c| c["campaign"].as_str()).collect();
+    let second = ids.iter().find(|c| **c != first).expect("the second campaign").to_string();
     let mut seen = String::new();
+    let mut event = false;
     loop {
         let mut line = String::new();
         let n = reader.read_line(&mut line).expect("an event within a minute");
         assert!(n > 0, "the stream ended: {seen}");
         seen.push_str(&line);
-        if line.trim() == "event: changed" {
+        event |= line.trim() == "event: page";
+        if event && line.starts_with("data: ") && line.contains(&second) {
             break;
         }
     }
+    assert!(seen.contains("<h2>Devices</h2>"), "the lab page's live part: {seen}");
 }
 
 /// The steps a page offers: each form's step id and the settings it asks for.
@@ -488,4 +554,33 @@ fn a_queued_campaign_is_cancelled_from_the_page_and_refusals_change_nothing() {
     assert_eq!(request(a, "POST", &path, &[&bearer, &origin]).0, 404, "nothing to cancel any more");
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(holder.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
     let _ = finish(holder);
+}
+
+/// The systemd unit docs/serve.md gives for running `lab serve` as a service verifies, with
+/// this build's binary and a lab folder of its own put in for the docs' paths.
+#[test_needs::needs(systemd_analyze)]
+#[test]
+fn the_service_unit_in_the_docs_verifies() {
+    let docs = std::fs::read_to_string(common::root().join("docs/serve.md")).unwrap();
+    let unit = docs
+        .split("```ini\n# /etc/systemd/system/lab-serve.service\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("docs/serve.md has the unit");
+    assert!(unit.contains("ExecStart=/usr/local/bin/lab --lab /srv/lab/lab.toml serve"), "{unit}");
+    let lab = TempLab::new();
+    let folder = lab.dir.path().canonicalize().unwrap();
+    std::fs::create_dir_all(folder.join("artifacts")).unwrap();
+    let bin = std::fs::canonicalize(assert_cmd::cargo::cargo_bin("lab")).unwrap();
+    let user = String::from_utf8(std::process::Command::new("id").arg("-un").output().unwrap().stdout).unwrap();
+    let unit = unit
+        .replace("/usr/local/bin/lab", bin.to_str().unwrap())
+        .replace("/srv/lab", folder.to_str().unwrap())
+        .replace("User=lab", &format!("User={}", user.trim()));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("lab-serve.service");
+    std::fs::write(&file, unit).unwrap();
+    let out = std::process::Command::new("systemd-analyze").arg("verify").arg(&file).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(out.stderr.is_empty(), "systemd-analyze verify said:\n{}", String::from_utf8_lossy(&out.stderr));
 }

@@ -21,9 +21,12 @@ pub struct Access {
     pub session: String,
     /// The cookie's name, with the port: two `lab serve`s on one host keep theirs apart.
     pub cookie: String,
+    /// The cookie is sent over HTTPS only (served behind a TLS proxy: `public_url`).
+    pub secure_cookie: bool,
     /// On loopback, the `Host` values this server answers to (`127.0.0.1:PORT`,
-    /// `localhost:PORT`, `[::1]:PORT`): another name pointed at 127.0.0.1 (DNS rebinding)
-    /// is refused. `None` off loopback, where reading needs the token anyway.
+    /// `localhost:PORT`, `[::1]:PORT`, and `public_url`'s host behind a proxy): another name
+    /// pointed at 127.0.0.1 (DNS rebinding) is refused. `None` off loopback, where reading
+    /// needs the token anyway.
     pub hosts: Option<Vec<String>>,
 }
 
@@ -57,7 +60,8 @@ impl Access {
 
     /// The `Set-Cookie` value a right login gets.
     pub fn session_cookie(&self) -> String {
-        format!("{}={}; HttpOnly; SameSite=Strict; Path=/", self.cookie, self.session)
+        let secure = if self.secure_cookie { "; Secure" } else { "" };
+        format!("{}={}; HttpOnly; SameSite=Strict; Path=/{secure}", self.cookie, self.session)
     }
 
     fn host_allowed(&self, headers: &HeaderMap) -> bool {
@@ -94,7 +98,8 @@ pub async fn guard(State(shared): State<Shared>, request: Request, next: Next) -
     if !access.host_allowed(headers) {
         return refuse(
             StatusCode::MISDIRECTED_REQUEST,
-            "this lab serve answers only to 127.0.0.1, localhost and [::1] (the Host header names another)",
+            "this lab serve answers only to 127.0.0.1, localhost, [::1] and its [serve] public_url (the Host header \
+names another)",
         );
     }
     let reads = matches!(*request.method(), Method::GET | Method::HEAD);
@@ -149,6 +154,7 @@ mod tests {
             read_needs_token: true,
             session: "sess10n".into(),
             cookie: "lab_session_8470".into(),
+            secure_cookie: false,
             hosts: Some(loopback_hosts(8470)),
         }
     }

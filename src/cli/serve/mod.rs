@@ -4,6 +4,7 @@
 mod access;
 mod cancel;
 mod live;
+mod live_parts;
 mod pages;
 mod routes;
 mod serve_cmd;

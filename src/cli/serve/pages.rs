@@ -14,25 +14,28 @@ const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:1.5em;color:#2
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}\
 th{background:#f3f3f3}nav a{margin-right:1em}";
 
-/// Where JavaScript runs, a page reloads when the store changes (`/events`), unless
-/// someone is typing into one of its forms (an operator's half-typed answer is not thrown
-/// away: the title gets a `*` until a later change finds the form untouched). A page left
-/// (or kept in the back/forward cache) closes its stream: a browser keeps at most six
-/// connections to one server, and cached pages holding theirs would leave none for the
-/// next page; one shown again from that cache is stale and reloads. Without JavaScript,
-/// it is a page like any other.
-const LIVE: &str = "<script>if(window.EventSource){var es=new EventSource('/events');es.addEventListener('changed',\
-function(){var typing=[].some.call(document.querySelectorAll('input'),function(i){return i.value!==''||\
-i===document.activeElement;});if(typing){if(document.title.charAt(0)!=='*'){document.title='* '+document.title;}}\
-else{location.reload();}});addEventListener('pagehide',function(){es.close();});\
-addEventListener('pageshow',function(e){if(e.persisted){location.reload();}});}</script>\n";
+/// Where JavaScript runs, a page listens on `/events` for its own new content (`page`
+/// events, sent when the store moved) and swaps it into its `<main id="live">`: it asks the
+/// server for nothing. Not while someone is typing into one of its forms (an operator's
+/// half-typed answer is not thrown away; the title gets a `*` until a later update finds
+/// the form untouched). A page left (or kept in the back/forward cache) closes its stream:
+/// a browser keeps at most six connections to one server, and cached pages holding theirs
+/// would leave none for the next page; one shown again from that cache is stale and
+/// reloads. Without JavaScript, it is a page like any other.
+const LIVE: &str = "<script>if(window.EventSource){var es=new EventSource('/events?page='+\
+encodeURIComponent(location.pathname));es.addEventListener('page',function(e){var typing=[].some.call(\
+document.querySelectorAll('input'),function(i){return i.value!==''||i===document.activeElement;});if(typing){\
+if(document.title.charAt(0)!=='*'){document.title='* '+document.title;}}else{var m=document.getElementById('live');\
+if(m){m.innerHTML=e.data;}if(document.title.charAt(0)==='*'){document.title=document.title.slice(2);}}});\
+addEventListener('pagehide',function(){es.close();});addEventListener('pageshow',function(e){if(e.persisted){\
+location.reload();}});}</script>\n";
 
 const NAV: &str = "<nav><a href=\"/\">Lab</a> · <a href=\"/campaigns\">Campaigns</a> · <a href=\"/history\">History</a> · \
 <a href=\"/steps\">Operator steps</a></nav>";
 
-/// A page with the lab's navigation, live.
-fn page(title: &str, lab: &str, body: &str) -> String {
-    page_live(title, lab, body, LIVE)
+/// A page with the lab's navigation, its `main` live.
+fn page(title: &str, lab: &str, main: &str) -> String {
+    page_live(title, lab, &format!("<main id=\"live\">\n{main}</main>\n"), LIVE)
 }
 
 /// A page with the lab's navigation; `live`: its script, or nothing for the answer to a
@@ -84,6 +87,11 @@ fn campaign_link(key: &str, value: &str) -> Option<String> {
 /// The lab: devices with their state and current trial, the queues, the steps that wait,
 /// the hosts (`lab status`'s data).
 pub fn lab(v: &StatusView, queued: &[QueuedCampaign]) -> String {
+    page(&format!("Lab {}", v.lab), &v.lab, &lab_main(v, queued))
+}
+
+/// The live part of the lab page.
+pub fn lab_main(v: &StatusView, queued: &[QueuedCampaign]) -> String {
     let mut body = String::new();
     let _ = write!(body, "<h2>Devices</h2>\n{}", table(&v.devices, campaign_link));
     let _ = write!(body, "<h2>Queue</h2>\n{}", table(&v.queues, |_, _| None));
@@ -111,13 +119,17 @@ it is the waiting <code>lab run</code>'s Ctrl-C: it leaves every queue and recor
     }
     let _ = write!(body, "<h2>Hosts</h2>\n{}", table(&v.hosts, |_, _| None));
     let _ = writeln!(body, "<p>Store: {}</p>", esc(&v.store));
-    page(&format!("Lab {}", v.lab), &v.lab, &body)
+    body
 }
 
 /// Every campaign: status, progress, ETA.
 pub fn campaigns(v: &StatusView) -> String {
-    let body = table(&v.campaigns, campaign_link);
-    page("Campaigns", &v.lab, &body)
+    page("Campaigns", &v.lab, &campaigns_main(v))
+}
+
+/// The live part of the campaigns page.
+pub fn campaigns_main(v: &StatusView) -> String {
+    table(&v.campaigns, campaign_link)
 }
 
 /// A campaign's report (the renderer's own HTML document) with the lab's navigation and
@@ -139,6 +151,11 @@ pub fn history(history_html: &str) -> String {
 
 /// The runbooks with a history.
 pub fn histories(lab: &str, runbooks: &[String]) -> String {
+    page("History", lab, &histories_main(runbooks))
+}
+
+/// The live part of the history list.
+pub fn histories_main(runbooks: &[String]) -> String {
     let mut body = String::new();
     if runbooks.is_empty() {
         body.push_str("<p>No campaign has run yet.</p>\n");
@@ -148,7 +165,7 @@ pub fn histories(lab: &str, runbooks: &[String]) -> String {
         let _ = writeln!(body, "<li><a href=\"/history/{}\">{}</a></li>", esc(&url_path_segment(r)), esc(r));
     }
     body.push_str("</ul>\n");
-    page("History", lab, &body)
+    body
 }
 
 /// `name` as one URL path segment: unreserved characters kept, the rest percent-encoded.
@@ -164,19 +181,22 @@ fn url_path_segment(name: &str) -> String {
     out
 }
 
-/// A document of a renderer with `bar` put in front of its body and the live script at
-/// its end.
+/// A document of a renderer with `bar` put in front of its body, the body as the live
+/// part, and the live script at its end.
 fn wrap(doc: &str, bar: &str) -> String {
-    let page = match doc.find("<body>") {
-        Some(at) => {
-            let at = at + "<body>".len();
-            format!("{}\n{bar}{}", &doc[..at], &doc[at..])
-        }
-        None => format!("{bar}{doc}"),
+    let (head, body, tail) = match (doc.find("<body>"), doc.rfind("</body>")) {
+        (Some(a), Some(b)) if a + "<body>".len() <= b => (&doc[..a + "<body>".len()], body_of(doc), &doc[b..]),
+        _ => ("", doc, ""),
     };
-    match page.rfind("</body>") {
-        Some(at) => format!("{}{LIVE}{}", &page[..at], &page[at..]),
-        None => page + LIVE,
+    format!("{head}\n{bar}<main id=\"live\">{body}</main>\n{LIVE}{tail}")
+}
+
+/// What lies between a document's `<body>` and `</body>`: a renderer's page as the live
+/// part of a page.
+pub fn body_of(doc: &str) -> &str {
+    match (doc.find("<body>"), doc.rfind("</body>")) {
+        (Some(a), Some(b)) if a + "<body>".len() <= b => &doc[a + "<body>".len()..b],
+        _ => doc,
     }
 }
 
@@ -184,6 +204,11 @@ fn wrap(doc: &str, bar: &str) -> String {
 /// setting it asks to attest, and who answers. Answering needs the token (the login page
 /// sets it as a cookie).
 pub fn steps(lab: &str, steps: &[StepRow]) -> String {
+    page("Operator steps", lab, &steps_main(steps))
+}
+
+/// The live part of the steps page.
+pub fn steps_main(steps: &[StepRow]) -> String {
     let mut body = String::new();
     if steps.is_empty() {
         body.push_str("<p>No step waits for an answer.</p>\n");
@@ -207,7 +232,7 @@ answer before {}</p>\n<form method=\"post\" action=\"/steps/{}\">",
         body.push_str("<label>by <input name=\"by\"></label> <button type=\"submit\">Done</button></form></section>\n");
     }
     body.push_str("<p><a href=\"/login\">Log in with the lab's token</a> to answer.</p>\n");
-    page("Operator steps", lab, &body)
+    body
 }
 
 /// What an answer did: `lab confirm`'s own line.
@@ -251,7 +276,9 @@ mod tests {
         assert_eq!(table::<Row>(&[], campaign_link), "<p>none</p>\n");
         let page = campaign("c-1", "<html><body><h1>r</h1></body></html>");
         assert!(page.contains("<body>\n<nav>") && page.contains("/campaigns/c-1/report.json"), "{page}");
+        assert!(page.contains("<main id=\"live\"><h1>r</h1></main>"), "{page}");
         assert!(page.contains("<script>") && page.ends_with("</script>\n</body></html>"), "{page}");
+        assert_eq!(body_of("<html><body><p>x</p></body></html>"), "<p>x</p>");
         let list = histories("lab", &["envoy poll/ü".into()]);
         assert!(list.contains("<a href=\"/history/envoy%20poll%2F%C3%BC\">envoy poll/ü</a>"), "{list}");
     }

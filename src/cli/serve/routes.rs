@@ -12,7 +12,8 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 
 use super::access::{Access, guard};
-use super::live::Live;
+use super::live::{ForPage, Live};
+use super::live_parts::{history_link, percent_decoded};
 use super::pages;
 use crate::cli::status_cmd;
 use crate::config::Lab;
@@ -77,7 +78,7 @@ fn internal(e: impl std::fmt::Display) -> Failure {
 }
 
 /// A campaign id as the store makes them: letters, digits, `-`, `_`, `.`; never `..`.
-fn campaign_id(id: &str) -> Result<&str, Failure> {
+pub(super) fn campaign_id(id: &str) -> Result<&str, Failure> {
     let ok = !id.is_empty()
         && id.len() <= 200
         && id != "."
@@ -131,9 +132,7 @@ async fn history_page(State(s): State<Shared>, UrlPath(runbook): UrlPath<String>
                 report::HistoryError::Store(e) => internal(e),
             },
         )?;
-        let html = report::render_history_html_linked(&history, &|c| {
-            campaign_id(c).is_ok().then(|| format!("/campaigns/{c}"))
-        });
+        let html = report::render_history_html_linked(&history, &history_link);
         Ok(pages::history(&html))
     })
     .await?;
@@ -161,7 +160,7 @@ fn known(store: &Store, id: &str) -> Result<(), Failure> {
 }
 
 /// The store's data of campaign `id`, or 404.
-fn load(store: &Store, id: &str) -> Result<report::CampaignData, Failure> {
+pub(super) fn load(store: &Store, id: &str) -> Result<report::CampaignData, Failure> {
     known(store, id)?;
     report::load(store, id).map_err(internal)
 }
@@ -303,23 +302,51 @@ async fn login(
     (StatusCode::SEE_OTHER, [(header::SET_COOKIE, cookie), (header::LOCATION, "/steps".to_string())]).into_response()
 }
 
-/// Server-sent events: `changed` (with the store's data version) whenever the store moved;
-/// the pages reload on it (src/cli/serve/live.rs).
+/// Which page `/events` is for: `?page=PATH`, a page that has a live part.
+#[derive(serde::Deserialize)]
+pub struct Watch {
+    page: Option<String>,
+}
+
+/// A page path `/events` may watch: one of the live pages, with a valid campaign id.
+fn watched(page: &str) -> Result<&str, Failure> {
+    let fixed = ["/", "/campaigns", "/steps", "/history"];
+    let ok = fixed.contains(&page)
+        || page.strip_prefix("/campaigns/").is_some_and(|id| campaign_id(id).is_ok())
+        || page
+            .strip_prefix("/history/")
+            .and_then(percent_decoded)
+            .is_some_and(|n| !n.is_empty() && n.len() <= 200 && !n.chars().any(char::is_control));
+    if ok { Ok(page) } else { Err(bad(format!("`{}` is no page with live updates", page.escape_default()))) }
+}
+
+/// Server-sent events for one page (`?page=PATH`, default the lab page): `page` with its
+/// new live part whenever the store moved, and a keep-alive comment every 15 s
+/// (src/cli/serve/live.rs).
 async fn events(
     State(s): State<Shared>,
-) -> Sse<impl futures_util::Stream<Item = Result<Event, std::convert::Infallible>>> {
-    let rx = s.live.listen();
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+    axum::extract::Query(w): axum::extract::Query<Watch>,
+) -> Result<Sse<impl futures_util::Stream<Item = Result<Event, std::convert::Infallible>>>, Failure> {
+    let page = watched(w.page.as_deref().unwrap_or("/"))?;
+    let listener = s.live.listen(page);
+    let stream = futures_util::stream::unfold(listener, |mut l| async move {
         loop {
-            match rx.recv().await {
-                Ok(v) => return Some((Ok(Event::default().event("changed").data(v.to_string())), rx)),
+            match l.rx.recv().await {
+                Ok(msg) => {
+                    let event = match msg.for_page(&l.path) {
+                        // A carriage return cannot travel in an event's data.
+                        Some(ForPage::Content(html)) => Event::default().event("page").data(html.replace('\r', "")),
+                        Some(ForPage::KeepAlive) => Event::default().comment(""),
+                        None => continue,
+                    };
+                    return Some((Ok(event), l));
+                }
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
             }
         }
     });
-    // A comment every 15 s: a page gone without closing is noticed, and its listener ends.
-    Sse::new(stream).keep_alive(axum::response::sse::KeepAlive::default())
+    Ok(Sse::new(stream))
 }
 
 #[cfg(test)]
@@ -342,5 +369,11 @@ mod tests {
             assert!(campaign_id(id).is_err(), "{id}");
         }
         assert!(campaign_id("aa-identical-20261206-032205").is_ok());
+        for page in ["/", "/campaigns", "/steps", "/history", "/campaigns/c-1", "/history/envoy%20poll"] {
+            assert!(watched(page).is_ok(), "{page}");
+        }
+        for page in ["/status.json", "/campaigns/..", "/history/", "/history/%ZZ", "/history/a%0Ab", "x"] {
+            assert!(watched(page).is_err(), "{page}");
+        }
     }
 }

@@ -40,9 +40,16 @@ pub async fn run(lab_arg: Option<&Path>, args: &ServeArgs) -> Result<(String, u8
         None => None,
     };
     let loopback = bind.ip().is_loopback();
-    if !loopback && token.is_none() && !lab.serve.public_read {
+    // Behind a reverse proxy, whoever reaches the proxy reaches the lab: as off loopback.
+    let public = lab.serve.public_url.clone();
+    let exposed = !loopback || public.is_some();
+    if exposed && token.is_none() && !lab.serve.public_read {
+        let why = match &public {
+            Some(p) => format!("served at {} (public_url)", p.host),
+            None => format!("serving on {bind} (not loopback)"),
+        };
         return Err(CliError::bad_input(format!(
-            "{}: [serve] serving on {bind} (not loopback) needs a token; fix: set `[serve] token_file = \"serve.token\"` \
+            "{}: [serve] {why} needs a token; fix: set `[serve] token_file = \"serve.token\"` \
 (a file holding a long random token), or `public_read = true` to let anyone who reaches it read the lab",
             lab.source.display()
         )));
@@ -61,10 +68,15 @@ pub async fn run(lab_arg: Option<&Path>, args: &ServeArgs) -> Result<(String, u8
     };
     let access = Access {
         token,
-        read_needs_token: !loopback && !lab.serve.public_read,
+        read_needs_token: exposed && !lab.serve.public_read,
         session,
         cookie: format!("lab_session_{}", addr.port()),
-        hosts: loopback.then(|| super::access::loopback_hosts(addr.port())),
+        secure_cookie: public.as_ref().is_some_and(|p| p.https),
+        hosts: loopback.then(|| {
+            let mut hosts = super::access::loopback_hosts(addr.port());
+            hosts.extend(public.as_ref().map(|p| p.host.clone()));
+            hosts
+        }),
     };
     let url = format!("http://{addr}/");
     println!("lab serve: {url} (Ctrl-C stops)");
@@ -74,8 +86,13 @@ pub async fn run(lab_arg: Option<&Path>, args: &ServeArgs) -> Result<(String, u8
         eprintln!("lab serve: could not open a browser ({e}); open {url} yourself");
     }
     let lab = Arc::new(lab);
-    let watched = Arc::clone(&lab);
-    let live = Live::new(Arc::new(move || context::open_store_existing(&watched).ok().flatten()));
+    let (watched, rendered) = (Arc::clone(&lab), Arc::clone(&lab));
+    let live = Live::new(
+        Arc::new(move || context::open_store_existing(&watched).ok().flatten()),
+        Arc::new(move |store: &crate::store::Store, pages: &[String]| {
+            super::live_parts::live_parts(&rendered, store, pages)
+        }),
+    );
     let shared = Shared { lab, store, access: Arc::new(access), live };
     let (stopping, stopped) = tokio::sync::watch::channel(false);
     let server = axum::serve(listener, router(shared)).with_graceful_shutdown(async move {

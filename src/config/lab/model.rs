@@ -44,13 +44,30 @@ pub struct ServeSettings {
     pub bind: std::net::SocketAddr,
     /// The file holding the token that changes (and, off loopback, reads) the lab.
     pub token_file: Option<PathBuf>,
-    /// Off loopback, pages may be read without the token.
+    /// Off loopback (or behind a proxy), pages may be read without the token.
     pub public_read: bool,
+    /// Where people reach it through a reverse proxy: `https://lab.example.org`. Its host
+    /// is answered on a loopback bind, changes from its pages are same-origin, and reading
+    /// needs the token as off loopback.
+    pub public_url: Option<PublicUrl>,
+}
+
+/// `[serve] public_url`, split.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PublicUrl {
+    /// `lab.example.org` or `lab.example.org:8443`: what the proxy passes in `Host`.
+    pub host: String,
+    pub https: bool,
 }
 
 impl Default for ServeSettings {
     fn default() -> Self {
-        ServeSettings { bind: std::net::SocketAddr::from(([127, 0, 0, 1], 8470)), token_file: None, public_read: false }
+        ServeSettings {
+            bind: std::net::SocketAddr::from(([127, 0, 0, 1], 8470)),
+            token_file: None,
+            public_read: false,
+            public_url: None,
+        }
     }
 }
 

@@ -4,11 +4,11 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
-use crate::config::ServeSettings;
 use crate::config::syntax::problems::Problems;
 use crate::config::syntax::table::Table;
+use crate::config::{PublicUrl, ServeSettings};
 
-const SERVE_KEYS: &[&str] = &["bind", "token_file", "public_read"];
+const SERVE_KEYS: &[&str] = &["bind", "token_file", "public_read", "public_url"];
 
 /// Reads `[serve]`; the defaults where it (or a key) is missing or wrong (then reported).
 /// `token_file` is relative to the lab file's folder.
@@ -46,5 +46,31 @@ pub(crate) fn read_serve(root: &Table, p: &mut Problems, base: &Path) -> ServeSe
     if let Some(b) = t.get("public_read").and_then(|f| f.bool(p)) {
         serve.public_read = b;
     }
+    if let Some(f) = t.get("public_url")
+        && let Some(text) = f.str(p)
+    {
+        match public_url(text) {
+            Some(url) => serve.public_url = Some(url),
+            None => f.problem(
+                p,
+                format!("`{text}` is not the address of a site"),
+                "write the scheme and host people open, e.g. `public_url = \"https://lab.example.org\"`",
+            ),
+        }
+    }
     serve
+}
+
+/// `https://host[:port]` (a trailing `/` allowed), else `None`.
+fn public_url(text: &str) -> Option<PublicUrl> {
+    let (https, rest) = match text.split_once("://")? {
+        ("https", rest) => (true, rest),
+        ("http", rest) => (false, rest),
+        _ => return None,
+    };
+    let host = rest.strip_suffix('/').unwrap_or(rest);
+    let ok = !host.is_empty()
+        && host.len() <= 253
+        && host.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'));
+    ok.then(|| PublicUrl { host: host.to_ascii_lowercase(), https })
 }
