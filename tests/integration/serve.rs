@@ -516,6 +516,9 @@ fn a_queued_campaign_is_cancelled_from_the_page_and_refusals_change_nothing() {
     let form = format!("<form method=\"post\" action=\"/campaigns/{id}/cancel\"");
     assert!(page.contains("<h2>Queued campaigns</h2>") && page.contains(&form), "{page}");
     assert!(!page.contains(&format!("/campaigns/{running}/cancel")), "a running campaign has no cancel button");
+    let (code, list) = get(a, "/campaigns");
+    assert_eq!(code, 200);
+    assert!(list.contains(&form), "the campaigns page lists it as queued too: {list}");
 
     let path = format!("/campaigns/{id}/cancel");
     let origin = format!("Origin: http://{a}");

@@ -172,12 +172,7 @@ impl Live {
 
 /// The store's data version, and when it moved since `seen`, every page of `pages`
 /// rendered anew.
-fn check(
-    store: &Store,
-    seen: Option<i64>,
-    pages: &[String],
-    render: &Render,
-) -> (Option<i64>, Vec<(String, String)>) {
+fn check(store: &Store, seen: Option<i64>, pages: &[String], render: &Render) -> (Option<i64>, Vec<(String, String)>) {
     let now = store.data_version().ok();
     if now.is_none() || now == seen {
         return (seen, Vec::new());

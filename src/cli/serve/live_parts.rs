@@ -1,6 +1,7 @@
 //! What the live pages are sent: each page's live part (the inside of its `<main
 //! id="live">`), rendered on the watcher's thread from its own store connection.
 
+use super::cancel::QueuedCampaign;
 use super::pages;
 use super::routes::{campaign_id, load};
 use crate::cli::status_cmd;
@@ -10,10 +11,16 @@ use crate::store::Store;
 
 /// The live parts of `pages`, rendered from `store` (the watcher's): what `page` events
 /// carry. A path that is no live page is left out. The lab and campaigns pages share one
-/// read of the status.
+/// read of the status and of the queued campaigns.
 pub fn live_parts(lab: &Lab, store: &Store, pages: &[String]) -> Vec<(String, String)> {
-    let view = std::cell::OnceCell::new();
-    let view = || view.get_or_init(|| status_cmd::collect(lab, Some(store)).ok()).as_ref();
+    let read = std::cell::OnceCell::new();
+    let view = || {
+        read.get_or_init(|| {
+            let view = status_cmd::collect(lab, Some(store)).ok()?;
+            Some((view, super::cancel::queued_campaigns(store).ok()?))
+        })
+        .as_ref()
+    };
     pages.iter().filter_map(|p| Some((p.clone(), live_part(lab, store, p, &view)?))).collect()
 }
 
@@ -21,11 +28,11 @@ fn live_part<'v>(
     lab: &Lab,
     store: &Store,
     path: &str,
-    view: &impl Fn() -> Option<&'v status_cmd::StatusView>,
+    view: &impl Fn() -> Option<&'v (status_cmd::StatusView, Vec<QueuedCampaign>)>,
 ) -> Option<String> {
     match path {
-        "/" => Some(pages::lab_main(view()?, &super::cancel::queued_campaigns(store).ok()?)),
-        "/campaigns" => Some(pages::campaigns_main(view()?)),
+        "/" => view().map(|(v, queued)| pages::lab_main(v, queued)),
+        "/campaigns" => view().map(|(v, queued)| pages::campaigns_main(v, queued)),
         "/steps" => Some(pages::steps_main(&store.pending_steps(None).ok()?)),
         "/history" => Some(pages::histories_main(&store.runbook_names().ok()?)),
         _ => {

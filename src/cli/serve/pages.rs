@@ -95,25 +95,7 @@ pub fn lab_main(v: &StatusView, queued: &[QueuedCampaign]) -> String {
     let mut body = String::new();
     let _ = write!(body, "<h2>Devices</h2>\n{}", table(&v.devices, campaign_link));
     let _ = write!(body, "<h2>Queue</h2>\n{}", table(&v.queues, |_, _| None));
-    if !queued.is_empty() {
-        // A cancel button per queued campaign: a same-origin POST, with the login's cookie.
-        let mut t = table(queued, |_, _| None);
-        for q in queued {
-            let cell = format!("<td>{}</td>", esc(&q.campaign));
-            let with = format!(
-                "<td>{} <form method=\"post\" action=\"/campaigns/{c}/cancel\" style=\"display:inline\">\
-<button type=\"submit\">Cancel</button></form></td>",
-                esc(&q.campaign),
-                c = esc(&q.campaign)
-            );
-            t = t.replacen(&cell, &with, 1);
-        }
-        let _ = write!(
-            body,
-            "<h2>Queued campaigns</h2>\n{t}<p>Cancelling needs the lab's token (<a href=\"/login\">log in</a>); \
-it is the waiting <code>lab run</code>'s Ctrl-C: it leaves every queue and records nothing.</p>\n"
-        );
-    }
+    body.push_str(&queued_section(queued));
     if !v.waiting.is_empty() {
         let _ = write!(body, "<h2>Operator steps waiting</h2>\n{}", table(&v.waiting, campaign_link));
     }
@@ -122,14 +104,37 @@ it is the waiting <code>lab run</code>'s Ctrl-C: it leaves every queue and recor
     body
 }
 
-/// Every campaign: status, progress, ETA.
-pub fn campaigns(v: &StatusView) -> String {
-    page("Campaigns", &v.lab, &campaigns_main(v))
+/// The campaigns that wait for their devices, each with a Cancel button (a same-origin
+/// POST, with the login's cookie); nothing when none waits.
+fn queued_section(queued: &[QueuedCampaign]) -> String {
+    if queued.is_empty() {
+        return String::new();
+    }
+    let mut t = table(queued, |_, _| None);
+    for q in queued {
+        let cell = format!("<td>{}</td>", esc(&q.campaign));
+        let with = format!(
+            "<td>{c} <form method=\"post\" action=\"/campaigns/{c}/cancel\" style=\"display:inline\">\
+<button type=\"submit\">Cancel</button></form></td>",
+            c = esc(&q.campaign)
+        );
+        t = t.replacen(&cell, &with, 1);
+    }
+    format!(
+        "<h2>Queued campaigns</h2>\n{t}<p>Cancelling needs the lab's token (<a href=\"/login\">log in</a>); \
+it is the waiting <code>lab run</code>'s Ctrl-C: it leaves every queue and records nothing.</p>\n"
+    )
 }
 
-/// The live part of the campaigns page.
-pub fn campaigns_main(v: &StatusView) -> String {
-    table(&v.campaigns, campaign_link)
+/// Every campaign: status, progress, ETA.
+pub fn campaigns(v: &StatusView, queued: &[QueuedCampaign]) -> String {
+    page("Campaigns", &v.lab, &campaigns_main(v, queued))
+}
+
+/// The live part of the campaigns page: those queued for their devices (not in the store
+/// yet), then the store's.
+pub fn campaigns_main(v: &StatusView, queued: &[QueuedCampaign]) -> String {
+    queued_section(queued) + &table(&v.campaigns, campaign_link)
 }
 
 /// A campaign's report (the renderer's own HTML document) with the lab's navigation and

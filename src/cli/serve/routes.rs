@@ -146,8 +146,12 @@ async fn status_json(State(s): State<Shared>) -> Result<Response, Failure> {
 }
 
 async fn campaigns_page(State(s): State<Shared>) -> Result<Html<String>, Failure> {
-    let view = blocking(move || status_cmd::collect(&s.lab, Some(&s.store)).map_err(|e| internal(e.message))).await?;
-    Ok(Html(pages::campaigns(&view)))
+    let (view, queued) = blocking(move || {
+        let view = status_cmd::collect(&s.lab, Some(&s.store)).map_err(|e| internal(e.message))?;
+        Ok((view, super::cancel::queued_campaigns(&s.store).map_err(internal)?))
+    })
+    .await?;
+    Ok(Html(pages::campaigns(&view, &queued)))
 }
 
 /// Campaign `id` is in the store: else 404 (a store error is a 500).
