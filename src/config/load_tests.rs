@@ -1197,7 +1197,7 @@ fn serve_settings_are_read_and_bad_ones_refused_with_the_fix() {
     assert_eq!(lab.serve.bind.to_string(), "0.0.0.0:9000");
     assert_eq!(lab.serve.token_file.as_deref(), Some(Path::new("/labs/bench/serve.token")));
     assert!(lab.serve.public_read);
-    let text = format!("{LAB}\n[serve]\npublic_url = \"https://Lab.example.org/\"\n");
+    let text = format!("{LAB}\n[serve]\npublic_url = \"https://Lab.example.org:443/\"\n");
     let lab = parse_lab(&text, Path::new("/labs/bench/lab.toml")).unwrap_or_else(|e| panic!("{e}"));
     let want = crate::config::PublicUrl { host: "lab.example.org".into(), https: true };
     assert_eq!(lab.serve.public_url, Some(want));

@@ -273,7 +273,7 @@ fn the_lab_in_chromium_updates_live_takes_the_operators_answers_and_shows_report
     let steps_tab = browser.tab();
     let deadline = Instant::now() + Duration::from_secs(180);
     let (mut answered, mut contents, mut trials) = (0, BTreeSet::new(), BTreeSet::new());
-    let (mut shot_steps, mut stale) = (false, 0);
+    let (mut shot_steps, mut stale, mut guard_checked) = (false, 0, false);
     let status = loop {
         if let Some(status) = run.try_wait().unwrap() {
             break status;
@@ -284,11 +284,11 @@ fn the_lab_in_chromium_updates_live_takes_the_operators_answers_and_shows_report
         browser.go(&format!("{base}/steps"));
         // Typed and clicked like a person would; a page that reloaded under the form (the
         // store moved before anything was typed) is answered on the next round.
-        let answer = || -> Result<bool, String> {
+        let answer = |guard_checked: &mut bool| -> Result<bool, String> {
             let Some(form) = browser.find_all("section.step form")?.into_iter().next() else { return Ok(false) };
             let action = browser.attribute(&form, "action")?;
             let css = format!("form[action=\"{}\"]", action.trim_start_matches(&base));
-            for input in browser.find_all(&format!("{css} input"))? {
+            for (k, input) in browser.find_all(&format!("{css} input"))?.into_iter().enumerate() {
                 let value = match browser.attribute(&input, "name")?.as_str() {
                     "brightness" => "50",
                     "bluetooth" => "off",
@@ -296,6 +296,16 @@ fn the_lab_in_chromium_updates_live_takes_the_operators_answers_and_shows_report
                     other => panic!("unexpected field {other}"),
                 };
                 browser.type_into(&input, value)?;
+                if k == 0 && !*guard_checked {
+                    // The page gets its content pushed at the next check after it began
+                    // listening: with a half-typed form it is kept, and the title says so.
+                    soon("the pushed update is held back while the operator types", || {
+                        browser.js("return document.title").as_str().is_some_and(|t| t.starts_with("* "))
+                    });
+                    let kept = browser.session_call("GET", &format!("/element/{input}/property/value"), None);
+                    assert_eq!(kept, json!(value), "the typed value stays");
+                    *guard_checked = true;
+                }
             }
             browser.click(&browser.find(&format!("{css} button")))?;
             Ok(true)
@@ -304,7 +314,7 @@ fn the_lab_in_chromium_updates_live_takes_the_operators_answers_and_shows_report
             browser.screenshot(&shots, "steps");
             shot_steps = true;
         }
-        match answer() {
+        match answer(&mut guard_checked) {
             Ok(true) => {
                 soon("the answer is confirmed as lab confirm says it", || {
                     let said = browser.js("return document.body.innerText").as_str().unwrap_or_default().to_string();
@@ -332,6 +342,7 @@ fn the_lab_in_chromium_updates_live_takes_the_operators_answers_and_shows_report
     };
     assert!(status.success(), "the campaign went on to its end: {status:?}");
     assert_eq!(answered, 7, "the screen step, then unplug, plug-in and check per trial ({stale} forms reloaded away)");
+    assert!(guard_checked, "the typing guard was seen at work");
     let by: Vec<String> = lab.sql("SELECT answered_by FROM operator_steps ORDER BY id");
     assert_eq!(by, vec!["ana"; 7], "each answer is the row lab confirm writes");
     assert!(contents.len() >= 3, "the lab page changed as the campaign moved: {} contents", contents.len());

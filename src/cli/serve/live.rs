@@ -11,7 +11,7 @@
 //! deadline), and the store's calls block. The event loop wakes only when there is
 //! something to write to the pages (benches/serve.rs measures both).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -67,6 +67,9 @@ struct Watching {
     running: bool,
     /// Listeners per page path.
     pages: BTreeMap<String, usize>,
+    /// Pages that get their content at the next check whatever it is: a page that just
+    /// began listening (the store may have moved since it loaded) or missed messages.
+    fresh: BTreeSet<String>,
 }
 
 pub struct Live {
@@ -83,6 +86,13 @@ pub struct Listener {
     live: Arc<Live>,
     pub path: String,
     pub rx: broadcast::Receiver<Msg>,
+}
+
+impl Listener {
+    /// This page missed messages: it gets its whole content at the next check.
+    pub fn refresh(&self) {
+        self.live.lock().fresh.insert(self.path.clone());
+    }
 }
 
 impl Drop for Listener {
@@ -112,6 +122,7 @@ impl Live {
         let rx = self.tx.subscribe();
         let mut w = self.lock();
         *w.pages.entry(path.to_string()).or_default() += 1;
+        w.fresh.insert(path.to_string());
         if !w.running {
             let live = Arc::clone(self);
             let started = std::thread::Builder::new().name("lab serve watcher".into()).spawn(move || live.watch());
@@ -141,43 +152,47 @@ impl Live {
             std::thread::sleep(next.saturating_duration_since(Instant::now()));
             // A late check (a slow render) does not bring the next one closer.
             next = (next + CHECK_EVERY).max(Instant::now() + CHECK_EVERY / 2);
-            let pages: Vec<String> = {
+            ticks += 1;
+            // Every keep-alive, every page is drawn again even if the store did not move:
+            // what a page shows also depends on processes alive and on the clock.
+            let ping = ticks.is_multiple_of(PING_EVERY);
+            let (pages, fresh): (Vec<String>, BTreeSet<String>) = {
                 let mut w = self.lock();
                 if w.pages.is_empty() {
                     w.running = false;
                     return;
                 }
-                w.pages.keys().cloned().collect()
+                let fresh = std::mem::take(&mut w.fresh);
+                (w.pages.keys().cloned().collect(), fresh)
             };
             sent.retain(|p, _| pages.contains(p));
-            let (now, rendered) = check(&store, seen, &pages, &*self.render);
-            seen = now;
+            let now = store.data_version().ok();
+            let moved = now.is_some() && now != seen;
+            if moved {
+                seen = now;
+            }
+            let due: Vec<String> = pages.iter().filter(|p| moved || ping || fresh.contains(*p)).cloned().collect();
+            // A render that panics (a report's bug) costs this check, not the watcher.
+            let rendered = if due.is_empty() {
+                Vec::new()
+            } else {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.render)(&store, &due)))
+                    .unwrap_or_default()
+            };
             let mut changed = Vec::new();
             for (path, html) in rendered {
-                if sent.get(&path).is_some_and(|last| **last == *html) {
+                if !fresh.contains(&path) && sent.get(&path).is_some_and(|last| **last == *html) {
                     continue;
                 }
                 let html: Arc<str> = html.into();
                 sent.insert(path.clone(), Arc::clone(&html));
                 changed.push((path, html));
             }
-            ticks += 1;
-            let ping = ticks.is_multiple_of(PING_EVERY);
             if !changed.is_empty() || ping {
                 let _ = self.tx.send(Msg { pages: Arc::new(changed), ping });
             }
         }
     }
-}
-
-/// The store's data version, and when it moved since `seen`, every page of `pages`
-/// rendered anew.
-fn check(store: &Store, seen: Option<i64>, pages: &[String], render: &Render) -> (Option<i64>, Vec<(String, String)>) {
-    let now = store.data_version().ok();
-    if now.is_none() || now == seen {
-        return (seen, Vec::new());
-    }
-    (now, render(store, pages))
 }
 
 #[cfg(test)]
@@ -212,8 +227,10 @@ mod tests {
             Some(ForPage::Content(html)) => assert!(html.starts_with("/ at version "), "{html}"),
             other => panic!("the page's content, not {other:?}"),
         }
-        assert_eq!(msg.for_page("/steps"), msg.ping.then_some(ForPage::KeepAlive), "nobody watches it: nothing for it");
-        assert!(a.rx.try_recv().is_err(), "one render per page, however many watch it");
+        assert!(a.rx.try_recv().is_err(), "one message, however many pages watch it");
+        // Nothing moved since: nothing more is sent (the keep-alive comes every 15 checks).
+        tokio::time::sleep(CHECK_EVERY * 2 + CHECK_EVERY / 2).await;
+        assert!(a.rx.try_recv().is_err(), "the same content is not sent again");
         drop((a, b));
         let deadline = tokio::time::Instant::now() + CHECK_EVERY * 5;
         while live.running() {

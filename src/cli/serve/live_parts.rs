@@ -61,8 +61,11 @@ pub(super) fn percent_decoded(segment: &str) -> Option<String> {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
+            let hex = bytes.get(i + 1..i + 3)?;
+            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                return None;
+            }
+            out.push(u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?);
             i += 3;
         } else {
             out.push(bytes[i]);
@@ -80,7 +83,7 @@ mod tests {
     fn history_names_in_paths_are_decoded_and_bad_escapes_refused() {
         assert_eq!(percent_decoded("envoy%20poll%2F%C3%BC").as_deref(), Some("envoy poll/ü"));
         assert_eq!(percent_decoded("plain").as_deref(), Some("plain"));
-        for bad in ["%ZZ", "%2", "%C3"] {
+        for bad in ["%ZZ", "%2", "%C3", "%+F"] {
             assert_eq!(percent_decoded(bad), None, "{bad}");
         }
         assert_eq!(history_link("c-1").as_deref(), Some("/campaigns/c-1"));

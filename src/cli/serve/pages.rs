@@ -51,8 +51,14 @@ fn page_live(title: &str, lab: &str, body: &str, live: &str) -> String {
     )
 }
 
-/// A table of rows with `lab status`'s columns, in its order.
+/// A table of rows with `lab status`'s columns, in its order; `link(column, value)`: where
+/// a cell links to.
 fn table<T: Tabled>(rows: &[T], link: impl Fn(&str, &str) -> Option<String>) -> String {
+    table_cells(rows, |k, v| link(k, v).map(|href| format!("<a href=\"{}\">{}</a>", esc(&href), esc(v))))
+}
+
+/// [`table`] with `cell(column, value)`: a cell's own HTML, else its escaped text.
+fn table_cells<T: Tabled>(rows: &[T], cell: impl Fn(&str, &str) -> Option<String>) -> String {
     if rows.is_empty() {
         return "<p>none</p>\n".to_string();
     }
@@ -64,15 +70,9 @@ fn table<T: Tabled>(rows: &[T], link: impl Fn(&str, &str) -> Option<String>) -> 
     out.push_str("</tr>\n");
     for row in rows {
         out.push_str("<tr>");
-        for (k, cell) in keys.iter().zip(row.fields()) {
-            match link(k, &cell) {
-                Some(href) => {
-                    let _ = write!(out, "<td><a href=\"{}\">{}</a></td>", esc(&href), esc(&cell));
-                }
-                None => {
-                    let _ = write!(out, "<td>{}</td>", esc(&cell));
-                }
-            }
+        for (k, value) in keys.iter().zip(row.fields()) {
+            let html = cell(k, &value).unwrap_or_else(|| esc(&value));
+            let _ = write!(out, "<td>{html}</td>");
         }
         out.push_str("</tr>\n");
     }
@@ -110,16 +110,15 @@ fn queued_section(queued: &[QueuedCampaign]) -> String {
     if queued.is_empty() {
         return String::new();
     }
-    let mut t = table(queued, |_, _| None);
-    for q in queued {
-        let cell = format!("<td>{}</td>", esc(&q.campaign));
-        let with = format!(
-            "<td>{c} <form method=\"post\" action=\"/campaigns/{c}/cancel\" style=\"display:inline\">\
-<button type=\"submit\">Cancel</button></form></td>",
-            c = esc(&q.campaign)
-        );
-        t = t.replacen(&cell, &with, 1);
-    }
+    let t = table_cells(queued, |key, value| {
+        (key == "campaign").then(|| {
+            format!(
+                "{c} <form method=\"post\" action=\"/campaigns/{c}/cancel\" style=\"display:inline\">\
+<button type=\"submit\">Cancel</button></form>",
+                c = esc(value)
+            )
+        })
+    });
     format!(
         "<h2>Queued campaigns</h2>\n{t}<p>Cancelling needs the lab's token (<a href=\"/login\">log in</a>); \
 it is the waiting <code>lab run</code>'s Ctrl-C: it leaves every queue and records nothing.</p>\n"

@@ -27,6 +27,8 @@ pub struct Shared {
     pub store: Store,
     pub access: Arc<Access>,
     pub live: Arc<Live>,
+    /// The `lab run`s a cancel was sent to.
+    pub asked: Arc<super::cancel::Asked>,
 }
 
 pub fn router(shared: Shared) -> Router {
@@ -103,9 +105,12 @@ async fn cancel(State(s): State<Shared>, UrlPath(id): UrlPath<String>) -> Result
     let id = campaign_id(&id)?.to_string();
     let lab = s.lab.name.clone();
     let said = blocking(move || {
-        super::cancel::cancel(&s.store, &id, &crate::store::this_host()).map_err(|e| match e {
+        super::cancel::cancel(&s.store, &id, &crate::store::this_host(), &s.asked).map_err(|e| match e {
             CancelError::NotQueued(_) => not_found(e.to_string()),
-            CancelError::Elsewhere { .. } => Failure(StatusCode::CONFLICT, e.to_string()),
+            CancelError::Elsewhere { .. }
+            | CancelError::Scheduled { .. }
+            | CancelError::AlreadyAsked { .. }
+            | CancelError::Unverified { .. } => Failure(StatusCode::CONFLICT, e.to_string()),
             CancelError::Signal { .. } | CancelError::Store(_) => internal(e),
         })
     })
@@ -345,7 +350,8 @@ async fn events(
                     };
                     return Some((Ok(event), l));
                 }
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                // Messages were missed: the page gets its whole content at the next check.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => l.refresh(),
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
             }
         }

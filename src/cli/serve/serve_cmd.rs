@@ -93,7 +93,7 @@ pub async fn run(lab_arg: Option<&Path>, args: &ServeArgs) -> Result<(String, u8
             super::live_parts::live_parts(&rendered, store, pages)
         }),
     );
-    let shared = Shared { lab, store, access: Arc::new(access), live };
+    let shared = Shared { lab, store, access: Arc::new(access), live, asked: Default::default() };
     let (stopping, stopped) = tokio::sync::watch::channel(false);
     let server = axum::serve(listener, router(shared)).with_graceful_shutdown(async move {
         let _ = tokio::signal::ctrl_c().await;

@@ -69,6 +69,8 @@ fn public_url(text: &str) -> Option<PublicUrl> {
         _ => return None,
     };
     let host = rest.strip_suffix('/').unwrap_or(rest);
+    // Browsers leave the default port out of `Host` and `Origin`.
+    let host = host.strip_suffix(if https { ":443" } else { ":80" }).unwrap_or(host);
     let ok = !host.is_empty()
         && host.len() <= 253
         && host.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'));
