@@ -12,7 +12,7 @@ use crate::store::StepRow;
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}\
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}\
-th{background:#f3f3f3}nav a{margin-right:1em}";
+th{background:#f3f3f3}";
 
 /// Where JavaScript runs, a page listens on `/events` for its own new content (`page`
 /// events, sent when the store moved) and swaps it into its `<main id="live">`: it asks the
