@@ -6,8 +6,9 @@ use std::path::PathBuf;
 
 use lab::collect::android::battery::FieldValue;
 use lab::collect::{
-    android::battery as android_battery, android::batterystats_checkin, android::cpuinfo, android::dumpsys_wifi,
-    android::history_text, android::wifi_status, ios::battery as ios_battery, linux::power_supply,
+    android::adb_devices, android::battery as android_battery, android::batterystats_checkin, android::cpuinfo,
+    android::dumpsys_wifi, android::history_text, android::wifi_status, ios::battery as ios_battery,
+    linux::power_supply,
 };
 use toml::Value;
 
@@ -300,4 +301,42 @@ fn ios_battery_health_for_care() {
     let h = lab::device::BatteryHealth::from_ios(&r);
     assert_eq!((h.health_pct, h.cycle_count.map(i64::from)), (r.health_pct, r.cycle_count));
     assert!(h.health_pct.is_some() && h.cycle_count.is_some());
+}
+
+/// `adb devices -l` with an emulator and a USB Nexus 7 (appium-adb's test string).
+#[test]
+fn adb_devices_l_appium() {
+    let file = "android/adb_devices_l_appium.txt";
+    let want = expected(file);
+    let got = adb_devices::parse(&text(file));
+    let mut n = check(
+        file,
+        "",
+        &toml::Table::from_iter(want.iter().filter(|(k, _)| *k == "device_count").map(|(k, v)| (k.clone(), v.clone()))),
+        |k| match k {
+            "device_count" => int(got.len() as i64),
+            _ => None,
+        },
+    );
+    let devices = want["devices"].as_array().unwrap();
+    for (i, d) in devices.iter().enumerate() {
+        let e = &got[i];
+        n += check(file, &format!("devices[{i}]"), d.as_table().unwrap(), |k| {
+            let s = |v: &Option<String>| v.clone().map(Value::String);
+            match k {
+                "udid" => Some(Value::String(e.serial.clone())),
+                "state" => (e.state == adb_devices::AdbState::Device).then(|| Value::String("device".into())),
+                "usb" => s(&e.usb),
+                "product" => s(&e.product),
+                "model" => s(&e.model),
+                "device" => s(&e.device),
+                _ => None,
+            }
+        });
+        // A field the expectation leaves out is not there (no usb for the emulator).
+        if !d.as_table().unwrap().contains_key("usb") {
+            assert_eq!(e.usb, None, "{file} devices[{i}]");
+        }
+    }
+    assert_eq!(n, 1 + 5 + 6);
 }

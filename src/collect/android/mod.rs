@@ -1,5 +1,6 @@
 //! Parsers of what Android (`adb shell` and `dumpsys` outputs, Perfetto traces) give back.
 
+pub mod adb_devices;
 pub mod battery;
 pub mod batterystats_checkin;
 pub mod batterystats_history;
