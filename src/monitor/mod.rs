@@ -7,6 +7,7 @@ pub mod monsoon;
 mod open;
 pub mod otii;
 mod power_monitor;
+pub mod probe;
 
 pub use error::MonitorError;
 pub use open::open;

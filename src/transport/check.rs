@@ -5,11 +5,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::api::{CommandSpec, Transport, TransportError};
-use super::factory::for_host;
-use super::ssh::{SshConfig, SshTransport};
+use super::api::{CommandSpec, TransportError};
+use super::factory::for_host_once;
 use crate::config::{Host, HostKind, Lab, Platform, TetherSpec, UsbmuxdAddress};
-use std::sync::Arc;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ToolCheck {
@@ -75,12 +73,7 @@ pub async fn check_host(lab: &Lab, host: &Host) -> HostCheck {
         HostKind::Ssh(s) => format!("{}@{}", s.user, s.address),
     };
     // One connection attempt: a check reports a dead host within its connect timeout.
-    let transport: Arc<dyn Transport> = match &host.kind {
-        HostKind::Local => for_host(host),
-        HostKind::Ssh(s) => {
-            Arc::new(SshTransport::new(SshConfig { connect_attempts: 1, ..SshConfig::from_host(&host.name, s) }))
-        }
-    };
+    let transport = for_host_once(host);
     let mut c = HostCheck {
         host: host.name.clone(),
         address,

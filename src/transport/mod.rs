@@ -18,7 +18,7 @@ mod ssh_process;
 pub use api::*;
 pub use cgroup::end_cgroup;
 pub use check::{HostCheck, ToolCheck, check_all, check_host};
-pub use factory::for_host;
+pub use factory::{for_host, for_host_once};
 pub use forward::Forward;
 pub use forward_target::{ForwardTarget, ForwardTargetError};
 pub use hosts::Hosts;

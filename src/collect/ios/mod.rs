@@ -2,4 +2,5 @@
 
 pub mod battery;
 pub mod powerlog;
+pub mod product_types;
 pub mod sysdiagnose;

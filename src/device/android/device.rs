@@ -15,6 +15,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::adb::{Adb, Connection, quote_argv, unauthorized_fix};
+use super::listing::read_props;
 use super::perfetto::{ConfigDelivery, TraceSession, session_name, trace_config};
 use crate::clock::Clock;
 use crate::collect::android::perfetto::PowerTrace;
@@ -417,22 +418,12 @@ impl Device for AndroidDevice {
         if suspended.stdout.trim() == "true" {
             self.shell_ok("resuming charging", &["setprop", SUSPEND_PROP, "false"], CALL).await?;
         }
-        let props: Vec<String> = [
-            "ro.product.model",
-            "ro.build.version.release",
-            "ro.build.version.sdk",
-            "ro.build.fingerprint",
-            "ro.serialno",
-        ]
-        .iter()
-        .map(|p| quote_argv(&["getprop", p]))
-        .collect();
-        let v = self.batch(&props).await?;
+        let p = read_props(&self.adb, CALL).await?;
         Ok(Identity {
             name: self.spec.name.clone(),
-            model: v[0].trim().to_string(),
-            os: format!("Android {} (SDK {}; {})", v[1].trim(), v[2].trim(), v[3].trim()),
-            serial: if v[4].trim().is_empty() { self.adb.serial().to_string() } else { v[4].trim().to_string() },
+            model: p.model,
+            os: format!("Android {} (SDK {}; {})", p.release, p.sdk, p.fingerprint),
+            serial: if p.serialno.is_empty() { self.adb.serial().to_string() } else { p.serialno },
         })
     }
 

@@ -2,8 +2,10 @@
 
 mod adb;
 mod device;
+mod listing;
 mod perfetto;
 
 pub use adb::{Adb, Connection, ShellOutput, quote_argv, unauthorized_fix};
 pub use device::{AndroidDevice, brightness_pct, resumed_package};
+pub use listing::{AndroidProps, list_attached, read_props};
 pub use perfetto::{ConfigDelivery, TraceSession, session_name, trace_config};

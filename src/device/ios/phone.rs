@@ -39,7 +39,7 @@ pub fn major(version: &str) -> u32 {
 }
 
 /// UDIDs compare without case or dashes (`idevice_id` prints them both ways).
-fn same_udid(a: &str, b: &str) -> bool {
+pub fn same_udid(a: &str, b: &str) -> bool {
     let norm = |s: &str| s.chars().filter(|c| *c != '-').collect::<String>().to_ascii_lowercase();
     norm(a) == norm(b)
 }
