@@ -9,6 +9,7 @@ pub mod clock;
 pub mod collect;
 pub mod config;
 pub mod device;
+pub mod discover;
 pub mod endpoint;
 pub mod fs;
 pub mod import;

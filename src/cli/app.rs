@@ -45,6 +45,8 @@ pub fn main() -> ExitCode {
         Command::Import(a) => import_cmd::run(lab, a).map(|s| (s, exit::OK)),
         Command::Hosts(a) => runtime.block_on(hosts_cmd::run(lab, a)),
         Command::Hubs(a) => runtime.block_on(hubs_cmd::run(lab, a)),
+        Command::Discover(a) => runtime.block_on(super::discover_cmd::run(lab, a)),
+        Command::Init(a) => runtime.block_on(super::init_cmd::run(lab, a)),
         Command::Compare(a) => compare_cmd::run(lab, a),
         Command::Confirm(a) => confirm_cmd::run(lab, a).map(|s| (s, exit::OK)),
         Command::Serve(a) => runtime.block_on(super::serve::run(lab, a)),

@@ -45,6 +45,12 @@ pub enum Command {
     /// USB hubs: every host's hubs and ports as `uhubctl` lists them, and which port each
     /// of the lab's phones is on (by its USB serial).
     Hubs(HubsArgs),
+    /// What is attached to each host: Android phones, iPhones, the hub port each is on,
+    /// power monitors; whether lab.toml has them, and what keeps them from use. Read-only.
+    Discover(super::discover_cmd::DiscoverArgs),
+    /// Write a new lab.toml in this folder (never over one): this machine, the SSH hosts
+    /// given, and the phones found on them.
+    Init(super::init_cmd::InitArgs),
     /// Keep each hub-powered phone between the charge limits of `[care]` by switching its
     /// port, until Ctrl-C; every port it cut is switched on again when it stops.
     Care(CareArgs),

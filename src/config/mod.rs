@@ -13,6 +13,7 @@ mod store_url;
 mod syntax;
 
 pub use lab::model::*;
+pub use lab::read_endpoint::phones_cannot_reach;
 pub use lab::read_lab::store_location;
 pub use load::{load_lab, load_runbook, parse_lab, parse_runbook};
 pub use runbook::model::*;
@@ -20,6 +21,7 @@ pub use runbook::read_runbook::{DEFAULT_RETRIES, DEFAULT_SEED};
 pub use runbook::steps::{AttestKey, AttestValue, OperatorStep, StepWhen, attested_text};
 pub use schedule::model::{BaselinePolicy, ConfirmSettings, NotifySettings, Schedule, SeedPolicy, parse_cron};
 pub use store_url::{PgUrl, TlsMode};
+pub use syntax::address::parse_host_port;
 pub use syntax::diagnostics::{ConfigError, Diagnostic};
 pub use syntax::duration::{parse_duration, parse_percent};
 pub use syntax::names::is_valid_name;

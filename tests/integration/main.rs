@@ -19,6 +19,7 @@ mod care_android;
 mod cli_bad_input;
 mod cli_changes;
 mod cli_completions;
+mod cli_discover;
 mod cli_event_stream;
 mod cli_faults;
 mod cli_history;

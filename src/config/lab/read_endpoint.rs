@@ -107,6 +107,11 @@ pub(crate) fn check_phone_reaches(endpoint: &LabEndpoint, device: &DeviceSpec, t
     }
 }
 
+/// Whether phones would be given a loopback URL by this lab (they need `endpoint_url`).
+pub fn phones_cannot_reach(endpoint: &LabEndpoint) -> bool {
+    loopback_reason(endpoint).is_some()
+}
+
 /// Why devices would be given a loopback URL, and the fix; `None` when they would not.
 fn loopback_reason(endpoint: &LabEndpoint) -> Option<(String, &'static str)> {
     let why = match (&endpoint.url, endpoint.bind) {

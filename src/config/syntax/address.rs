@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv6Addr};
 
 /// `host:port` or `[v6]:port`; with `default_port` the port may be left out. The host is
 /// returned without brackets. `Err` says what is wrong, for a message.
-pub(crate) fn parse_host_port(s: &str, default_port: Option<u16>) -> Result<(String, u16), String> {
+pub fn parse_host_port(s: &str, default_port: Option<u16>) -> Result<(String, u16), String> {
     let (host, port) = if let Some(rest) = s.strip_prefix('[') {
         let (v6, after) = rest.split_once(']').ok_or("`[` without `]`")?;
         v6.parse::<Ipv6Addr>().map_err(|_| format!("`{v6}` is not an IPv6 address"))?;

@@ -1,0 +1,364 @@
+//! Looking at one host: is it reachable, which phones do adb and usbmuxd list, which hub
+//! port is each on, which power monitors answer. Every call is bounded by the options'
+//! limit; what cannot be looked at becomes a note with the fix, never a wait.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::finding::{FoundMonitor, FoundPhone, HostFindings, HubPlace, PhoneState};
+use super::in_lab::mark_in_lab;
+use super::options::DiscoverOptions;
+use crate::collect::android::adb_devices::{AdbEntry, AdbState};
+use crate::collect::hubs::uhubctl::Listing;
+use crate::config::{Host, HostKind, Lab, Platform};
+use crate::device::android::{Adb, read_props, unauthorized_fix};
+use crate::device::ios::{AttachedIphone, Mux};
+use crate::monitor::probe::{OTII_DEFAULT, list_monsoons, probe_otii};
+use crate::tether::hubs;
+use crate::transport::{CommandSpec, Transport, for_host_once};
+
+/// Every host of `hosts` looked at concurrently, in the order given, each phone and
+/// monitor marked with the lab's name for it when `lab` has it.
+pub async fn discover(lab: &Lab, hosts: &[Host], opts: &DiscoverOptions) -> Vec<HostFindings> {
+    let looks = hosts.iter().map(|h| discover_host(h, opts));
+    let mut found = futures_util::future::join_all(looks).await;
+    mark_in_lab(lab, &mut found);
+    found
+}
+
+/// One host.
+pub async fn discover_host(host: &Host, opts: &DiscoverOptions) -> HostFindings {
+    let remote = matches!(host.kind, HostKind::Ssh(_));
+    look(&host.name, remote, for_host_once(host), opts).await
+}
+
+/// One host through `transport`.
+async fn look(host: &str, remote: bool, transport: Arc<dyn Transport>, opts: &DiscoverOptions) -> HostFindings {
+    let mut out =
+        HostFindings { host: host.to_string(), unreachable: None, phones: vec![], monitors: vec![], notes: vec![] };
+    let mut noop = CommandSpec::new("true", &[]);
+    // Logging in over SSH takes longer than one tool's answer.
+    noop.timeout = opts.limit * 3;
+    if let Err(e) = transport.exec(&noop).await {
+        out.unreachable = Some(format!("{e}; fix: `lab hosts check` says more"));
+        return out;
+    }
+    let (android, iphones, listing, monitors) = tokio::join!(
+        android(&transport, opts),
+        iphones(host, remote, &transport, opts),
+        bounded(opts.limit, "`uhubctl -f`", hubs::read(transport.as_ref())),
+        monitors(host, remote, &transport, opts),
+    );
+    let listing = listing.map_err(|e| {
+        let fix = if e.contains("cannot start") {
+            "; fix: `apt-get install uhubctl` there to switch phones' USB power (until then they get tether = \"manual\")"
+        } else {
+            ""
+        };
+        format!("uhubctl: {e}{fix}")
+    });
+    for part in [android, iphones] {
+        match part {
+            Ok(phones) => out.phones.extend(phones),
+            Err(note) => out.notes.push(note),
+        }
+    }
+    if let Err(e) = &listing {
+        out.notes.push(e.clone());
+    }
+    // One order whatever the tools listed first: Android, then iPhones, each by id.
+    out.phones.sort_by(|a, b| (a.platform != Platform::Android, &a.id).cmp(&(b.platform != Platform::Android, &b.id)));
+    for p in &mut out.phones {
+        p.host = host.to_string();
+        p.hub = place(listing.as_ref().map_err(|_| ()), &serials(p));
+        if let HubPlace::NotSwitching { why, .. } = &p.hub {
+            p.problems.push(format!("no per-port power switching: {why}"));
+        }
+    }
+    match monitors {
+        Ok(m) => out.monitors = m,
+        Err(note) => out.notes.push(note),
+    }
+    out
+}
+
+async fn bounded<T>(limit: Duration, what: &str, fut: impl Future<Output = Result<T, String>>) -> Result<T, String> {
+    tokio::time::timeout(limit, fut)
+        .await
+        .unwrap_or_else(|_| Err(format!("{what} did not answer within {}", humantime::format_duration(limit))))
+}
+
+/// The serials the phone may show on USB.
+fn serials(p: &FoundPhone) -> Vec<String> {
+    let mut s = Vec::new();
+    match p.platform {
+        Platform::Ios => {
+            s.push(p.id.clone());
+            s.push(p.id.replace('-', ""));
+        }
+        _ => {
+            // A Wi-Fi adb serial (`IP:PORT`) is no USB serial; the phone's own one is.
+            if !p.id.contains(':') {
+                s.push(p.id.clone());
+            }
+            s.extend(p.usb_serial.iter().cloned());
+        }
+    }
+    s.dedup();
+    s
+}
+
+fn place(listing: Result<&Listing, ()>, serials: &[String]) -> HubPlace {
+    let Ok(listing) = listing else { return HubPlace::Unknown { why: "the host's hubs could not be read".into() } };
+    if serials.is_empty() {
+        return HubPlace::Unknown { why: "its USB serial is unknown until adb can read it".into() };
+    }
+    match hubs::locate(listing, serials) {
+        Ok((location, port)) => HubPlace::Switching { location, port },
+        Err(why) => match serials.iter().flat_map(|s| listing.find_serial(s)).next() {
+            Some((hub, port)) => HubPlace::NotSwitching { location: hub.location.clone(), port: port.number, why },
+            None => HubPlace::Unknown { why: "on no port of a hub uhubctl lists".into() },
+        },
+    }
+}
+
+fn phone(platform: Platform, id: &str, state: PhoneState) -> FoundPhone {
+    FoundPhone {
+        host: String::new(),
+        platform,
+        id: id.into(),
+        usb_serial: None,
+        model: None,
+        os: None,
+        os_short: None,
+        label: None,
+        state,
+        hub: HubPlace::Unknown { why: String::new() },
+        in_lab: None,
+        problems: vec![],
+    }
+}
+
+async fn android(transport: &Arc<dyn Transport>, opts: &DiscoverOptions) -> Result<Vec<FoundPhone>, String> {
+    let server = opts.adb_server.as_ref();
+    let listed = crate::device::android::list_attached(transport, server, opts.limit)
+        .await
+        .map_err(|e| format!("Android phones not looked for: {e}"))?;
+    let mut out = Vec::new();
+    for entry in listed {
+        out.push(android_phone(transport, opts, entry).await);
+    }
+    Ok(out)
+}
+
+async fn android_phone(transport: &Arc<dyn Transport>, opts: &DiscoverOptions, entry: AdbEntry) -> FoundPhone {
+    let s = entry.serial.as_str();
+    let mut p = phone(Platform::Android, s, PhoneState::Ready);
+    // adb's own model word (`Pixel_8`) until the phone says it.
+    p.model = entry.model.as_ref().map(|m| m.replace('_', " "));
+    match &entry.state {
+        AdbState::Device => {
+            let adb = Adb::new(transport.clone(), s, s, opts.adb_server.as_ref());
+            match read_props(&adb, opts.limit).await {
+                Ok(props) => {
+                    p.model = Some(props.model.clone()).filter(|m| !m.is_empty()).or(p.model);
+                    p.os = Some(format!("Android {} (SDK {})", props.release, props.sdk));
+                    p.os_short = Some(format!("Android {}", props.release));
+                    p.label = Some(props.manufacturer).filter(|m| !m.is_empty());
+                    p.usb_serial = Some(props.serialno).filter(|x| !x.is_empty() && x != s);
+                }
+                Err(e) => {
+                    p.state = PhoneState::Unreadable;
+                    p.problems.push(e.to_string());
+                }
+            }
+        }
+        AdbState::Unauthorized => {
+            p.state = PhoneState::Unauthorized;
+            p.problems.push(unauthorized_fix(s));
+        }
+        AdbState::Offline => {
+            p.state = PhoneState::Offline;
+            p.problems
+                .push(format!("phone {s} is offline to adb; fix: unplug and replug it, or `adb reconnect offline`"));
+        }
+        AdbState::NoPermissions(said) => {
+            p.state = PhoneState::Offline;
+            p.problems.push(format!(
+                "adb may not open phone {s} ({said}); fix: give the host's user access to it with a udev rule \
+                 (Debian: `apt-get install android-sdk-platform-tools-common`), then replug it"
+            ));
+        }
+        AdbState::Other(word) => {
+            p.state = PhoneState::Offline;
+            p.problems.push(format!("phone {s} is in state `{word}`, not running Android; fix: boot it into Android"));
+        }
+    }
+    p
+}
+
+async fn iphones(
+    host: &str,
+    remote: bool,
+    transport: &Arc<dyn Transport>,
+    opts: &DiscoverOptions,
+) -> Result<Vec<FoundPhone>, String> {
+    let not_looked = |e: String| format!("iPhones not looked for: {e}");
+    let mux = Mux::open(host, remote, transport, opts.usbmuxd.as_ref())
+        .await
+        .map_err(|e| not_looked(format!("usbmuxd: {e}")))?;
+    let listed = crate::device::ios::list_attached(&mux, host, opts.limit).await.map_err(not_looked)?;
+    Ok(listed.into_iter().map(iphone).collect())
+}
+
+fn iphone(a: AttachedIphone) -> FoundPhone {
+    let state = match &a {
+        a if a.product_type.is_none() => PhoneState::Unreadable,
+        a if !a.paired => PhoneState::NotPaired,
+        a if !a.trusted => PhoneState::Untrusted,
+        a if a.developer_mode == Some(false) => PhoneState::DeveloperModeOff,
+        _ => PhoneState::Ready,
+    };
+    let mut p = phone(Platform::Ios, &a.udid, state);
+    p.model = a.model;
+    p.os = a.version.as_ref().map(|v| match &a.build {
+        Some(b) => format!("iOS {v} ({b})"),
+        None => format!("iOS {v}"),
+    });
+    p.os_short = a.version.map(|v| format!("iOS {v}"));
+    p.label = a.name;
+    p.problems.extend(a.problem);
+    p
+}
+
+async fn monitors(
+    host: &str,
+    remote: bool,
+    transport: &Arc<dyn Transport>,
+    opts: &DiscoverOptions,
+) -> Result<Vec<FoundMonitor>, String> {
+    let address = opts.otii.as_ref().map_or_else(|| OTII_DEFAULT.to_string(), |(h, p)| format!("{h}:{p}"));
+    let mut out = Vec::new();
+    let otii = bounded(opts.limit, "the Otii server", probe_otii(transport, remote, &address, opts.limit))
+        .await
+        .map_err(|e| format!("Otii server at {address}: {e}"))?;
+    if let Some(devices) = otii {
+        let mut m = FoundMonitor {
+            host: host.into(),
+            kind: "otii".into(),
+            address: address.clone(),
+            detail: devices.join(", "),
+            in_lab: None,
+            problems: vec![],
+        };
+        if devices.is_empty() {
+            m.problems.push(
+                "the Otii server lists no Arc or Ace; fix: connect the instrument to that host's USB and open it in Otii 3"
+                    .into(),
+            );
+        }
+        out.push(m);
+    }
+    // A Monsoon is opened over USB by the lab's own process: only this machine's count.
+    if !remote {
+        for (serial, product) in list_monsoons().await.unwrap_or_default() {
+            out.push(FoundMonitor {
+                host: host.into(),
+                kind: "monsoon".into(),
+                address: serial,
+                detail: product,
+                in_lab: None,
+                problems: vec![],
+            });
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{Reply, ScriptedTransport};
+
+    const HUBS: &str = "Current status for hub 1-1 [2109:2817 VIA Labs, Inc. USB2.0 Hub, USB 2.10, 4 ports, ppps]\n  \
+        Port 1: 0503 power highspeed enable connect [18d1:4ee7 Google Pixel 8 3A1B2C]\n\
+        Current status for hub 3-4 [1a40:0101 USB 2.0 Hub, USB 2.00, 4 ports, ganged]\n  \
+        Port 3: 0503 power highspeed enable connect [18d1:4ee7 Google Pixel 7 28031FDH]\n";
+
+    fn props(model: &str, serial: &str) -> Reply {
+        let parts = [model, "Google", "14", "34", "google/x/x:14/A/1:user/release-keys", serial];
+        Reply::ok(&format!(
+            "{}__lab_exit=0\n",
+            parts.iter().map(|p| format!("{p}\n@@lab-prop@@\n")).collect::<String>()
+        ))
+    }
+
+    fn opts() -> DiscoverOptions {
+        DiscoverOptions {
+            // Nothing answers at either: no iPhone or Otii on this scripted host.
+            usbmuxd: Some(crate::config::UsbmuxdAddress::Socket("/nonexistent/usbmuxd".into())),
+            otii: Some(("127.0.0.1".into(), 9)),
+            limit: Duration::from_millis(500),
+            ..DiscoverOptions::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn each_phone_gets_its_port_and_a_ganged_hub_is_a_problem_with_its_fix() {
+        let t = Arc::new(ScriptedTransport::new("shelf-1"));
+        t.on(&["true"], vec![Reply::ok("")]);
+        t.on(
+            &["adb", "devices", "-l"],
+            vec![Reply::ok("List of devices attached\n3A1B2C device usb:1-1 model:Pixel_8\n28031FDH device usb:3-4\n")],
+        );
+        t.on(&["adb", "-s", "3A1B2C", "shell"], vec![props("Pixel 8", "3A1B2C")]);
+        t.on(&["adb", "-s", "28031FDH", "shell"], vec![props("Pixel 7", "28031FDH")]);
+        t.on(&["uhubctl", "-f"], vec![Reply::ok(HUBS)]);
+        let found = look("shelf-1", false, t.clone(), &opts()).await;
+        assert_eq!(found.phones.len(), 2, "{found:?}");
+        let (p8, p7) = (&found.phones[1], &found.phones[0]);
+        assert_eq!((p8.model.as_deref(), p8.os_short.as_deref()), (Some("Pixel 8"), Some("Android 14")));
+        assert_eq!(p8.hub, HubPlace::Switching { location: "1-1".into(), port: 1 });
+        assert!(p8.problems.is_empty(), "{:?}", p8.problems);
+        assert!(matches!(&p7.hub, HubPlace::NotSwitching { location, port: 3, .. } if location == "3-4"));
+        assert!(
+            p7.problems[0].starts_with("no per-port power switching: it is on hub 3-4 port 3"),
+            "{:?}",
+            p7.problems
+        );
+        assert!(p7.problems[0].contains("fix: move it to a hub with per-port power switching"));
+        assert!(
+            found.notes.iter().any(|n| n.starts_with("iPhones not looked for: usbmuxd does not answer")),
+            "{:?}",
+            found.notes
+        );
+        // Read-only: a listing of the hubs, getprop on the phones.
+        assert_eq!(t.calls_of("uhubctl"), ["-f"]);
+    }
+
+    #[tokio::test]
+    async fn a_hung_uhubctl_or_adb_is_a_note_within_the_limit_and_a_dead_host_is_unreachable() {
+        let t = Arc::new(ScriptedTransport::new("shelf-1"));
+        t.on(&["true"], vec![Reply::ok("")]);
+        t.on(&["adb"], vec![Reply::ok("").after(Duration::from_secs(3600))]);
+        t.on(&["uhubctl"], vec![Reply::ok("").after(Duration::from_secs(3600))]);
+        let started = std::time::Instant::now();
+        let found = look("shelf-1", false, t.clone(), &opts()).await;
+        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        assert!(
+            found.notes.iter().any(|n| n.starts_with("Android phones not looked for: `adb devices -l` did not answer")),
+            "{:?}",
+            found.notes
+        );
+        assert!(
+            found.notes.iter().any(|n| n == "uhubctl: `uhubctl -f` did not answer within 500ms"),
+            "{:?}",
+            found.notes
+        );
+
+        t.set_unreachable(true);
+        let found = look("shelf-1", true, t, &opts()).await;
+        assert!(found.unreachable.unwrap().contains("fix: `lab hosts check` says more"));
+        assert!(found.phones.is_empty() && found.notes.is_empty());
+    }
+}
