@@ -115,15 +115,15 @@ fn chosen_hosts(lab: &Lab, wanted: &[String]) -> Result<Vec<Host>, CliError> {
 
 fn toml_out(lab: &Lab, found: &[HostFindings], opts: &DiscoverOptions) -> String {
     let blocks = discover::device_blocks(found, &discover::names_in(lab), &ReachArgs::reached(opts));
-    let mut out = format!("# Found by `lab discover`; paste into {} (docs/first-phone.md).\n", lab.source.display());
-    let phones = found.iter().flat_map(|h| &h.phones).any(|p| p.in_lab.is_none() && p.describable());
-    if phones && phones_cannot_reach(&lab.endpoint) {
-        let lines = match discover::lan_address() {
-            Some(ip) => discover::endpoint_lines(ip),
-            None => "endpoint_bind = \"0.0.0.0:8765\"\nendpoint_url = \"http://192.0.2.10:8765\"\n".into(),
-        };
+    let into = match lab.source.to_str() {
+        Some("<embedded>") => "lab.toml (there is none here: `lab init` writes one)".to_string(),
+        _ => lab.source.display().to_string(),
+    };
+    let mut out = format!("# Found by `lab discover`; paste into {into} (docs/first-phone.md).\n");
+    if discover::has_phones(found) && phones_cannot_reach(&lab.endpoint) {
+        let url = discover::lan_address().map_or_else(|| "http://192.0.2.10:8765".into(), discover::endpoint_url);
         out.push_str("# Phones cannot reach this machine's loopback: add these two lines under [lab]:\n");
-        for l in lines.lines() {
+        for l in discover::endpoint_lines(&url).lines() {
             let _ = writeln!(out, "#   {l}");
         }
     }
@@ -170,7 +170,7 @@ pub fn render(found: &[HostFindings]) -> String {
                 os: p.os.clone().unwrap_or_default(),
                 state: p.state.word().into(),
                 hub: match &p.hub {
-                    HubPlace::Switching { location, port } => format!("{location} port {port}"),
+                    HubPlace::Switching { location, port, .. } => format!("{location} port {port}"),
                     HubPlace::NotSwitching { location, port, .. } => format!("{location} port {port} (no switching)"),
                     HubPlace::Unknown { .. } => "-".into(),
                 },

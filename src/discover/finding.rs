@@ -29,8 +29,10 @@ pub enum PhoneState {
     Offline,
     /// iPhone: usbmuxd has no pair record.
     NotPaired,
-    /// iPhone: paired, but it does not trust the host, or it is locked.
+    /// iPhone: paired, but it does not trust the host.
     Untrusted,
+    /// iPhone: locked with its passcode.
+    Locked,
     /// iPhone: Developer Mode is off.
     DeveloperModeOff,
     /// Its identity could not be read (see the problem).
@@ -45,6 +47,7 @@ impl PhoneState {
             PhoneState::Offline => "offline",
             PhoneState::NotPaired => "not paired",
             PhoneState::Untrusted => "not trusted",
+            PhoneState::Locked => "locked",
             PhoneState::DeveloperModeOff => "developer mode off",
             PhoneState::Unreadable => "unreadable",
         }
@@ -56,7 +59,10 @@ impl PhoneState {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum HubPlace {
     /// On a port of a hub that switches each port's power: `tether = { uhubctl = … }`.
-    Switching { location: String, port: u32 },
+    /// `auto`: found by the id the lab file names (adb's serial, the UDID), so
+    /// `{ uhubctl = "auto" }` finds it at each run; otherwise (Wi-Fi adb, where only
+    /// `ro.serialno` is on the hub) the port is written out.
+    Switching { location: String, port: u32, auto: bool },
     /// On a hub that cannot switch this port alone: `tether = "manual"`.
     NotSwitching { location: String, port: u32, why: String },
     /// Not on any hub uhubctl lists (or the hubs could not be read).

@@ -12,16 +12,3 @@ pub fn lan_address() -> Option<IpAddr> {
     let ip = socket.local_addr().ok()?.ip();
     (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_lan_address_is_never_loopback() {
-        // A machine without a route gives none; one with a route gives a real interface's.
-        if let Some(ip) = lan_address() {
-            assert!(!ip.is_loopback() && !ip.is_unspecified(), "{ip}");
-        }
-    }
-}

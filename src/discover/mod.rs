@@ -15,4 +15,4 @@ pub use in_lab::mark_in_lab;
 pub use lan::lan_address;
 pub use options::DiscoverOptions;
 pub use scan::{discover, discover_host};
-pub use toml_out::{Reached, device_blocks, endpoint_lines, names_in, new_lab};
+pub use toml_out::{Reached, device_blocks, endpoint_lines, endpoint_url, has_phones, names_in, new_lab};

@@ -12,7 +12,7 @@ use crate::collect::android::adb_devices::{AdbEntry, AdbState};
 use crate::collect::hubs::uhubctl::Listing;
 use crate::config::{Host, HostKind, Lab, Platform};
 use crate::device::android::{Adb, read_props, unauthorized_fix};
-use crate::device::ios::{AttachedIphone, Mux};
+use crate::device::ios::{AttachedIphone, IphoneState, Mux};
 use crate::monitor::probe::{OTII_DEFAULT, list_monsoons, probe_otii};
 use crate::tether::hubs;
 use crate::transport::{CommandSpec, Transport, for_host_once};
@@ -46,7 +46,7 @@ async fn look(host: &str, remote: bool, transport: Arc<dyn Transport>, opts: &Di
     let (android, iphones, listing, monitors) = tokio::join!(
         android(&transport, opts),
         iphones(host, remote, &transport, opts),
-        bounded(opts.limit, "`uhubctl -f`", hubs::read(transport.as_ref())),
+        bounded(opts.limit, "`uhubctl -f`", hubs::read_within(transport.as_ref(), opts.limit)),
         monitors(host, remote, &transport, opts),
     );
     let listing = listing.map_err(|e| {
@@ -70,15 +70,14 @@ async fn look(host: &str, remote: bool, transport: Arc<dyn Transport>, opts: &Di
     out.phones.sort_by(|a, b| (a.platform != Platform::Android, &a.id).cmp(&(b.platform != Platform::Android, &b.id)));
     for p in &mut out.phones {
         p.host = host.to_string();
-        p.hub = place(listing.as_ref().map_err(|_| ()), &serials(p));
+        p.hub = place(listing.as_ref().map_err(|_| ()), &serials(p), &id_serials(p));
         if let HubPlace::NotSwitching { why, .. } = &p.hub {
             p.problems.push(format!("no per-port power switching: {why}"));
         }
     }
-    match monitors {
-        Ok(m) => out.monitors = m,
-        Err(note) => out.notes.push(note),
-    }
+    let (found_monitors, notes) = monitors;
+    out.monitors = found_monitors;
+    out.notes.extend(notes);
     out
 }
 
@@ -108,13 +107,26 @@ fn serials(p: &FoundPhone) -> Vec<String> {
     s
 }
 
-fn place(listing: Result<&Listing, ()>, serials: &[String]) -> HubPlace {
+/// The serials `{ uhubctl = "auto" }` will look for: those of the id the lab file names
+/// (`tether::hubs::usb_serials`).
+fn id_serials(p: &FoundPhone) -> Vec<String> {
+    match p.platform {
+        Platform::Ios => vec![p.id.clone(), p.id.replace('-', "")],
+        _ if p.id.contains(':') => vec![],
+        _ => vec![p.id.clone()],
+    }
+}
+
+fn place(listing: Result<&Listing, ()>, serials: &[String], id_serials: &[String]) -> HubPlace {
     let Ok(listing) = listing else { return HubPlace::Unknown { why: "the host's hubs could not be read".into() } };
     if serials.is_empty() {
         return HubPlace::Unknown { why: "its USB serial is unknown until adb can read it".into() };
     }
     match hubs::locate(listing, serials) {
-        Ok((location, port)) => HubPlace::Switching { location, port },
+        Ok((location, port)) => {
+            let auto = hubs::locate(listing, id_serials).is_ok_and(|at| at == (location.clone(), port));
+            HubPlace::Switching { location, port, auto }
+        }
         Err(why) => match serials.iter().flat_map(|s| listing.find_serial(s)).next() {
             Some((hub, port)) => HubPlace::NotSwitching { location: hub.location.clone(), port: port.number, why },
             None => HubPlace::Unknown { why: "on no port of a hub uhubctl lists".into() },
@@ -144,11 +156,19 @@ async fn android(transport: &Arc<dyn Transport>, opts: &DiscoverOptions) -> Resu
     let listed = crate::device::android::list_attached(transport, server, opts.limit)
         .await
         .map_err(|e| format!("Android phones not looked for: {e}"))?;
-    let mut out = Vec::new();
+    let mut out: Vec<(bool, FoundPhone)> = Vec::new();
     for entry in listed {
-        out.push(android_phone(transport, opts, entry).await);
+        let usb = entry.usb.is_some();
+        let p = android_phone(transport, opts, entry).await;
+        // One phone on the cable and on Wi-Fi adb is listed twice: keep one, the cable's.
+        let key = |x: &FoundPhone| x.usb_serial.clone().unwrap_or_else(|| x.id.clone());
+        match out.iter_mut().find(|(_, k)| key(k) == key(&p) && p.state == PhoneState::Ready) {
+            Some(kept) if usb && !kept.0 => *kept = (usb, p),
+            Some(_) => {}
+            None => out.push((usb, p)),
+        }
     }
-    Ok(out)
+    Ok(out.into_iter().map(|(_, p)| p).collect())
 }
 
 async fn android_phone(transport: &Arc<dyn Transport>, opts: &DiscoverOptions, entry: AdbEntry) -> FoundPhone {
@@ -204,7 +224,8 @@ async fn iphones(
     opts: &DiscoverOptions,
 ) -> Result<Vec<FoundPhone>, String> {
     let not_looked = |e: String| format!("iPhones not looked for: {e}");
-    let mux = Mux::open(host, remote, transport, opts.usbmuxd.as_ref())
+    // Over SSH this sets up a forward: bounded like every other call.
+    let mux = bounded(opts.limit, "reaching usbmuxd", Mux::open(host, remote, transport, opts.usbmuxd.as_ref()))
         .await
         .map_err(|e| not_looked(format!("usbmuxd: {e}")))?;
     let listed = crate::device::ios::list_attached(&mux, host, opts.limit).await.map_err(not_looked)?;
@@ -212,12 +233,13 @@ async fn iphones(
 }
 
 fn iphone(a: AttachedIphone) -> FoundPhone {
-    let state = match &a {
-        a if a.product_type.is_none() => PhoneState::Unreadable,
-        a if !a.paired => PhoneState::NotPaired,
-        a if !a.trusted => PhoneState::Untrusted,
-        a if a.developer_mode == Some(false) => PhoneState::DeveloperModeOff,
-        _ => PhoneState::Ready,
+    let state = match a.state {
+        IphoneState::Ready => PhoneState::Ready,
+        IphoneState::NotPaired => PhoneState::NotPaired,
+        IphoneState::Untrusted => PhoneState::Untrusted,
+        IphoneState::Locked => PhoneState::Locked,
+        IphoneState::DeveloperModeOff => PhoneState::DeveloperModeOff,
+        IphoneState::Unreadable => PhoneState::Unreadable,
     };
     let mut p = phone(Platform::Ios, &a.udid, state);
     p.model = a.model;
@@ -231,48 +253,49 @@ fn iphone(a: AttachedIphone) -> FoundPhone {
     p
 }
 
+/// The monitors found, and notes on what could not be asked.
 async fn monitors(
     host: &str,
     remote: bool,
     transport: &Arc<dyn Transport>,
     opts: &DiscoverOptions,
-) -> Result<Vec<FoundMonitor>, String> {
-    let address = opts.otii.as_ref().map_or_else(|| OTII_DEFAULT.to_string(), |(h, p)| format!("{h}:{p}"));
-    let mut out = Vec::new();
-    let otii = bounded(opts.limit, "the Otii server", probe_otii(transport, remote, &address, opts.limit))
-        .await
-        .map_err(|e| format!("Otii server at {address}: {e}"))?;
-    if let Some(devices) = otii {
-        let mut m = FoundMonitor {
-            host: host.into(),
-            kind: "otii".into(),
-            address: address.clone(),
-            detail: devices.join(", "),
-            in_lab: None,
-            problems: vec![],
-        };
-        if devices.is_empty() {
-            m.problems.push(
-                "the Otii server lists no Arc or Ace; fix: connect the instrument to that host's USB and open it in Otii 3"
-                    .into(),
-            );
+) -> (Vec<FoundMonitor>, Vec<String>) {
+    let address = match &opts.otii {
+        Some((h, p)) if h.contains(':') => format!("[{h}]:{p}"),
+        Some((h, p)) => format!("{h}:{p}"),
+        None => OTII_DEFAULT.to_string(),
+    };
+    let (mut out, mut notes) = (Vec::new(), Vec::new());
+    let monitor = |kind: &str, address: String, detail: String| FoundMonitor {
+        host: host.into(),
+        kind: kind.into(),
+        address,
+        detail,
+        in_lab: None,
+        problems: vec![],
+    };
+    match bounded(opts.limit, "the Otii server", probe_otii(transport, remote, &address, opts.limit)).await {
+        Ok(Some(devices)) => {
+            let mut m = monitor("otii", address.clone(), devices.join(", "));
+            if devices.is_empty() {
+                m.problems.push(
+                    "the Otii server lists no Arc or Ace; fix: connect the instrument to that host's USB and open it in Otii 3"
+                        .into(),
+                );
+            }
+            out.push(m);
         }
-        out.push(m);
+        Ok(None) => {}
+        Err(e) => notes.push(format!("Otii server at {address}: {e}")),
     }
     // A Monsoon is opened over USB by the lab's own process: only this machine's count.
     if !remote {
-        for (serial, product) in list_monsoons().await.unwrap_or_default() {
-            out.push(FoundMonitor {
-                host: host.into(),
-                kind: "monsoon".into(),
-                address: serial,
-                detail: product,
-                in_lab: None,
-                problems: vec![],
-            });
+        match bounded(opts.limit, "listing USB devices", list_monsoons()).await {
+            Ok(found) => out.extend(found.into_iter().map(|(serial, product)| monitor("monsoon", serial, product))),
+            Err(e) => notes.push(format!("Monsoons not looked for: {e}")),
         }
     }
-    Ok(out)
+    (out, notes)
 }
 
 #[cfg(test)]
@@ -318,7 +341,7 @@ mod tests {
         assert_eq!(found.phones.len(), 2, "{found:?}");
         let (p8, p7) = (&found.phones[1], &found.phones[0]);
         assert_eq!((p8.model.as_deref(), p8.os_short.as_deref()), (Some("Pixel 8"), Some("Android 14")));
-        assert_eq!(p8.hub, HubPlace::Switching { location: "1-1".into(), port: 1 });
+        assert_eq!(p8.hub, HubPlace::Switching { location: "1-1".into(), port: 1, auto: true });
         assert!(p8.problems.is_empty(), "{:?}", p8.problems);
         assert!(matches!(&p7.hub, HubPlace::NotSwitching { location, port: 3, .. } if location == "3-4"));
         assert!(
@@ -337,6 +360,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_phone_on_the_cable_and_on_wifi_adb_is_one_phone_and_wireless_debugging_gets_its_port_written() {
+        let t = Arc::new(ScriptedTransport::new("shelf-1"));
+        t.on(&["true"], vec![Reply::ok("")]);
+        let wireless = "adb-3A1B2C-x._adb-tls-connect._tcp";
+        t.on(
+            &["adb", "devices", "-l"],
+            vec![Reply::ok(&format!(
+                "List of devices attached\n10.0.0.5:5555 device model:Pixel_8\n3A1B2C device usb:1-1 model:Pixel_8\n\
+                 {wireless} device model:Pixel_7\n"
+            ))],
+        );
+        t.on(&["adb", "-s", "10.0.0.5:5555", "shell"], vec![props("Pixel 8", "3A1B2C")]);
+        t.on(&["adb", "-s", "3A1B2C", "shell"], vec![props("Pixel 8", "3A1B2C")]);
+        t.on(&["adb", "-s", wireless, "shell"], vec![props("Pixel 7", "28031FDH")]);
+        t.on(&["uhubctl", "-f"], vec![Reply::ok(&HUBS.replace("ganged", "ppps"))]);
+        let found = look("shelf-1", false, t, &opts()).await;
+        let ids: Vec<&str> = found.phones.iter().map(|p| p.id.as_str()).collect();
+        assert_eq!(ids, ["3A1B2C", wireless]);
+        assert_eq!(found.phones[0].hub, HubPlace::Switching { location: "1-1".into(), port: 1, auto: true });
+        // On the hub by ro.serialno only: `auto` (which looks for adb's serial) would not find it.
+        assert_eq!(found.phones[1].hub, HubPlace::Switching { location: "3-4".into(), port: 3, auto: false });
+    }
+
+    #[tokio::test]
     async fn a_hung_uhubctl_or_adb_is_a_note_within_the_limit_and_a_dead_host_is_unreachable() {
         let t = Arc::new(ScriptedTransport::new("shelf-1"));
         t.on(&["true"], vec![Reply::ok("")]);
@@ -351,7 +398,7 @@ mod tests {
             found.notes
         );
         assert!(
-            found.notes.iter().any(|n| n == "uhubctl: `uhubctl -f` did not answer within 500ms"),
+            found.notes.iter().any(|n| n.starts_with("uhubctl: ") && n.contains("within 500ms")),
             "{:?}",
             found.notes
         );

@@ -1,6 +1,7 @@
 //! Lab-file text for what `lab discover` found: `[[device]]` blocks to paste (`--toml`),
-//! or a whole new `lab.toml` (`lab init`). Every value is written as a TOML string by
-//! `toml_edit`, so a phone's name or model cannot break the file.
+//! or a whole new `lab.toml` (`lab init`). Every value is written as a one-line TOML string
+//! with its quotes and control characters escaped, so a phone's name or model cannot break
+//! the file.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -12,8 +13,26 @@ use crate::config::{AdbServer, Host, HostKind, Lab, Platform, UsbmuxdAddress};
 /// The traffic endpoint's port in a new lab file.
 const ENDPOINT_PORT: u16 = 8765;
 
+/// Text for a `#` line: a newline or other control character in a phone's name or a
+/// tool's message would end the comment and start TOML.
+fn comment(s: &str) -> String {
+    s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
+}
+
+/// `s` as a one-line TOML basic string (TOML 1.0, "String"): `"` and `\` escaped, control
+/// characters as `\uXXXX`, so every value stays on its own line.
 fn quoted(s: &str) -> String {
-    toml_edit::Value::from(s).to_string().trim().to_string()
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// `iPhone 13 Pro` → `iphone-13-pro`.
@@ -37,9 +56,14 @@ pub struct Reached {
     pub usbmuxd: Option<UsbmuxdAddress>,
 }
 
-/// The names `lab` gives its devices and monitors: new ones must differ.
+/// The names `lab` gives its devices and monitors, lowercased: new ones must differ, also in
+/// more than case (the lab file refuses names that differ only in case).
 pub fn names_in(lab: &Lab) -> BTreeSet<String> {
-    lab.devices.iter().map(|d| d.name.clone()).chain(lab.monitors.iter().map(|m| m.name.clone())).collect()
+    lab.devices
+        .iter()
+        .map(|d| d.name.to_lowercase())
+        .chain(lab.monitors.iter().map(|m| m.name.to_lowercase()))
+        .collect()
 }
 
 /// `[[device]]` blocks for every phone of `found` the lab does not have yet, named from
@@ -51,7 +75,14 @@ pub fn device_blocks(found: &[HostFindings], taken: &BTreeSet<String>, reached: 
     for p in found.iter().flat_map(|h| &h.phones).filter(|p| p.in_lab.is_none()) {
         if !p.describable() {
             let why = p.problems.first().map_or("its model and OS could not be read", String::as_str);
-            let _ = writeln!(out, "# {} {} on {}: not written: {why}\n", platform_word(p.platform), p.id, p.host);
+            let _ = writeln!(
+                out,
+                "# {} {} on {}: not written: {}\n",
+                platform_word(p.platform),
+                comment(&p.id),
+                comment(&p.host),
+                comment(why)
+            );
             continue;
         }
         let base = slug(p.model.as_deref().unwrap_or("phone"));
@@ -84,6 +115,11 @@ pub fn device_blocks(found: &[HostFindings], taken: &BTreeSet<String>, reached: 
     out
 }
 
+/// A lab-file block would be written for a phone of `found`.
+pub fn has_phones(found: &[HostFindings]) -> bool {
+    found.iter().flat_map(|h| &h.phones).any(|p| p.in_lab.is_none() && p.describable())
+}
+
 fn platform_word(p: Platform) -> &'static str {
     match p {
         Platform::Ios => "iPhone",
@@ -95,13 +131,21 @@ fn platform_word(p: Platform) -> &'static str {
 fn block(out: &mut String, p: &FoundPhone, name: &str, reached: &Reached) {
     let model = p.model.as_deref().unwrap_or_default();
     let where_ = match &p.hub {
-        HubPlace::Switching { location, port } => format!(", hub {location} port {port}"),
+        HubPlace::Switching { location, port, .. } => format!(", hub {location} port {port}"),
         HubPlace::NotSwitching { location, port, .. } => format!(", hub {location} port {port} (cannot switch)"),
         HubPlace::Unknown { .. } => String::new(),
     };
-    let _ = writeln!(out, "# {model}, {}, found on {} ({}{where_})", p.os.as_deref().unwrap_or("?"), p.host, p.id);
+    let _ = writeln!(
+        out,
+        "# {}, {}, found on {} ({}{})",
+        comment(model),
+        comment(p.os.as_deref().unwrap_or("?")),
+        comment(&p.host),
+        comment(&p.id),
+        comment(&where_)
+    );
     for problem in &p.problems {
-        let _ = writeln!(out, "# not usable yet: {problem}");
+        let _ = writeln!(out, "# not usable yet: {}", comment(problem));
     }
     let (platform, tag) = match p.platform {
         Platform::Ios => ("ios", "ios"),
@@ -117,11 +161,8 @@ fn block(out: &mut String, p: &FoundPhone, name: &str, reached: &Reached) {
     let _ = writeln!(out, "model = {}\nos = {}", quoted(model), quoted(p.os_short.as_deref().unwrap_or_default()));
     let _ = writeln!(out, "tags = [{}, \"phone\"]", quoted(tag));
     let tether = match &p.hub {
-        // `auto` finds the port by the serial the lab file names; a Wi-Fi adb serial is none.
-        HubPlace::Switching { .. } if p.platform == Platform::Ios || !p.id.contains(':') => {
-            "{ uhubctl = \"auto\" }".to_string()
-        }
-        HubPlace::Switching { location, port } => {
+        HubPlace::Switching { auto: true, .. } => "{ uhubctl = \"auto\" }".to_string(),
+        HubPlace::Switching { location, port, .. } => {
             format!("{{ uhubctl = {{ location = {}, port = {port} }} }}", quoted(location))
         }
         _ => "\"manual\"".into(),
@@ -148,18 +189,29 @@ fn host_port(host: &str, port: u16) -> String {
     if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
 }
 
-/// The two `[lab]` lines that let phones reach the traffic endpoint at `lan` (they cannot
-/// reach this machine's loopback).
-pub fn endpoint_lines(lan: IpAddr) -> String {
-    format!(
-        "endpoint_bind = \"0.0.0.0:{ENDPOINT_PORT}\"\nendpoint_url = {}\n",
-        quoted(&format!("http://{}", host_port(&lan.to_string(), ENDPOINT_PORT)))
-    )
+/// The traffic endpoint's URL at this machine's LAN address.
+pub fn endpoint_url(lan: IpAddr) -> String {
+    format!("http://{}", host_port(&lan.to_string(), ENDPOINT_PORT))
+}
+
+/// The two `[lab]` lines that let phones reach the traffic endpoint at `url` (they cannot
+/// reach this machine's loopback): listen on every interface at the URL's port.
+pub fn endpoint_lines(url: &str) -> String {
+    let authority = url.trim_start_matches("http://").split('/').next().unwrap_or_default();
+    let port = crate::config::parse_host_port(authority, Some(80)).map_or(ENDPOINT_PORT, |(_, p)| p);
+    format!("endpoint_bind = \"0.0.0.0:{port}\"\nendpoint_url = {}\n", quoted(url.trim_end_matches('/')))
 }
 
 /// A whole lab file: `[lab]` named `name`, the hosts, and a block for every phone found.
-/// The endpoint pair is filled in from `lan` when a phone was found.
-pub fn new_lab(name: &str, hosts: &[Host], found: &[HostFindings], lan: Option<IpAddr>, reached: &Reached) -> String {
+/// With a phone, the endpoint pair is written for `endpoint` (its URL): without one the
+/// file would not load (a phone given loopback), so the caller must have one.
+pub fn new_lab(
+    name: &str,
+    hosts: &[Host],
+    found: &[HostFindings],
+    endpoint: Option<&str>,
+    reached: &Reached,
+) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -168,17 +220,9 @@ pub fn new_lab(name: &str, hosts: &[Host], found: &[HostFindings], lan: Option<I
          store = \"artifacts/lab.db\"       # SQLite store: campaigns, trials, measurements",
         quoted(name)
     );
-    let phones = found.iter().any(|h| !h.phones.is_empty());
-    match (phones, lan) {
-        (true, Some(ip)) => {
-            out.push_str("# Phones reach the traffic endpoint over the LAN (docs/hosts.md).\n");
-            out.push_str(&endpoint_lines(ip));
-        }
-        (true, None) => out.push_str(
-            "# No LAN address was found: set these before a phone's campaign (docs/hosts.md).\n\
-             # endpoint_bind = \"0.0.0.0:8765\"\n# endpoint_url = \"http://192.0.2.10:8765\"\n",
-        ),
-        (false, _) => {}
+    if let Some(url) = endpoint.filter(|_| has_phones(found)) {
+        out.push_str("# Phones reach the traffic endpoint over the LAN (docs/hosts.md).\n");
+        out.push_str(&endpoint_lines(url));
     }
     out.push('\n');
     for h in hosts {
@@ -221,20 +265,30 @@ mod tests {
     }
 
     fn found() -> Vec<HostFindings> {
-        let switching = HubPlace::Switching { location: "1-1".into(), port: 2 };
+        let switching = HubPlace::Switching { location: "1-1".into(), port: 2, auto: true };
+        let wifi = HubPlace::Switching { location: "1-1".into(), port: 3, auto: false };
         let mut unreadable = phone(Platform::Android, "R58M", "x", HubPlace::Unknown { why: String::new() });
         (unreadable.model, unreadable.os_short, unreadable.state) = (None, None, PhoneState::Unauthorized);
         unreadable.problems.push("phone R58M is unauthorized; fix: accept".into());
+        // Text from a phone or a tool with a line break in it stays inside its comment.
+        let mut odd = phone(
+            Platform::Ios,
+            "00008030-00B",
+            "iPhone 15\n[[device]]\nname = \"x\"",
+            HubPlace::Unknown { why: String::new() },
+        );
+        odd.problems.push("locked\nmodel = 1".into());
         vec![HostFindings {
             host: "local".into(),
             unreachable: None,
             phones: vec![
                 phone(Platform::Android, "3A1B2C", "Pixel 8", switching.clone()),
-                phone(Platform::Android, "10.0.0.5:5555", "Pixel 8", switching.clone()),
+                phone(Platform::Android, "10.0.0.5:5555", "Pixel 8", wifi),
                 // A model name with TOML's own characters in it.
                 phone(Platform::Android, "X1", "Tab \"S9\" = [5G]", HubPlace::Unknown { why: String::new() }),
                 phone(Platform::Ios, "00008110-000A", "iPhone 15", switching),
                 unreadable,
+                odd,
             ],
             monitors: vec![FoundMonitor {
                 host: "local".into(),
@@ -250,40 +304,43 @@ mod tests {
 
     #[test]
     fn blocks_load_with_free_names_the_tether_each_port_allows_and_a_reason_for_what_is_left_out() {
-        let taken: BTreeSet<String> = ["pixel-8-1".to_string()].into();
-        let blocks = device_blocks(&found(), &taken, &Reached::default());
+        // Names already taken, in any case, are skipped.
+        let lab = parse_lab(
+            "[lab]\nname = \"t\"\n[[device]]\nname = \"Pixel-8-1\"\nplatform = \"sim\"\nmodel = \"m\"\n\
+             [device.sim]\nemulates = \"android\"\n",
+            Path::new("lab.toml"),
+        )
+        .unwrap();
+        let blocks = device_blocks(&found(), &names_in(&lab), &Reached::default());
         let names: Vec<&str> = blocks.lines().filter_map(|l| l.strip_prefix("name = ")).collect();
-        assert_eq!(names, ["\"pixel-8-2\"", "\"pixel-8-3\"", "\"tab-s9-5g-1\"", "\"iphone-15-1\""]);
+        assert_eq!(
+            names,
+            ["\"pixel-8-2\"", "\"pixel-8-3\"", "\"tab-s9-5g-1\"", "\"iphone-15-1\"", "\"iphone-15-device-name-x-1\""]
+        );
         assert!(blocks.contains("serial = \"3A1B2C\"\n") && blocks.contains("tether = { uhubctl = \"auto\" }"));
         // Wi-Fi adb: the port written out; a phone on no hub: manual.
-        assert!(blocks.contains("tether = { uhubctl = { location = \"1-1\", port = 2 } }"), "{blocks}");
+        assert!(blocks.contains("tether = { uhubctl = { location = \"1-1\", port = 3 } }"), "{blocks}");
         assert!(blocks.contains("tether = \"manual\""), "{blocks}");
         assert!(blocks.contains("# Android phone R58M on local: not written: phone R58M is unauthorized; fix: accept"));
         assert!(blocks.contains("# [[monitor]]\n# name = \"otii-1\""), "{blocks}");
 
-        let lab = new_lab(
-            "shelf",
-            &[Host { name: "local".into(), kind: HostKind::Local }],
-            &found(),
-            Some("10.0.0.2".parse().unwrap()),
-            &Reached::default(),
-        );
+        let url = endpoint_url("10.0.0.2".parse().unwrap());
+        let local = [Host { name: "local".into(), kind: HostKind::Local }];
+        let lab = new_lab("shelf", &local, &found(), Some(&url), &Reached::default());
         let parsed = parse_lab(&lab, Path::new("lab.toml")).unwrap_or_else(|e| panic!("{e}\n{lab}"));
-        assert_eq!(parsed.devices.len(), 4);
+        assert_eq!(parsed.devices.len(), 5);
         let tab = parsed.devices.iter().find(|d| d.name == "tab-s9-5g-1").unwrap();
         assert_eq!((tab.model.as_str(), &tab.tether), ("Tab \"S9\" = [5G]", &crate::config::TetherSpec::Manual));
         assert_eq!(parsed.endpoint.url.as_deref(), Some("http://10.0.0.2:8765"));
         assert!(parsed.devices.iter().all(|d| d.host == "local"));
-        // Without a LAN address the pair is left for the user, and the file still loads only
-        // once they are set: it says so.
-        let no_lan = new_lab(
-            "shelf",
-            &[Host { name: "local".into(), kind: HostKind::Local }],
-            &found(),
-            None,
-            &Reached::default(),
+        let odd = parsed.devices.iter().find(|d| d.name == "iphone-15-device-name-x-1").unwrap();
+        assert_eq!(odd.model, "iPhone 15\n[[device]]\nname = \"x\"");
+        // The endpoint listens on the URL's port.
+        assert_eq!(
+            endpoint_lines("http://[fd00::2]:9000/"),
+            "endpoint_bind = \"0.0.0.0:9000\"\nendpoint_url = \"http://[fd00::2]:9000\"\n"
         );
-        assert!(no_lan.contains("# No LAN address was found"), "{no_lan}");
+        assert_eq!(url, "http://10.0.0.2:8765");
     }
 
     #[test]

@@ -48,8 +48,12 @@ pub async fn probe_otii(
     ))
 }
 
-/// The Monsoons on this machine's USB: (serial, product), none opened.
+/// The Monsoons on this machine's USB: (serial, product), none opened. A machine with no
+/// USB bus at all (a container without /sys/bus/usb) has none.
 pub async fn list_monsoons() -> Result<Vec<(String, String)>, String> {
+    if cfg!(target_os = "linux") && !std::path::Path::new("/sys/bus/usb/devices").exists() {
+        return Ok(Vec::new());
+    }
     tokio::task::spawn_blocking(|| {
         use nusb::MaybeFuture;
         let devices = nusb::list_devices().wait().map_err(|e| format!("cannot list USB devices: {e}"))?;

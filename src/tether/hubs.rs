@@ -78,8 +78,13 @@ pub fn usb_serials(spec: &DeviceSpec) -> Vec<String> {
 /// Reads the host's hubs: `uhubctl -f` (every hub, also those that cannot switch per port,
 /// so that a phone on one is named rather than missed).
 pub async fn read(transport: &dyn Transport) -> Result<Listing, String> {
+    read_within(transport, Duration::from_secs(30)).await
+}
+
+/// `read`, with `limit` on the call.
+pub async fn read_within(transport: &dyn Transport, limit: Duration) -> Result<Listing, String> {
     let mut cmd = CommandSpec::new("uhubctl", &["-f"]);
-    cmd.timeout = Duration::from_secs(30);
+    cmd.timeout = limit;
     let out = transport.exec(&cmd).await.map_err(|e| e.to_string())?;
     let stderr = out.stderr_text();
     if !out.success() {

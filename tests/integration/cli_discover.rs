@@ -144,7 +144,7 @@ fn discover_lists_every_phone_its_state_port_and_fix_and_writes_nothing() {
     let by_id = |id: &str| phones.iter().find(|p| p["id"] == id).unwrap_or_else(|| panic!("{id} in {json}"));
     let ready = by_id(&shelf.phones[0].serial);
     assert_eq!((ready["state"].as_str(), ready["usb_serial"].as_str()), (Some("ready"), Some(PAIRED_SERIAL)));
-    assert_eq!(ready["hub"], json!({"kind": "switching", "location": "1-1", "port": 1}));
+    assert_eq!(ready["hub"], json!({"kind": "switching", "location": "1-1", "port": 1, "auto": false}));
     assert_eq!(by_id(&shelf.phones[1].serial)["state"], "unauthorized");
     let iphone = by_id(UDID);
     assert_eq!((iphone["state"].as_str(), iphone["model"].as_str()), (Some("ready"), Some("iPhone 13 Pro")));
@@ -228,7 +228,8 @@ fn discover_toml_appended_to_the_default_lab_loads_plans_and_maps_each_phone_to_
 
     // Now the lab has them: nothing new, and the table names them.
     let (_, again, _) = shelf.discover(&lab, &["--toml"]);
-    assert!(again.contains("# Nothing new") || !again.contains("[[device]]"), "{again}");
+    assert!(!again.contains("\n[[device]]"), "{again}");
+    assert!(again.contains("on local: not written: phone 127.0.0.1:"), "{again}");
     let (_, table, _) = shelf.discover(&lab, &[]);
     assert!(table.contains("pixel-5-1") && table.contains("iphone-13-pro-2"), "{table}");
 }
@@ -251,23 +252,27 @@ fn lab_init_writes_a_lab_that_loads_and_never_writes_over_one() {
         c.current_dir(dir.path()).args(&all).env_remove("LAB_CONFIG").envs(shelf.hubs.env());
         c.output().unwrap()
     };
-    let out = init(&["--name", "shelf"]);
+    let out = init(&["--name", "shelf", "--endpoint-url", "http://lab-machine.invalid:9876"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("wrote lab.toml: 1 host(s), 3 device(s)"), "{stdout}");
     let written = std::fs::read_to_string(dir.path().join("lab.toml")).unwrap();
     assert!(written.contains("name = \"shelf\"") && written.contains("udid = \"00008030-00AA00BB00CC00DD\""));
-    // Phones were found: the endpoint is on the LAN, never loopback.
-    if lab::discover::lan_address().is_some() {
-        assert!(written.contains("endpoint_bind = \"0.0.0.0:8765\"\nendpoint_url = \"http://"), "{written}");
-    }
+    // Phones were found: the endpoint where they reach it, listening on every interface.
+    assert!(
+        written.contains("endpoint_bind = \"0.0.0.0:9876\"\nendpoint_url = \"http://lab-machine.invalid:9876\""),
+        "{written}"
+    );
     let rb = runbook(dir.path(), &["pixel-5-1", "iphone-13-pro-1"]);
     let mut plan = assert_cmd::Command::cargo_bin("lab").unwrap();
     let out =
         plan.current_dir(dir.path()).args(["plan", rb.to_str().unwrap()]).env_remove("LAB_CONFIG").output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}\n{written}", String::from_utf8_lossy(&out.stderr));
 
-    // A second init refuses and leaves the file as it was.
+    // A second init refuses and leaves the file as it was; so does a loopback endpoint.
+    let out = init(&["--endpoint-url", "http://127.0.0.1:8765"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a phone cannot reach this machine's loopback"));
     let out = init(&[]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -321,7 +326,8 @@ fn discover_on_an_ssh_lab_host_finds_the_same_through_its_transport() {
             "--known-hosts",
             sshd.known_hosts().to_str().unwrap(),
         ]);
-        c.args(shelf.reach()).args(["--timeout", "3s"]).envs(shelf.hubs.env()).output().unwrap()
+        c.args(shelf.reach()).args(["--timeout", "3s", "--endpoint-url", "http://lab-machine.invalid:8765"]);
+        c.envs(shelf.hubs.env()).output().unwrap()
     };
     let out = init(&format!("shelf-1={}@{}", sshd.user, sshd.address()));
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));

@@ -19,6 +19,22 @@ use super::mux::Mux;
 use super::phone::Phone;
 use crate::collect::ios::product_types::model_or_identifier;
 
+/// How far an iPhone is from usable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IphoneState {
+    Ready,
+    /// usbmuxd holds no pair record for it.
+    NotPaired,
+    /// It refuses the host's pair record (InvalidHostID).
+    Untrusted,
+    /// Passcode locked.
+    Locked,
+    DeveloperModeOff,
+    /// It did not answer what it is, or a session failed otherwise (see the problem).
+    Unreadable,
+}
+
 /// One iPhone as usbmuxd and lockdown describe it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AttachedIphone {
@@ -34,10 +50,7 @@ pub struct AttachedIphone {
     pub build: Option<String>,
     /// The name set on the phone (needs a paired session).
     pub name: Option<String>,
-    /// usbmuxd holds a pair record for it.
-    pub paired: bool,
-    /// A lockdown session started with that record: the phone trusts the host and is unlocked.
-    pub trusted: bool,
+    pub state: IphoneState,
     /// `None` when it could not be read (not paired, locked), or the phone has no switch.
     pub developer_mode: Option<bool>,
     /// What keeps the lab from using it, with the fix.
@@ -81,8 +94,7 @@ async fn read_one(phone: &Phone, mux: &Mux, dev: &UsbmuxdDevice, limit: Duration
         version: None,
         build: None,
         name: None,
-        paired: false,
-        trusted: false,
+        state: IphoneState::Unreadable,
         developer_mode: None,
         problem: None,
     };
@@ -130,16 +142,21 @@ async fn read_one(phone: &Phone, mux: &Mux, dev: &UsbmuxdDevice, limit: Duration
         .await;
     match session {
         Ok((name, mode)) => {
-            (found.paired, found.trusted) = (true, true);
+            found.state = IphoneState::Ready;
             found.name = name;
             found.developer_mode = mode;
             if mode == Some(false) {
+                found.state = IphoneState::DeveloperModeOff;
                 found.problem = Some(IosError::DeveloperModeOff { at: phone.at.clone() }.to_string());
             }
         }
         Err(e) => {
-            // A record exists unless usbmuxd said it has none.
-            found.paired = !matches!(e, IosError::NotPaired { .. });
+            found.state = match e {
+                IosError::NotPaired { .. } => IphoneState::NotPaired,
+                IosError::Untrusted { .. } => IphoneState::Untrusted,
+                IosError::Locked { .. } => IphoneState::Locked,
+                _ => IphoneState::Unreadable,
+            };
             found.problem = Some(e.to_string());
         }
     }

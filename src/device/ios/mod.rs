@@ -15,7 +15,7 @@ pub use apps::{Launch, Launcher};
 pub use device::{IosDevice, SYSDIAGNOSE_STEP};
 pub use error::{IosError, Where};
 pub use installs::{Installed, Installs};
-pub use listing::{AttachedIphone, list_attached};
+pub use listing::{AttachedIphone, IphoneState, list_attached};
 pub use mux::{Mux, Provider, SYSTEM_SOCKET};
 pub use phone::{IDENTITY_KEYS, Phone, major, same_udid};
 pub use samples::{Gathered, Packets, Sampler, Via};
