@@ -128,7 +128,9 @@ fn toml_out(lab: &Lab, found: &[HostFindings], opts: &DiscoverOptions) -> String
         }
     }
     out.push('\n');
-    if blocks.is_empty() {
+    if found.iter().all(|h| h.phones.is_empty()) {
+        out.push_str("# No phone found (`lab discover` says what could not be looked at).\n");
+    } else if blocks.is_empty() {
         out.push_str("# Nothing new: every phone found is in the lab file already.\n");
     }
     out.push_str(&blocks);
@@ -206,7 +208,7 @@ pub fn render(found: &[HostFindings]) -> String {
         }
     }
     let mut out = if rows.is_empty() {
-        "No phone or power monitor found.\n".to_string()
+        "No phone or power monitor found (plugging one in: docs/first-phone.md).\n".to_string()
     } else {
         Table::new(&rows).with(Style::rounded()).to_string() + "\n"
     };

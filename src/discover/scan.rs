@@ -36,10 +36,11 @@ pub async fn discover_host(host: &Host, opts: &DiscoverOptions) -> HostFindings 
 async fn look(host: &str, remote: bool, transport: Arc<dyn Transport>, opts: &DiscoverOptions) -> HostFindings {
     let mut out =
         HostFindings { host: host.to_string(), unreachable: None, phones: vec![], monitors: vec![], notes: vec![] };
+    // An SSH host is logged in to first (which takes longer than one tool's answer): a host
+    // that is not there is one line, not one per tool.
     let mut noop = CommandSpec::new("true", &[]);
-    // Logging in over SSH takes longer than one tool's answer.
     noop.timeout = opts.limit * 3;
-    if let Err(e) = transport.exec(&noop).await {
+    if remote && let Err(e) = transport.exec(&noop).await {
         out.unreachable = Some(format!("{e}; fix: `lab hosts check` says more"));
         return out;
     }
@@ -50,12 +51,14 @@ async fn look(host: &str, remote: bool, transport: Arc<dyn Transport>, opts: &Di
         monitors(host, remote, &transport, opts),
     );
     let listing = listing.map_err(|e| {
-        let fix = if e.contains("cannot start") {
-            "; fix: `apt-get install uhubctl` there to switch phones' USB power (until then they get tether = \"manual\")"
+        if e.contains("cannot start") {
+            format!(
+                "uhubctl is not installed on {host}; fix: `apt-get install uhubctl` there to switch phones' USB \
+                 power (until then they get tether = \"manual\")"
+            )
         } else {
-            ""
-        };
-        format!("uhubctl: {e}{fix}")
+            format!("uhubctl: {e}")
+        }
     });
     for part in [android, iphones] {
         match part {

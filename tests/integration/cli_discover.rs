@@ -388,6 +388,21 @@ fn a_hung_adb_or_usbmuxd_is_reported_within_the_limit_and_bad_flags_change_nothi
     assert!(stdout.contains("local: iPhones not looked for: usbmuxd does not answer"), "{stdout}");
     drop(hung);
 
+    // No adb and no uhubctl on the host: each says how to install it.
+    let out = lab.cmd(&["discover", "--usbmuxd", "/nonexistent"]).env("PATH", "/nonexistent").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains(
+            "local: Android phones not looked for: adb is not installed on local; fix: `apt-get install adb`"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("local: uhubctl is not installed on local; fix: `apt-get install uhubctl` there"),
+        "{stdout}"
+    );
+
     for (args, said) in [
         (vec!["discover", "--adb-server", "nowhere"], "--adb-server nowhere: not a host and port"),
         (vec!["discover", "--timeout", "soon"], "--timeout soon: not a duration"),
