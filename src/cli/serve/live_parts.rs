@@ -3,7 +3,7 @@
 
 use super::cancel::QueuedCampaign;
 use super::pages;
-use super::routes::{campaign_id, load};
+use super::routes::{campaign_id, lab_view, load, report_html};
 use crate::cli::status_cmd;
 use crate::config::Lab;
 use crate::report;
@@ -14,13 +14,7 @@ use crate::store::Store;
 /// read of the status and of the queued campaigns.
 pub fn live_parts(lab: &Lab, store: &Store, pages: &[String]) -> Vec<(String, String)> {
     let read = std::cell::OnceCell::new();
-    let view = || {
-        read.get_or_init(|| {
-            let view = status_cmd::collect(lab, Some(store)).ok()?;
-            Some((view, super::cancel::queued_campaigns(store).ok()?))
-        })
-        .as_ref()
-    };
+    let view = || read.get_or_init(|| lab_view(lab, store).ok()).as_ref();
     pages.iter().filter_map(|p| Some((p.clone(), live_part(lab, store, p, &view)?))).collect()
 }
 
@@ -38,9 +32,7 @@ fn live_part<'v>(
         _ => {
             if let Some(id) = path.strip_prefix("/campaigns/") {
                 let data = load(store, campaign_id(id).ok()?).ok()?;
-                let rep = report::build_report(&data);
-                let html = report::render_html(&rep, &data, &report::battery_curves(&data));
-                return Some(pages::body_of(&html).to_string());
+                return Some(pages::body_of(&report_html(&data)).to_string());
             }
             let name = percent_decoded(path.strip_prefix("/history/")?)?;
             let history = report::history_for(store, lab, &name, &report::HistoryFilter::default()).ok()?;

@@ -12,6 +12,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 
 use super::access::{Access, guard};
+use super::cancel::QueuedCampaign;
 use super::live::{ForPage, Live};
 use super::live_parts::{history_link, percent_decoded};
 use super::pages;
@@ -89,12 +90,27 @@ pub(super) fn campaign_id(id: &str) -> Result<&str, Failure> {
     if ok { Ok(id) } else { Err(bad(format!("`{}` is not a campaign id", id.escape_default()))) }
 }
 
+/// A runbook name as a history page takes it: at most 200 printable characters.
+pub(super) fn runbook_name(name: &str) -> Result<&str, Failure> {
+    if name.is_empty() || name.len() > 200 || name.chars().any(char::is_control) {
+        return Err(bad("a runbook name has 1 to 200 printable characters"));
+    }
+    Ok(name)
+}
+
+/// What the lab and campaigns pages show: `lab status`'s view and the queued campaigns.
+pub(super) fn lab_view(lab: &Lab, store: &Store) -> Result<(status_cmd::StatusView, Vec<QueuedCampaign>), Failure> {
+    let view = status_cmd::collect(lab, Some(store)).map_err(|e| internal(e.message))?;
+    Ok((view, super::cancel::queued_campaigns(store).map_err(internal)?))
+}
+
+/// A campaign's report page as `lab report --format html` renders it.
+pub(super) fn report_html(data: &report::CampaignData) -> String {
+    report::render_html(&report::build_report(data), data, &report::battery_curves(data))
+}
+
 async fn lab_page(State(s): State<Shared>) -> Result<Html<String>, Failure> {
-    let (view, queued) = blocking(move || {
-        let view = status_cmd::collect(&s.lab, Some(&s.store)).map_err(|e| internal(e.message))?;
-        Ok((view, super::cancel::queued_campaigns(&s.store).map_err(internal)?))
-    })
-    .await?;
+    let (view, queued) = blocking(move || lab_view(&s.lab, &s.store)).await?;
     Ok(Html(pages::lab(&view, &queued)))
 }
 
@@ -127,9 +143,7 @@ async fn history_list(State(s): State<Shared>) -> Result<Html<String>, Failure> 
 
 /// A runbook's history (`lab history --format html`), each point linked to its campaign.
 async fn history_page(State(s): State<Shared>, UrlPath(runbook): UrlPath<String>) -> Result<Html<String>, Failure> {
-    if runbook.len() > 200 || runbook.chars().any(char::is_control) {
-        return Err(bad("a runbook name has at most 200 printable characters"));
-    }
+    runbook_name(&runbook)?;
     let html = blocking(move || {
         let history = report::history_for(&s.store, &s.lab, &runbook, &report::HistoryFilter::default()).map_err(
             |e| match e {
@@ -151,11 +165,7 @@ async fn status_json(State(s): State<Shared>) -> Result<Response, Failure> {
 }
 
 async fn campaigns_page(State(s): State<Shared>) -> Result<Html<String>, Failure> {
-    let (view, queued) = blocking(move || {
-        let view = status_cmd::collect(&s.lab, Some(&s.store)).map_err(|e| internal(e.message))?;
-        Ok((view, super::cancel::queued_campaigns(&s.store).map_err(internal)?))
-    })
-    .await?;
+    let (view, queued) = blocking(move || lab_view(&s.lab, &s.store)).await?;
     Ok(Html(pages::campaigns(&view, &queued)))
 }
 
@@ -178,9 +188,7 @@ async fn campaign_page(State(s): State<Shared>, UrlPath(id): UrlPath<String>) ->
     let id = campaign_id(&id)?.to_string();
     let page = blocking(move || {
         let data = load(&s.store, &id)?;
-        let rep = report::build_report(&data);
-        let html = report::render_html(&rep, &data, &report::battery_curves(&data));
-        Ok(pages::campaign(&id, &html))
+        Ok(pages::campaign(&id, &report_html(&data)))
     })
     .await?;
     Ok(Html(page))
@@ -322,10 +330,7 @@ fn watched(page: &str) -> Result<&str, Failure> {
     let fixed = ["/", "/campaigns", "/steps", "/history"];
     let ok = fixed.contains(&page)
         || page.strip_prefix("/campaigns/").is_some_and(|id| campaign_id(id).is_ok())
-        || page
-            .strip_prefix("/history/")
-            .and_then(percent_decoded)
-            .is_some_and(|n| !n.is_empty() && n.len() <= 200 && !n.chars().any(char::is_control));
+        || page.strip_prefix("/history/").and_then(percent_decoded).is_some_and(|n| runbook_name(&n).is_ok());
     if ok { Ok(page) } else { Err(bad(format!("`{}` is no page with live updates", page.escape_default()))) }
 }
 
