@@ -331,9 +331,32 @@ fn a_listening_page_gets_its_new_content_when_the_store_changes() {
     let lab = TempLab::new();
     let first = finished_campaign(&lab);
     let server = serve(&lab, &[]);
-    let a = server.addr.as_str();
-    let (code, body) = get(a, "/events?page=/status.json");
+    let (code, body) = get(&server.addr, "/events?page=/status.json");
     assert_eq!(code, 400, "{body}");
+    the_page_gets_the_next_campaign(&lab, &server, &first, || ());
+}
+
+/// On PostgreSQL, with every session of the lab's connections ended by the server (a
+/// restart, a cut network) while the page listens: the watcher's connection is made again
+/// and the page still gets the next campaign.
+#[test_needs::needs(postgres)]
+#[test]
+fn a_listening_page_on_postgres_gets_new_content_after_the_servers_sessions_ended() {
+    let url = common::fresh_postgres_database();
+    let lab = TempLab::on_postgres(&url);
+    let first = finished_campaign(&lab);
+    let server = serve(&lab, &[]);
+    let admin = lab::store::PgOwner::connect(&lab::store::PgUrl::parse(&url).unwrap()).unwrap();
+    the_page_gets_the_next_campaign(&lab, &server, &first, || {
+        // The watcher's session (`LISTEN lab_changes`) is among them.
+        assert!(crate::shared_lab_postgres::end_sessions(&admin, "lab") >= 1, "no session of lab serve to end");
+    });
+}
+
+/// Listens on the lab page's events, does `between`, runs a second campaign, and waits for
+/// a `page` event naming it.
+fn the_page_gets_the_next_campaign(lab: &TempLab, server: &Server, first: &str, between: impl FnOnce()) {
+    let a = server.addr.as_str();
     let mut s = TcpStream::connect(a).unwrap();
     write!(s, "GET /events?page=%2F HTTP/1.1\r\nHost: {a}\r\nAccept: text/event-stream\r\n\r\n").unwrap();
     s.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
@@ -341,6 +364,19 @@ fn a_listening_page_gets_its_new_content_when_the_store_changes() {
     let mut head = String::new();
     reader.read_line(&mut head).unwrap();
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    // The page's first content: the watcher is running (and connected) before `between`.
+    let mut seen = String::new();
+    let mut event = false;
+    loop {
+        let mut line = String::new();
+        assert!(reader.read_line(&mut line).expect("the first event within a minute") > 0, "{seen}");
+        seen.push_str(&line);
+        event |= line.trim() == "event: page";
+        if event && line.starts_with("data: ") {
+            break;
+        }
+    }
+    between();
     // Another campaign writes the store.
     let path = lab.dir.path().join("aa.toml");
     lab.cmd(&["run", path.to_str().unwrap()]).assert().success();
@@ -349,7 +385,6 @@ fn a_listening_page_gets_its_new_content_when_the_store_changes() {
     let ids: Vec<&str> =
         status["campaigns"].as_array().unwrap().iter().filter_map(|c| c["campaign"].as_str()).collect();
     let second = ids.iter().find(|c| **c != first).expect("the second campaign").to_string();
-    let mut seen = String::new();
     let mut event = false;
     loop {
         let mut line = String::new();

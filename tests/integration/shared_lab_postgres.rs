@@ -87,7 +87,7 @@ fn two_lab_files_on_one_postgres_store_take_turns_and_a_killed_holder_frees_the_
 
 /// Has the server end every session of `application` on `admin`'s database (not
 /// `admin`'s own), as a restart or a cut network would; how many it ended.
-fn end_sessions(admin: &lab::store::PgOwner, application: &str) -> usize {
+pub(crate) fn end_sessions(admin: &lab::store::PgOwner, application: &str) -> usize {
     let application = application.to_string();
     admin
         .call(move |c| {
