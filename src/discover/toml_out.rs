@@ -95,11 +95,12 @@ pub fn device_blocks(found: &[HostFindings], taken: &BTreeSet<String>, reached: 
         taken.insert(name.clone());
         let _ = writeln!(
             out,
-            "# {} found on {} ({}). Wire it in place of one phone's battery, set that battery's\n\
-             # voltage, uncomment, and add `monitor = {}` to that phone's [[device]]:",
+            "# {} found on {} ({}). Which phone it supplies, and that battery's voltage, are\n\
+             # wiring: wire it in place of one phone's battery, set `voltage_v` to the battery's\n\
+             # nominal voltage (its label), uncomment, and add `monitor = {}` to that phone's [[device]]:",
             m.kind,
-            m.host,
-            m.detail,
+            comment(&m.host),
+            comment(&m.detail),
             quoted(&name)
         );
         let _ = writeln!(
@@ -110,7 +111,13 @@ pub fn device_blocks(found: &[HostFindings], taken: &BTreeSet<String>, reached: 
             quoted(&m.kind)
         );
         let key = if m.kind == "otii" { "address" } else { "serial" };
-        let _ = writeln!(out, "# {key} = {}\n# voltage_v = 3.85\n", quoted(&m.address));
+        let _ = writeln!(out, "# {key} = {}", quoted(&m.address));
+        // The instrument's type as the Otii server names it (`Arc …`, `Ace …`).
+        let detail = m.detail.to_ascii_lowercase();
+        if let Some(model) = ["arc", "ace"].into_iter().find(|t| m.kind == "otii" && detail.starts_with(t)) {
+            let _ = writeln!(out, "# model = \"{model}\"");
+        }
+        let _ = writeln!(out, "# voltage_v = …\n");
     }
     out
 }
@@ -323,6 +330,7 @@ mod tests {
         assert!(blocks.contains("tether = \"manual\""), "{blocks}");
         assert!(blocks.contains("# Android phone R58M on local: not written: phone R58M is unauthorized; fix: accept"));
         assert!(blocks.contains("# [[monitor]]\n# name = \"otii-1\""), "{blocks}");
+        assert!(blocks.contains("# address = \"127.0.0.1:1905\"\n# model = \"arc\"\n# voltage_v = …\n"), "{blocks}");
 
         let url = endpoint_url("10.0.0.2".parse().unwrap());
         let local = [Host { name: "local".into(), kind: HostKind::Local }];

@@ -448,5 +448,8 @@ fn an_otii_server_is_found_by_asking_for_its_devices_only() {
         .output()
         .unwrap();
     let toml = String::from_utf8_lossy(&toml.stdout);
-    assert!(toml.contains("# [[monitor]]\n# name = \"otii-1\"") && toml.contains("# voltage_v = 3.85"), "{toml}");
+    assert!(
+        toml.contains("# [[monitor]]\n# name = \"otii-1\"") && toml.contains("# model = \"arc\"\n# voltage_v = …\n"),
+        "{toml}"
+    );
 }
