@@ -35,6 +35,19 @@ pub fn load_lab(arg: Option<&Path>) -> Result<Lab, CliError> {
     Ok(lab)
 }
 
+/// `--host NAME` names a `[[host]]` of `lab`; else bad input naming the hosts there are.
+pub fn check_host_arg(lab: &Lab, name: &str) -> Result<(), CliError> {
+    if lab.hosts.iter().any(|h| h.name == name) {
+        return Ok(());
+    }
+    let names: Vec<&str> = lab.hosts.iter().map(|h| h.name.as_str()).collect();
+    Err(CliError::bad_input(format!(
+        "--host {name}: no such [[host]] in {}; fix: use one of {}",
+        lab.source.display(),
+        names.join(", ")
+    )))
+}
+
 pub fn open_store(lab: &Lab) -> Result<Store, CliError> {
     match &lab.store {
         StoreLocation::Sqlite(path) => Ok(Store::open(path)?),

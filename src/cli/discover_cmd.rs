@@ -101,14 +101,7 @@ pub async fn run(lab_arg: Option<&Path>, args: &DiscoverArgs) -> Result<(String,
 
 fn chosen_hosts(lab: &Lab, wanted: &[String]) -> Result<Vec<Host>, CliError> {
     for h in wanted {
-        if !lab.hosts.iter().any(|x| &x.name == h) {
-            let names: Vec<&str> = lab.hosts.iter().map(|x| x.name.as_str()).collect();
-            return Err(CliError::bad_input(format!(
-                "--host {h}: no such [[host]] in {}; fix: use one of {}",
-                lab.source.display(),
-                names.join(", ")
-            )));
-        }
+        context::check_host_arg(lab, h)?;
     }
     Ok(lab.hosts.iter().filter(|h| wanted.is_empty() || wanted.contains(&h.name)).cloned().collect())
 }

@@ -28,15 +28,8 @@ struct Row {
 
 pub async fn run(lab_arg: Option<&std::path::Path>, args: &HubsArgs) -> Result<(String, u8), CliError> {
     let lab = context::load_lab(lab_arg)?;
-    if let Some(h) = &args.host
-        && !lab.hosts.iter().any(|x| &x.name == h)
-    {
-        let names: Vec<&str> = lab.hosts.iter().map(|x| x.name.as_str()).collect();
-        return Err(CliError::bad_input(format!(
-            "--host {h}: no such [[host]] in {}; fix: use one of {}",
-            lab.source.display(),
-            names.join(", ")
-        )));
+    if let Some(h) = &args.host {
+        context::check_host_arg(&lab, h)?;
     }
     let transports = Hosts::for_lab(&lab);
     let mut all = Vec::new();

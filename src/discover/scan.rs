@@ -10,8 +10,8 @@ use super::in_lab::mark_in_lab;
 use super::options::DiscoverOptions;
 use crate::collect::android::adb_devices::{AdbEntry, AdbState};
 use crate::collect::hubs::uhubctl::Listing;
-use crate::config::{Host, HostKind, Lab, Platform};
-use crate::device::android::{Adb, read_props, unauthorized_fix};
+use crate::config::{Host, HostKind, Lab, Platform, join_host_port};
+use crate::device::android::{Adb, offline_fix, read_props, unauthorized_fix};
 use crate::device::ios::{AttachedIphone, IphoneState, Mux};
 use crate::monitor::probe::{OTII_DEFAULT, list_monsoons, probe_otii};
 use crate::tether::hubs;
@@ -90,33 +90,20 @@ async fn bounded<T>(limit: Duration, what: &str, fut: impl Future<Output = Resul
         .unwrap_or_else(|_| Err(format!("{what} did not answer within {}", humantime::format_duration(limit))))
 }
 
-/// The serials the phone may show on USB.
+/// The serials the phone may show on USB: those of its id, and its own serial where adb's
+/// is not one (Wi-Fi adb's `IP:PORT`: `ro.serialno`).
 fn serials(p: &FoundPhone) -> Vec<String> {
-    let mut s = Vec::new();
-    match p.platform {
-        Platform::Ios => {
-            s.push(p.id.clone());
-            s.push(p.id.replace('-', ""));
-        }
-        _ => {
-            // A Wi-Fi adb serial (`IP:PORT`) is no USB serial; the phone's own one is.
-            if !p.id.contains(':') {
-                s.push(p.id.clone());
-            }
-            s.extend(p.usb_serial.iter().cloned());
-        }
-    }
-    s.dedup();
+    let mut s = id_serials(p);
+    s.extend(p.usb_serial.iter().filter(|u| !s.contains(u)).cloned().collect::<Vec<_>>());
     s
 }
 
-/// The serials `{ uhubctl = "auto" }` will look for: those of the id the lab file names
-/// (`tether::hubs::usb_serials`).
+/// The serials `{ uhubctl = "auto" }` will look for: those of the id the lab file names,
+/// as `tether::hubs::usb_serials` finds them.
 fn id_serials(p: &FoundPhone) -> Vec<String> {
     match p.platform {
-        Platform::Ios => vec![p.id.clone(), p.id.replace('-', "")],
-        _ if p.id.contains(':') => vec![],
-        _ => vec![p.id.clone()],
+        Platform::Ios => hubs::iphone_usb_serials(&p.id),
+        _ => hubs::android_usb_serials(&p.id),
     }
 }
 
@@ -202,8 +189,7 @@ async fn android_phone(transport: &Arc<dyn Transport>, opts: &DiscoverOptions, e
         }
         AdbState::Offline => {
             p.state = PhoneState::Offline;
-            p.problems
-                .push(format!("phone {s} is offline to adb; fix: unplug and replug it, or `adb reconnect offline`"));
+            p.problems.push(offline_fix(s));
         }
         AdbState::NoPermissions(said) => {
             p.state = PhoneState::Offline;
@@ -263,11 +249,7 @@ async fn monitors(
     transport: &Arc<dyn Transport>,
     opts: &DiscoverOptions,
 ) -> (Vec<FoundMonitor>, Vec<String>) {
-    let address = match &opts.otii {
-        Some((h, p)) if h.contains(':') => format!("[{h}]:{p}"),
-        Some((h, p)) => format!("{h}:{p}"),
-        None => OTII_DEFAULT.to_string(),
-    };
+    let address = opts.otii.as_ref().map_or_else(|| OTII_DEFAULT.to_string(), |(h, p)| join_host_port(h, *p));
     let (mut out, mut notes) = (Vec::new(), Vec::new());
     let monitor = |kind: &str, address: String, detail: String| FoundMonitor {
         host: host.into(),

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::net::IpAddr;
 
 use super::finding::{FoundPhone, HostFindings, HubPlace};
-use crate::config::{AdbServer, Host, HostKind, Lab, Platform, UsbmuxdAddress};
+use crate::config::{AdbServer, Host, HostKind, Lab, Platform, UsbmuxdAddress, join_host_port};
 
 /// The traffic endpoint's port in a new lab file.
 const ENDPOINT_PORT: u16 = 8765;
@@ -185,20 +185,16 @@ fn block(out: &mut String, p: &FoundPhone, name: &str, reached: &Reached) {
         _ => {
             let _ = writeln!(out, "[device.android]\nserial = {}", quoted(&p.id));
             if let Some(s) = &reached.adb_server {
-                let _ = writeln!(out, "adb_server = {}", quoted(&host_port(&s.host, s.port)));
+                let _ = writeln!(out, "adb_server = {}", quoted(&join_host_port(&s.host, s.port)));
             }
         }
     }
     out.push('\n');
 }
 
-fn host_port(host: &str, port: u16) -> String {
-    if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
-}
-
 /// The traffic endpoint's URL at this machine's LAN address.
 pub fn endpoint_url(lan: IpAddr) -> String {
-    format!("http://{}", host_port(&lan.to_string(), ENDPOINT_PORT))
+    format!("http://{}", join_host_port(&lan.to_string(), ENDPOINT_PORT))
 }
 
 /// The two `[lab]` lines that let phones reach the traffic endpoint at `url` (they cannot
@@ -356,6 +352,5 @@ mod tests {
         assert_eq!(slug("iPhone 13 Pro"), "iphone-13-pro");
         assert_eq!(slug("SM-G991B"), "sm-g991b");
         assert_eq!(slug("  ***  "), "phone");
-        assert_eq!(host_port("::1", 5037), "[::1]:5037");
     }
 }

@@ -63,16 +63,26 @@ fn found_or_problem<S: serde::Serializer>(r: &Result<(String, u32), String>, s: 
 /// `iSerial` of newer iPhones).
 pub fn usb_serials(spec: &DeviceSpec) -> Vec<String> {
     if let Some(a) = spec.android() {
-        return if a.serial.contains(':') { Vec::new() } else { vec![a.serial.clone()] };
+        return android_usb_serials(&a.serial);
     }
     if let Some(s) = spec.sim().and_then(|s| s.usb_serial.clone()) {
         return vec![s];
     }
     if let Some(i) = spec.ios() {
-        let bare = i.udid.replace('-', "");
-        return if bare == i.udid { vec![bare] } else { vec![i.udid.clone(), bare] };
+        return iphone_usb_serials(&i.udid);
     }
     Vec::new()
+}
+
+/// An adb serial as a USB serial: itself, unless it is Wi-Fi adb's `IP:PORT`.
+pub fn android_usb_serials(serial: &str) -> Vec<String> {
+    if serial.contains(':') { Vec::new() } else { vec![serial.to_string()] }
+}
+
+/// An iPhone's UDID as written and without its dash.
+pub fn iphone_usb_serials(udid: &str) -> Vec<String> {
+    let bare = udid.replace('-', "");
+    if bare == udid { vec![bare] } else { vec![udid.to_string(), bare] }
 }
 
 /// Reads the host's hubs: `uhubctl -f` (every hub, also those that cannot switch per port,

@@ -494,8 +494,7 @@ impl std::fmt::Display for UsbmuxdAddress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             UsbmuxdAddress::Socket(p) => write!(f, "{}", p.display()),
-            UsbmuxdAddress::Tcp { host, port } if host.contains(':') => write!(f, "[{host}]:{port}"),
-            UsbmuxdAddress::Tcp { host, port } => write!(f, "{host}:{port}"),
+            UsbmuxdAddress::Tcp { host, port } => f.write_str(&crate::config::join_host_port(host, *port)),
         }
     }
 }

@@ -35,6 +35,11 @@ pub fn parse_host_port(s: &str, default_port: Option<u16>) -> Result<(String, u1
     Ok((host.to_string(), port))
 }
 
+/// `host:port` as `parse_host_port` reads it back: an IPv6 address in brackets.
+pub fn join_host_port(host: &str, port: u16) -> String {
+    if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
+}
+
 /// A DNS name or an IPv4 address: letters, digits, `-` and `.`, not starting with `-` or `.`.
 fn is_host_name(h: &str) -> bool {
     h.starts_with(|c: char| c.is_ascii_alphanumeric())
@@ -43,7 +48,7 @@ fn is_host_name(h: &str) -> bool {
 
 /// Whether `host` (as `parse_host_port` returns it) always means the machine it is used
 /// on: 127.0.0.0/8, ::1 (also IPv4-mapped) and `localhost` names (RFC 6761).
-pub(crate) fn is_loopback_host(host: &str) -> bool {
+pub fn is_loopback_host(host: &str) -> bool {
     let lower = host.to_ascii_lowercase();
     if lower == "localhost" || lower.ends_with(".localhost") {
         return true;
@@ -66,6 +71,10 @@ mod tests {
         assert_eq!(parse_host_port("[::1]:27015", None), Ok(("::1".into(), 27015)));
         assert_eq!(parse_host_port("192.0.2.10", Some(80)), Ok(("192.0.2.10".into(), 80)));
         assert_eq!(parse_host_port("[fe80::1]", Some(80)), Ok(("fe80::1".into(), 80)));
+        // Written back as it is read.
+        assert_eq!(join_host_port("::1", 5037), "[::1]:5037");
+        assert_eq!(join_host_port("adb-1.lab", 5037), "adb-1.lab:5037");
+        assert_eq!(parse_host_port(&join_host_port("fe80::1", 27015), None), Ok(("fe80::1".into(), 27015)));
         for (bad, why) in [
             ("127.0.0.1", "no port"),
             ("127.0.0.1:0", "port `0` is not 1 to 65535"),

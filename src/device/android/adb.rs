@@ -183,6 +183,11 @@ pub fn unauthorized_fix(serial: &str) -> String {
     )
 }
 
+/// The fix for a phone adb sees as offline.
+pub fn offline_fix(serial: &str) -> String {
+    format!("phone {serial} is offline to adb; fix: unplug and replug it, or `adb reconnect offline` on its host")
+}
+
 /// `argv` as one shell command line with every piece quoted.
 pub fn quote_argv(argv: &[&str]) -> String {
     argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ")

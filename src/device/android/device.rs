@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::adb::{Adb, Connection, quote_argv, unauthorized_fix};
+use super::adb::{Adb, Connection, offline_fix, quote_argv, unauthorized_fix};
 use super::listing::read_props;
 use super::perfetto::{ConfigDelivery, TraceSession, session_name, trace_config};
 use crate::clock::Clock;
@@ -141,13 +141,7 @@ impl AndroidDevice {
         match self.adb.connection(CALL).await? {
             Connection::Device => Ok(()),
             Connection::Unauthorized => Err(self.failed("connecting", unauthorized_fix(self.adb.serial()))),
-            Connection::Offline => Err(self.failed(
-                "connecting",
-                format!(
-                    "phone {} is offline to adb; fix: unplug and replug it, or `adb reconnect offline` on its host",
-                    self.adb.serial()
-                ),
-            )),
+            Connection::Offline => Err(self.failed("connecting", offline_fix(self.adb.serial()))),
             Connection::Missing(why) => Err(DeviceError::Disconnected {
                 device: self.spec.name.clone(),
                 detail: format!("adb does not see phone {}: {why}", self.adb.serial()),
