@@ -297,7 +297,7 @@ mod tests {
         let parts = [model, "Google", "14", "34", "google/x/x:14/A/1:user/release-keys", serial];
         Reply::ok(&format!(
             "{}__lab_exit=0\n",
-            parts.iter().map(|p| format!("{p}\n@@lab-prop@@\n")).collect::<String>()
+            parts.iter().map(|p| format!("{p}\n@@lab-part@@\n")).collect::<String>()
         ))
     }
 

@@ -16,6 +16,8 @@ use crate::transport::{CommandOutput, CommandSpec, Transport, TransportError, sh
 
 /// What the phone's shell prints last: the command's exit status.
 const SENTINEL: &str = "__lab_exit=";
+/// Separates the parts of a batched read.
+const MARK: &str = "@@lab-part@@";
 
 /// How `adb get-state` sees the phone.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,6 +165,19 @@ impl Adb {
                 }
             ))),
         }
+    }
+
+    /// Runs several shell commands (each quoted by the caller) in one shell call; their
+    /// outputs in order. An answer without every part's end is a lost phone.
+    pub async fn batch(&self, commands: &[String], timeout: Duration) -> Result<Vec<String>, DeviceError> {
+        let script = commands.iter().map(|c| format!("{c}; echo {MARK}")).collect::<Vec<_>>().join("; ");
+        let out = self.script(&script, timeout).await?;
+        let mut parts: Vec<String> = out.stdout.split(MARK).map(|p| p.trim_matches('\n').to_string()).collect();
+        if parts.len() <= commands.len() {
+            return Err(self.lost("the phone's answer was cut short"));
+        }
+        parts.truncate(commands.len());
+        Ok(parts)
     }
 
     /// Waits until the phone is back (`adb wait-for-device`), up to `timeout`.

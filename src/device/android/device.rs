@@ -37,8 +37,6 @@ const CALL: Duration = Duration::from_secs(60);
 const POWER_SUPPLY_UEVENT: &str = "/sys/class/power_supply/battery/uevent";
 /// Installing a large APK over USB 2.
 const INSTALL: Duration = Duration::from_secs(600);
-/// Separates the parts of a batched read.
-const MARK: &str = "@@lab-part@@";
 /// Clock ticks per second of Android's /proc (USER_HZ is 100 on every Android kernel).
 const USER_HZ: u64 = 100;
 /// The trial's Perfetto trace in its attempt folder.
@@ -161,17 +159,7 @@ impl AndroidDevice {
 
     /// Runs several commands in one shell call; their outputs in order.
     async fn batch(&self, commands: &[String]) -> Result<Vec<String>, DeviceError> {
-        let script = commands.iter().map(|c| format!("{c}; echo {MARK}")).collect::<Vec<_>>().join("; ");
-        let out = self.adb.script(&script, CALL).await?;
-        let mut parts: Vec<String> = out.stdout.split(MARK).map(|p| p.trim_matches('\n').to_string()).collect();
-        parts.truncate(commands.len());
-        if parts.len() < commands.len() {
-            return Err(DeviceError::Disconnected {
-                device: self.spec.name.clone(),
-                detail: "the phone's answer was cut short".into(),
-            });
-        }
-        Ok(parts)
+        self.adb.batch(commands, CALL).await
     }
 
     async fn shell_ok(&self, what: &str, argv: &[&str], limit: Duration) -> Result<String, DeviceError> {

@@ -13,9 +13,6 @@ use crate::config::AdbServer;
 use crate::device::DeviceError;
 use crate::transport::{CommandSpec, Transport, TransportError};
 
-/// Separates the parts of a batched read.
-const MARK: &str = "@@lab-prop@@";
-
 /// What a phone says it is (`getprop`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct AndroidProps {
@@ -75,15 +72,9 @@ pub async fn list_attached(
 
 /// The phone's identity properties in one shell call (getprop only: nothing is set).
 pub async fn read_props(adb: &Adb, limit: Duration) -> Result<AndroidProps, DeviceError> {
-    let script = PROPS.iter().map(|p| format!("{}; echo {MARK}", quote_argv(&["getprop", p]))).collect::<Vec<_>>();
-    let out = adb.script(&script.join("; "), limit).await?;
-    let v: Vec<&str> = out.stdout.split(MARK).map(str::trim).collect();
-    if v.len() <= PROPS.len() {
-        return Err(DeviceError::Disconnected {
-            device: adb.device().to_string(),
-            detail: "the phone's answer to getprop was cut short".into(),
-        });
-    }
+    let commands: Vec<String> = PROPS.iter().map(|p| quote_argv(&["getprop", p])).collect();
+    let parts = adb.batch(&commands, limit).await?;
+    let v: Vec<&str> = parts.iter().map(|p| p.trim()).collect();
     Ok(AndroidProps {
         model: v[0].into(),
         manufacturer: v[1].into(),
@@ -102,7 +93,7 @@ mod tests {
 
     fn props_reply() -> Reply {
         let parts = ["Pixel 8", "Google", "14", "34", "google/shiba/shiba:14/AP1A/1:user/release-keys", "3A1B2C"];
-        let body: String = parts.iter().map(|p| format!("{p}\n{MARK}\n")).collect();
+        let body: String = parts.iter().map(|p| format!("{p}\n@@lab-part@@\n")).collect();
         Reply::ok(&format!("{body}__lab_exit=0\n"))
     }
 
@@ -152,7 +143,7 @@ mod tests {
     #[tokio::test]
     async fn a_cut_answer_is_a_lost_phone() {
         let t = Arc::new(ScriptedTransport::new("h"));
-        t.on(&["adb"], vec![Reply::ok(&format!("Pixel 8\n{MARK}\n__lab_exit=0\n"))]);
+        t.on(&["adb"], vec![Reply::ok("Pixel 8\n@@lab-part@@\n__lab_exit=0\n")]);
         let adb = Adb::new(t, "p", "S", None);
         assert!(read_props(&adb, Duration::from_secs(1)).await.unwrap_err().is_disconnect());
     }
