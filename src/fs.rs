@@ -2,7 +2,7 @@
 
 use std::fs;
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Writes `path` through a temporary file and a rename: a reader never sees half a file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
@@ -62,4 +62,10 @@ fn replace(tmp: &Path, path: &Path) -> io::Result<()> {
 
 pub(crate) fn with_path(e: io::Error, what: &str, path: &Path) -> io::Error {
     io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
+}
+
+/// `p` as users are shown it: relative to the current folder when it is under it.
+pub fn display_path(p: &Path) -> String {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    p.strip_prefix(&cwd).unwrap_or(p).display().to_string()
 }

@@ -1,6 +1,6 @@
 //! Finding the lab and opening what commands share.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::exit::CliError;
 use crate::config::{self, Lab, StoreLocation};
@@ -49,40 +49,20 @@ pub fn check_host_arg(lab: &Lab, name: &str) -> Result<(), CliError> {
 }
 
 pub fn open_store(lab: &Lab) -> Result<Store, CliError> {
-    match &lab.store {
-        StoreLocation::Sqlite(path) => Ok(Store::open(path)?),
-        StoreLocation::Postgres { url, password_command } => open_postgres(url, password_command),
-    }
+    Ok(Store::open_at(&lab.store)?)
 }
 
-fn open_postgres(url: &crate::store::PgUrl, password_command: &[String]) -> Result<Store, CliError> {
-    let url = url.with_password(password_command).map_err(CliError::bad_input)?;
-    Ok(Store::open_postgres(&url)?)
-}
-
-/// Opens the store for reading only; a lab that never ran anything has none (a SQLite
-/// file not yet made; a PostgreSQL store is always there once reachable).
+/// Opens the store for reading only; `None` for a lab that never ran anything.
 pub fn open_store_existing(lab: &Lab) -> Result<Option<Store>, CliError> {
-    match &lab.store {
-        StoreLocation::Sqlite(path) if !path.exists() => Ok(None),
-        StoreLocation::Sqlite(path) => Ok(Some(Store::open_existing(path)?)),
-        StoreLocation::Postgres { url, password_command } => open_postgres(url, password_command).map(Some),
-    }
+    Ok(Store::open_existing_at(&lab.store)?)
 }
 
-/// Where the store is, as users are shown it: a path relative to here, or the URL
-/// without its password.
+/// Where the store is, as users are shown it.
 pub fn display_store(lab: &Lab) -> String {
-    match &lab.store {
-        StoreLocation::Sqlite(path) => display_path(path),
-        StoreLocation::Postgres { url, .. } => url.shown().to_string(),
-    }
+    crate::store::shown_location(&lab.store)
 }
 
-pub fn display_path(p: &Path) -> String {
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    p.strip_prefix(&cwd).unwrap_or(p).display().to_string()
-}
+pub use crate::fs::display_path;
 
 /// This machine's name, as leases and schedule slots name their holder.
 pub fn hostname() -> String {

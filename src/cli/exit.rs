@@ -54,6 +54,28 @@ impl From<crate::store::StoreError> for CliError {
     }
 }
 
+impl From<crate::store::OpenError> for CliError {
+    fn from(e: crate::store::OpenError) -> Self {
+        match e {
+            crate::store::OpenError::Password(e) => CliError::bad_input(e),
+            crate::store::OpenError::Store(e) => CliError::from(e),
+        }
+    }
+}
+
+impl From<crate::runner::LaunchError> for CliError {
+    fn from(e: crate::runner::LaunchError) -> Self {
+        use crate::runner::LaunchFailure as F;
+        let code = match e.failure() {
+            F::BadInput => BAD_INPUT,
+            F::Unavailable | F::Busy => UNAVAILABLE,
+            F::Interrupted => INTERRUPTED,
+            F::Internal => INTERNAL,
+        };
+        CliError { code, busy: e.failure() == F::Busy, message: e.to_string() }
+    }
+}
+
 impl From<crate::runner::RunError> for CliError {
     fn from(e: crate::runner::RunError) -> Self {
         CliError::internal(e)

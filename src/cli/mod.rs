@@ -17,6 +17,7 @@ mod hosts_cmd;
 mod hubs_cmd;
 pub mod import_cmd;
 mod init_cmd;
+mod listener;
 mod man_cmd;
 mod operator;
 pub mod plan_cmd;

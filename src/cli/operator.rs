@@ -5,7 +5,7 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::mpsc;
 
-use crate::config::AttestKey;
+use crate::config::{AttestKey, StoreLocation};
 use crate::runner::{Event, now_rfc3339};
 use crate::store::Store;
 
@@ -35,8 +35,9 @@ impl Prompt {
     }
 }
 
-/// Starts the terminal prompter when standard input is a terminal.
-pub fn spawn_terminal(store: Store) -> Option<mpsc::Sender<Prompt>> {
+/// Starts the terminal prompter when standard input is a terminal. The store is opened at
+/// the first step: a campaign that asks for one exists by then.
+pub fn spawn_terminal(location: StoreLocation) -> Option<mpsc::Sender<Prompt>> {
     if !std::io::stdin().is_terminal() {
         return None;
     }
@@ -44,8 +45,19 @@ pub fn spawn_terminal(store: Store) -> Option<mpsc::Sender<Prompt>> {
     let by = format!("{} (terminal)", std::env::var("USER").unwrap_or_else(|_| "operator".into()));
     std::thread::spawn(move || {
         let mut input = std::io::stdin().lock();
+        let mut store: Option<Store> = None;
         for p in rx {
             let Some(values) = ask(&p, &mut input, &mut std::io::stderr()) else { return };
+            if store.is_none() {
+                match Store::open_at(&location) {
+                    Ok(s) => store = Some(s),
+                    Err(e) => {
+                        eprintln!("    could not record the answer: {e}");
+                        continue;
+                    }
+                }
+            }
+            let Some(store) = &store else { continue };
             match store.answer_step(p.id, &by, &now_rfc3339(), &values) {
                 Ok(true) => {}
                 Ok(false) => eprintln!("    (step {} on {} was already answered or expired)", p.step, p.device),

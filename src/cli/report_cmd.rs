@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use super::args::{ReportArgs, ReportFormat};
-use super::context::{self, display_path};
+use super::context;
 use super::exit::CliError;
 use crate::report::{self, CampaignData};
 use crate::store::Store;
@@ -54,18 +54,7 @@ fn write_report(
     dir: &Path,
     stamp: &str,
 ) -> Result<report::Report, CliError> {
-    // results.csv is written while the report is built and its summaries stored. Files
-    // written without their summaries stored are still the store's; only the stamp waits.
-    let mut stored = Ok(());
-    let (rep, _) = report::write_all_with(data, dir, || {
-        let rep = report::build_report(data);
-        stored = store.put_summaries(id, &report::summary_rows(&rep, data));
-        Ok::<_, std::io::Error>(rep)
-    })
-    .map_err(CliError::internal)?;
-    stored?;
-    report::write_stamp(dir, stamp).map_err(CliError::internal)?;
-    Ok(rep)
+    report::write_report(store, id, data, dir, stamp).map_err(report_error)
 }
 
 pub(crate) fn load(store: &Store, id: &str) -> Result<CampaignData, CliError> {
@@ -79,15 +68,6 @@ pub(crate) fn report_error(e: report::ReportError) -> CliError {
         report::ReportError::Store(e) => CliError::from(e),
         e => CliError::internal(e),
     }
-}
-
-/// Writes the report files into `dir` and the campaign's summaries into the store (for
-/// `lab history` and schedule reviews); returns the files' paths and the terminal tables.
-pub fn write_files(store: &Store, id: &str, dir: &Path) -> Result<(Vec<String>, String), CliError> {
-    let (data, stamp) = report::load_stamped(store, id).map_err(report_error)?;
-    let rep = write_report(store, id, &data, dir, &stamp)?;
-    let paths = report::ReportFiles::in_dir(dir).all().iter().map(|p| display_path(p)).collect();
-    Ok((paths, report::render_table(&rep)))
 }
 
 /// The lab's store; an error that says how to make one when there is none.

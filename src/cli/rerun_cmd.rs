@@ -9,8 +9,9 @@ use super::context;
 use super::exit::{self, CliError};
 use super::report_cmd::existing_store;
 use super::reporter::Output;
-use super::run_cmd::{self, Queueing, Start};
+use super::run_cmd;
 use crate::plan::Plan;
+use crate::runner::Start;
 use crate::runner::{MANIFEST_FILE, Manifest};
 
 #[derive(Debug, clap::Args)]
@@ -71,7 +72,7 @@ pub async fn run(lab_arg: Option<&Path>, args: &RerunArgs) -> Result<(String, u8
         MessageFormat::Human => Output::Human,
     };
     let start = Start::Manifest { manifest: Box::new(manifest), allow_changed_builds: args.allow_changed_builds };
-    let ran = run_cmd::run_until_ctrl_c(target, start, Queueing::from(args.queue), output, args.verbose).await?;
+    let ran = run_cmd::run_until_ctrl_c(target, start, run_cmd::queueing(args.queue), output, args.verbose).await?;
     if ran.code != exit::OK && ran.code != exit::TRIALS_FAILED {
         return Ok((ran.output, ran.code));
     }

@@ -8,12 +8,12 @@ use tokio::sync::watch;
 
 use super::context;
 use super::exit::{self, CliError};
-use super::run_cmd::{self, Start};
+use super::listener::listen;
+use super::reporter::Output;
 use crate::config::{Lab, Schedule};
-use crate::runner;
 use crate::schedule::{
-    Daemon, DaemonEvent, InstallTarget, Job, JobRunbook, Launch, Launcher, Now, Paths, ReviewReport, RunDueReport,
-    SlotAction, SlotOutcome, SlotReport, SlotRunner, checkpoint, due_slots, parse_utc, utc_text,
+    CampaignLauncher, Daemon, DaemonEvent, InstallTarget, Listen, Now, Paths, ReviewReport, RunDueReport, SlotAction,
+    SlotOutcome, SlotReport, SlotRunner, checkpoint, due_slots, parse_utc, utc_text,
 };
 use crate::store::SlotState;
 
@@ -209,58 +209,19 @@ fn stop_on_signals() -> Result<(watch::Receiver<bool>, tokio::task::JoinHandle<(
     Ok((rx, task))
 }
 
-/// `lab run`'s path for a slot's campaign.
-struct CliLauncher {
-    lab: Lab,
-    stop: watch::Receiver<bool>,
-    verbose: bool,
-}
-
-#[async_trait::async_trait]
-impl Launcher for CliLauncher {
-    async fn launch(&self, job: &Job) -> Launch {
-        let id = &job.id;
-        let exists = context::open_store_existing(&self.lab).ok().flatten().is_some_and(|st| st.campaign(id).is_ok());
-        let start = match (&job.runbook, exists) {
-            (_, true) => Start::Resume(id.clone()),
-            (JobRunbook::File(path), false) => {
-                Start::Runbook { path: path.clone(), id: Some(id.clone()), seed: job.seed }
-            }
-            (JobRunbook::Text { text, source }, false) => {
-                Start::Generated { text: text.clone(), source: source.clone(), id: id.clone() }
-            }
-        };
-        let queueing = run_cmd::Queueing { priority: job.priority, start: runner::StartWhen::All(job.deadline) };
-        match run_cmd::run_campaign(
-            self.lab.clone(),
-            start,
-            queueing,
-            super::reporter::Output::Human,
-            self.verbose,
-            self.stop.clone(),
+/// The runner's launcher for a slot's campaigns, their events shown as `lab run` shows them.
+fn launcher(lab: &Lab, stop: watch::Receiver<bool>, verbose: bool) -> CampaignLauncher {
+    let store = lab.store.clone();
+    let listen: Listen = Box::new(move || {
+        let (events, listener) = listen(&store, verbose, Output::Human);
+        (
+            events,
+            Box::pin(async move {
+                listener.finish().await;
+            }),
         )
-        .await
-        {
-            Ok(o) => {
-                let outcome = match o.code {
-                    exit::OK => SlotOutcome::Ok,
-                    exit::TRIALS_FAILED => SlotOutcome::TrialsFailed,
-                    exit::UNAVAILABLE => SlotOutcome::Unavailable,
-                    exit::INTERRUPTED => SlotOutcome::Interrupted,
-                    code => SlotOutcome::Failed { code, message: format!("the campaign ended with exit code {code}") },
-                };
-                Launch { outcome, output: o.output }
-            }
-            Err(e) if e.busy => Launch { outcome: SlotOutcome::Busy(e.message), output: String::new() },
-            // Stopped while waiting for its devices: the next runner goes on with the slot.
-            Err(e) if e.code == exit::INTERRUPTED => {
-                Launch { outcome: SlotOutcome::Interrupted, output: String::new() }
-            }
-            Err(e) => {
-                Launch { outcome: SlotOutcome::Failed { code: e.code, message: e.message }, output: String::new() }
-            }
-        }
-    }
+    });
+    CampaignLauncher { lab: lab.clone(), stop, listen }
 }
 
 fn slot_runner(lab: &Lab, stop: watch::Receiver<bool>) -> Result<SlotRunner<'_>, CliError> {
@@ -270,7 +231,7 @@ fn slot_runner(lab: &Lab, stop: watch::Receiver<bool>) -> Result<SlotRunner<'_>,
 async fn run_due(lab: Lab, now: Now, only: Option<&str>, verbose: bool) -> Result<(String, u8), CliError> {
     selected(&lab, only)?;
     let (stop, signals) = stop_on_signals()?;
-    let launcher = CliLauncher { lab: lab.clone(), stop: stop.clone(), verbose };
+    let launcher = launcher(&lab, stop.clone(), verbose);
     let runner = slot_runner(&lab, stop)?;
     let report = runner.run_due(now, only, &launcher).await.map_err(CliError::internal)?;
     signals.abort();
@@ -434,7 +395,7 @@ fn render_slot(s: &SlotReport) -> String {
 async fn daemon(lab: Lab, now: Now, only: Option<String>, verbose: bool) -> Result<(String, u8), CliError> {
     selected(&lab, only.as_deref())?;
     let (stop, signals) = stop_on_signals()?;
-    let launcher = CliLauncher { lab: lab.clone(), stop: stop.clone(), verbose };
+    let launcher = launcher(&lab, stop.clone(), verbose);
     let daemon = Daemon { runner: slot_runner(&lab, stop)?, now, only };
     // The daemon's lines go out as they happen, not at the end.
     let mut print = |e: DaemonEvent| {

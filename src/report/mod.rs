@@ -6,6 +6,7 @@ mod files;
 mod history;
 mod junit;
 mod render;
+mod stored_files;
 
 pub use build::build_report::build_report;
 pub use build::curves::{BatteryCurve, battery_curves, sample_curves};
@@ -43,3 +44,4 @@ pub use render::json::render_json;
 pub use render::markdown::render_markdown;
 pub use render::summary_csv::{SUMMARY_CSV_HEADER, write_summary_csv};
 pub use render::table::render_table;
+pub use stored_files::{WrittenFiles, write_campaign_files, write_report};

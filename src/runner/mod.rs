@@ -5,6 +5,7 @@ mod campaign;
 mod desk;
 mod event;
 mod footprint;
+mod launch;
 mod manifest;
 mod monitored;
 mod recorder;
@@ -22,6 +23,7 @@ pub use campaign::*;
 pub use desk::{OperatorDesk, StepAsk, StepError};
 pub use event::*;
 pub use footprint::{Footprint, TARGET_CPU_PCT, TARGET_WAKEUPS_PER_S};
+pub use launch::{Ending, LaunchError, LaunchFailure, Launched, Queueing, Start, launch};
 pub use manifest::{
     MANIFEST_FILE, MANIFEST_VERSION, Manifest, ManifestDevice, ManifestError, ManifestRunbook, ManifestVariant, RerunOf,
 };

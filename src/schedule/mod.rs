@@ -5,6 +5,7 @@
 mod alert;
 mod baseline;
 mod build_cache;
+mod campaign_launcher;
 mod confirm;
 mod daemon;
 mod due;
@@ -17,6 +18,7 @@ mod wake;
 
 pub use baseline::{BASELINE_MAX, baseline_campaigns};
 pub use build_cache::BuildCache;
+pub use campaign_launcher::{CampaignLauncher, Listen};
 pub use confirm::{CampaignSide, ConfirmPlan, ConfirmRequest, Unconfirmable, confirm_plan};
 pub use daemon::{Daemon, DaemonEvent};
 pub use due::{Due, FIRST_SIGHT_LOOKBACK, checkpoint, due_slots, next_after, parse_utc, utc_text};

@@ -62,6 +62,7 @@ mod perfetto_fixtures;
 mod powerlog;
 mod remote_host;
 mod remote_tether;
+mod runner_launch;
 mod runner_time;
 mod schedule_regression;
 mod sequential_campaign;

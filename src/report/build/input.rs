@@ -14,6 +14,9 @@ pub enum ReportError {
     Plan { campaign: String, tool_version: String, source: serde_json::Error },
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Writing the report files (the error names the file).
+    #[error(transparent)]
+    Files(#[from] std::io::Error),
 }
 
 /// One campaign's rows, with its plan parsed. From the store the plan has no trials
