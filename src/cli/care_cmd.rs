@@ -8,13 +8,32 @@ use std::time::Duration;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 
-use super::args::CareArgs;
 use super::context;
 use super::exit::{self, CliError};
 use super::reporter;
 use crate::care::{CareEvent, Keeper, Skipped, open_targets};
 use crate::clock::Clock;
 use crate::config::{Platform, TetherSpec};
+
+#[derive(Debug, clap::Args)]
+pub struct CareArgs {
+    /// One pass: read each phone, switch what is outside its window, stop.
+    #[arg(long)]
+    pub once: bool,
+    /// Only this device (repeatable); default: every device tethered to a hub port.
+    #[arg(long, value_name = "DEVICE")]
+    pub device: Vec<String>,
+    /// Stop after this long (e.g. `8h`; for simulated phones, time on their virtual clock).
+    #[arg(long = "for", value_name = "DURATION", value_parser = parse_for)]
+    pub for_: Option<std::time::Duration>,
+    /// A line for every reading too, not only for switches.
+    #[arg(long, short)]
+    pub verbose: bool,
+}
+
+fn parse_for(s: &str) -> Result<std::time::Duration, String> {
+    crate::config::parse_duration(s).map_err(|e| e.to_string())
+}
 
 pub async fn run(lab_arg: Option<&Path>, args: &CareArgs) -> Result<(String, u8), CliError> {
     let mut lab = context::load_lab(lab_arg)?;

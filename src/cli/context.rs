@@ -64,6 +64,16 @@ pub fn display_store(lab: &Lab) -> String {
 
 pub use crate::fs::display_path;
 
+/// The lab's store; an error that says how to make one when there is none.
+pub fn existing_store(lab: &Lab) -> Result<Store, CliError> {
+    open_store_existing(lab)?.ok_or_else(|| {
+        CliError::bad_input(format!(
+            "no store at {}; fix: run a campaign first (lab run runbooks/quickstart.toml)",
+            display_store(lab)
+        ))
+    })
+}
+
 /// This machine's name, as leases and schedule slots name their holder.
 pub fn hostname() -> String {
     crate::store::this_host()

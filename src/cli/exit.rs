@@ -76,6 +76,17 @@ impl From<crate::runner::LaunchError> for CliError {
     }
 }
 
+/// A store error keeps its own exit code (an unknown campaign is bad input); an
+/// unreadable plan is internal.
+impl From<crate::report::ReportError> for CliError {
+    fn from(e: crate::report::ReportError) -> Self {
+        match e {
+            crate::report::ReportError::Store(e) => CliError::from(e),
+            e => CliError::internal(e),
+        }
+    }
+}
+
 impl From<crate::runner::RunError> for CliError {
     fn from(e: crate::runner::RunError) -> Self {
         CliError::internal(e)

@@ -5,11 +5,22 @@ use std::path::Path;
 use serde::Serialize;
 use tokio::signal::unix::{SignalKind, signal};
 
-use super::args::ForwardArgs;
 use super::context;
 use super::exit::{self, CliError};
 use super::reporter;
 use crate::transport::{Forward, ForwardTarget, TransportError, for_host};
+
+#[derive(Debug, clap::Args)]
+pub struct ForwardArgs {
+    /// A `[[host]]` name in lab.toml (`local`: this machine, in the default lab).
+    pub host: String,
+    /// Where connections go on the host: tcp:HOST:PORT (e.g. tcp:127.0.0.1:5037) or
+    /// unix:/PATH (e.g. unix:/var/run/usbmuxd).
+    pub target: String,
+    /// The port to listen on, on 127.0.0.1; 0 picks a free one.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub local_port: u16,
+}
 
 /// The first line in `--json` mode.
 #[derive(Debug, Serialize)]

@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use super::context;
+use super::context::existing_store;
 use super::exit::CliError;
-use super::report_cmd::existing_store;
 use crate::report::{self, HistoryError, HistoryFilter};
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum, PartialEq, Eq)]

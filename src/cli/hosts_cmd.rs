@@ -6,10 +6,28 @@ use std::fmt::Write as _;
 use tabled::settings::Style;
 use tabled::{Table, Tabled};
 
-use super::args::{HostsArgs, HostsCommand};
 use super::context;
 use super::exit::{self, CliError};
+use super::forward_cmd::ForwardArgs;
 use crate::transport::{HostCheck, check_all};
+
+#[derive(Debug, clap::Args)]
+pub struct HostsArgs {
+    #[command(subcommand)]
+    pub command: HostsCommand,
+    /// Print the checks (or the forward's address) as JSON.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum HostsCommand {
+    /// Connect to every host: reachability, latency, host key, login, and the tools its devices need.
+    Check,
+    /// Listen on 127.0.0.1 and lead every connection to a TCP port or Unix socket on a host
+    /// (e.g. usbmuxd's socket, an adb server), until Ctrl-C.
+    Forward(ForwardArgs),
+}
 
 #[derive(Tabled)]
 struct Row {

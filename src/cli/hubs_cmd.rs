@@ -6,13 +6,22 @@ use std::fmt::Write as _;
 use tabled::settings::Style;
 use tabled::{Table, Tabled};
 
-use super::args::HubsArgs;
 use super::context;
 use super::exit::{self, CliError};
 use crate::collect::hubs::uhubctl::Block;
 use crate::config::DeviceSpec;
 use crate::tether::hubs::{self, HostHubs};
 use crate::transport::Hosts;
+
+#[derive(Debug, clap::Args)]
+pub struct HubsArgs {
+    /// Only this `[[host]]` of lab.toml.
+    #[arg(long, value_name = "HOST")]
+    pub host: Option<String>,
+    /// Print the hubs, ports and phones as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
 
 #[derive(Tabled)]
 struct Row {

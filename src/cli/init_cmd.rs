@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::discover_cmd::{ReachArgs, render};
 use super::exit::{self, CliError};
+use super::findings::{ReachArgs, render};
 use crate::config::{Host, HostKind, SshHost, parse_lab};
 use crate::discover;
 

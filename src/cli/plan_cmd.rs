@@ -5,13 +5,22 @@ use std::fmt::Write as _;
 use tabled::settings::Style;
 use tabled::{Table, Tabled};
 
-use super::args::PlanArgs;
 use super::context;
 use super::exit::CliError;
 use crate::config;
 use crate::config::AdaptiveRepeats;
 use crate::plan::{self, Plan, human_duration};
 use crate::report::{design_cv, trials_to_stop};
+
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    pub runbook: std::path::PathBuf,
+    #[arg(long)]
+    pub json: bool,
+    /// Show every trial in run order, not just the first block per device.
+    #[arg(long)]
+    pub all: bool,
+}
 
 pub fn run(lab_arg: Option<&std::path::Path>, args: &PlanArgs) -> Result<String, CliError> {
     let lab = context::load_lab(lab_arg)?;

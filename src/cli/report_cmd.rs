@@ -2,11 +2,28 @@
 
 use std::path::Path;
 
-use super::args::{ReportArgs, ReportFormat};
-use super::context;
+use super::context::{self, existing_store};
 use super::exit::CliError;
-use crate::report::{self, CampaignData};
-use crate::store::Store;
+use crate::report;
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum, PartialEq, Eq)]
+pub enum ReportFormat {
+    Table,
+    Md,
+    Html,
+    Json,
+    Csv,
+    // The verdicts as JUnit XML for CI servers (docs/ci.md).
+    Junit,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReportArgs {
+    /// Campaign id; default: the newest campaign.
+    pub campaign: Option<String>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: ReportFormat,
+}
 
 pub fn run(lab_arg: Option<&Path>, args: &ReportArgs) -> Result<String, CliError> {
     let lab = context::load_lab(lab_arg)?;
@@ -19,11 +36,11 @@ pub fn run(lab_arg: Option<&Path>, args: &ReportArgs) -> Result<String, CliError
     };
     let dir = lab.artifacts_dir.join(&id);
     // The stamp of what was read, so a trial recorded meanwhile makes the next report rewrite.
-    let (data, stamp) = report::load_stamped(&store, &id).map_err(report_error)?;
+    let (data, stamp) = report::load_stamped(&store, &id)?;
     let current = report::files_current(&dir, &stamp) && store.summaries_current(&id)?;
     if matches!(args.format, ReportFormat::Csv) {
         if !current {
-            write_report(&store, &id, &data, &dir, &stamp)?;
+            report::write_report(&store, &id, &data, &dir, &stamp)?;
         }
         // Streamed from the columns: a million rows never become one String.
         let mut stdout = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
@@ -35,7 +52,8 @@ pub fn run(lab_arg: Option<&Path>, args: &ReportArgs) -> Result<String, CliError
     }
     // The files in the campaign's folder are rewritten when the store changed, so they
     // always match it.
-    let rep = if current { report::build_report(&data) } else { write_report(&store, &id, &data, &dir, &stamp)? };
+    let rep =
+        if current { report::build_report(&data) } else { report::write_report(&store, &id, &data, &dir, &stamp)? };
     Ok(match args.format {
         ReportFormat::Table => report::render_table(&rep),
         ReportFormat::Md => report::render_markdown(&rep),
@@ -43,39 +61,5 @@ pub fn run(lab_arg: Option<&Path>, args: &ReportArgs) -> Result<String, CliError
         ReportFormat::Json => report::render_json(&rep),
         ReportFormat::Junit => report::render_junit(&rep),
         ReportFormat::Csv => unreachable!("streamed above"),
-    })
-}
-
-/// Builds the report of `data`, stores its summaries and writes its files and stamp.
-fn write_report(
-    store: &Store,
-    id: &str,
-    data: &CampaignData,
-    dir: &Path,
-    stamp: &str,
-) -> Result<report::Report, CliError> {
-    report::write_report(store, id, data, dir, stamp).map_err(report_error)
-}
-
-pub(crate) fn load(store: &Store, id: &str) -> Result<CampaignData, CliError> {
-    report::load(store, id).map_err(report_error)
-}
-
-/// A store error keeps its own exit code (an unknown campaign is bad input); an
-/// unreadable plan is internal.
-pub(crate) fn report_error(e: report::ReportError) -> CliError {
-    match e {
-        report::ReportError::Store(e) => CliError::from(e),
-        e => CliError::internal(e),
-    }
-}
-
-/// The lab's store; an error that says how to make one when there is none.
-pub(crate) fn existing_store(lab: &crate::config::Lab) -> Result<Store, CliError> {
-    context::open_store_existing(lab)?.ok_or_else(|| {
-        CliError::bad_input(format!(
-            "no store at {}; fix: run a campaign first (lab run runbooks/quickstart.toml)",
-            super::context::display_store(lab)
-        ))
     })
 }

@@ -3,13 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
-use super::args::{CompareFormat, MessageFormat};
-use super::compare_cmd;
-use super::context;
+use super::campaign_run::{self, MessageFormat};
+use super::comparison::{CompareFormat, compare};
+use super::context::{self, existing_store};
 use super::exit::{self, CliError};
-use super::report_cmd::existing_store;
 use super::reporter::Output;
-use super::run_cmd;
 use crate::plan::Plan;
 use crate::runner::Start;
 use crate::runner::{MANIFEST_FILE, Manifest};
@@ -34,7 +32,7 @@ pub struct RerunArgs {
     #[arg(long, short)]
     pub verbose: bool,
     #[command(flatten)]
-    pub queue: super::args::QueueArgs,
+    pub queue: campaign_run::QueueArgs,
 }
 
 /// The re-run's output and the comparison. Exits 5 when a gating metric came out worse;
@@ -72,13 +70,14 @@ pub async fn run(lab_arg: Option<&Path>, args: &RerunArgs) -> Result<(String, u8
         MessageFormat::Human => Output::Human,
     };
     let start = Start::Manifest { manifest: Box::new(manifest), allow_changed_builds: args.allow_changed_builds };
-    let ran = run_cmd::run_until_ctrl_c(target, start, run_cmd::queueing(args.queue), output, args.verbose).await?;
+    let ran =
+        campaign_run::run_until_ctrl_c(target, start, campaign_run::queueing(args.queue), output, args.verbose).await?;
     if ran.code != exit::OK && ran.code != exit::TRIALS_FAILED {
         return Ok((ran.output, ran.code));
     }
     let new_store = context::open_store(&target_store)?;
     let format = if ran.stream.is_some() { CompareFormat::Json } else { CompareFormat::Table };
-    let compared = compare_cmd::compare((&store, &record.id), (&new_store, &ran.campaign), format).map_err(|e| {
+    let compared = compare((&store, &record.id), (&new_store, &ran.campaign), format).map_err(|e| {
         CliError::new(
             e.code,
             format!(

@@ -2,28 +2,43 @@
 
 use std::path::{Path, PathBuf};
 
-use tokio::sync::watch;
-
-use super::args::{MessageFormat, QueueArgs, RunArgs};
+use super::campaign_run::{MessageFormat, QueueArgs, RunOutcome, queueing, run_until_ctrl_c};
 use super::context;
-use super::exit::{self, CliError};
-use super::listener::listen;
+use super::exit::CliError;
 use super::reporter::Output;
-use crate::config::Lab;
-use crate::runner::{self, Ending, Queueing, Start, StartWhen};
+use crate::runner::{self, Start};
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The runbook (matrix) to run, e.g. runbooks/quickstart.toml.
+    pub runbook: Option<PathBuf>,
+    /// Continue an interrupted campaign (id from `lab status`).
+    #[arg(long, value_name = "CAMPAIGN", conflicts_with = "runbook")]
+    pub resume: Option<String>,
+    /// Print the final summary as JSON instead of tables.
+    #[arg(long, conflicts_with = "message_format")]
+    pub json: bool,
+    /// Plain progress: one line per phase change too.
+    #[arg(long, short)]
+    pub verbose: bool,
+    /// `json`: every runner event as one JSON object per line on stdout, for CI systems
+    /// and dashboards (docs/report.md, "The event stream").
+    #[arg(long, value_enum, value_name = "FORMAT", default_value = "human")]
+    pub message_format: MessageFormat,
+    /// Run the campaign a manifest describes (`artifacts/<campaign>/manifest.json`,
+    /// maybe copied off another lab): same runbook, seed and order, on this lab.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["runbook", "resume"])]
+    pub from_manifest: Option<PathBuf>,
+    /// With --from-manifest: go on when a build's files no longer have the manifest's
+    /// hashes (the new campaign's manifest and report say which).
+    #[arg(long, requires = "from_manifest")]
+    pub allow_changed_builds: bool,
+    #[command(flatten)]
+    pub queue: QueueArgs,
+}
 
 pub const NO_RUNBOOK: &str = "no runbook given; fix: `lab run runbooks/quickstart.toml` (a first campaign in seconds) \
 or `lab run runbooks/envoy-battery-audit.toml` (the Envoy Mobile battery audit), or `lab run --resume CAMPAIGN`";
-
-/// What the command printed and its exit code.
-pub struct RunOutcome {
-    pub output: String,
-    pub code: u8,
-    /// The campaign it ran.
-    pub campaign: String,
-    /// The event stream, when it was asked for: a caller may add lines after the run's.
-    pub stream: Option<super::event_lines::EventLines>,
-}
 
 pub async fn run(lab_arg: Option<&Path>, args: &RunArgs) -> Result<RunOutcome, CliError> {
     let lab = context::load_lab(lab_arg)?;
@@ -49,82 +64,4 @@ pub async fn run(lab_arg: Option<&Path>, args: &RunArgs) -> Result<RunOutcome, C
         (MessageFormat::Human, false) => Output::Human,
     };
     run_until_ctrl_c(lab, start, queueing(args.queue), output, args.verbose).await
-}
-
-/// How a campaign takes its turn on its devices (docs/shared-lab.md).
-pub(super) fn queueing(q: QueueArgs) -> Queueing {
-    let start = if q.no_wait { StartWhen::AllNow } else { StartWhen::AnyFree };
-    Queueing { priority: q.priority, start }
-}
-
-/// Runs `start` until done or Ctrl-C (the first lets the trials in flight wind down, a
-/// second exits at once).
-pub(super) async fn run_until_ctrl_c(
-    lab: Lab,
-    start: Start,
-    queueing: Queueing,
-    output: Output,
-    verbose: bool,
-) -> Result<RunOutcome, CliError> {
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let ctrl_c = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            let _ = stop_tx.send(true);
-            if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(exit::INTERRUPTED as i32);
-            }
-        }
-    });
-    let result = run_campaign(lab, start, queueing, output, verbose, stop_rx).await;
-    ctrl_c.abort();
-    result
-}
-
-/// `lab run`'s whole path, for `lab run` and `lab rerun`: the campaign started by the
-/// runner until done or until `stop` is set (the way a first Ctrl-C stops it), its events
-/// shown as `output` asks, its ending as the exit code.
-pub(super) async fn run_campaign(
-    lab: Lab,
-    start: Start,
-    queueing: Queueing,
-    output: Output,
-    verbose: bool,
-    stop: watch::Receiver<bool>,
-) -> Result<RunOutcome, CliError> {
-    let (events, listener) = listen(&lab.store, verbose, output);
-    let result = runner::launch(lab, start, queueing, events, stop).await;
-    let stream = listener.finish().await;
-    let launched = result?;
-    let id = launched.id.clone();
-    let code = exit_code(launched.ending);
-    let mut text = String::new();
-    let stream = if let Some(mut stream) = stream {
-        // The stream's last line: where the report is, and how the run ends.
-        let files: Vec<String> = launched.files.iter().map(|f| context::display_path(f)).collect();
-        let last = serde_json::json!({ "event": "report_written", "campaign": id, "files": files, "exit_code": code });
-        if let serde_json::Value::Object(fields) = last {
-            stream.write(fields);
-        }
-        Some(stream)
-    } else if output == Output::SummaryJson {
-        let files: Vec<String> = launched.files.iter().map(|f| context::display_path(f)).collect();
-        let json = serde_json::json!({ "campaign": launched.summary, "files": files });
-        text.push_str(&serde_json::to_string_pretty(&json).map_err(CliError::internal)?);
-        text.push('\n');
-        None
-    } else {
-        text = launched.text();
-        None
-    };
-    Ok(RunOutcome { output: text, code, campaign: id, stream })
-}
-
-/// The exit code of a campaign that ran (README: exit codes).
-pub(super) fn exit_code(ending: Ending) -> u8 {
-    match ending {
-        Ending::Complete => exit::OK,
-        Ending::TrialsFailed => exit::TRIALS_FAILED,
-        Ending::Pending => exit::UNAVAILABLE,
-        Ending::Interrupted => exit::INTERRUPTED,
-    }
 }

@@ -1,76 +1,18 @@
 //! `lab status`: the lab's devices and campaigns, read from the store so it works
 //! from another terminal while `lab run` is going.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-
-use serde::Serialize;
-use tabled::settings::Style;
-use tabled::{Table, Tabled};
-
-use super::args::StatusArgs;
-use super::context::{self, display_path};
+use super::context;
 use super::exit::CliError;
-use super::status_care::{self, BatteryView};
-use super::status_operator;
-use super::status_queue;
-use crate::config::Lab;
-use crate::store::{CampaignRecord, CampaignStatus, DeviceStatusRow, Store};
+use super::lab_view::{collect, render};
 
-#[derive(Debug, Serialize, Tabled)]
-pub struct DeviceLine {
-    pub device: String,
-    pub platform: String,
-    pub model: String,
-    pub host: String,
-    pub tether: String,
-    pub state: String,
-    pub battery: String,
-    pub campaign: String,
-    pub trial: String,
-    pub phase: String,
-}
-
-#[derive(Debug, Serialize, Tabled)]
-pub struct CampaignLine {
-    pub campaign: String,
-    pub runbook: String,
-    pub status: String,
-    pub progress: String,
-    pub valid: u32,
-    pub failed: u32,
-    #[tabled(rename = "invalid attempts")]
-    pub invalid_attempts: u32,
-    pub eta: String,
-    pub note: String,
-}
-
-#[derive(Debug, Serialize, Tabled)]
-pub struct HostLine {
-    pub host: String,
-    pub address: String,
-    pub devices: usize,
-    /// Devices of this host that their last campaign found offline.
-    pub offline: usize,
-}
-
-#[derive(Debug, Serialize)]
-pub struct StatusView {
-    pub lab: String,
-    pub store: String,
-    pub hosts: Vec<HostLine>,
-    pub devices: Vec<DeviceLine>,
-    pub campaigns: Vec<CampaignLine>,
-    /// Operator steps running campaigns wait on.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub waiting: Vec<status_operator::WaitingStep>,
-    /// The newest attestation per device and step.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub attested: Vec<status_operator::AttestedLine>,
-    /// Battery health from `lab care`'s readings.
-    pub batteries: BatteryView,
-    /// Who holds each device, and who waits for it in order, with estimated starts.
-    pub queues: Vec<status_queue::QueueLine>,
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// Print the status as JSON (with --watch: one compact object per line).
+    #[arg(long)]
+    pub json: bool,
+    /// Keep going: redraw whenever the store changes (checked once a second), until Ctrl-C.
+    #[arg(long)]
+    pub watch: bool,
 }
 
 pub fn run(lab_arg: Option<&std::path::Path>, args: &StatusArgs) -> Result<String, CliError> {
@@ -81,126 +23,4 @@ pub fn run(lab_arg: Option<&std::path::Path>, args: &StatusArgs) -> Result<Strin
         return serde_json::to_string_pretty(&view).map_err(CliError::internal);
     }
     Ok(render(&view))
-}
-
-pub fn collect(lab: &Lab, store: Option<&Store>) -> Result<StatusView, CliError> {
-    let statuses: BTreeMap<String, DeviceStatusRow> = match store {
-        Some(s) => s.device_statuses()?.into_iter().map(|r| (r.device.clone(), r)).collect(),
-        None => BTreeMap::new(),
-    };
-    let campaigns = match store {
-        Some(s) => s.campaign_list()?,
-        None => Vec::new(),
-    };
-    let live = |c: &CampaignRecord| c.status == CampaignStatus::Running && c.runner().is_some_and(|p| p.alive());
-    let devices: Vec<DeviceLine> = lab
-        .devices
-        .iter()
-        .map(|d| {
-            let st = statuses.get(&d.name);
-            // A device row of a campaign whose runner died is stale: say so.
-            let running = st
-                .and_then(|s| s.campaign.as_ref())
-                .and_then(|id| campaigns.iter().find(|c| &c.id == id))
-                .is_some_and(live);
-            let state = match st {
-                None => "idle".to_string(),
-                Some(s) if s.state == "busy" && !running => "idle (last run stopped)".to_string(),
-                // The run that waited for it is gone: nobody knows if it is back.
-                Some(s) if s.state == "reconnecting" && !running => "unknown (was reconnecting)".to_string(),
-                Some(s) => s.state.clone(),
-            };
-            let busy = running && st.is_some_and(|s| s.state == "busy" || s.state == "reconnecting");
-            DeviceLine {
-                device: d.name.clone(),
-                platform: d.platform().to_string(),
-                model: d.model.clone(),
-                host: d.host.clone(),
-                tether: d.tether.label(),
-                state,
-                battery: st.and_then(|s| s.battery_pct).map(|b| format!("{b:.0} %")).unwrap_or_else(|| "-".into()),
-                campaign: st.and_then(|s| s.campaign.clone()).unwrap_or_else(|| "-".into()),
-                trial: if busy { st.and_then(|s| s.trial_key.clone()).unwrap_or_default() } else { "-".into() },
-                phase: if busy { st.and_then(|s| s.phase.clone()).unwrap_or_default() } else { "-".into() },
-            }
-        })
-        .collect();
-    let mut lines = Vec::new();
-    for c in &campaigns {
-        // One aggregate query a campaign: no copy of its trials (`lab serve` draws this every
-        // second the store moves while someone watches).
-        let counts = store.map(|s| s.outcome_counts(&c.id)).transpose()?.unwrap_or_default();
-        let planned = counts.valid + counts.failed + counts.pending;
-        let (valid, failed, attempts) = (counts.valid, counts.failed, counts.attempts);
-        let done = valid + failed;
-        let status = match c.status {
-            CampaignStatus::Running if live(c) => "running".to_string(),
-            CampaignStatus::Running => "interrupted (runner gone)".to_string(),
-            s => s.as_str().to_string(),
-        };
-        let eta = if live(c) && done > 0 && done < planned {
-            chrono::DateTime::parse_from_rfc3339(&c.created_at)
-                .ok()
-                .map(|t| {
-                    let elapsed = (chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_seconds().max(0) as f64;
-                    crate::plan::human_duration(elapsed / done as f64 * (planned - done) as f64)
-                })
-                .unwrap_or_else(|| "-".into())
-        } else {
-            "-".into()
-        };
-        lines.push(CampaignLine {
-            campaign: c.id.clone(),
-            runbook: c.runbook_name.clone(),
-            status,
-            progress: format!("{done}/{planned}"),
-            valid,
-            failed,
-            invalid_attempts: attempts - valid,
-            eta,
-            note: c.note.clone().unwrap_or_default(),
-        });
-    }
-    let hosts = lab
-        .hosts
-        .iter()
-        .map(|h| HostLine {
-            host: h.name.clone(),
-            address: match &h.kind {
-                crate::config::HostKind::Local => "this machine".into(),
-                crate::config::HostKind::Ssh(s) => format!("{}@{}", s.user, s.address),
-            },
-            devices: lab.devices.iter().filter(|d| d.host == h.name).count(),
-            offline: devices.iter().filter(|d| d.host == h.name && d.state == "offline").count(),
-        })
-        .collect();
-    let (waiting, attested) = status_operator::collect(store, &campaigns, live)?;
-    Ok(StatusView {
-        waiting,
-        attested,
-        lab: format!("{} ({})", lab.name, display_path(&lab.source)),
-        store: super::context::display_store(lab),
-        hosts,
-        devices,
-        campaigns: lines,
-        batteries: status_care::collect(lab, store)?,
-        queues: status_queue::collect(store, chrono::Utc::now())?,
-    })
-}
-
-pub fn render(v: &StatusView) -> String {
-    let mut s = String::new();
-    let _ = writeln!(s, "lab {}; store {}", v.lab, v.store);
-    let _ =
-        writeln!(s, "\nhosts (`lab hosts check` connects to them):\n{}", Table::new(&v.hosts).with(Style::rounded()));
-    let _ = writeln!(s, "\ndevices:\n{}", Table::new(&v.devices).with(Style::rounded()));
-    status_queue::render(&mut s, &v.queues);
-    status_care::render(&v.batteries, &mut s);
-    if v.campaigns.is_empty() {
-        let _ = writeln!(s, "\nno campaigns yet; start one with: lab run runbooks/quickstart.toml");
-    } else {
-        let _ = writeln!(s, "\ncampaigns (newest first):\n{}", Table::new(&v.campaigns).with(Style::rounded()));
-    }
-    status_operator::render(&mut s, &v.waiting, &v.attested);
-    s
 }

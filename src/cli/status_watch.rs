@@ -11,10 +11,10 @@ use std::time::Duration;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::MissedTickBehavior;
 
-use super::args::StatusArgs;
 use super::context;
 use super::exit::CliError;
-use super::status_cmd::{self, StatusView};
+use super::lab_view::{self, StatusView};
+use super::status_cmd::StatusArgs;
 use crate::config::Lab;
 use crate::store::{CampaignStatus, ProcessId, Store};
 
@@ -45,10 +45,10 @@ pub async fn run(lab_arg: Option<&Path>, args: &StatusArgs) -> Result<(), CliErr
         let frame = if args.json {
             serde_json::to_string(&view).map_err(CliError::internal)? + "\n"
         } else if terminal {
-            format!("{CLEAR}{}", status_cmd::render(&view))
+            format!("{CLEAR}{}", lab_view::render(&view))
         } else {
             // A blank line between drawings keeps a piped stream readable and splittable.
-            status_cmd::render(&view) + "\n"
+            lab_view::render(&view) + "\n"
         };
         let mut stdout = std::io::stdout().lock();
         match stdout.write_all(frame.as_bytes()).and_then(|()| stdout.flush()) {
@@ -84,7 +84,7 @@ impl Seen {
         if self.drawn && version == self.version && self.runners.iter().all(ProcessId::alive) {
             return Ok(None);
         }
-        let view = status_cmd::collect(lab, self.store.as_ref())?;
+        let view = lab_view::collect(lab, self.store.as_ref())?;
         self.runners = match &self.store {
             Some(store) => store
                 .campaign_list()?

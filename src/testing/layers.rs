@@ -260,3 +260,67 @@ fn an_upward_import_is_found_and_test_code_is_told_apart() {
         ]
     );
 }
+
+/// `src/cli/<name>_cmd.rs` (and `serve/`) naming another command's module: commands are
+/// leaves; what two share lives in a module of its own (`context`, `campaign_run`, …).
+/// `lab hosts forward` is `hosts`'s subcommand, in `forward_cmd.rs`.
+fn command_imports(cli: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    rust_files(cli, &mut files);
+    let command_of = |f: &Path| -> Option<String> {
+        let rel = f.strip_prefix(cli).ok()?;
+        match rel.components().next()?.as_os_str().to_str()? {
+            "serve" => Some("serve".into()),
+            name => name.strip_suffix("_cmd.rs").map(str::to_string),
+        }
+    };
+    let mut out = Vec::new();
+    for f in files {
+        let Some(me) = command_of(&f) else { continue };
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = without_strings(line);
+            let code = code.split("//").next().unwrap_or_default();
+            let named = code.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| w.ends_with("_cmd"));
+            for other in named.map(|w| w.trim_end_matches("_cmd")) {
+                let allowed =
+                    other == me || (me == "hosts" && other == "forward") || (me == "serve" && other == "serve");
+                if !allowed {
+                    out.push(format!(
+                        "src/cli/{}:{}: {me} → {other}_cmd",
+                        f.strip_prefix(cli).unwrap().display(),
+                        n + 1
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn commands_are_leaves() {
+    let found = command_imports(&root().join("src/cli"));
+    assert!(
+        found.is_empty(),
+        "a command's module uses another's; move what they share to a module of its own in src/cli/:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn a_command_using_another_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    for (file, text) in [
+        ("rerun_cmd.rs", "use super::run_cmd;\nuse super::campaign_run; // not run_cmd\n"),
+        ("hosts_cmd.rs", "use super::forward_cmd::ForwardArgs;\n"),
+        ("serve/routes.rs", "crate::cli::confirm_cmd::answer_step(\"report_cmd\");\n"),
+        ("context.rs", "use super::report_cmd;\n"),
+    ] {
+        std::fs::create_dir_all(dir.path().join(file).parent().unwrap()).unwrap();
+        std::fs::write(dir.path().join(file), text).unwrap();
+    }
+    let mut found = command_imports(dir.path());
+    found.sort();
+    assert_eq!(found, ["src/cli/rerun_cmd.rs:1: rerun → run_cmd", "src/cli/serve/routes.rs:1: serve → confirm_cmd"]);
+}

@@ -4,7 +4,7 @@
 use super::cancel::QueuedCampaign;
 use super::pages;
 use super::routes::{campaign_id, lab_view, load, report_html};
-use crate::cli::status_cmd;
+use crate::cli::lab_view::StatusView;
 use crate::config::Lab;
 use crate::report;
 use crate::store::Store;
@@ -22,7 +22,7 @@ fn live_part<'v>(
     lab: &Lab,
     store: &Store,
     path: &str,
-    view: &impl Fn() -> Option<&'v (status_cmd::StatusView, Vec<QueuedCampaign>)>,
+    view: &impl Fn() -> Option<&'v (StatusView, Vec<QueuedCampaign>)>,
 ) -> Option<String> {
     match path {
         "/" => view().map(|(v, queued)| pages::lab_main(v, queued)),

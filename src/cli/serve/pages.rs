@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use tabled::Tabled;
 
 use super::cancel::QueuedCampaign;
-use crate::cli::status_cmd::StatusView;
+use crate::cli::lab_view::StatusView;
 use crate::report::esc;
 use crate::store::StepRow;
 

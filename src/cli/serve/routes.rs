@@ -16,7 +16,7 @@ use super::cancel::QueuedCampaign;
 use super::live::{ForPage, Live};
 use super::live_parts::{history_link, percent_decoded};
 use super::pages;
-use crate::cli::status_cmd;
+use crate::cli::lab_view::{self as status_view, StatusView};
 use crate::config::Lab;
 use crate::report;
 use crate::store::Store;
@@ -99,8 +99,8 @@ pub(super) fn runbook_name(name: &str) -> Result<&str, Failure> {
 }
 
 /// What the lab and campaigns pages show: `lab status`'s view and the queued campaigns.
-pub(super) fn lab_view(lab: &Lab, store: &Store) -> Result<(status_cmd::StatusView, Vec<QueuedCampaign>), Failure> {
-    let view = status_cmd::collect(lab, Some(store)).map_err(|e| internal(e.message))?;
+pub(super) fn lab_view(lab: &Lab, store: &Store) -> Result<(StatusView, Vec<QueuedCampaign>), Failure> {
+    let view = status_view::collect(lab, Some(store)).map_err(|e| internal(e.message))?;
     Ok((view, super::cancel::queued_campaigns(store).map_err(internal)?))
 }
 
@@ -159,7 +159,7 @@ async fn history_page(State(s): State<Shared>, UrlPath(runbook): UrlPath<String>
 }
 
 async fn status_json(State(s): State<Shared>) -> Result<Response, Failure> {
-    let view = blocking(move || status_cmd::collect(&s.lab, Some(&s.store)).map_err(|e| internal(e.message))).await?;
+    let view = blocking(move || status_view::collect(&s.lab, Some(&s.store)).map_err(|e| internal(e.message))).await?;
     let text = serde_json::to_string_pretty(&view).map_err(internal)?;
     Ok(([(header::CONTENT_TYPE, "application/json")], text).into_response())
 }
@@ -294,7 +294,7 @@ async fn answer(
         .collect();
     let said = blocking(move || {
         let step = s.store.step(id).map_err(internal)?.ok_or_else(|| not_found(format!("no operator step {id}")))?;
-        crate::cli::confirm_cmd::answer_step(&s.store, &step, &attest, &by).map_err(|e| bad(e.message))
+        crate::cli::step_answer::answer_step(&s.store, &step, &attest, &by).map_err(|e| bad(e.message))
     })
     .await?;
     Ok(Html(pages::answered(&said)).into_response())

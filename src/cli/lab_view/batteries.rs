@@ -7,8 +7,8 @@ use serde::Serialize;
 use tabled::settings::Style;
 use tabled::{Table, Tabled};
 
-use super::exit::CliError;
 use crate::care::{HealthSummary, Reading, summarize};
+use crate::cli::exit::CliError;
 use crate::config::Lab;
 use crate::store::Store;
 

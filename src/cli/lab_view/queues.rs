@@ -8,7 +8,7 @@ use serde::Serialize;
 use tabled::settings::Style;
 use tabled::{Table, Tabled};
 
-use super::exit::CliError;
+use crate::cli::exit::CliError;
 use crate::store::{LeaseHolder, Store, Waiter, who};
 
 #[derive(Debug, Serialize, Tabled)]

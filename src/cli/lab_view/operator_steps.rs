@@ -7,7 +7,7 @@ use serde::Serialize;
 use tabled::settings::Style;
 use tabled::{Table, Tabled};
 
-use super::exit::CliError;
+use crate::cli::exit::CliError;
 use crate::config::attested_text;
 use crate::store::{CampaignRecord, Store};
 

@@ -1,0 +1,11 @@
+//! The lab's status view, shared by `lab status` (table, JSON, `--watch`) and `lab serve`'s pages.
+
+mod batteries;
+mod operator_steps;
+mod queues;
+mod view;
+
+pub use batteries::{BatteryLine, BatteryView};
+pub use operator_steps::{AttestedLine, WaitingStep};
+pub use queues::QueueLine;
+pub use view::{CampaignLine, DeviceLine, HostLine, StatusView, collect, render};
