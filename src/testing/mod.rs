@@ -4,12 +4,16 @@
 //! feature, for integration tests and other crates.
 
 #[cfg(test)]
+mod crates_table;
+#[cfg(test)]
 pub(crate) mod fixture;
 mod hub_output;
 #[cfg(test)]
 mod layers;
 #[cfg(test)]
 pub(crate) mod postgres;
+#[cfg(test)]
+mod readme_words;
 mod scripted_device;
 mod scripted_transport;
 
