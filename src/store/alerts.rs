@@ -7,7 +7,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::backend::{DbError, Row, vals};
-use super::sqlite::{Store, StoreError};
+use super::error::StoreError;
+use super::store::Store;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -18,10 +18,11 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use super::columns_reader::{AttemptRow, ColumnsReader};
+use super::error::StoreError;
 use super::measurement_columns::Fetch;
 use super::records::{AttemptRecord, AttemptStatus, Attestation, TrialOutcome, TrialRecord};
-use super::sqlite::{Store, StoreError};
 use super::state_digest::{Kept, MOMENTS, Reading, SETTINGS, SOURCES, StateDigest};
+use super::store::Store;
 use crate::measure::{BATTERY_PCT, Series, UntetherMode};
 
 /// A name's index in [`Names`].
@@ -584,7 +585,7 @@ pub(super) fn strings(text: &str) -> Vec<String> {
 }
 
 /// Walks `rows` keyed by (trial idx, attempt) in that order onto the attempt rows of `c`,
-/// as `sqlite::merge` does; rows of unknown attempts are skipped.
+/// as `attempts::merge` does; rows of unknown attempts are skipped.
 pub(super) struct Cursor {
     pub i: usize,
 }
@@ -640,7 +641,7 @@ impl Store {
         // The first read starts this transaction's snapshot.
         let max_attempts = max_attempts(&tx, id)?;
         let fetch = Fetch::start(self.path(), id);
-        let stamp = super::sqlite::report_stamp_on(&mut tx, id)?;
+        let stamp = super::campaigns::report_stamp_on(&mut tx, id)?;
         let mut reader = ColumnsReader::default();
         {
             let mut st = tx.prepare(

@@ -11,10 +11,11 @@ use super::backend::{
     Conn, DbError, Dialect, PgOwner, PgUrl, Row, connect_async, copy_out_async, copy_text, float8, int8,
     on_own_runtime, placeholders, vals,
 };
+use super::campaigns::outcome;
 use super::columns::{AttemptIn, CampaignColumns, Last, TrialIn, soak_seconds, strings};
+use super::error::StoreError;
 use super::measurement_columns::{Collect, Measurements};
 use super::operator_steps::AttemptAttestation;
-use super::sqlite::{StoreError, outcome};
 use super::state_digest::{Reading, StateDigest};
 use crate::measure::UntetherMode;
 
@@ -196,7 +197,7 @@ pub(super) fn read_on_postgres(owner: &PgOwner, id: &str) -> Result<(CampaignCol
                 Some(Ok(Ok((trials, attempts)))) => {
                     // The stamp's counts from the rows read, as `report_stamp_on` counts
                     // them: no second scan of either table.
-                    let head = super::sqlite::stamp_head(c, &id1)?;
+                    let head = super::campaigns::stamp_head(c, &id1)?;
                     let mut moved = Vec::new();
                     for row in &trials {
                         let t = trial_of(row)?;
@@ -209,7 +210,7 @@ pub(super) fn read_on_postgres(owner: &PgOwner, id: &str) -> Result<(CampaignCol
                     for row in &attempts {
                         newest = newest.max(row.try_get::<_, Option<i64>>(11).map_err(DbError::from)?);
                     }
-                    let stamp = super::sqlite::stamp_text(
+                    let stamp = super::campaigns::stamp_text(
                         &head,
                         trials.len() as u64,
                         &moved.join(","),
@@ -221,7 +222,7 @@ pub(super) fn read_on_postgres(owner: &PgOwner, id: &str) -> Result<(CampaignCol
                     stamp
                 }
                 _ => {
-                    let stamp = super::sqlite::report_stamp_on(c, &id1)?;
+                    let stamp = super::campaigns::report_stamp_on(c, &id1)?;
                     read_trials(c, &id1, &mut r)?;
                     let attempts = c.query(ATTEMPTS, &vals![id1.as_str()])?;
                     read_attempts(c, &id1, &mut r, attested, attempts.iter().map(attempt_of))?;
@@ -303,7 +304,7 @@ fn trial_of(row: &tokio_postgres::Row) -> Result<TrialIn<'_>, DbError> {
 /// campaign's attempt limit, its report stamp, the reader).
 #[cfg(test)]
 fn read_rows(c: &mut dyn Conn, id: &str) -> Result<(u32, String, ColumnsReader), StoreError> {
-    let (max_attempts, stamp) = (max_attempts(c, id)?, super::sqlite::report_stamp_on(c, id)?);
+    let (max_attempts, stamp) = (max_attempts(c, id)?, super::campaigns::report_stamp_on(c, id)?);
     let mut r = ColumnsReader::default();
     read_trials(c, id, &mut r)?;
     let attested = super::operator_steps::attestation_rows(c, id)?;

@@ -15,7 +15,8 @@
 use std::ops::ControlFlow;
 
 use super::backend::{DbError, Dialect, Row, Value, vals};
-use super::sqlite::{Store, StoreError};
+use super::error::StoreError;
+use super::store::Store;
 
 /// Rows per multi-row `INSERT` (9 columns: well under both servers' parameter limits).
 const CHUNK: usize = 1000;

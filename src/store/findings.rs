@@ -7,8 +7,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::backend::{DbError, Row, Value, vals};
+use super::error::StoreError;
 use super::records::CampaignId;
-use super::sqlite::{Store, StoreError};
+use super::store::Store;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -6,8 +6,9 @@
 use rusqlite::params;
 
 use super::backend::{Conn, DbError, Row, vals};
+use super::error::StoreError;
 use super::records::{Attestation, NewStep, StepRow, StepStatus};
-use super::sqlite::{Store, StoreError};
+use super::store::Store;
 
 const STEP_COLUMNS: &str =
     "id, campaign, device, trial_key, attempt, step, step_when, text, attest, asked_at, deadline,

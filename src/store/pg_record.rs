@@ -8,7 +8,7 @@
 use super::backend::{Conn, DbError, Value, vals};
 use super::batch::Ticket;
 use super::encoded_attempt::{EncodedAttempt, SeriesRow};
-use super::sqlite::StoreError;
+use super::error::StoreError;
 use crate::measure::UntetherMode;
 
 /// The key of the advisory lock recording transactions take.

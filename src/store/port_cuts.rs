@@ -5,7 +5,8 @@
 //! phone.
 
 use super::backend::vals;
-use super::sqlite::{Store, StoreError};
+use super::error::StoreError;
+use super::store::Store;
 
 /// A port care left off.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,7 +9,8 @@ use super::process_id::start_from_column;
 use serde::Serialize;
 
 use super::backend::{DbError, Row, Value, vals};
-use super::sqlite::{Store, StoreError};
+use super::error::StoreError;
+use super::store::Store;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

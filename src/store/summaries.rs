@@ -6,8 +6,9 @@
 use serde::Serialize;
 
 use super::backend::{DbError, Dialect, Row, vals};
+use super::error::StoreError;
 use super::records::{CampaignId, CampaignStatus};
-use super::sqlite::{Store, StoreError};
+use super::store::Store;
 use crate::stats::Summary;
 
 /// One campaign × model × variant × metric, as its report computed it.

@@ -13,6 +13,7 @@ mod pg_schema;
 mod pg_tls;
 mod postgres_conn;
 mod sqlite_conn;
+mod sqlite_open;
 #[cfg(test)]
 mod tests;
 mod value;
@@ -28,5 +29,8 @@ pub use pg_owner::PgOwner;
 pub use pg_schema::migrate_postgres;
 pub(crate) use pg_tls::{connect_async, on_own_runtime};
 pub use postgres_conn::placeholders;
+#[cfg(test)]
+pub use sqlite_open::WAL_CHECKPOINT_PAGES;
+pub use sqlite_open::{lock_dir, open_sqlite};
 pub(crate) use value::vals;
 pub use value::{FromValue, Row, Value};
