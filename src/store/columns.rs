@@ -640,7 +640,8 @@ impl Store {
         let mut tx = conn.transaction()?;
         // The first read starts this transaction's snapshot.
         let max_attempts = max_attempts(&tx, id)?;
-        let fetch = Fetch::start(self.path(), id);
+        let file = self.location().sqlite_file().expect("`lock` answered: a SQLite store");
+        let fetch = Fetch::start(file, id);
         let stamp = super::campaigns::report_stamp_on(&mut tx, id)?;
         let mut reader = ColumnsReader::default();
         {

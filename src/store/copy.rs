@@ -116,7 +116,7 @@ impl Store {
             return Err(StoreError::Internal(format!(
                 "campaign {id} is in {} already with other contents ({theirs:?} trials, attempts and measurements \
                  there, {mine:?} here); fix: copy into a store without it",
-                to.path().display(),
+                to.location(),
             )));
         }
         // Both transactions stay open across calls: the read one is one snapshot of FROM,

@@ -159,11 +159,6 @@ impl Store {
         LeaseSpace { db: self.db.clone(), locks: self.locks.clone() }
     }
 
-    /// Where a SQLite store's lock files are: `<store file>.locks/`.
-    pub fn lock_dir(&self) -> std::path::PathBuf {
-        super::backend::lock_dir(self.path())
-    }
-
     /// [`LeaseSpace::try_lease`] on this store.
     pub fn try_lease(&self, device: &str, req: &LeaseRequest) -> Result<Result<DeviceLease, Busy>, StoreError> {
         self.leases().try_lease(device, req)

@@ -302,12 +302,12 @@ mod tests {
 
     /// Eight runners (threads, each with its own connection) claim one slot at once.
     fn two_runners_racing_for_a_slot_claim_it_once(s: &Store) {
-        let url = s.path().to_path_buf();
+        let location = s.location().clone();
         let racers: Vec<_> = (0..8)
             .map(|i| {
                 // A second handle on the same store: its own connection.
                 let s = match s.dialect() {
-                    crate::store::Dialect::Sqlite => Store::open(&url).unwrap(),
+                    crate::store::Dialect::Sqlite => Store::open(location.sqlite_file().unwrap()).unwrap(),
                     crate::store::Dialect::Postgres => s.clone(),
                 };
                 std::thread::spawn(move || {

@@ -7,7 +7,7 @@
 //! (`runner::recorder`). SQLite's WAL mode lets `lab status` read from another
 //! terminal while `lab run` writes.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,6 +18,7 @@ use super::backend::{self, Db, Locks};
 use super::batch::{self, AttemptQueue, Turn};
 use super::encoded_attempt::EncodedAttempt;
 use super::error::StoreError;
+use super::location::Location;
 use super::records::AttemptRecord;
 use super::schema;
 use super::sqlite_record::insert_attempt;
@@ -31,7 +32,7 @@ pub struct Store {
     /// What leases are made of: lock files next to a SQLite store, advisory locks on PostgreSQL.
     pub(super) locks: Arc<dyn Locks>,
     /// The SQLite file, or the PostgreSQL URL as shown (without its password).
-    path: PathBuf,
+    location: Location,
     /// Attempts waiting to be committed together (`record_attempt`).
     pub(super) attempts: Arc<AttemptQueue>,
     /// Commits made by `record_attempt` and `set_device_statuses`: the runner's writes.
@@ -42,7 +43,7 @@ pub struct Store {
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("path", &self.path).finish()
+        f.debug_struct("Store").field("location", &self.location).finish()
     }
 }
 
@@ -77,7 +78,7 @@ impl Store {
             db: Db::Sqlite(conn.clone()),
             conn: Some(conn),
             locks: Arc::new(backend::FileLocks { dir: backend::lock_dir(path) }),
-            path: path.to_path_buf(),
+            location: Location::Sqlite(path.to_path_buf()),
             attempts: Arc::default(),
             commits: Arc::default(),
             recording_ns: Arc::default(),
@@ -94,16 +95,17 @@ impl Store {
             db: Db::Postgres(Arc::new(owner)),
             conn: None,
             locks: Arc::new(backend::PgLocks::new(url)?),
-            path: PathBuf::from(url.shown()),
+            location: Location::Postgres(url.shown().to_string()),
             attempts: Arc::default(),
             commits: Arc::default(),
             recording_ns: Arc::default(),
         })
     }
 
-    /// The SQLite file, or the PostgreSQL URL as shown (without its password).
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// Where the store is: the SQLite file, or the PostgreSQL URL as shown (without its
+    /// password).
+    pub fn location(&self) -> &Location {
+        &self.location
     }
 
     /// Which backend this store is on.
@@ -134,7 +136,7 @@ impl Store {
             None => Err(StoreError::Internal(format!(
                 "{}: a SQLite-only path was taken on the PostgreSQL store {}",
                 std::panic::Location::caller(),
-                self.path.display()
+                self.location
             ))),
         }
     }
