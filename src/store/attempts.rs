@@ -1,10 +1,10 @@
 //! Reading a campaign's attempts back with their measurements, series and attestations.
 
-use super::backend::{Conn, DbError, vals};
+use super::backend::{Columns, Conn, DbError, FromRow, vals};
 use super::error::StoreError;
 use super::records::*;
 use super::store::Store;
-use crate::measure::{Measurement, Series, UntetherMode};
+use crate::measure::Measurement;
 
 /// Hands rows keyed by (trial, attempt) to their attempts. Both are ordered by that key:
 /// one pass.
@@ -29,41 +29,20 @@ fn attempt_records(c: &mut dyn Conn, id: &str) -> Result<Vec<AttemptRecord>, Sto
     let attested = super::operator_steps::attestation_rows(c, id)?;
     let mut out: Vec<AttemptRecord> = Vec::new();
     c.query_each(
-        "SELECT a.trial_idx, a.attempt, a.status, a.reasons, a.phases, a.started_at, a.ended_at, a.soak_start_s,
-                a.artifact_dir, a.state_before, a.state_after, COALESCE(a.device, t.device), a.untether, a.labels, a.state_soak
-         FROM attempts a JOIN trials t ON t.campaign = a.campaign AND t.idx = a.trial_idx
-         WHERE a.campaign = ?1 ORDER BY a.trial_idx, a.attempt",
+        &format!(
+            "SELECT {} FROM attempts a JOIN trials t ON t.campaign = a.campaign AND t.idx = a.trial_idx
+             WHERE a.campaign = ?1 ORDER BY a.trial_idx, a.attempt",
+            AttemptRecord::COLUMNS
+        ),
         &vals![id],
         &mut |r| {
-            let json = |i: usize| r.text(i).map(|t| t.unwrap_or(""));
-            out.push(AttemptRecord {
-                campaign: id.to_string(),
-                trial_idx: r.get(0)?,
-                attempt: r.get(1)?,
-                device: r.get(11)?,
-                status: if json(2)? == "valid" { AttemptStatus::Valid } else { AttemptStatus::Invalid },
-                reasons: serde_json::from_str(json(3)?).unwrap_or_default(),
-                phases: serde_json::from_str(json(4)?).unwrap_or_default(),
-                started_at: r.get(5)?,
-                ended_at: r.get(6)?,
-                soak_start_s: r.get(7)?,
-                artifact_dir: r.get(8)?,
-                measurements: Vec::new(),
-                series: Vec::new(),
-                state_before: serde_json::from_str(json(9)?).unwrap_or_default(),
-                state_after: serde_json::from_str(json(10)?).unwrap_or_default(),
-                state_soak: r.text(14)?.and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default(),
-                untether: r.text(12)?.and_then(UntetherMode::parse),
-                labels: serde_json::from_str(json(13)?).unwrap_or_default(),
-                attestations: Vec::new(),
-            });
+            out.push(r.read()?);
             Ok(())
         },
     )?;
     let mut measurements = Vec::new();
     c.query_each(MEASUREMENTS_OF_CAMPAIGN, &vals![id], &mut |r| {
-        let m = Measurement { metric: r.get(2)?, value: r.get(3)?, unit: r.get(4)?, source: r.get(5)? };
-        measurements.push(((r.get(0)?, r.get(1)?), m));
+        measurements.push(r.read::<((u32, u32), Measurement)>()?);
         Ok(())
     })?;
     merge(&mut out, measurements, |a, m| a.measurements.push(m));
@@ -74,30 +53,34 @@ fn attempt_records(c: &mut dyn Conn, id: &str) -> Result<Vec<AttemptRecord>, Sto
 }
 
 /// A campaign's series, in (trial, attempt, seq) order: each attempt's `attempt_report`
-/// row, then its range of series ids (the key is checked all the same).
+/// row, then its range of series ids (the key is checked all the same). The columns are
+/// [`AttemptSeries`]'s.
 pub(super) const SERIES_OF_CAMPAIGN: &str = "
     SELECT s.trial_idx, s.attempt, s.name, s.unit, s.source, s.points
     FROM attempt_report r JOIN series s ON s.id BETWEEN r.series_from AND r.series_to
     WHERE r.campaign = ?1 AND s.campaign = r.campaign AND s.trial_idx = r.trial_idx AND s.attempt = r.attempt
     ORDER BY r.trial_idx, r.attempt, s.seq";
 
-/// A campaign's measurements as `SERIES_OF_CAMPAIGN` reads its series.
+/// A campaign's measurements as `SERIES_OF_CAMPAIGN` reads its series: each one's
+/// (trial, attempt), then the columns of its [`Measurement`].
 pub(super) const MEASUREMENTS_OF_CAMPAIGN: &str = "
     SELECT m.trial_idx, m.attempt, m.metric, m.value, m.unit, m.source
     FROM attempt_report r JOIN measurements m ON m.id BETWEEN r.measurements_from AND r.measurements_to
     WHERE r.campaign = ?1 AND m.campaign = r.campaign AND m.trial_idx = r.trial_idx AND m.attempt = r.attempt
     ORDER BY r.trial_idx, r.attempt, m.seq";
 
+/// A measurement from `metric, value, unit, source` (the type is the measuring layer's;
+/// its row is the store's).
+impl FromRow<'_> for Measurement {
+    fn from_row(c: &mut Columns<'_>) -> Result<Self, DbError> {
+        Ok(Measurement { metric: c.get()?, value: c.get()?, unit: c.get()?, source: c.get()? })
+    }
+}
+
 fn series_rows(c: &mut dyn Conn, id: &str) -> Result<Vec<AttemptSeries>, StoreError> {
     let mut out = Vec::new();
     c.query_each(SERIES_OF_CAMPAIGN, &vals![id], &mut |r| {
-        let points = Series::points_from_blob(r.blob(5).unwrap_or_default())
-            .map_err(|e| DbError::Type(format!("a series' points: {e}")))?;
-        out.push(AttemptSeries {
-            trial_idx: r.get(0)?,
-            attempt: r.get(1)?,
-            series: Series { name: r.get(2)?, unit: r.get(3)?, source: r.get(4)?, points },
-        });
+        out.push(r.read()?);
         Ok(())
     })?;
     Ok(out)

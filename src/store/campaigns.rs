@@ -2,20 +2,14 @@
 //! report stamp.
 
 use super::ProcessId;
-use super::backend::{Conn, DbError, Row, Value, vals};
+use super::backend::{Columns, Conn, DbError, Row, Value, read_all, vals};
 use super::error::StoreError;
-use super::process_id::start_from_column;
 use super::records::*;
 use super::store::Store;
 
 fn json_text(v: &serde_json::Value) -> String {
     v.to_string()
 }
-
-/// Every column of `campaigns` but the plan's: SQLite copies each selected column out of
-/// the row, and a big plan is tens of megabytes.
-const HEAD_COLUMNS: &str = "id, runbook_name, runbook_path, runbook_text, runbook_sha256, lab_text, lab_sha256, \
-content_hashes, tool_version, seed, created_at, finished_at, status, runner_pid, runner_start, note, footprint_json, max_attempts";
 
 /// A plan's head (`campaigns.plan_head`, migration 11): the plan's JSON object without
 /// its `trials`; `None` if the text is not a JSON object. The trials are skipped as they
@@ -76,7 +70,7 @@ fn insert_trials(c: &mut dyn Conn, id: &str, trials: &[PlannedTrialRow]) -> Resu
 
 /// A campaign's retry limit (`None`: no such campaign).
 fn retry_limit(c: &mut dyn Conn, id: &str) -> Result<Option<u32>, DbError> {
-    c.query_opt("SELECT max_attempts FROM campaigns WHERE id = ?1", &vals![id])?.map(|r| r.get(0)).transpose()
+    c.query_opt("SELECT max_attempts FROM campaigns WHERE id = ?1", &vals![id])?.as_ref().map(Row::read).transpose()
 }
 
 /// Each trial of a campaign with its attempts and valid ones (`SUM` cast: PostgreSQL
@@ -154,42 +148,24 @@ impl Store {
         Ok(())
     }
 
-    /// A campaign's row, [`HEAD_COLUMNS`] then (with `plan`) `plan_json`; without it the
-    /// record's `plan_json` is left `Null` (unparsed).
-    fn campaign_fields(r: &Row, plan: bool) -> Result<(CampaignRecord, u32), DbError> {
-        let parse = |s: String| serde_json::from_str(&s).unwrap_or(serde_json::Value::Null);
-        let status: String = r.get(12)?;
-        let footprint: Option<String> = r.get(16)?;
-        Ok((
-            CampaignRecord {
-                id: r.get(0)?,
-                runbook_name: r.get(1)?,
-                runbook_path: r.get(2)?,
-                runbook_text: r.get(3)?,
-                runbook_sha256: r.get(4)?,
-                lab_text: r.get(5)?,
-                lab_sha256: r.get(6)?,
-                content_hashes: parse(r.get(7)?),
-                tool_version: r.get(8)?,
-                seed: r.get::<i64>(9)? as u64,
-                created_at: r.get(10)?,
-                finished_at: r.get(11)?,
-                status: CampaignStatus::parse(&status).unwrap_or(CampaignStatus::Interrupted),
-                runner_pid: r.get(13)?,
-                runner_start: start_from_column(r.get(14)?),
-                note: r.get(15)?,
-                plan_json: if plan { parse(r.get(18)?) } else { serde_json::Value::Null },
-                footprint_json: footprint.map(parse),
-            },
-            r.get(17)?,
-        ))
-    }
-
-    /// Campaigns: `SELECT {HEAD_COLUMNS}[, plan_json] FROM campaigns {tail}`.
+    /// Campaigns: `SELECT {CampaignRecord::COLUMNS}[, plan_json] FROM campaigns {tail}`;
+    /// without `plan` the records' `plan_json` is left `Null` (unparsed).
     fn campaign_rows(&self, plan: bool, tail: &str, params: Vec<Value>) -> Result<Vec<CampaignRecord>, StoreError> {
-        let sql = format!("SELECT {HEAD_COLUMNS}{} FROM campaigns {tail}", if plan { ", plan_json" } else { "" });
+        let sql = format!(
+            "SELECT {}{} FROM campaigns {tail}",
+            CampaignRecord::COLUMNS,
+            if plan { ", plan_json" } else { "" }
+        );
         let rows = self.db.call(move |c| c.query(&sql, &params))?;
-        Ok(rows.iter().map(|r| Self::campaign_fields(r, plan).map(|(c, _)| c)).collect::<Result<_, _>>()?)
+        let campaign = |r: &Row| {
+            let mut c = Columns::new(r);
+            let mut campaign: CampaignRecord = c.read()?;
+            if plan {
+                campaign.plan_json = serde_json::from_str(&c.get::<String>()?).unwrap_or(serde_json::Value::Null);
+            }
+            Ok(campaign)
+        };
+        Ok(rows.iter().map(campaign).collect::<Result<_, DbError>>()?)
     }
 
     /// A campaign with its `plan_json` left `Null` and not read.
@@ -204,11 +180,11 @@ impl Store {
     /// campaign whose head is not stored): a plan of 144 000 trials is 29 MB of text, and
     /// a report needs only its head.
     pub fn campaign_head(&self, id: &str) -> Result<(CampaignRecord, String), StoreError> {
-        let sql = format!("SELECT {HEAD_COLUMNS}, COALESCE(plan_head, plan_json) FROM campaigns WHERE id = ?1");
+        let sql =
+            format!("SELECT {}, COALESCE(plan_head, plan_json) FROM campaigns WHERE id = ?1", CampaignRecord::COLUMNS);
         let params = vals![id];
         let row = self.db.call(move |c| c.query_opt(&sql, &params))?;
-        let row = row.ok_or_else(|| StoreError::NoCampaign(id.into()))?;
-        Ok((Self::campaign_fields(&row, false)?.0, row.get(18)?))
+        Ok(row.ok_or_else(|| StoreError::NoCampaign(id.into()))?.read()?)
     }
 
     pub fn campaign(&self, id: &str) -> Result<CampaignRecord, StoreError> {
@@ -221,7 +197,7 @@ impl Store {
     pub fn latest_campaign_id(&self) -> Result<Option<String>, StoreError> {
         let row =
             self.db.call(|c| c.query_opt("SELECT id FROM campaigns ORDER BY created_at DESC, id DESC LIMIT 1", &[]))?;
-        Ok(row.map(|r| r.get(0)).transpose()?)
+        Ok(row.as_ref().map(Row::read).transpose()?)
     }
 
     /// All campaigns, newest first.
@@ -250,7 +226,7 @@ impl Store {
     pub fn free_campaign_id(&self, prefix: &str) -> Result<String, StoreError> {
         let base = format!("{prefix}-{}", chrono::Utc::now().format("%Y%m%d-%H%M%S"));
         let rows = self.db.call(|c| c.query("SELECT id FROM campaigns", &[]))?;
-        let taken: Vec<String> = rows.iter().map(|r| r.get(0)).collect::<Result<_, _>>()?;
+        let taken: Vec<String> = read_all(&rows)?;
         let mut id = base.clone();
         let mut n = 2;
         while taken.contains(&id) {
@@ -309,29 +285,10 @@ impl Store {
 
     /// Planned trials with their outcome so far, in plan order.
     pub fn trials(&self, id: &str) -> Result<Vec<TrialRecord>, StoreError> {
-        let (max_attempts, rows) = self.trial_counts(
-            id,
-            "t.idx, t.key, t.device, t.device_model, t.variant, t.build, t.config, t.repeat, t.block, t.device_order",
-            "t.idx",
-        )?;
+        let (max_attempts, rows) = self.trial_counts(id, PlannedTrialRow::COLUMNS, "t.idx")?;
         let trial = |r: &Row| -> Result<TrialRecord, DbError> {
-            let (attempts, valid): (u32, u32) = (r.get(10)?, r.get(11)?);
-            Ok(TrialRecord {
-                row: PlannedTrialRow {
-                    idx: r.get(0)?,
-                    key: r.get(1)?,
-                    device: r.get(2)?,
-                    device_model: r.get(3)?,
-                    variant: r.get(4)?,
-                    build: r.get(5)?,
-                    config: r.get(6)?,
-                    repeat: r.get(7)?,
-                    block: r.get(8)?,
-                    device_order: r.get(9)?,
-                },
-                attempts,
-                outcome: outcome(attempts, valid, max_attempts),
-            })
+            let (row, (attempts, valid)): (PlannedTrialRow, (u32, u32)) = r.read()?;
+            Ok(TrialRecord { row, attempts, outcome: outcome(attempts, valid, max_attempts) })
         };
         Ok(rows.iter().map(trial).collect::<Result<_, _>>()?)
     }
@@ -342,11 +299,10 @@ impl Store {
         let (max_attempts, rows) = self.trial_counts(id, "t.device, t.idx", "t.device, t.device_order")?;
         let mut out: Vec<DeviceQueue> = Vec::new();
         for r in &rows {
-            let device: String = r.get(0)?;
+            let (device, idx, (attempts, valid)): (String, u32, (u32, u32)) = r.read()?;
             if out.last().is_none_or(|q| q.device != device) {
                 out.push(DeviceQueue { device, planned: 0, done: 0, pending: Vec::new() });
             }
-            let (idx, attempts, valid): (u32, u32, u32) = (r.get(1)?, r.get(2)?, r.get(3)?);
             let q = out.last_mut().expect("pushed above");
             q.planned += 1;
             if outcome(attempts, valid, max_attempts) == TrialOutcome::Pending {
@@ -363,7 +319,7 @@ impl Store {
         let (max_attempts, rows) = self.trial_counts(id, "", "t.idx")?;
         let mut c = OutcomeCounts::default();
         for r in &rows {
-            let (attempts, valid): (u32, u32) = (r.get(0)?, r.get(1)?);
+            let (attempts, valid): (u32, u32) = r.read()?;
             c.attempts += attempts;
             match outcome(attempts, valid, max_attempts) {
                 TrialOutcome::Valid => c.valid += 1,
@@ -405,7 +361,7 @@ impl Store {
                 &id,
             )
         })?;
-        Ok(rows.iter().map(|r| Ok((r.get(0)?, r.get(1)?))).collect::<Result<_, DbError>>()?)
+        Ok(read_all(&rows)?)
     }
 }
 
@@ -435,9 +391,8 @@ pub(super) fn report_stamp_on(c: &mut dyn Conn, id: &str) -> Result<String, Stor
                 (SELECT max({newest}) FROM {attempts} WHERE campaign = ?1)"
     );
     let row = c.query_opt(&sql, &vals![id])?.ok_or_else(|| StoreError::NoCampaign(id.into()))?;
-    let moved: String = row.get(1)?;
-    let count = |i: usize| row.get::<i64>(i).map(|n| n as u64);
-    Ok(stamp_text(&head, count(0)?, &moved, count(2)?, row.get(3)?))
+    let (trials, moved, (attempts, newest)): (i64, String, (i64, Option<i64>)) = row.read()?;
+    Ok(stamp_text(&head, trials as u64, &moved, attempts as u64, newest))
 }
 
 /// The campaign's own part of its report stamp (its status, end, note, footprint and
@@ -450,7 +405,7 @@ pub(super) fn stamp_head(c: &mut dyn Conn, id: &str) -> Result<String, StoreErro
         &vals![id],
     )?
     .ok_or_else(|| StoreError::NoCampaign(id.into()))?
-    .get(0)
+    .read()
     .map_err(Into::into)
 }
 

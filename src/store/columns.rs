@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row};
 
+use super::backend::{Columns, DbError, FromRow};
 use super::columns_reader::{AttemptRow, ColumnsReader};
 use super::error::StoreError;
 use super::measurement_columns::Fetch;
@@ -334,6 +335,25 @@ pub(super) struct TrialIn<'a> {
     pub repeat: u32,
     pub block: u32,
     pub order: u32,
+}
+
+/// From `idx, key, device, device_model, variant, build, config, repeat, block,
+/// device_order` (`columns_reader::TRIALS`; SQLite's borrowed read has its own).
+impl<'r> FromRow<'r> for TrialIn<'r> {
+    fn from_row(c: &mut Columns<'r>) -> Result<Self, DbError> {
+        Ok(TrialIn {
+            idx: c.get()?,
+            key: c.str()?,
+            device: c.str()?,
+            model: c.str()?,
+            variant: c.str()?,
+            build: c.str()?,
+            config: c.str()?,
+            repeat: c.get()?,
+            block: c.get()?,
+            order: c.get()?,
+        })
+    }
 }
 
 /// One attempt's fields, borrowed; `trial` is its row in `t_*`.
@@ -721,7 +741,7 @@ impl Store {
             c.query(SERIES_NAMED, &super::backend::vals![id_.as_str(), name.as_str()])?
                 .iter()
                 .map(|r| Ok((r.get::<i64>(0)? as u32, r.get::<i64>(1)? as u32, r.blob(2).unwrap_or(&[]).to_vec())))
-                .collect::<Result<Vec<_>, super::backend::DbError>>()
+                .collect::<Result<Vec<_>, DbError>>()
         })?;
         rows.into_iter()
             .map(|(t, a, b)| {
@@ -742,7 +762,7 @@ impl Store {
                     let row = c.query_opt(BATTERY_POINTS, &super::backend::vals![id, idx, attempt, BATTERY_PCT])?;
                     Ok(row.and_then(|r| r.blob(0).map(<[u8]>::to_vec)))
                 })
-                .collect::<Result<Vec<_>, super::backend::DbError>>()
+                .collect::<Result<Vec<_>, DbError>>()
         })?;
         blobs
             .into_iter()

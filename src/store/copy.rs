@@ -14,7 +14,7 @@
 
 use std::ops::ControlFlow;
 
-use super::backend::{DbError, Dialect, Row, Value, vals};
+use super::backend::{DbError, Dialect, Row, Value, read_all, vals};
 use super::error::StoreError;
 use super::store::Store;
 
@@ -79,12 +79,8 @@ impl Store {
         to: &Store,
         progress: &mut dyn FnMut(&CopyProgress) -> ControlFlow<()>,
     ) -> Result<CopySummary, StoreError> {
-        let ids: Vec<String> = self
-            .db
-            .call(|c| c.query("SELECT id FROM campaigns ORDER BY created_at, id", &[]))?
-            .iter()
-            .map(|r| r.get(0))
-            .collect::<Result<_, _>>()?;
+        let ids: Vec<String> =
+            read_all(&self.db.call(|c| c.query("SELECT id FROM campaigns ORDER BY created_at, id", &[]))?)?;
         let mut summary = CopySummary::default();
         for (i, id) in ids.iter().enumerate() {
             let (rows, skipped) = self.copy_campaign(to, id)?;
@@ -286,7 +282,7 @@ fn counts_if_there(db: &super::backend::Db, id: &str) -> Result<Option<Counts>, 
                 &vals![&id],
             )?
             .ok_or_else(|| DbError::Type("no counts".into()))?;
-        Ok(Some((row.get(0)?, row.get(1)?, row.get(2)?)))
+        Ok(Some(row.read()?))
     })?)
 }
 
@@ -308,7 +304,7 @@ fn table_columns(db: &super::backend::Db, table: &str) -> Result<Vec<String>, St
             &vals![&table],
         ),
     })?;
-    Ok(rows.iter().map(|r| r.get(0)).collect::<Result<_, _>>()?)
+    Ok(read_all(&rows)?)
 }
 
 fn position(columns: &[String], name: &str) -> Result<usize, StoreError> {

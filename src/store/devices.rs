@@ -2,7 +2,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::backend::{DbError, Row, vals};
+use super::backend::{read_all, vals};
 use super::error::StoreError;
 use super::records::*;
 use super::store::Store;
@@ -53,24 +53,9 @@ impl Store {
 
     pub fn device_statuses(&self) -> Result<Vec<DeviceStatusRow>, StoreError> {
         let rows = self.db.call(|c| {
-            c.query(
-                "SELECT device, state, battery_pct, campaign, trial_key, phase, updated_at FROM device_status
-                 ORDER BY device",
-                &[],
-            )
+            c.query(&format!("SELECT {} FROM device_status ORDER BY device", DeviceStatusRow::COLUMNS), &[])
         })?;
-        let status = |r: &Row| -> Result<DeviceStatusRow, DbError> {
-            Ok(DeviceStatusRow {
-                device: r.get(0)?,
-                state: r.get(1)?,
-                battery_pct: r.get(2)?,
-                campaign: r.get(3)?,
-                trial_key: r.get(4)?,
-                phase: r.get(5)?,
-                updated_at: r.get(6)?,
-            })
-        };
-        Ok(rows.iter().map(status).collect::<Result<_, _>>()?)
+        Ok(read_all(&rows)?)
     }
 
     pub fn add_battery_reading(&self, r: &BatteryReadingRow) -> Result<(), StoreError> {
@@ -92,22 +77,12 @@ impl Store {
             let order = if c.dialect() == super::Dialect::Sqlite { "rowid" } else { "id" };
             c.query(
                 &format!(
-                    "SELECT device, at, battery_pct, health_pct, cycle_count, source FROM battery_readings
-                     WHERE device = ?1 ORDER BY at, {order}"
+                    "SELECT {} FROM battery_readings WHERE device = ?1 ORDER BY at, {order}",
+                    BatteryReadingRow::COLUMNS
                 ),
                 &vals![&device],
             )
         })?;
-        let reading = |r: &Row| -> Result<BatteryReadingRow, DbError> {
-            Ok(BatteryReadingRow {
-                device: r.get(0)?,
-                at: r.get(1)?,
-                battery_pct: r.get(2)?,
-                health_pct: r.get(3)?,
-                cycle_count: r.get(4)?,
-                source: r.get(5)?,
-            })
-        };
-        Ok(rows.iter().map(reading).collect::<Result<_, _>>()?)
+        Ok(read_all(&rows)?)
     }
 }

@@ -140,7 +140,7 @@ impl LeaseSpace {
                         &t
                     ],
                 )?[0]
-                    .get::<i64>(0)
+                    .read::<i64>()
             })
             .map_err(StoreError::from)?;
         Ok(Arc::new(QueueTicket {

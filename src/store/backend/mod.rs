@@ -4,6 +4,7 @@
 mod conn;
 mod db;
 mod file_locks;
+mod from_row;
 mod locks;
 mod pg_copy;
 mod pg_locks;
@@ -22,6 +23,7 @@ pub use crate::config::PgUrl;
 pub use conn::{Conn, DbError, Dialect};
 pub use db::Db;
 pub use file_locks::FileLocks;
+pub use from_row::{Columns, FromRow, read_all};
 pub use locks::{Held, LockName, Locks, Owner, new_token};
 pub use pg_copy::{copy_out_async, float8, int8, text as copy_text};
 pub use pg_locks::PgLocks;
