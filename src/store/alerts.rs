@@ -6,8 +6,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::backend::{DbError, Row, vals};
-use super::sqlite::{Store, StoreError};
+use super::backend::{Columns, DbError, FromRow, Row, read_all, vals};
+use super::error::StoreError;
+use super::store::Store;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -60,20 +61,25 @@ pub struct AlertRow {
 
 const COLUMNS: &str = "schedule, due_utc, channel, target, payload, state, tries, response, error, at";
 
-fn alert_row(r: &Row) -> Result<AlertRow, DbError> {
-    let state: String = r.get(5)?;
-    Ok(AlertRow {
-        schedule: r.get(0)?,
-        due_utc: r.get(1)?,
-        channel: r.get(2)?,
-        target: r.get(3)?,
-        payload: r.get(4)?,
-        state: AlertState::parse(&state).ok_or_else(|| DbError::Type(format!("unknown alert state `{state}`")))?,
-        tries: r.get(6)?,
-        response: r.get(7)?,
-        error: r.get(8)?,
-        at: r.get(9)?,
-    })
+/// From [`COLUMNS`].
+impl FromRow<'_> for AlertRow {
+    fn from_row(c: &mut Columns<'_>) -> Result<Self, DbError> {
+        Ok(AlertRow {
+            schedule: c.get()?,
+            due_utc: c.get()?,
+            channel: c.get()?,
+            target: c.get()?,
+            payload: c.get()?,
+            state: {
+                let state: String = c.get()?;
+                AlertState::parse(&state).ok_or_else(|| DbError::Type(format!("unknown alert state `{state}`")))?
+            },
+            tries: c.get()?,
+            response: c.get()?,
+            error: c.get()?,
+            at: c.get()?,
+        })
+    }
 }
 
 impl Store {
@@ -109,7 +115,8 @@ impl Store {
                     "SELECT state FROM schedule_alerts WHERE schedule = ?1 AND due_utc = ?2 AND channel = ?3",
                     &vals![&a.schedule, &a.due_utc, &a.channel],
                 )?;
-                Ok(state.map(|r| r.get::<String>(0)).transpose()?.as_deref() == Some(AlertState::Sending.as_str()))
+                Ok(state.as_ref().map(Row::read::<String>).transpose()?.as_deref()
+                    == Some(AlertState::Sending.as_str()))
             })
         })?)
     }
@@ -142,7 +149,7 @@ impl Store {
         let sql = format!("SELECT {COLUMNS} FROM schedule_alerts WHERE schedule = ?1 ORDER BY due_utc, channel");
         let schedule = vals![schedule];
         let rows = self.db.call(move |c| c.query(&sql, &schedule))?;
-        Ok(rows.iter().map(alert_row).collect::<Result<_, _>>()?)
+        Ok(read_all(&rows)?)
     }
 }
 

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use rusqlite::{Connection, Transaction};
 
 use super::encoded_attempt::EncodedAttempt;
-use super::sqlite::StoreError;
+use super::error::StoreError;
 
 /// Where one attempt's result is left by whoever committed it.
 pub(super) type Ticket = Arc<Mutex<Option<Result<(), StoreError>>>>;

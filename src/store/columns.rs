@@ -17,11 +17,13 @@ use std::collections::HashMap;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row};
 
+use super::backend::{Columns, DbError, FromRow};
 use super::columns_reader::{AttemptRow, ColumnsReader};
+use super::error::StoreError;
 use super::measurement_columns::Fetch;
 use super::records::{AttemptRecord, AttemptStatus, Attestation, TrialOutcome, TrialRecord};
-use super::sqlite::{Store, StoreError};
 use super::state_digest::{Kept, MOMENTS, Reading, SETTINGS, SOURCES, StateDigest};
+use super::store::Store;
 use crate::measure::{BATTERY_PCT, Series, UntetherMode};
 
 /// A name's index in [`Names`].
@@ -335,6 +337,25 @@ pub(super) struct TrialIn<'a> {
     pub order: u32,
 }
 
+/// From `idx, key, device, device_model, variant, build, config, repeat, block,
+/// device_order` (`columns_reader::TRIALS`; SQLite's borrowed read has its own).
+impl<'r> FromRow<'r> for TrialIn<'r> {
+    fn from_row(c: &mut Columns<'r>) -> Result<Self, DbError> {
+        Ok(TrialIn {
+            idx: c.get()?,
+            key: c.str()?,
+            device: c.str()?,
+            model: c.str()?,
+            variant: c.str()?,
+            build: c.str()?,
+            config: c.str()?,
+            repeat: c.get()?,
+            block: c.get()?,
+            order: c.get()?,
+        })
+    }
+}
+
 /// One attempt's fields, borrowed; `trial` is its row in `t_*`.
 pub(super) struct AttemptIn<'a> {
     pub trial: u32,
@@ -584,7 +605,7 @@ pub(super) fn strings(text: &str) -> Vec<String> {
 }
 
 /// Walks `rows` keyed by (trial idx, attempt) in that order onto the attempt rows of `c`,
-/// as `sqlite::merge` does; rows of unknown attempts are skipped.
+/// as `attempts::merge` does; rows of unknown attempts are skipped.
 pub(super) struct Cursor {
     pub i: usize,
 }
@@ -639,8 +660,9 @@ impl Store {
         let mut tx = conn.transaction()?;
         // The first read starts this transaction's snapshot.
         let max_attempts = max_attempts(&tx, id)?;
-        let fetch = Fetch::start(self.path(), id);
-        let stamp = super::sqlite::report_stamp_on(&mut tx, id)?;
+        let file = self.location().sqlite_file().expect("`lock` answered: a SQLite store");
+        let fetch = Fetch::start(file, id);
+        let stamp = super::campaigns::report_stamp_on(&mut tx, id)?;
         let mut reader = ColumnsReader::default();
         {
             let mut st = tx.prepare(
@@ -719,7 +741,7 @@ impl Store {
             c.query(SERIES_NAMED, &super::backend::vals![id_.as_str(), name.as_str()])?
                 .iter()
                 .map(|r| Ok((r.get::<i64>(0)? as u32, r.get::<i64>(1)? as u32, r.blob(2).unwrap_or(&[]).to_vec())))
-                .collect::<Result<Vec<_>, super::backend::DbError>>()
+                .collect::<Result<Vec<_>, DbError>>()
         })?;
         rows.into_iter()
             .map(|(t, a, b)| {
@@ -740,7 +762,7 @@ impl Store {
                     let row = c.query_opt(BATTERY_POINTS, &super::backend::vals![id, idx, attempt, BATTERY_PCT])?;
                     Ok(row.and_then(|r| r.blob(0).map(<[u8]>::to_vec)))
                 })
-                .collect::<Result<Vec<_>, super::backend::DbError>>()
+                .collect::<Result<Vec<_>, DbError>>()
         })?;
         blobs
             .into_iter()

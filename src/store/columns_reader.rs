@@ -8,13 +8,14 @@
 use std::collections::HashSet;
 
 use super::backend::{
-    Conn, DbError, Dialect, PgOwner, PgUrl, Row, connect_async, copy_out_async, copy_text, float8, int8,
-    on_own_runtime, placeholders, vals,
+    Columns, Conn, DbError, Dialect, FromRow, PgOwner, PgUrl, Row, connect_async, copy_out_async, copy_text, float8,
+    int8, on_own_runtime, placeholders, vals,
 };
+use super::campaigns::outcome;
 use super::columns::{AttemptIn, CampaignColumns, Last, TrialIn, soak_seconds, strings};
+use super::error::StoreError;
 use super::measurement_columns::{Collect, Measurements};
 use super::operator_steps::AttemptAttestation;
-use super::sqlite::{StoreError, outcome};
 use super::state_digest::{Reading, StateDigest};
 use crate::measure::UntetherMode;
 
@@ -31,6 +32,25 @@ pub(super) struct AttemptRow<'a> {
     pub labels: &'a str,
     pub digest: Option<&'a [u8]>,
     pub has_battery: bool,
+}
+
+/// From an [`ATTEMPTS`] row.
+impl<'r> FromRow<'r> for AttemptRow<'r> {
+    fn from_row(c: &mut Columns<'r>) -> Result<Self, DbError> {
+        Ok(AttemptRow {
+            idx: c.get()?,
+            attempt: c.get()?,
+            status: c.str()?,
+            device: c.text()?,
+            untether: c.text()?,
+            soak_start_s: c.get()?,
+            phases: c.str()?,
+            reasons: c.str()?,
+            labels: c.str()?,
+            digest: c.blob(),
+            has_battery: c.get()?,
+        })
+    }
 }
 
 /// Columns being filled: trials first, then attempts, then [`ColumnsReader::finish`].
@@ -131,11 +151,6 @@ impl ColumnsReader {
     }
 }
 
-/// A text column, borrowed from a [`Row`].
-fn text(r: &Row, i: usize) -> Result<&str, DbError> {
-    r.text(i)?.ok_or_else(|| DbError::Type(format!("column {i} is NULL")))
-}
-
 /// Campaign `id` as columns and its report stamp, read on `c` alone in one snapshot: on
 /// SQLite, a check of its borrowed, parallel read (tests read both ways).
 #[cfg(test)]
@@ -165,7 +180,7 @@ fn read_in(c: &mut dyn Conn, id: &str) -> Result<(CampaignColumns, String), Stor
 pub(super) fn read_on_postgres(owner: &PgOwner, id: &str) -> Result<(CampaignColumns, String), StoreError> {
     let snapshot: String = owner.call(|c| {
         c.begin_read()?;
-        c.query_opt("SELECT pg_export_snapshot()", &[])?.ok_or_else(|| DbError::Type("no snapshot".into()))?.get(0)
+        c.query_opt("SELECT pg_export_snapshot()", &[])?.ok_or_else(|| DbError::Type("no snapshot".into()))?.read()
     })?;
     let url = owner.url().named("lab-read");
     let id2 = id.to_string();
@@ -196,7 +211,7 @@ pub(super) fn read_on_postgres(owner: &PgOwner, id: &str) -> Result<(CampaignCol
                 Some(Ok(Ok((trials, attempts)))) => {
                     // The stamp's counts from the rows read, as `report_stamp_on` counts
                     // them: no second scan of either table.
-                    let head = super::sqlite::stamp_head(c, &id1)?;
+                    let head = super::campaigns::stamp_head(c, &id1)?;
                     let mut moved = Vec::new();
                     for row in &trials {
                         let t = trial_of(row)?;
@@ -209,7 +224,7 @@ pub(super) fn read_on_postgres(owner: &PgOwner, id: &str) -> Result<(CampaignCol
                     for row in &attempts {
                         newest = newest.max(row.try_get::<_, Option<i64>>(11).map_err(DbError::from)?);
                     }
-                    let stamp = super::sqlite::stamp_text(
+                    let stamp = super::campaigns::stamp_text(
                         &head,
                         trials.len() as u64,
                         &moved.join(","),
@@ -221,10 +236,10 @@ pub(super) fn read_on_postgres(owner: &PgOwner, id: &str) -> Result<(CampaignCol
                     stamp
                 }
                 _ => {
-                    let stamp = super::sqlite::report_stamp_on(c, &id1)?;
+                    let stamp = super::campaigns::report_stamp_on(c, &id1)?;
                     read_trials(c, &id1, &mut r)?;
                     let attempts = c.query(ATTEMPTS, &vals![id1.as_str()])?;
-                    read_attempts(c, &id1, &mut r, attested, attempts.iter().map(attempt_of))?;
+                    read_attempts(c, &id1, &mut r, attested, attempts.iter().map(Row::read))?;
                     stamp
                 }
             };
@@ -303,12 +318,12 @@ fn trial_of(row: &tokio_postgres::Row) -> Result<TrialIn<'_>, DbError> {
 /// campaign's attempt limit, its report stamp, the reader).
 #[cfg(test)]
 fn read_rows(c: &mut dyn Conn, id: &str) -> Result<(u32, String, ColumnsReader), StoreError> {
-    let (max_attempts, stamp) = (max_attempts(c, id)?, super::sqlite::report_stamp_on(c, id)?);
+    let (max_attempts, stamp) = (max_attempts(c, id)?, super::campaigns::report_stamp_on(c, id)?);
     let mut r = ColumnsReader::default();
     read_trials(c, id, &mut r)?;
     let attested = super::operator_steps::attestation_rows(c, id)?;
     let attempts = c.query(ATTEMPTS, &vals![id])?;
-    read_attempts(c, id, &mut r, attested, attempts.iter().map(attempt_of))?;
+    read_attempts(c, id, &mut r, attested, attempts.iter().map(Row::read))?;
     Ok((max_attempts, stamp, r))
 }
 
@@ -316,24 +331,13 @@ fn read_rows(c: &mut dyn Conn, id: &str) -> Result<(u32, String, ColumnsReader),
 fn max_attempts(c: &mut dyn Conn, id: &str) -> Result<u32, StoreError> {
     Ok(c.query_opt("SELECT max_attempts FROM campaigns WHERE id = ?1", &vals![id])?
         .ok_or_else(|| StoreError::NoCampaign(id.into()))?
-        .get(0)?)
+        .read()?)
 }
 
 /// Campaign `id`'s trials, in order, into `r`.
 fn read_trials(c: &mut dyn Conn, id: &str, r: &mut ColumnsReader) -> Result<(), StoreError> {
     c.query_each(TRIALS, &vals![id], &mut |row| {
-        r.trial(TrialIn {
-            idx: row.get(0)?,
-            key: text(&row, 1)?,
-            device: text(&row, 2)?,
-            model: text(&row, 3)?,
-            variant: text(&row, 4)?,
-            build: text(&row, 5)?,
-            config: text(&row, 6)?,
-            repeat: row.get(7)?,
-            block: row.get(8)?,
-            order: row.get(9)?,
-        });
+        r.trial(row.read::<TrialIn>()?);
         Ok(())
     })?;
     Ok(())
@@ -359,29 +363,15 @@ fn read_attempts<'r>(
                 &vals![id, idx, attempt],
             )?;
             Ok(match old {
-                Some(j) => Some(StateDigest::from_text(text(&j, 0)?, j.text(1)?, text(&j, 2)?)),
+                Some(j) => {
+                    let mut c = Columns::new(&j);
+                    Some(StateDigest::from_text(c.str()?, c.text()?, c.str()?))
+                }
                 None => None,
             })
         })?;
     }
     Ok(())
-}
-
-/// An [`ATTEMPTS`] row.
-fn attempt_of(row: &Row) -> Result<AttemptRow<'_>, DbError> {
-    Ok(AttemptRow {
-        idx: row.get(0)?,
-        attempt: row.get(1)?,
-        status: text(row, 2)?,
-        device: row.text(3)?,
-        untether: row.text(4)?,
-        soak_start_s: row.get(5)?,
-        phases: text(row, 6)?,
-        reasons: text(row, 7)?,
-        labels: text(row, 8)?,
-        digest: row.blob(9),
-        has_battery: row.get(10)?,
-    })
 }
 
 /// An [`ATTEMPTS`] row of the async client.
@@ -411,7 +401,7 @@ fn read_measurements(c: &mut dyn Conn, id: &str) -> Result<Measurements, StoreEr
     let range = c.query_opt(MEASUREMENT_RANGE, &vals![id])?;
     let mut collect = Collect::default();
     if let Some(range) = range
-        && let (Some(lo), Some(hi)) = (range.get::<Option<i64>>(0)?, range.get::<Option<i64>>(1)?)
+        && let (Some(lo), Some(hi)) = range.read::<(Option<i64>, Option<i64>)>()?
     {
         if c.dialect() == Dialect::Postgres {
             c.copy_out(&measurements_copy(id, lo, hi), &mut |f| push_copy_row(&mut collect, f))?;
@@ -421,14 +411,8 @@ fn read_measurements(c: &mut dyn Conn, id: &str) -> Result<Measurements, StoreEr
                  WHERE id BETWEEN ?2 AND ?3 AND campaign = ?1",
                 &vals![id, lo, hi],
                 &mut |row| {
-                    collect.push(
-                        (row.get(0)?, row.get(1)?),
-                        row.get(2)?,
-                        text(&row, 3)?,
-                        row.get(4)?,
-                        text(&row, 5)?,
-                        text(&row, 6)?,
-                    );
+                    let mut c = Columns::new(&row);
+                    collect.push(c.read()?, c.get()?, c.str()?, c.get()?, c.str()?, c.str()?);
                     Ok(())
                 },
             )?;

@@ -14,8 +14,9 @@
 
 use std::ops::ControlFlow;
 
-use super::backend::{DbError, Dialect, Row, Value, vals};
-use super::sqlite::{Store, StoreError};
+use super::backend::{DbError, Dialect, Row, Value, read_all, vals};
+use super::error::StoreError;
+use super::store::Store;
 
 /// Rows per multi-row `INSERT` (9 columns: well under both servers' parameter limits).
 const CHUNK: usize = 1000;
@@ -78,12 +79,8 @@ impl Store {
         to: &Store,
         progress: &mut dyn FnMut(&CopyProgress) -> ControlFlow<()>,
     ) -> Result<CopySummary, StoreError> {
-        let ids: Vec<String> = self
-            .db
-            .call(|c| c.query("SELECT id FROM campaigns ORDER BY created_at, id", &[]))?
-            .iter()
-            .map(|r| r.get(0))
-            .collect::<Result<_, _>>()?;
+        let ids: Vec<String> =
+            read_all(&self.db.call(|c| c.query("SELECT id FROM campaigns ORDER BY created_at, id", &[]))?)?;
         let mut summary = CopySummary::default();
         for (i, id) in ids.iter().enumerate() {
             let (rows, skipped) = self.copy_campaign(to, id)?;
@@ -115,7 +112,7 @@ impl Store {
             return Err(StoreError::Internal(format!(
                 "campaign {id} is in {} already with other contents ({theirs:?} trials, attempts and measurements \
                  there, {mine:?} here); fix: copy into a store without it",
-                to.path().display(),
+                to.location(),
             )));
         }
         // Both transactions stay open across calls: the read one is one snapshot of FROM,
@@ -285,7 +282,7 @@ fn counts_if_there(db: &super::backend::Db, id: &str) -> Result<Option<Counts>, 
                 &vals![&id],
             )?
             .ok_or_else(|| DbError::Type("no counts".into()))?;
-        Ok(Some((row.get(0)?, row.get(1)?, row.get(2)?)))
+        Ok(Some(row.read()?))
     })?)
 }
 
@@ -307,7 +304,7 @@ fn table_columns(db: &super::backend::Db, table: &str) -> Result<Vec<String>, St
             &vals![&table],
         ),
     })?;
-    Ok(rows.iter().map(|r| r.get(0)).collect::<Result<_, _>>()?)
+    Ok(read_all(&rows)?)
 }
 
 fn position(columns: &[String], name: &str) -> Result<usize, StoreError> {

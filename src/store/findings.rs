@@ -6,9 +6,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::backend::{DbError, Row, Value, vals};
+use super::backend::{Columns, DbError, FromRow, Value, read_all, vals};
+use super::error::StoreError;
 use super::records::CampaignId;
-use super::sqlite::{Store, StoreError};
+use super::store::Store;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -89,32 +90,36 @@ pub struct FindingRow {
 const COLUMNS: &str = "id, schedule, due_utc, campaign, model, variant, metric, direction, by_verdict, change_point, \
 baseline, screen, state, confirm_campaign, confirm, decided_at, note";
 
-fn finding_row(r: &Row) -> Result<FindingRow, DbError> {
-    let json = |i: usize| -> Result<serde_json::Value, DbError> {
-        let text: String = r.get(i)?;
-        serde_json::from_str(&text).map_err(|e| DbError::Type(format!("column {i}: {e}")))
-    };
-    let state: String = r.get(12)?;
-    let confirm: Option<String> = r.get(14)?;
-    Ok(FindingRow {
-        id: r.get(0)?,
-        schedule: r.get(1)?,
-        due_utc: r.get(2)?,
-        campaign: r.get(3)?,
-        model: r.get(4)?,
-        variant: r.get(5)?,
-        metric: r.get(6)?,
-        direction: r.get(7)?,
-        by_verdict: r.get(8)?,
-        change_point: r.get(9)?,
-        baseline: json(10)?,
-        screen: json(11)?,
-        state: FindingState::parse(&state).ok_or_else(|| DbError::Type(format!("unknown finding state `{state}`")))?,
-        confirm_campaign: r.get(13)?,
-        confirm: confirm.map(|c| serde_json::from_str(&c)).transpose().map_err(|e| DbError::Type(e.to_string()))?,
-        decided_at: r.get(15)?,
-        note: r.get(16)?,
-    })
+/// From [`COLUMNS`].
+impl FromRow<'_> for FindingRow {
+    fn from_row(c: &mut Columns<'_>) -> Result<Self, DbError> {
+        Ok(FindingRow {
+            id: c.get()?,
+            schedule: c.get()?,
+            due_utc: c.get()?,
+            campaign: c.get()?,
+            model: c.get()?,
+            variant: c.get()?,
+            metric: c.get()?,
+            direction: c.get()?,
+            by_verdict: c.get()?,
+            change_point: c.get()?,
+            baseline: c.json()?,
+            screen: c.json()?,
+            state: {
+                let state: String = c.get()?;
+                FindingState::parse(&state).ok_or_else(|| DbError::Type(format!("unknown finding state `{state}`")))?
+            },
+            confirm_campaign: c.get()?,
+            confirm: c
+                .get::<Option<String>>()?
+                .map(|c| serde_json::from_str(&c))
+                .transpose()
+                .map_err(|e| DbError::Type(e.to_string()))?,
+            decided_at: c.get()?,
+            note: c.get()?,
+        })
+    }
 }
 
 impl Store {
@@ -181,7 +186,7 @@ impl Store {
 
     fn findings(&self, sql: String, params: Vec<Value>) -> Result<Vec<FindingRow>, StoreError> {
         let rows = self.db.call(move |c| c.query(&sql, &params))?;
-        Ok(rows.iter().map(finding_row).collect::<Result<_, _>>()?)
+        Ok(read_all(&rows)?)
     }
 
     /// Names the confirmation campaign of findings `ids` (one campaign confirms every

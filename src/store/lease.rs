@@ -16,9 +16,10 @@ use serde::Serialize;
 use super::ProcessId;
 use super::backend::vals;
 use super::backend::{Conn, Db, DbError, Held, LockName, Locks, Owner, Row};
+use super::error::StoreError;
 use super::process_id::start_from_column;
 use super::queue::Busy;
-use super::sqlite::{Store, StoreError};
+use super::store::Store;
 
 /// Who asks for a device, and why.
 #[derive(Debug, Clone, Default)]
@@ -133,7 +134,7 @@ impl LeaseSpace {
         let rows = self
             .db
             .call(move |c| c.query(&format!("SELECT {COLUMNS} FROM device_leases WHERE device = ?1"), &vals![&device]))
-            .map_err(db_err)?;
+            .map_err(StoreError::from)?;
         Ok(self.live(rows)?.into_iter().next())
     }
 
@@ -142,12 +143,12 @@ impl LeaseSpace {
         let rows = self
             .db
             .call(|c| c.query(&format!("SELECT {COLUMNS} FROM device_leases ORDER BY device"), &[]))
-            .map_err(db_err)?;
+            .map_err(StoreError::from)?;
         self.live(rows)
     }
 
     fn live(&self, rows: Vec<Row>) -> Result<Vec<LeaseHolder>, StoreError> {
-        let holders = rows.iter().map(holder_row).collect::<Result<Vec<_>, _>>().map_err(db_err)?;
+        let holders = rows.iter().map(holder_row).collect::<Result<Vec<_>, _>>().map_err(StoreError::from)?;
         Ok(holders.into_iter().filter(|h| self.locks.alive(&h.owner())).collect())
     }
 }
@@ -156,11 +157,6 @@ impl Store {
     /// This store's leases: its rows, and its locks.
     pub fn leases(&self) -> LeaseSpace {
         LeaseSpace { db: self.db.clone(), locks: self.locks.clone() }
-    }
-
-    /// Where a SQLite store's lock files are: `<store file>.locks/`.
-    pub fn lock_dir(&self) -> std::path::PathBuf {
-        super::sqlite::lock_dir(self.path())
     }
 
     /// [`LeaseSpace::try_lease`] on this store.
@@ -238,15 +234,6 @@ pub(super) fn write_holder(c: &mut dyn Conn, device: &str, req: &LeaseRequest) -
         ],
     )?;
     Ok(())
-}
-
-/// A backend's error as the store's.
-pub(super) fn db_err(e: DbError) -> StoreError {
-    match e {
-        DbError::Sqlite(e) => StoreError::Sql(e),
-        DbError::Closed(m) => StoreError::Unreachable(format!("the connection to the store was lost ({m})")),
-        e => StoreError::Internal(e.to_string()),
-    }
 }
 
 /// Now, RFC 3339 UTC to the second, as the rows keep times.

@@ -9,7 +9,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, Row};
 
 use super::columns::{CampaignColumns, Names, Sym, real};
-use super::sqlite::StoreError;
+use super::error::StoreError;
 
 /// Rowid ranges read at once (the reading thread and one more).
 const PARTS: usize = 2;

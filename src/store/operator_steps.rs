@@ -5,38 +5,10 @@
 
 use rusqlite::params;
 
-use super::backend::{Conn, DbError, Row, vals};
+use super::backend::{Conn, Row, read_all, vals};
+use super::error::StoreError;
 use super::records::{Attestation, NewStep, StepRow, StepStatus};
-use super::sqlite::{Store, StoreError};
-
-const STEP_COLUMNS: &str =
-    "id, campaign, device, trial_key, attempt, step, step_when, text, attest, asked_at, deadline,
-    status, answered_at, answered_by, answer";
-
-fn step_row(r: &Row) -> Result<StepRow, DbError> {
-    let attest: String = r.get(8)?;
-    let status: String = r.get(11)?;
-    let answer: Option<String> = r.get(14)?;
-    Ok(StepRow {
-        id: r.get(0)?,
-        asked: NewStep {
-            campaign: r.get(1)?,
-            device: r.get(2)?,
-            trial_key: r.get(3)?,
-            attempt: r.get(4)?,
-            step: r.get(5)?,
-            when: r.get(6)?,
-            text: r.get(7)?,
-            attest: serde_json::from_str(&attest).unwrap_or_default(),
-            asked_at: r.get(9)?,
-            deadline: r.get(10)?,
-        },
-        status: StepStatus::parse(&status).unwrap_or(StepStatus::Abandoned),
-        answered_at: r.get(12)?,
-        answered_by: r.get(13)?,
-        values: answer.and_then(|a| serde_json::from_str(&a).ok()).unwrap_or_default(),
-    })
-}
+use super::store::Store;
 
 impl Store {
     /// Puts a step on the desk (pending); returns its id.
@@ -60,25 +32,26 @@ impl Store {
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending') RETURNING id",
                 &row,
             )?[0]
-                .get::<i64>(0)
+                .read::<i64>()
         })?)
     }
 
     pub fn step(&self, id: i64) -> Result<Option<StepRow>, StoreError> {
-        let sql = format!("SELECT {STEP_COLUMNS} FROM operator_steps WHERE id = ?1");
+        let sql = format!("SELECT {} FROM operator_steps WHERE id = ?1", StepRow::COLUMNS);
         let row = self.db.call(move |c| c.query_opt(&sql, &vals![id]))?;
-        Ok(row.as_ref().map(step_row).transpose()?)
+        Ok(row.as_ref().map(Row::read).transpose()?)
     }
 
     /// Steps waiting for an answer, oldest first; of one campaign or of all.
     pub fn pending_steps(&self, campaign: Option<&str>) -> Result<Vec<StepRow>, StoreError> {
         let sql = format!(
-            "SELECT {STEP_COLUMNS} FROM operator_steps WHERE status = 'pending' AND (CAST(?1 AS TEXT) IS NULL OR campaign = ?1)
-             ORDER BY id"
+            "SELECT {} FROM operator_steps WHERE status = 'pending' AND (CAST(?1 AS TEXT) IS NULL OR campaign = ?1)
+             ORDER BY id",
+            StepRow::COLUMNS
         );
         let campaign = vals![campaign];
         let rows = self.db.call(move |c| c.query(&sql, &campaign))?;
-        Ok(rows.iter().map(step_row).collect::<Result<_, _>>()?)
+        Ok(read_all(&rows)?)
     }
 
     /// Answers a pending step. False when it is no longer pending (answered, expired or
@@ -138,7 +111,7 @@ impl Store {
         })?;
         let mut out: Vec<(String, String, Attestation)> = Vec::new();
         for r in &rows {
-            let row = (r.get::<String>(0)?, r.get::<String>(1)?, attestation(r, 2)?);
+            let row: (String, String, Attestation) = r.read()?;
             if !out.iter().any(|(d, _, a)| *d == row.0 && a.step == row.2.step) {
                 out.push(row);
             }
@@ -148,31 +121,19 @@ impl Store {
     }
 }
 
-/// An attestation from six columns from `at`: step, step_when, text, answered_by,
-/// answered_at, answer.
-fn attestation(r: &Row, at: usize) -> Result<Attestation, DbError> {
-    let answer: String = r.get(at + 5)?;
-    Ok(Attestation {
-        step: r.get(at)?,
-        when: r.get(at + 1)?,
-        text: r.get(at + 2)?,
-        by: r.get(at + 3)?,
-        at: r.get(at + 4)?,
-        values: serde_json::from_str(&answer).unwrap_or_default(),
-    })
-}
-
 /// An attestation with its (trial, attempt).
 pub(super) type AttemptAttestation = ((u32, u32), Attestation);
 
 /// Every attestation of a campaign, by trial, attempt and as given.
 pub(super) fn attestation_rows(c: &mut dyn Conn, campaign: &str) -> Result<Vec<AttemptAttestation>, StoreError> {
     let rows = c.query(
-        "SELECT trial_idx, attempt, step, step_when, text, answered_by, answered_at, answer FROM attestations
-         WHERE campaign = ?1 ORDER BY trial_idx, attempt, seq",
+        &format!(
+            "SELECT trial_idx, attempt, {} FROM attestations WHERE campaign = ?1 ORDER BY trial_idx, attempt, seq",
+            Attestation::COLUMNS
+        ),
         &vals![campaign],
     )?;
-    Ok(rows.iter().map(|r| Ok(((r.get(0)?, r.get(1)?), attestation(r, 2)?))).collect::<Result<_, DbError>>()?)
+    Ok(read_all(&rows)?)
 }
 
 pub(super) fn insert_attestations(

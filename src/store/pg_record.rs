@@ -8,7 +8,7 @@
 use super::backend::{Conn, DbError, Value, vals};
 use super::batch::Ticket;
 use super::encoded_attempt::{EncodedAttempt, SeriesRow};
-use super::sqlite::StoreError;
+use super::error::StoreError;
 use crate::measure::UntetherMode;
 
 /// The key of the advisory lock recording transactions take.
@@ -53,7 +53,7 @@ fn record_together(
                 " ON CONFLICT DO NOTHING RETURNING campaign, trial_idx, attempt",
             );
             for r in c.query(&sql, &rows.concat())? {
-                inserted.insert((r.get::<String>(0)?, r.get::<u32>(1)?, r.get::<u32>(2)?));
+                inserted.insert(r.read::<(String, u32, u32)>()?);
             }
         }
         // Each inserted attempt once: a second copy of one in the batch is a duplicate too.
@@ -114,7 +114,7 @@ fn reserve(c: &mut dyn Conn, table: &str, n: usize) -> Result<i64, StoreError> {
     let last: i64 = c
         .query_opt(&format!("SELECT setval({seq}, nextval({seq}) + ?1 - 1)"), &vals![n as i64])?
         .ok_or_else(|| StoreError::Internal(format!("no id reserved for {table}")))?
-        .get(0)?;
+        .read()?;
     Ok(last - n as i64 + 1)
 }
 
@@ -298,7 +298,7 @@ fn insert_rows(
         let sql = multi_row(&format!("INSERT INTO {table}"), chunk.len(), chunk[0].len(), " RETURNING id");
         let params: Vec<Value> = chunk.iter().flatten().cloned().collect();
         for r in c.query(&sql, &params)? {
-            let id: i64 = r.get(0)?;
+            let id: i64 = r.read()?;
             range = Some(range.map_or((id, id), |(from, to)| (from.min(id), to.max(id))));
         }
     }

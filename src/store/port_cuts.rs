@@ -4,8 +4,9 @@
 //! row. A care process that dies leaves its rows, so the next holder still powers the
 //! phone.
 
-use super::backend::vals;
-use super::sqlite::{Store, StoreError};
+use super::backend::{Columns, DbError, FromRow, Row, vals};
+use super::error::StoreError;
+use super::store::Store;
 
 /// A port care left off.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,6 +15,13 @@ pub struct PortCut {
     pub port: String,
     /// RFC 3339 UTC.
     pub since: String,
+}
+
+/// From `device, port, since`.
+impl FromRow<'_> for PortCut {
+    fn from_row(c: &mut Columns<'_>) -> Result<Self, DbError> {
+        Ok(PortCut { device: c.get()?, port: c.get()?, since: c.get()? })
+    }
 }
 
 impl Store {
@@ -43,9 +51,6 @@ impl Store {
         let row = self
             .db
             .call(move |c| c.query_opt("SELECT device, port, since FROM port_cuts WHERE device = ?1", &device))?;
-        Ok(match row {
-            Some(r) => Some(PortCut { device: r.get(0)?, port: r.get(1)?, since: r.get(2)? }),
-            None => None,
-        })
+        Ok(row.as_ref().map(Row::read).transpose()?)
     }
 }

@@ -16,9 +16,10 @@ use serde::Serialize;
 use super::ProcessId;
 use super::backend::vals;
 use super::backend::{Conn, DbError, Held, LockName, Owner, Row, new_token};
-use super::lease::{DeviceLease, LeaseHolder, LeaseRequest, LeaseSpace, db_err, now_rfc3339, who, write_holder};
+use super::error::StoreError;
+use super::lease::{DeviceLease, LeaseHolder, LeaseRequest, LeaseSpace, now_rfc3339, who, write_holder};
 use super::process_id::start_from_column;
-use super::sqlite::{Store, StoreError};
+use super::store::Store;
 
 /// One waiter's row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -139,9 +140,9 @@ impl LeaseSpace {
                         &t
                     ],
                 )?[0]
-                    .get::<i64>(0)
+                    .read::<i64>()
             })
-            .map_err(db_err)?;
+            .map_err(StoreError::from)?;
         Ok(Arc::new(QueueTicket {
             space: self.clone(),
             device: device.to_string(),
@@ -161,8 +162,8 @@ impl LeaseSpace {
 
     fn waiters(&self, tail: &str, params: Vec<super::backend::Value>) -> Result<Vec<Waiter>, StoreError> {
         let sql = format!("SELECT {COLUMNS} FROM device_queue {tail}");
-        let rows = self.db.call(move |c| c.query(&sql, &params)).map_err(db_err)?;
-        rows.iter().map(waiter_row).collect::<Result<Vec<_>, _>>().map_err(db_err)
+        let rows = self.db.call(move |c| c.query(&sql, &params)).map_err(StoreError::from)?;
+        rows.iter().map(waiter_row).collect::<Result<Vec<_>, _>>().map_err(StoreError::from)
     }
 
     /// Removes a waiter's row; a waiter whose row was still there died, and its lock's
@@ -172,7 +173,7 @@ impl LeaseSpace {
         let gone = self
             .db
             .call(move |c| c.execute("DELETE FROM device_queue WHERE ticket = ?1", &vals![ticket]))
-            .map_err(db_err)?;
+            .map_err(StoreError::from)?;
         if gone > 0 {
             self.locks.forget(&w.lock());
         }
@@ -279,7 +280,7 @@ impl QueueTicket {
                     write_holder(c, &device, &req)
                 })
             })
-            .map_err(db_err)?;
+            .map_err(StoreError::from)?;
         // Made outside the call: a lease dropped there would wait on the connection it is in.
         let lease = self.space.lease_of(&self.device, held);
         if let Some(held) = own.take() {

@@ -1,7 +1,10 @@
 //! Rows of the store, as the runner writes them and the report reads them.
 
-use super::ProcessId;
 use serde::{Deserialize, Serialize};
+
+use super::ProcessId;
+use super::backend::{Columns, DbError, FromRow};
+use super::process_id::start_from_column;
 
 use crate::measure::{Measurement, Series, UntetherMode};
 
@@ -88,6 +91,29 @@ pub struct PlannedTrialRow {
     pub device_order: u32,
 }
 
+impl PlannedTrialRow {
+    /// The columns `from_row` reads, in order, of `trials t`.
+    pub(super) const COLUMNS: &str =
+        "t.idx, t.key, t.device, t.device_model, t.variant, t.build, t.config, t.repeat, t.block, t.device_order";
+}
+
+impl FromRow<'_> for PlannedTrialRow {
+    fn from_row(c: &mut Columns<'_>) -> Result<Self, DbError> {
+        Ok(PlannedTrialRow {
+            idx: c.get()?,
+            key: c.get()?,
+            device: c.get()?,
+            device_model: c.get()?,
+            variant: c.get()?,
+            build: c.get()?,
+            config: c.get()?,
+            repeat: c.get()?,
+            block: c.get()?,
+            device_order: c.get()?,
+        })
+    }
+}
+
 /// A pending trial given to another device of its model (`on_offline = "move"`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TrialMove {
@@ -122,6 +148,45 @@ pub struct CampaignRecord {
     pub plan_json: serde_json::Value,
     /// The lab's own CPU and wakeups during the campaign, when measured.
     pub footprint_json: Option<serde_json::Value>,
+}
+
+impl CampaignRecord {
+    /// The columns `from_row` reads, in order: every column of `campaigns` but the plan's
+    /// (SQLite copies each selected column out of the row, and a big plan is tens of
+    /// megabytes).
+    pub(super) const COLUMNS: &str = "id, runbook_name, runbook_path, runbook_text, runbook_sha256, lab_text, \
+lab_sha256, content_hashes, tool_version, seed, created_at, finished_at, status, runner_pid, runner_start, note, \
+footprint_json, max_attempts";
+}
+
+/// A campaign with its `plan_json` left `Null` (unparsed): the plan is not among its columns.
+impl FromRow<'_> for CampaignRecord {
+    fn from_row(c: &mut Columns<'_>) -> Result<Self, DbError> {
+        let parse = |s: String| serde_json::from_str(&s).unwrap_or(serde_json::Value::Null);
+        let record = CampaignRecord {
+            id: c.get()?,
+            runbook_name: c.get()?,
+            runbook_path: c.get()?,
+            runbook_text: c.get()?,
+            runbook_sha256: c.get()?,
+            lab_text: c.get()?,
+            lab_sha256: c.get()?,
+            content_hashes: parse(c.get()?),
+            tool_version: c.get()?,
+            seed: c.get::<i64>()? as u64,
+            created_at: c.get()?,
+            finished_at: c.get()?,
+            status: CampaignStatus::parse(&c.get::<String>()?).unwrap_or(CampaignStatus::Interrupted),
+            runner_pid: c.get()?,
+            runner_start: start_from_column(c.get()?),
+            note: c.get()?,
+            plan_json: serde_json::Value::Null,
+            footprint_json: c.get::<Option<String>>()?.map(parse),
+        };
+        // The retry limit, read as a number all the same.
+        c.get::<u32>()?;
+        Ok(record)
+    }
 }
 
 impl CampaignRecord {
@@ -192,6 +257,45 @@ pub struct AttemptRecord {
     pub attestations: Vec<Attestation>,
 }
 
+impl AttemptRecord {
+    /// The columns `from_row` reads, in order, of `attempts a` joined with `trials t`
+    /// (an attempt recorded before attempts kept their device ran on its trial's).
+    pub(super) const COLUMNS: &str = "a.campaign, a.trial_idx, a.attempt, COALESCE(a.device, t.device), a.status, \
+a.reasons, a.phases, a.started_at, a.ended_at, a.soak_start_s, a.artifact_dir, a.state_before, a.state_after, \
+a.state_soak, a.untether, a.labels";
+}
+
+/// An attempt without its measurements, series and attestations (rows of their own).
+impl FromRow<'_> for AttemptRecord {
+    fn from_row(c: &mut Columns<'_>) -> Result<Self, DbError> {
+        // Unreadable JSON is empty, as it was before the columns were checked.
+        fn json<T: serde::de::DeserializeOwned + Default>(c: &mut Columns<'_>) -> Result<T, DbError> {
+            Ok(serde_json::from_str(c.text()?.unwrap_or("")).unwrap_or_default())
+        }
+        Ok(AttemptRecord {
+            campaign: c.get()?,
+            trial_idx: c.get()?,
+            attempt: c.get()?,
+            device: c.get()?,
+            status: if c.text()? == Some("valid") { AttemptStatus::Valid } else { AttemptStatus::Invalid },
+            reasons: json(c)?,
+            phases: json(c)?,
+            started_at: c.get()?,
+            ended_at: c.get()?,
+            soak_start_s: c.get()?,
+            artifact_dir: c.get()?,
+            measurements: Vec::new(),
+            series: Vec::new(),
+            state_before: json(c)?,
+            state_after: json(c)?,
+            state_soak: c.text()?.and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default(),
+            untether: c.text()?.and_then(UntetherMode::parse),
+            labels: json(c)?,
+            attestations: Vec::new(),
+        })
+    }
+}
+
 /// An operator's answer to a step, as kept with an attempt: shown as *attested*, never
 /// as read.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -205,6 +309,24 @@ pub struct Attestation {
     pub at: String,
     /// Setting → value (`{"brightness": 50, "bluetooth": false}`); empty for a plain confirmation.
     pub values: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Attestation {
+    /// The columns `from_row` reads, in order, of `attestations`.
+    pub(super) const COLUMNS: &str = "step, step_when, text, answered_by, answered_at, answer";
+}
+
+impl FromRow<'_> for Attestation {
+    fn from_row(c: &mut Columns<'_>) -> Result<Self, DbError> {
+        Ok(Attestation {
+            step: c.get()?,
+            when: c.get()?,
+            text: c.get()?,
+            by: c.get()?,
+            at: c.get()?,
+            values: serde_json::from_str(&c.get::<String>()?).unwrap_or_default(),
+        })
+    }
 }
 
 /// A step put to the operators by a runner.
@@ -265,6 +387,36 @@ pub struct StepRow {
     pub values: serde_json::Map<String, serde_json::Value>,
 }
 
+impl StepRow {
+    /// The columns `from_row` reads, in order, of `operator_steps`.
+    pub(super) const COLUMNS: &str = "id, campaign, device, trial_key, attempt, step, step_when, text, attest, \
+asked_at, deadline, status, answered_at, answered_by, answer";
+}
+
+impl FromRow<'_> for StepRow {
+    fn from_row(c: &mut Columns<'_>) -> Result<Self, DbError> {
+        Ok(StepRow {
+            id: c.get()?,
+            asked: NewStep {
+                campaign: c.get()?,
+                device: c.get()?,
+                trial_key: c.get()?,
+                attempt: c.get()?,
+                step: c.get()?,
+                when: c.get()?,
+                text: c.get()?,
+                attest: serde_json::from_str(&c.get::<String>()?).unwrap_or_default(),
+                asked_at: c.get()?,
+                deadline: c.get()?,
+            },
+            status: StepStatus::parse(&c.get::<String>()?).unwrap_or(StepStatus::Abandoned),
+            answered_at: c.get()?,
+            answered_by: c.get()?,
+            values: c.get::<Option<String>>()?.and_then(|a| serde_json::from_str(&a).ok()).unwrap_or_default(),
+        })
+    }
+}
+
 /// A planned trial joined with its attempts' outcome, for status and reports.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TrialRecord {
@@ -310,6 +462,16 @@ pub struct AttemptSeries {
     pub series: Series,
 }
 
+/// From `trial_idx, attempt, name, unit, source, points`.
+impl FromRow<'_> for AttemptSeries {
+    fn from_row(c: &mut Columns<'_>) -> Result<Self, DbError> {
+        let (trial_idx, attempt, name, unit, source) = (c.get()?, c.get()?, c.get()?, c.get()?, c.get()?);
+        let points = Series::points_from_blob(c.blob().unwrap_or_default())
+            .map_err(|e| DbError::Type(format!("a series' points: {e}")))?;
+        Ok(AttemptSeries { trial_idx, attempt, series: Series { name, unit, source, points } })
+    }
+}
+
 /// One measurement of one attempt, flattened for reports and `results.csv`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct MeasurementRow {
@@ -336,6 +498,25 @@ pub struct DeviceStatusRow {
     pub updated_at: String,
 }
 
+impl DeviceStatusRow {
+    /// The columns `from_row` reads, in order.
+    pub(super) const COLUMNS: &str = "device, state, battery_pct, campaign, trial_key, phase, updated_at";
+}
+
+impl FromRow<'_> for DeviceStatusRow {
+    fn from_row(c: &mut Columns<'_>) -> Result<Self, DbError> {
+        Ok(DeviceStatusRow {
+            device: c.get()?,
+            state: c.get()?,
+            battery_pct: c.get()?,
+            campaign: c.get()?,
+            trial_key: c.get()?,
+            phase: c.get()?,
+            updated_at: c.get()?,
+        })
+    }
+}
+
 impl std::ops::Deref for StepRow {
     type Target = NewStep;
     fn deref(&self) -> &NewStep {
@@ -356,4 +537,22 @@ pub struct BatteryReadingRow {
     pub cycle_count: Option<u32>,
     /// Where health and cycles were read: `sim`, the uevent path, …
     pub source: String,
+}
+
+impl BatteryReadingRow {
+    /// The columns `from_row` reads, in order.
+    pub(super) const COLUMNS: &str = "device, at, battery_pct, health_pct, cycle_count, source";
+}
+
+impl FromRow<'_> for BatteryReadingRow {
+    fn from_row(c: &mut Columns<'_>) -> Result<Self, DbError> {
+        Ok(BatteryReadingRow {
+            device: c.get()?,
+            at: c.get()?,
+            battery_pct: c.get()?,
+            health_pct: c.get()?,
+            cycle_count: c.get()?,
+            source: c.get()?,
+        })
+    }
 }

@@ -8,8 +8,9 @@ use super::ProcessId;
 use super::process_id::start_from_column;
 use serde::Serialize;
 
-use super::backend::{DbError, Row, Value, vals};
-use super::sqlite::{Store, StoreError};
+use super::backend::{Columns, DbError, FromRow, Row, Value, read_all, vals};
+use super::error::StoreError;
+use super::store::Store;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -74,21 +75,23 @@ pub enum Claim {
 const COLUMNS: &str = "schedule, due_utc, state, claimed_at, claimed_pid, claimed_host, campaign, finished_at, \
 outcome, skipped_because, claimed_start";
 
-fn slot_row(r: &Row) -> Result<SlotRow, DbError> {
-    let state: String = r.get(2)?;
-    Ok(SlotRow {
-        schedule: r.get(0)?,
-        due_utc: r.get(1)?,
-        state: SlotState::parse(&state),
-        claimed_at: r.get(3)?,
-        claimed_pid: r.get(4)?,
-        claimed_host: r.get(5)?,
-        campaign: r.get(6)?,
-        finished_at: r.get(7)?,
-        outcome: r.get(8)?,
-        skipped_because: r.get(9)?,
-        claimed_start: start_from_column(r.get(10)?),
-    })
+/// From [`COLUMNS`].
+impl FromRow<'_> for SlotRow {
+    fn from_row(c: &mut Columns<'_>) -> Result<Self, DbError> {
+        Ok(SlotRow {
+            schedule: c.get()?,
+            due_utc: c.get()?,
+            state: SlotState::parse(&c.get::<String>()?),
+            claimed_at: c.get()?,
+            claimed_pid: c.get()?,
+            claimed_host: c.get()?,
+            campaign: c.get()?,
+            finished_at: c.get()?,
+            outcome: c.get()?,
+            skipped_because: c.get()?,
+            claimed_start: start_from_column(c.get()?),
+        })
+    }
 }
 
 impl SlotRow {
@@ -115,7 +118,7 @@ impl Store {
                 "INSERT INTO schedules_seen (schedule, first_seen_utc) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
                 &row,
             )?;
-            c.query("SELECT first_seen_utc FROM schedules_seen WHERE schedule = ?1", &row[..1])?[0].get(0)
+            c.query("SELECT first_seen_utc FROM schedules_seen WHERE schedule = ?1", &row[..1])?[0].read()
         })?)
     }
 
@@ -125,13 +128,13 @@ impl Store {
         let seen = self
             .db
             .call(move |c| c.query_opt("SELECT first_seen_utc FROM schedules_seen WHERE schedule = ?1", &row))?;
-        Ok(seen.map(|r| r.get(0)).transpose()?)
+        Ok(seen.as_ref().map(Row::read).transpose()?)
     }
 
     fn slot_rows(&self, tail: &str, params: Vec<Value>) -> Result<Vec<SlotRow>, StoreError> {
         let sql = format!("SELECT {COLUMNS} FROM schedule_slots {tail}");
         let rows = self.db.call(move |c| c.query(&sql, &params))?;
-        Ok(rows.iter().map(slot_row).collect::<Result<_, _>>()?)
+        Ok(read_all(&rows)?)
     }
 
     /// The schedule's latest slot, whatever its state.
@@ -195,7 +198,7 @@ impl Store {
             })
         })?;
         Ok(match taken {
-            Some(row) => Claim::Taken(Box::new(slot_row(&row)?)),
+            Some(row) => Claim::Taken(Box::new(row.read()?)),
             None => Claim::Won,
         })
     }
@@ -301,12 +304,12 @@ mod tests {
 
     /// Eight runners (threads, each with its own connection) claim one slot at once.
     fn two_runners_racing_for_a_slot_claim_it_once(s: &Store) {
-        let url = s.path().to_path_buf();
+        let location = s.location().clone();
         let racers: Vec<_> = (0..8)
             .map(|i| {
                 // A second handle on the same store: its own connection.
                 let s = match s.dialect() {
-                    crate::store::Dialect::Sqlite => Store::open(&url).unwrap(),
+                    crate::store::Dialect::Sqlite => Store::open(location.sqlite_file().unwrap()).unwrap(),
                     crate::store::Dialect::Postgres => s.clone(),
                 };
                 std::thread::spawn(move || {

@@ -284,7 +284,7 @@ pub const MIGRATIONS: &[&str] = &[
         FROM attempts;
     "#,
     // 11: `plan_head`, the plan without its `trials`, written with `plan_json`
-    // (`sqlite::plan_head`; here, once, by `json_remove`): a report needs only the head,
+    // (`campaigns::plan_head`; here, once, by `json_remove`): a report needs only the head,
     // and the whole text of a plan of 144 000 trials is 29 MB to read and scan. NULL where
     // `plan_json` is not a JSON object (never written by lab); readers then take `plan_json`.
     r#"
@@ -292,7 +292,7 @@ pub const MIGRATIONS: &[&str] = &[
     UPDATE campaigns SET plan_head = CASE WHEN json_valid(plan_json) THEN json_remove(plan_json, '$.trials') END;
     "#,
     // 12: what a report reads without a walk over every row of a table. `trials_moved`:
-    // the report stamp (`sqlite::report_stamp`) lists the moved trials on every `lab
+    // the report stamp (`campaigns::report_stamp_on`) lists the moved trials on every `lab
     // report`, and a move is the only update of a trial after its campaign is created.
     // `attempt_report.battery`: the attempt has a battery curve to draw (a non-empty
     // `battery_pct` series, `SeriesRow::is_battery`), which took a read of the whole
@@ -678,7 +678,7 @@ mod tests {
             assert_eq!(indexes, 0, "{table}: no index to write at a random place for every attempt");
         }
         // The readers walk each attempt's range of ids, not the table.
-        for sql in [super::super::sqlite::MEASUREMENTS_OF_CAMPAIGN, super::super::sqlite::SERIES_OF_CAMPAIGN] {
+        for sql in [super::super::attempts::MEASUREMENTS_OF_CAMPAIGN, super::super::attempts::SERIES_OF_CAMPAIGN] {
             let mut st = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
             let plan: Vec<String> = st.query_map(["old"], |r| r.get(3)).unwrap().collect::<Result<_, _>>().unwrap();
             assert!(plan.iter().any(|p| p.contains("INTEGER PRIMARY KEY (rowid>? AND rowid<?)")), "{plan:?}");

@@ -5,9 +5,10 @@
 
 use serde::Serialize;
 
-use super::backend::{DbError, Dialect, Row, vals};
+use super::backend::{Columns, DbError, Dialect, FromRow, read_all, vals};
+use super::error::StoreError;
 use super::records::{CampaignId, CampaignStatus};
-use super::sqlite::{Store, StoreError};
+use super::store::Store;
 use crate::stats::Summary;
 
 /// One campaign × model × variant × metric, as its report computed it.
@@ -55,6 +56,22 @@ pub struct HistoryRow {
     pub due_utc: Option<String>,
 }
 
+/// From [`COLUMNS`], then the campaign's `created_at, status, runbook_sha256, seed` and the
+/// slot's `schedule, due_utc`.
+impl FromRow<'_> for HistoryRow {
+    fn from_row(c: &mut Columns<'_>) -> Result<Self, DbError> {
+        Ok(HistoryRow {
+            row: c.read()?,
+            created_at: c.get()?,
+            status: CampaignStatus::parse(&c.get::<String>()?).unwrap_or(CampaignStatus::Interrupted),
+            runbook_sha256: c.get()?,
+            seed: c.get::<i64>()? as u64,
+            schedule: c.get()?,
+            due_utc: c.get()?,
+        })
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 #[error("{len} bytes is not a whole number of 8-byte values")]
 struct ValuesDecodeError {
@@ -77,40 +94,35 @@ const COLUMNS: &str = "s.campaign, s.model, s.variant, s.metric, s.build, s.conf
 s.unit, s.sources, s.gating, s.n, s.non_finite, s.mean, s.ci_low, s.ci_high, s.confidence, s.summary, s.vals, \
 s.summary_version";
 
-/// A column's text as JSON, or a conversion error naming the column.
-fn json_column<T: serde::de::DeserializeOwned>(r: &Row, i: usize) -> Result<T, DbError> {
-    let text: String = r.get(i)?;
-    serde_json::from_str(&text).map_err(|e| DbError::Type(format!("column {i}: {e}")))
-}
-
-fn summary_row(r: &Row) -> Result<SummaryRow, DbError> {
-    let summary: Option<String> = r.get(17)?;
-    let summary =
-        summary.map(|s| serde_json::from_str(&s)).transpose().map_err(|e| DbError::Type(format!("column 17: {e}")))?;
-    let blob: Vec<u8> = r.get(18)?;
-    let values = values_from_blob(&blob).map_err(|e| DbError::Type(format!("column 18: {e}")))?;
-    Ok(SummaryRow {
-        campaign: r.get(0)?,
-        model: r.get(1)?,
-        variant: r.get(2)?,
-        metric: r.get(3)?,
-        build: r.get(4)?,
-        config: r.get(5)?,
-        build_sha256: r.get(6)?,
-        devices: json_column(r, 7)?,
-        unit: r.get(8)?,
-        sources: json_column(r, 9)?,
-        gating: r.get(10)?,
-        n: r.get::<i64>(11)? as usize,
-        non_finite: r.get::<i64>(12)? as usize,
-        mean: r.get(13)?,
-        ci_low: r.get(14)?,
-        ci_high: r.get(15)?,
-        confidence: r.get(16)?,
-        summary,
-        values,
-        summary_version: r.get(19)?,
-    })
+/// From [`COLUMNS`].
+impl FromRow<'_> for SummaryRow {
+    fn from_row(c: &mut Columns<'_>) -> Result<Self, DbError> {
+        Ok(SummaryRow {
+            campaign: c.get()?,
+            model: c.get()?,
+            variant: c.get()?,
+            metric: c.get()?,
+            build: c.get()?,
+            config: c.get()?,
+            build_sha256: c.get()?,
+            devices: c.json()?,
+            unit: c.get()?,
+            sources: c.json()?,
+            gating: c.get()?,
+            n: c.get::<i64>()? as usize,
+            non_finite: c.get::<i64>()? as usize,
+            mean: c.get()?,
+            ci_low: c.get()?,
+            ci_high: c.get()?,
+            confidence: c.get()?,
+            summary: c.json_opt()?,
+            values: {
+                let blob: Vec<u8> = c.get()?;
+                values_from_blob(&blob).map_err(|e| DbError::Type(format!("column 18: {e}")))?
+            },
+            summary_version: c.get()?,
+        })
+    }
 }
 
 impl Store {
@@ -168,7 +180,7 @@ impl Store {
         let sql = format!("SELECT {COLUMNS} FROM campaign_summaries s WHERE s.campaign = ?1 ORDER BY s.seq");
         let campaign = vals![campaign];
         let rows = self.db.call(move |c| c.query(&sql, &campaign))?;
-        Ok(rows.iter().map(summary_row).collect::<Result<_, _>>()?)
+        Ok(read_all(&rows)?)
     }
 
     /// Every summary of the campaigns of runbook `runbook_name`, campaign by campaign in
@@ -193,26 +205,14 @@ impl Store {
             );
             c.query(&sql, &name)
         })?;
-        let history = |r: &Row| -> Result<HistoryRow, DbError> {
-            let status: String = r.get(21)?;
-            Ok(HistoryRow {
-                row: summary_row(r)?,
-                created_at: r.get(20)?,
-                status: CampaignStatus::parse(&status).unwrap_or(CampaignStatus::Interrupted),
-                runbook_sha256: r.get(22)?,
-                seed: r.get::<i64>(23)? as u64,
-                schedule: r.get(24)?,
-                due_utc: r.get(25)?,
-            })
-        };
-        Ok(rows.iter().map(history).collect::<Result<_, _>>()?)
+        Ok(read_all(&rows)?)
     }
 
     /// The runbook names of the stored campaigns, sorted, without reading any plan.
     pub fn runbook_names(&self) -> Result<Vec<String>, StoreError> {
         let rows =
             self.db.call(|c| c.query("SELECT DISTINCT runbook_name FROM campaigns ORDER BY runbook_name", &[]))?;
-        Ok(rows.iter().map(|r| r.get(0)).collect::<Result<_, _>>()?)
+        Ok(read_all(&rows)?)
     }
 
     /// Whether `campaign`'s stored summaries can stand for its measurements: there are
@@ -229,7 +229,7 @@ impl Store {
                 &params,
             )
         })?;
-        Ok(row.map(|r| r.get::<Option<bool>>(0)).transpose()?.flatten().unwrap_or(false))
+        Ok(row.map(|r| r.read::<Option<bool>>()).transpose()?.flatten().unwrap_or(false))
     }
 
     /// Campaigns of runbook `runbook_name` whose summaries are missing or older than
@@ -245,7 +245,7 @@ impl Store {
                 &params,
             )
         })?;
-        Ok(rows.iter().map(|r| r.get(0)).collect::<Result<_, _>>()?)
+        Ok(read_all(&rows)?)
     }
 }
 

@@ -76,7 +76,7 @@ pub trait Conn {
     /// redraws only then; reads no table. SQLite: `PRAGMA data_version`.
     fn data_version(&mut self) -> Result<i64, DbError> {
         let rows = self.query("PRAGMA data_version", &[])?;
-        rows.first().ok_or_else(|| DbError::Type("no data version".into()))?.get(0)
+        rows.first().ok_or_else(|| DbError::Type("no data version".into()))?.read()
     }
     /// Runs statements without parameters, `;`-separated.
     fn batch(&mut self, sql: &str) -> Result<(), DbError>;

@@ -4,6 +4,7 @@
 mod conn;
 mod db;
 mod file_locks;
+mod from_row;
 mod locks;
 mod pg_copy;
 mod pg_locks;
@@ -13,6 +14,7 @@ mod pg_schema;
 mod pg_tls;
 mod postgres_conn;
 mod sqlite_conn;
+mod sqlite_open;
 #[cfg(test)]
 mod tests;
 mod value;
@@ -21,6 +23,7 @@ pub use crate::config::PgUrl;
 pub use conn::{Conn, DbError, Dialect};
 pub use db::Db;
 pub use file_locks::FileLocks;
+pub use from_row::{Columns, FromRow, read_all};
 pub use locks::{Held, LockName, Locks, Owner, new_token};
 pub use pg_copy::{copy_out_async, float8, int8, text as copy_text};
 pub use pg_locks::PgLocks;
@@ -28,5 +31,8 @@ pub use pg_owner::PgOwner;
 pub use pg_schema::migrate_postgres;
 pub(crate) use pg_tls::{connect_async, on_own_runtime};
 pub use postgres_conn::placeholders;
+#[cfg(test)]
+pub use sqlite_open::WAL_CHECKPOINT_PAGES;
+pub use sqlite_open::{lock_dir, open_sqlite};
 pub(crate) use value::vals;
 pub use value::{FromValue, Row, Value};

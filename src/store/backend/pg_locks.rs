@@ -74,7 +74,7 @@ impl PgLocks {
                             "INSERT INTO device_keys (device) VALUES (?1) ON CONFLICT (device) DO NOTHING",
                             &vals![&d],
                         )?;
-                        c.query("SELECT key FROM device_keys WHERE device = ?1", &vals![&d])?[0].get::<i64>(0)
+                        c.query("SELECT key FROM device_keys WHERE device = ?1", &vals![&d])?[0].read::<i64>()
                     })
                     .map_err(|e| e.to_string())?;
                 Ok(("?1", vec![key], [key >> 32, key & 0xffff_ffff, 1]))

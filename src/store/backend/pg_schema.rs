@@ -316,7 +316,7 @@ pub fn migrate_postgres(c: &mut dyn Conn) -> Result<u32, DbError> {
         c.execute("SELECT pg_advisory_xact_lock(?1)", &vals![MIGRATION_LOCK])?;
         c.batch("CREATE TABLE IF NOT EXISTS lab_schema (version BIGINT NOT NULL)")?;
         let current = match c.query_opt("SELECT version FROM lab_schema", &[])? {
-            Some(r) => r.get::<u32>(0)?,
+            Some(r) => r.read::<u32>()?,
             None => {
                 c.execute("INSERT INTO lab_schema (version) VALUES (0)", &[])?;
                 0
