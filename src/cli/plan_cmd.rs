@@ -131,7 +131,7 @@ const EXPECTED_RUNS: usize = 1000;
 
 /// A sequential runbook's device-hours: at most (every variant to `max`), and expected when
 /// no variant differs from its reference and when each differs by twice the threshold, in
-/// the normal model at the CV the design is sized for (report/build/sequential.rs).
+/// the normal model at the CV the design is sized for (report/model/sequential.rs).
 fn sequential_line(plan: &Plan, rule: &AdaptiveRepeats) -> String {
     let hours = (plan.duration_s + plan.cooldown_s) / 3600.0;
     let mut models: Vec<(&str, usize)> = Vec::new();

@@ -4,9 +4,9 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::build::curves::battery_curves;
-use super::build::input::CampaignData;
-use super::build::model::Report;
+use super::model::curves::battery_curves;
+use super::model::input::CampaignData;
+use super::model::report::Report;
 use super::render::csv_out::write_results_csv;
 use super::render::html::render_html;
 use super::render::json::render_json;
@@ -101,7 +101,7 @@ fn stamp_text(dir: &Path, store_stamp: &str) -> Option<String> {
     Some(format!(
         "lab {} report {} summaries {}\n{store_stamp}\nsizes {}\n",
         env!("CARGO_PKG_VERSION"),
-        super::build::model::SCHEMA_VERSION,
+        super::model::report::SCHEMA_VERSION,
         crate::stats::SUMMARY_VERSION,
         sizes.join(" ")
     ))

@@ -1,28 +1,13 @@
 //! Reports: tables, Markdown, HTML, CSV, JSON and JUnit XML from a campaign in the store.
 
-mod build;
 mod compare;
 mod files;
 mod history;
 mod junit;
+mod model;
 mod render;
 mod stored_files;
 
-pub use build::build_report::build_report;
-pub use build::curves::{BatteryCurve, battery_curves, sample_curves};
-pub use build::input::{CampaignData, ReportError, load, load_head, load_stamped};
-pub use build::model::{
-    CampaignMeta, ComparisonKind, InvalidAttempt, MetricComparison, MetricRow, ModelReport, Report, SCHEMA_VERSION,
-    StateRow, StatisticsMeta, VariantSummary, VariantVerdict,
-};
-pub use build::pooled::pooled_models;
-pub use build::sequential::{
-    LookLevels, SPENDING, SequentialStop, decided, design_cv, fixed_equivalent, fractions, information, planned_counts,
-    trials_to_stop,
-};
-pub use build::summaries::summary_rows;
-pub(crate) use build::verdicts::references;
-pub use build::verdicts::verdict_of;
 pub use compare::build_compare::{
     COMPARE_SCHEMA_VERSION, CampaignRef, CompareModel, CompareReport, CompareRow, compare_models, compare_reports,
     compare_summaries,
@@ -37,6 +22,21 @@ pub use history::load::{HistoryError, history_for};
 pub use history::render::{render_history_json, render_history_table};
 pub use junit::compare::render_compare_junit;
 pub use junit::report::render_junit;
+pub use model::build_report::build_report;
+pub use model::curves::{BatteryCurve, battery_curves, sample_curves};
+pub use model::input::{CampaignData, ReportError, load, load_head, load_stamped};
+pub use model::pooled::pooled_models;
+pub use model::report::{
+    CampaignMeta, ComparisonKind, InvalidAttempt, MetricComparison, MetricRow, ModelReport, Report, SCHEMA_VERSION,
+    StateRow, StatisticsMeta, VariantSummary, VariantVerdict,
+};
+pub use model::sequential::{
+    LookLevels, SPENDING, SequentialStop, decided, design_cv, fixed_equivalent, fractions, information, planned_counts,
+    trials_to_stop,
+};
+pub use model::summaries::summary_rows;
+pub(crate) use model::verdicts::references;
+pub use model::verdicts::verdict_of;
 pub use render::csv_out::{RESULTS_CSV_HEADER, write_results_csv};
 pub(crate) use render::html::esc;
 pub use render::html::render_html;

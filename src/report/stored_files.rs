@@ -3,10 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::build::build_report::build_report;
-use super::build::input::{CampaignData, ReportError, load_stamped};
-use super::build::model::Report;
-use super::build::summaries::summary_rows;
+use super::model::build_report::build_report;
+use super::model::input::{CampaignData, ReportError, load_stamped};
+use super::model::report::Report;
+use super::model::summaries::summary_rows;
 use super::files::{ReportFiles, write_all_with, write_stamp};
 use super::render::table::render_table;
 use crate::store::Store;

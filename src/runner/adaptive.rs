@@ -155,7 +155,7 @@ pub async fn extend(store: &Store, id: &str, plan: &mut Plan) -> Result<Option<E
 }
 
 /// A sequential campaign's look after a round: the report's verdicts at this look
-/// (report/build/sequential.rs) are recorded in the plan; a variant × model not yet
+/// (report/model/sequential.rs) are recorded in the plan; a variant × model not yet
 /// decided and below `max` gets one more block, and so does its reference while any
 /// variant compared with it does. The new looks and trials are stored with the plan.
 /// `decided` holds a `VariantDecided` event per pair decided (or out of looks) here.

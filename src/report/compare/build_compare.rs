@@ -5,11 +5,11 @@ use serde::Serialize;
 
 use crate::config::StatsSettings;
 use crate::plan::Plan;
-use crate::report::build::model::{
+use crate::report::model::pooled::pooled_models;
+use crate::report::model::report::{
     ComparisonKind, MetricComparison, ModelReport, Report, StatisticsMeta, VariantVerdict,
 };
-use crate::report::build::pooled::pooled_models;
-use crate::report::build::verdicts::{Arm, MetricPair, judge, overall};
+use crate::report::model::verdicts::{Arm, MetricPair, judge, overall};
 use crate::stats::{Summary, Verdict};
 use crate::store::{CampaignRecord, SummaryRow};
 

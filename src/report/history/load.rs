@@ -5,9 +5,9 @@
 use std::collections::BTreeSet;
 
 use crate::config::{Lab, load_runbook};
-use crate::report::build::build_report::build_report;
-use crate::report::build::summaries::summary_rows;
 use crate::report::history::build_history::{History, HistoryFilter, build_history};
+use crate::report::model::build_report::build_report;
+use crate::report::model::summaries::summary_rows;
 use crate::stats::ChangePointOptions;
 use crate::store::{Store, StoreError};
 
@@ -68,7 +68,7 @@ pub fn history_for(
 
 /// A campaign's summaries from its measurements, as `lab report` writes them.
 fn recompute(store: &Store, id: &str) -> Result<(), Box<dyn std::error::Error>> {
-    let data = crate::report::build::input::load(store, id)?;
+    let data = crate::report::model::input::load(store, id)?;
     let report = build_report(&data);
     store.put_summaries(id, &summary_rows(&report, &data))?;
     Ok(())

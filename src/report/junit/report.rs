@@ -12,9 +12,9 @@
 //! GitLab lists suites by job and cases by class, and GitHub's report actions show one
 //! section per suite, so a suite per model puts "which phone regressed" first in each.
 
-use crate::report::build::model::{ModelReport, Report};
-use crate::report::build::verdicts::references;
 use crate::report::junit::xml::{Case, Side, Subject, Suite, classname, render_suites, timestamp};
+use crate::report::model::report::{ModelReport, Report};
+use crate::report::model::verdicts::references;
 
 /// The report's verdicts as JUnit XML (junit-10.xsd). Ends with a newline.
 pub fn render_junit(rep: &Report) -> String {

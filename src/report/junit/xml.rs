@@ -11,7 +11,7 @@
 
 use std::fmt::Write as _;
 
-use crate::report::build::model::{MetricComparison, StatisticsMeta};
+use crate::report::model::report::{MetricComparison, StatisticsMeta};
 use crate::report::render::format::{MISSING, StatCells, change_with_ci, decimals_for, fixed, p_value, percent};
 use crate::stats::{Summary, Verdict};
 

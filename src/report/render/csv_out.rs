@@ -9,7 +9,7 @@
 use std::io;
 
 use crate::measure::metric_order;
-use crate::report::build::input::CampaignData;
+use crate::report::model::input::CampaignData;
 use crate::report::render::float_text::push_f64;
 
 pub const RESULTS_CSV_HEADER: [&str; 16] = [
@@ -72,7 +72,7 @@ pub fn write_results_csv<W: io::Write>(data: &CampaignData, mut w: W) -> io::Res
         prefix.push(b',');
         // Where the attempt really ran (a trial can move off a lost device).
         for s in [
-            crate::report::build::build_report::attempt_device(c, a),
+            crate::report::model::build_report::attempt_device(c, a),
             c.t_model[t],
             c.t_variant[t],
             c.t_build[t],
@@ -194,7 +194,7 @@ mod tests {
             let fixed: Vec<String> = vec![
                 c.t_idx[t].to_string(),
                 c.t_key[t].to_string(),
-                c.names.name(crate::report::build::build_report::attempt_device(c, a)).into(),
+                c.names.name(crate::report::model::build_report::attempt_device(c, a)).into(),
                 c.names.name(c.t_model[t]).into(),
                 c.names.name(c.t_variant[t]).into(),
                 c.names.name(c.t_build[t]).into(),

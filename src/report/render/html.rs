@@ -4,12 +4,12 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use crate::report::build::curves::{
+use crate::report::model::curves::{
     BatteryCurve, CurveSampling, MAX_CURVE_POINTS, MAX_CURVES_PER_VARIANT, curve_sampling,
 };
-use crate::report::build::input::CampaignData;
-use crate::report::build::model::{ModelReport, Report};
-use crate::report::build::power_bands::{BAND_STEPS, PowerBand, power_bands};
+use crate::report::model::input::CampaignData;
+use crate::report::model::power_bands::{BAND_STEPS, PowerBand, power_bands};
+use crate::report::model::report::{ModelReport, Report};
 use crate::report::render::format::{duration, percent};
 use crate::report::render::metric_tables::{MetricTable, metric_tables};
 use crate::report::render::plots::{self, Binned, Span, Strip, StripSample};
@@ -133,7 +133,7 @@ fn provenance(out: &mut String, report: &Report) {
         let _ = writeln!(out, "<dt>{k}</dt><dd>{v}</dd>");
     }
     if let Some(r) = &c.rerun {
-        let _ = writeln!(out, "<dt>re-run</dt><dd>{}</dd>", esc(&crate::report::build::model::rerun_text(r)));
+        let _ = writeln!(out, "<dt>re-run</dt><dd>{}</dd>", esc(&crate::report::model::report::rerun_text(r)));
     }
     out.push_str("</dl>\n");
     let hashes = flatten_hashes(&c.content_hashes, "");

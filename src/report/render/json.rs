@@ -1,6 +1,6 @@
 //! `report.json`: the report model, for tools.
 
-use crate::report::build::model::Report;
+use crate::report::model::report::Report;
 
 /// The report as pretty-printed JSON (schema in docs/report.md). Ends with a newline.
 pub fn render_json(report: &Report) -> String {

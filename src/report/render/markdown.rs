@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use crate::report::build::model::Report;
+use crate::report::model::report::Report;
 use crate::report::render::format::{duration, percent};
 use crate::report::render::metric_tables::metric_tables;
 use crate::report::render::table::{method_line, model_title, status_text, table_title, validity_headline};
@@ -39,7 +39,7 @@ pub fn render_markdown(report: &Report) -> String {
         let _ = writeln!(out, "- **{key}**: {value}");
     }
     if let Some(r) = &c.rerun {
-        let _ = writeln!(out, "- **re-run**: {}", md(&crate::report::build::model::rerun_text(r)));
+        let _ = writeln!(out, "- **re-run**: {}", md(&crate::report::model::report::rerun_text(r)));
     }
 
     let level = percent(report.statistics.confidence);

@@ -1,7 +1,7 @@
 //! The cells of the per-metric tables, shared by the terminal, Markdown and HTML
 //! renderers (each picks its columns), so every format shows the same figures.
 
-use crate::report::build::model::{ComparisonKind, MetricComparison, MetricRow, ModelReport};
+use crate::report::model::report::{ComparisonKind, MetricComparison, MetricRow, ModelReport};
 use crate::report::render::format::{MISSING, StatCells, change_with_ci, decimals_for, fixed, p_value};
 
 /// One metric of one device model: a line per variant and comparison.

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 
 use plotters::prelude::*;
 
-use crate::report::build::curves::BatteryCurve;
-use crate::report::build::power_bands::PowerBand;
+use crate::report::model::curves::BatteryCurve;
+use crate::report::model::power_bands::PowerBand;
 use crate::report::render::sample::{Bin, bins, stride};
 use crate::stats::{median, modified_z_outliers};
 use crate::store::FindingState;

@@ -7,7 +7,7 @@
 
 use std::io;
 
-use crate::report::build::model::{ComparisonKind, MetricComparison, MetricRow, Report};
+use crate::report::model::report::{ComparisonKind, MetricComparison, MetricRow, Report};
 use crate::stats::Summary;
 
 pub const SUMMARY_CSV_HEADER: [&str; 39] = [

@@ -6,7 +6,7 @@ use tabled::builder::Builder;
 use tabled::settings::object::Columns;
 use tabled::settings::{Alignment, Style};
 
-use crate::report::build::model::{ModelReport, Report, VariantSummary};
+use crate::report::model::report::{ModelReport, Report, VariantSummary};
 use crate::report::render::format::percent;
 use crate::report::render::metric_tables::{MetricTable, metric_tables};
 

@@ -2,7 +2,7 @@
 //! grouped by device, moment, setting and source: so a value the app reported or an
 //! operator attested is never read as the lab's own reading.
 
-use crate::report::build::model::StateRow;
+use crate::report::model::report::StateRow;
 use crate::store::{CampaignColumns, MOMENTS, SETTINGS, SOURCES};
 
 /// The columns' state groups in the order of display: device, moment, setting, then

@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use crate::config::Order;
-use crate::report::build::sequential::SequentialStop;
+use crate::report::model::sequential::SequentialStop;
 use crate::stats::{Comparison, RelativeChange, Summary, Verdict};
 use crate::store::CampaignStatus;
 
@@ -123,7 +123,7 @@ impl StatisticsMeta {
             gating: s.gating.clone(),
             test: "welch".into(),
             adjustment: "holm".into(),
-            advice_power: crate::report::build::verdicts::ADVICE_POWER,
+            advice_power: crate::report::model::verdicts::ADVICE_POWER,
         }
     }
 }

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::report::build::input::CampaignData;
+use crate::report::model::input::CampaignData;
 
 /// Grid steps of a band: about one per 6 pixels of a plot.
 pub const BAND_STEPS: usize = 100;

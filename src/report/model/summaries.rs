@@ -1,8 +1,8 @@
 //! A report's rows as the store keeps them (`campaign_summaries`): what history and
 //! schedule reviews read instead of measurements.
 
-use crate::report::build::input::CampaignData;
-use crate::report::build::model::Report;
+use crate::report::model::input::CampaignData;
+use crate::report::model::report::Report;
 use crate::stats::SUMMARY_VERSION;
 use crate::store::SummaryRow;
 

@@ -2,8 +2,8 @@
 //! within families, and the decision per metric and per variant.
 
 use crate::config::StatsSettings;
-use crate::report::build::model::{ComparisonKind, MetricComparison, VariantSummary, VariantVerdict};
-use crate::report::build::sequential::LookLevels;
+use crate::report::model::report::{ComparisonKind, MetricComparison, VariantSummary, VariantVerdict};
+use crate::report::model::sequential::LookLevels;
 use crate::report::render::format::change_with_ci;
 use crate::stats::{
     Comparison, Direction, Summary, Verdict, compare, decide, decide_significance, holm, min_attainable_p,
@@ -48,7 +48,7 @@ pub(crate) fn references(v: &VariantSummary, all: &[VariantSummary]) -> Vec<(Str
 /// Compares every pair, adjusts the Welch p-values with Holm — the gating metrics as
 /// one family, the other metrics as another — and decides each metric. Results follow
 /// the order of `pairs`. With `look` (a sequential campaign) each family's step-down runs
-/// at the look's nominal levels instead of α (report/build/sequential.rs).
+/// at the look's nominal levels instead of α (report/model/sequential.rs).
 pub(crate) fn judge(
     pairs: &[MetricPair],
     against: &str,

@@ -9,15 +9,15 @@ use crate::config::{AdaptiveRepeats, StatsSettings};
 use crate::measure::UntetherMode;
 use crate::measure::metric_order;
 use crate::plan::LookRecord;
-use crate::report::build::input::{CampaignData, pooled};
-use crate::report::build::model::{
+use crate::report::model::input::{CampaignData, pooled};
+use crate::report::model::report::{
     AttestedRow, CampaignMeta, InvalidAttempt, MetricRow, ModelReport, Report, RerunMeta, SCHEMA_VERSION,
     StatisticsMeta, VariantSummary, VariantVerdict,
 };
-use crate::report::build::sequential::{
+use crate::report::model::sequential::{
     LookLevels, SPENDING, SequentialStop, decided, fixed_equivalent, fractions, information, planned_counts,
 };
-use crate::report::build::verdicts::{Arm, MetricPair, judge, overall, references};
+use crate::report::model::verdicts::{Arm, MetricPair, judge, overall, references};
 use crate::stats::{Summary, modified_z_outliers, summarize};
 use crate::store::{CampaignColumns, Kept, OPERATOR, SETTINGS, Sym, TrialOutcome};
 
@@ -189,7 +189,7 @@ pub fn build_report(data: &CampaignData) -> Report {
         models,
         invalid_attempts,
         attested: attested_rows(c),
-        state: crate::report::build::state_rows::state_rows(c),
+        state: crate::report::model::state_rows::state_rows(c),
         warnings,
     }
 }
@@ -405,7 +405,7 @@ impl Sequential<'_> {
 }
 
 /// Compares every variant of one model with its references (see
-/// [`references`](crate::report::build::verdicts::references)), fills the rows' comparisons and returns
+/// [`references`](crate::report::model::verdicts::references)), fills the rows' comparisons and returns
 /// the per-variant verdicts. In a sequential campaign a pair that a look stopped is judged
 /// on the data of that look: the first values of each arm, as many as it had.
 fn compare_variants(

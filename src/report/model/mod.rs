@@ -5,9 +5,9 @@
 pub(super) mod build_report;
 pub(super) mod curves;
 pub(super) mod input;
-pub(super) mod model;
 pub(super) mod pooled;
 pub(super) mod power_bands;
+pub(super) mod report;
 pub(super) mod sequential;
 pub(super) mod state_rows;
 pub(super) mod summaries;

@@ -74,7 +74,7 @@ pub fn load_stamped(store: &Store, id: &str) -> Result<(CampaignData, String), R
     let (campaign, plan) = load_head(store, id)?;
     let (cols, stamp) = store.read_columns_stamped(id)?;
     let mut data = CampaignData::from_columns(campaign, plan, cols);
-    let drawn = crate::report::build::curves::sample_curves(&data.cols);
+    let drawn = crate::report::model::curves::sample_curves(&data.cols);
     let keys: Vec<(u32, u32)> = drawn
         .iter()
         .map(|&a| (data.cols.t_idx[data.cols.a_trial[a as usize] as usize], data.cols.a_attempt[a as usize]))

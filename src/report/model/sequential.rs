@@ -17,7 +17,7 @@
 
 use crate::config::{AdaptiveRepeats, StatsSettings};
 use crate::plan::LookRecord;
-use crate::report::build::verdicts::rank_test_floor;
+use crate::report::model::verdicts::rank_test_floor;
 use crate::stats::{Spending, Verdict, crossing_probabilities_with_drift, spending_bounds, trials_per_arm};
 use rand::RngExt;
 use rand_distr::StandardNormal;

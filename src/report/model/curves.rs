@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use crate::report::build::input::CampaignData;
+use crate::report::model::input::CampaignData;
 use crate::report::render::sample::{lttb, stride};
 use crate::store::{CampaignColumns, Sym};
 

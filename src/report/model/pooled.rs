@@ -1,7 +1,7 @@
 //! Model reports pooled from stored summaries: several campaigns' values of each variant ×
 //! metric taken as one sample (a schedule's baseline weeks as one arm of a comparison).
 
-use crate::report::build::model::{MetricRow, ModelReport};
+use crate::report::model::report::{MetricRow, ModelReport};
 use crate::stats::summarize;
 use crate::store::SummaryRow;
 
