@@ -149,5 +149,5 @@ pub fn event_line(e: &CareEvent, verbose: bool) -> Option<String> {
 }
 
 fn human(d: &Duration) -> String {
-    crate::plan::human_duration(d.as_secs_f64())
+    crate::text::duration::compact(d.as_secs_f64())
 }

@@ -10,8 +10,9 @@ use super::context;
 use super::exit::CliError;
 use crate::config;
 use crate::config::AdaptiveRepeats;
-use crate::plan::{self, Plan, human_duration};
+use crate::plan::{self, Plan};
 use crate::report::{design_cv, trials_to_stop};
+use crate::text::duration::compact as human_duration;
 
 pub fn run(lab_arg: Option<&std::path::Path>, args: &PlanArgs) -> Result<String, CliError> {
     let lab = context::load_lab(lab_arg)?;
