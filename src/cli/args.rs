@@ -96,8 +96,9 @@ pub struct CareArgs {
     pub verbose: bool,
 }
 
-fn parse_for(s: &str) -> Result<std::time::Duration, String> {
-    crate::config::parse_duration(s).map_err(|e| e.to_string())
+/// `--for`'s value; clap prints the error's message after the flag.
+fn parse_for(s: &str) -> Result<std::time::Duration, crate::config::ValueError> {
+    crate::config::parse_duration(s)
 }
 
 #[derive(Debug, clap::Args)]
