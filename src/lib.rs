@@ -26,4 +26,5 @@ pub mod store;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod tether;
+pub mod text;
 pub mod transport;

@@ -5,8 +5,6 @@
 //! devices of that model (repeat r runs on device r mod D), so every device runs
 //! whole blocks and a model's devices share the work.
 
-use std::time::Duration;
-
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 
@@ -335,20 +333,6 @@ pub fn build(runbook: &Runbook, lab: &Lab) -> Result<Plan, PlanError> {
         adaptive: runbook.adaptive,
         looks: Vec::new(),
     })
-}
-
-/// Formats seconds as `1h 05m`, `4m 10s`, `12s`.
-pub fn human_duration(secs: f64) -> String {
-    let d = Duration::from_secs_f64(secs.max(0.0));
-    let s = d.as_secs();
-    let (h, m, s) = (s / 3600, (s % 3600) / 60, s % 60);
-    if h > 0 {
-        format!("{h}h {m:02}m")
-    } else if m > 0 {
-        format!("{m}m {s:02}s")
-    } else {
-        format!("{}s", s)
-    }
 }
 
 #[cfg(test)]

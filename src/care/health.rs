@@ -50,7 +50,7 @@ impl std::fmt::Display for HealthWarning {
             HealthWarning::FullFor { hours } => write!(
                 f,
                 "at 100 % for {} on end; fix: keep it in a charge window with `lab care` (on a switchable hub port)",
-                crate::plan::human_duration(hours * 3600.0)
+                crate::text::duration::compact(hours * 3600.0)
             ),
         }
     }

@@ -31,8 +31,9 @@ pub struct CareArgs {
     pub verbose: bool,
 }
 
-fn parse_for(s: &str) -> Result<std::time::Duration, String> {
-    crate::config::parse_duration(s).map_err(|e| e.to_string())
+/// `--for`'s value; clap prints the error's message after the flag.
+fn parse_for(s: &str) -> Result<std::time::Duration, crate::config::ValueError> {
+    crate::config::parse_duration(s)
 }
 
 pub async fn run(lab_arg: Option<&Path>, args: &CareArgs) -> Result<(String, u8), CliError> {
@@ -168,5 +169,5 @@ pub fn event_line(e: &CareEvent, verbose: bool) -> Option<String> {
 }
 
 fn human(d: &Duration) -> String {
-    crate::plan::human_duration(d.as_secs_f64())
+    crate::text::duration::compact(d.as_secs_f64())
 }

@@ -204,7 +204,7 @@ fn render(out: &Output) -> String {
             l.label.unwrap_or("-").to_string(),
             format!("{} → {}", num(t.mean_before), num(t.mean_after)),
             l.change_pct.map_or_else(|| "-".into(), |c| format!("{c:+.1} %")),
-            pvalue(t.pvalue),
+            crate::text::p_value::scientific(t.pvalue),
         ]);
     }
     s.push_str(&table.build().with(Style::rounded()).to_string());
@@ -217,14 +217,4 @@ fn num(x: f64) -> String {
     let s = format!("{x:.4}");
     let s = s.trim_end_matches('0').trim_end_matches('.');
     if s == "-0" { "0".into() } else { s.to_string() }
-}
-
-fn pvalue(p: f64) -> String {
-    if p.is_nan() {
-        "-".into()
-    } else if p == 0.0 {
-        "0".into()
-    } else {
-        format!("{p:.2e}")
-    }
 }

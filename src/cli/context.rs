@@ -29,7 +29,7 @@ pub fn load_lab(arg: Option<&Path>) -> Result<Lab, CliError> {
         lab.store = match config::store_location(text, &std::env::current_dir().unwrap_or_default()) {
             Ok(StoreLocation::Postgres { url, .. }) => StoreLocation::Postgres { url, password_command },
             Ok(other) => other,
-            Err((what, fix)) => return Err(CliError::bad_input(format!("LAB_STORE: {what}; fix: {fix}"))),
+            Err(e) => return Err(CliError::bad_input(format!("LAB_STORE: {e}; fix: {}", e.fix()))),
         };
     }
     Ok(lab)

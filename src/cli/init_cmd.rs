@@ -102,7 +102,7 @@ fn check_url(url: &str) -> Result<(), CliError> {
         ))
     };
     let authority = url.strip_prefix("http://").ok_or_else(|| bad("not an http:// URL"))?.trim_end_matches('/');
-    let (host, _) = crate::config::parse_host_port(authority, Some(80)).map_err(|e| bad(&e))?;
+    let (host, _) = crate::config::parse_host_port(authority, Some(80)).map_err(|e| bad(&e.to_string()))?;
     if crate::config::is_loopback_host(&host) || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_unspecified()) {
         return Err(bad("a phone cannot reach this machine's loopback"));
     }

@@ -9,8 +9,9 @@ use super::context;
 use super::exit::CliError;
 use crate::config;
 use crate::config::AdaptiveRepeats;
-use crate::plan::{self, Plan, human_duration};
+use crate::plan::{self, Plan};
 use crate::report::{design_cv, trials_to_stop};
+use crate::text::duration::compact as human_duration;
 
 #[derive(Debug, clap::Args)]
 pub struct PlanArgs {

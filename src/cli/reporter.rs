@@ -347,7 +347,7 @@ fn human_wall(d: Duration) -> String {
     if d < Duration::from_secs(60) {
         format!("{:.1} s", d.as_secs_f64())
     } else {
-        crate::plan::human_duration(d.as_secs_f64())
+        crate::text::duration::compact(d.as_secs_f64())
     }
 }
 

@@ -68,7 +68,7 @@ pub fn run(lab: &Lab, args: &StoreArgs) -> Result<String, CliError> {
 fn location(lab: &Lab, which: &str, text: &str) -> Result<StoreLocation, CliError> {
     let cwd = std::env::current_dir().unwrap_or_default();
     let loc = crate::config::store_location(text, &cwd)
-        .map_err(|(what, fix)| CliError::bad_input(format!("{which}: {what}; fix: {fix}")))?;
+        .map_err(|e| CliError::bad_input(format!("{which}: {e}; fix: {}", e.fix())))?;
     Ok(match (loc, &lab.store) {
         (StoreLocation::Postgres { url, .. }, StoreLocation::Postgres { url: own, password_command })
             if url.shown() == own.shown() =>

@@ -3,11 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
+use super::files::{ReportFiles, write_all_with, write_stamp};
 use super::model::build_report::build_report;
 use super::model::input::{CampaignData, ReportError, load_stamped};
 use super::model::report::Report;
 use super::model::summaries::summary_rows;
-use super::files::{ReportFiles, write_all_with, write_stamp};
 use super::render::table::render_table;
 use crate::store::Store;
 

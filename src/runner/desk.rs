@@ -14,10 +14,11 @@ use async_trait::async_trait;
 use tokio::sync::watch;
 
 use super::event::{Event, EventSink};
-use super::trial::{human, now_rfc3339, stopped};
+use super::trial::{now_rfc3339, stopped};
 use crate::config::{AttestKey, StepWhen};
 use crate::store::{Attestation, NewStep, StepStatus, Store, StoreError};
 use crate::tether::{Operator, TetherError};
+use crate::text::duration;
 
 /// How often an open step's row is read.
 const POLL: Duration = Duration::from_secs(1);
@@ -201,7 +202,7 @@ impl OperatorDesk {
                     step: ask.step.into(),
                     when: ask.when.as_str(),
                     text: ask.text.into(),
-                    after: human(self.limit),
+                    after: duration::seconds(self.limit),
                 });
             }
             let stopped = tokio::select! {

@@ -29,6 +29,7 @@ use crate::store::{
     list_json,
 };
 use crate::tether::{Tether, TetherError};
+use crate::text::duration;
 
 use super::monitored::{self, Window};
 use crate::collect::monitor::{PowerTrace, WindowFigures};
@@ -223,12 +224,12 @@ impl Attempt<'_> {
             Ok(Err(e2)) => Err(Failure::offline(format!(
                 "device lost during {} and not back within {}: {e2}",
                 phase.as_str(),
-                human(wait)
+                duration::seconds(wait)
             ))),
             Err(_) => Err(Failure::offline(format!(
                 "device lost during {} and not back within {}",
                 phase.as_str(),
-                human(wait)
+                duration::seconds(wait)
             ))),
         }
     }
@@ -277,7 +278,7 @@ impl Attempt<'_> {
         let mut shutdown = self.stop.clone();
         tokio::select! {
             r = tokio::time::timeout(limit, call) => r.map_err(|_| {
-                Failure::new(format!("{} did not finish within {}", phase.as_str(), human(limit)))
+                Failure::new(format!("{} did not finish within {}", phase.as_str(), duration::seconds(limit)))
             }),
             _ = stopped(&mut shutdown) => Err(Failure::cancelled()),
         }
@@ -305,7 +306,7 @@ impl Attempt<'_> {
             match tokio::time::timeout(limit, self.tether.retether(self.device)).await {
                 Ok(Ok(())) => return None,
                 Ok(Err(e)) => last = e.to_string(),
-                Err(_) => last = format!("re-tether did not finish within {}", human(limit)),
+                Err(_) => last = format!("re-tether did not finish within {}", duration::seconds(limit)),
             }
         }
         self.ctx.events.emit(Event::PowerNotRestored {
@@ -556,7 +557,7 @@ impl Attempt<'_> {
             };
             let Some(what) = low.or(hot).or(busy) else { break s };
             if self.clock().now() - gate_start > rb.timeouts.gate {
-                return Err(Failure::new(format!("gate: still {what} after {}", human(rb.timeouts.gate))));
+                return Err(Failure::new(format!("gate: still {what} after {}", duration::seconds(rb.timeouts.gate))));
             }
             self.ctx.events.emit(Event::Waiting {
                 device: self.device.name().into(),
@@ -871,7 +872,11 @@ async fn bounded<T>(
     call: impl std::future::Future<Output = Result<T, MonitorError>>,
 ) -> Result<Result<T, MonitorError>, Failure> {
     tokio::time::timeout(limit, call).await.map_err(|_| {
-        Failure::new(format!("the power monitor did not answer within {} ({})", human(limit), phase.as_str()))
+        Failure::new(format!(
+            "the power monitor did not answer within {} ({})",
+            duration::seconds(limit),
+            phase.as_str()
+        ))
     })
 }
 
@@ -956,10 +961,6 @@ fn fresh_dir(dir: &Path) -> Result<(), RunError> {
 
 pub fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
-pub fn human(d: Duration) -> String {
-    humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
 }
 
 /// Runs a blocking store call off the async threads.

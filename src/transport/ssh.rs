@@ -17,6 +17,8 @@ use async_trait::async_trait;
 use base64::Engine;
 use ssh2::{CheckResult, HashType, KnownHostFileKind, Session};
 
+use crate::config::SshHost;
+
 use super::api::{
     CommandOutput, CommandSpec, RunningProcess, SpawnSpec, Staged, Transport, TransportError, shell_quote,
 };
@@ -24,55 +26,31 @@ use super::forward::Forward;
 use super::forward_target::ForwardTarget;
 use super::ssh_output::{NonBlocking, OutputError, read_both};
 
-/// How to reach one lab host over SSH (from a `[[host]]` of `lab.toml`).
+/// How to reach one lab host over SSH: the `[[host]]`'s settings as lab.toml gives them
+/// (`config::SshHost`, held, not copied field by field), with the host's name and how
+/// often to try.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SshConfig {
     /// The host's name in `lab.toml`.
     pub host: String,
-    /// `hostname` or `hostname:port` (default port 22).
-    pub address: String,
-    pub user: String,
-    /// Private key file; `None` uses the SSH agent.
-    pub identity: Option<PathBuf>,
-    pub known_hosts: PathBuf,
-    /// Refuse hosts whose key is not in `known_hosts` (a changed key is always refused).
-    pub strict_host_key_checking: bool,
-    pub connect_timeout: Duration,
-    /// libssh2 keepalive interval; also how stale a session may be before it is probed.
-    pub keepalive: Duration,
+    pub ssh: SshHost,
     /// Connection attempts before the host counts as unreachable (backoff doubles from 0.5 s).
     pub connect_attempts: u32,
-    /// Folder on the host (relative to the login folder) where builds are cached by sha256.
-    pub cache_dir: String,
-    /// Sessions open at once (each a TCP connection).
-    pub max_sessions: u32,
 }
 
 impl SshConfig {
     /// The transport settings of a `[[host]]` with an address.
-    pub fn from_host(name: &str, h: &crate::config::SshHost) -> Self {
-        SshConfig {
-            host: name.into(),
-            address: h.address.clone(),
-            user: h.user.clone(),
-            identity: h.identity.clone(),
-            known_hosts: h.known_hosts.clone(),
-            strict_host_key_checking: h.strict_host_key_checking,
-            connect_timeout: h.connect_timeout,
-            keepalive: h.keepalive,
-            connect_attempts: 4,
-            cache_dir: h.cache_dir.clone(),
-            max_sessions: h.max_sessions,
-        }
+    pub fn from_host(name: &str, h: &SshHost) -> Self {
+        SshConfig { host: name.into(), ssh: h.clone(), connect_attempts: 4 }
     }
 
     /// (host, port) from `address`.
     pub fn host_port(&self) -> (String, u16) {
-        match self.address.rsplit_once(':') {
+        match self.ssh.address.rsplit_once(':') {
             Some((h, p)) if !h.contains(':') || h.starts_with('[') => {
                 (h.trim_matches(|c| c == '[' || c == ']').to_string(), p.parse().unwrap_or(22))
             }
-            _ => (self.address.clone(), 22),
+            _ => (self.ssh.address.clone(), 22),
         }
     }
 
@@ -99,7 +77,10 @@ impl std::fmt::Debug for SshTransport {
 
 /// What went wrong reaching a host, with the fix.
 fn unreachable(cfg: &SshConfig, detail: impl std::fmt::Display) -> TransportError {
-    TransportError::Unreachable { host: cfg.host.clone(), detail: format!("{} ({}): {detail}", cfg.address, cfg.user) }
+    TransportError::Unreachable {
+        host: cfg.host.clone(),
+        detail: format!("{} ({}): {detail}", cfg.ssh.address, cfg.ssh.user),
+    }
 }
 
 /// `SHA256:...` as `ssh-keygen -l` prints it.
@@ -128,29 +109,32 @@ pub fn connect(cfg: &SshConfig) -> Result<Session, TransportError> {
         .map_err(|e| unreachable(cfg, format!("cannot resolve: {e}")))?
         .next()
         .ok_or_else(|| unreachable(cfg, "no address"))?;
-    let tcp = TcpStream::connect_timeout(&addr, cfg.connect_timeout)
-        .map_err(|e| unreachable(cfg, format!("cannot connect within {:?}: {e}", cfg.connect_timeout)))?;
+    let tcp = TcpStream::connect_timeout(&addr, cfg.ssh.connect_timeout)
+        .map_err(|e| unreachable(cfg, format!("cannot connect within {:?}: {e}", cfg.ssh.connect_timeout)))?;
     // Every command is a few small request/reply packets: without TCP_NODELAY, Nagle's
     // algorithm meets the peer's delayed ACK and each exchange waits ~40 ms.
     let _ = tcp.set_nodelay(true);
     let mut session = Session::new().map_err(|e| unreachable(cfg, e))?;
     session.set_tcp_stream(tcp);
-    session.set_timeout(cfg.connect_timeout.as_millis().min(u32::MAX as u128) as u32);
+    session.set_timeout(cfg.ssh.connect_timeout.as_millis().min(u32::MAX as u128) as u32);
     session.handshake().map_err(|e| unreachable(cfg, format!("SSH handshake failed: {e}")))?;
     verify_host_key(cfg, &session)?;
-    match &cfg.identity {
-        Some(key) => session.userauth_pubkey_file(&cfg.user, None, key, None),
-        None => session.userauth_agent(&cfg.user),
+    match &cfg.ssh.identity {
+        Some(key) => session.userauth_pubkey_file(&cfg.ssh.user, None, key, None),
+        None => session.userauth_agent(&cfg.ssh.user),
     }
     .map_err(|e| TransportError::Auth {
         host: cfg.host.clone(),
         detail: format!(
             "{}@{}: {e}; fix: {}",
-            cfg.user,
-            cfg.address,
-            match &cfg.identity {
-                Some(k) =>
-                    format!("add the public key of {} to ~{}/.ssh/authorized_keys on the host", k.display(), cfg.user),
+            cfg.ssh.user,
+            cfg.ssh.address,
+            match &cfg.ssh.identity {
+                Some(k) => format!(
+                    "add the public key of {} to ~{}/.ssh/authorized_keys on the host",
+                    k.display(),
+                    cfg.ssh.user
+                ),
                 None => "start ssh-agent and `ssh-add` a key the host accepts, or set `identity`".into(),
             }
         ),
@@ -158,7 +142,7 @@ pub fn connect(cfg: &SshConfig) -> Result<Session, TransportError> {
     if !session.authenticated() {
         return Err(TransportError::Auth { host: cfg.host.clone(), detail: "not authenticated".into() });
     }
-    session.set_keepalive(true, cfg.keepalive.as_secs().clamp(1, u32::MAX as u64) as u32);
+    session.set_keepalive(true, cfg.ssh.keepalive.as_secs().clamp(1, u32::MAX as u64) as u32);
     Ok(session)
 }
 
@@ -166,7 +150,7 @@ fn verify_host_key(cfg: &SshConfig, session: &Session) -> Result<(), TransportEr
     let (host, port) = cfg.host_port();
     let (key, _) = session.host_key().ok_or_else(|| unreachable(cfg, "the server sent no host key"))?;
     let mut known = session.known_hosts().map_err(|e| unreachable(cfg, e))?;
-    let file = &cfg.known_hosts;
+    let file = &cfg.ssh.known_hosts;
     if file.exists() {
         known.read_file(file, KnownHostFileKind::OpenSSH).map_err(|e| TransportError::HostKey {
             host: cfg.host.clone(),
@@ -193,7 +177,7 @@ fn verify_host_key(cfg: &SshConfig, session: &Session) -> Result<(), TransportEr
                 ),
             })
         }
-        CheckResult::NotFound if !cfg.strict_host_key_checking => Ok(()),
+        CheckResult::NotFound if !cfg.ssh.strict_host_key_checking => Ok(()),
         CheckResult::NotFound => Err(TransportError::HostKey {
             host: cfg.host.clone(),
             detail: format!(
@@ -230,7 +214,7 @@ pub fn command_line(cmd: &CommandSpec) -> String {
 
 impl SshTransport {
     pub fn new(cfg: SshConfig) -> Self {
-        let permits = Arc::new(tokio::sync::Semaphore::new(cfg.max_sessions.max(1) as usize));
+        let permits = Arc::new(tokio::sync::Semaphore::new(cfg.ssh.max_sessions.max(1) as usize));
         SshTransport { cfg, pool: Arc::new(Mutex::new(Vec::new())), permits }
     }
 
@@ -293,7 +277,7 @@ impl SshTransport {
 
 /// Whether the host still answers on `s`: it opens a channel within a few seconds.
 fn answers(s: &Session, cfg: &SshConfig) -> bool {
-    s.set_timeout(cfg.connect_timeout.min(Duration::from_secs(5)).as_millis().max(1) as u32);
+    s.set_timeout(cfg.ssh.connect_timeout.min(Duration::from_secs(5)).as_millis().max(1) as u32);
     s.channel_session().is_ok()
 }
 
@@ -465,12 +449,12 @@ impl Transport for SshTransport {
         let bytes = tokio::fs::read(local).await.map_err(|source| TransportError::Copy {
             host: self.cfg.host.clone(),
             from: local.to_path_buf(),
-            to: PathBuf::from(&self.cfg.cache_dir),
+            to: PathBuf::from(&self.cfg.ssh.cache_dir),
             source,
         })?;
         let sha = crate::seed::sha256_hex(&bytes);
         let name = local.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "build".into());
-        let remote = PathBuf::from(&self.cfg.cache_dir).join(&sha).join(name);
+        let remote = PathBuf::from(&self.cfg.ssh.cache_dir).join(&sha).join(name);
         let (r, size) = (remote.clone(), bytes.len() as u64);
         let present = self
             .with_session(move |s, cfg| {
@@ -517,16 +501,18 @@ mod tests {
     fn cfg(address: &str) -> SshConfig {
         SshConfig {
             host: "h".into(),
-            address: address.into(),
-            user: "u".into(),
-            identity: None,
-            known_hosts: "/dev/null".into(),
-            strict_host_key_checking: true,
-            connect_timeout: Duration::from_secs(1),
-            keepalive: Duration::from_secs(30),
+            ssh: SshHost {
+                address: address.into(),
+                user: "u".into(),
+                identity: None,
+                known_hosts: "/dev/null".into(),
+                strict_host_key_checking: true,
+                connect_timeout: Duration::from_secs(1),
+                keepalive: Duration::from_secs(30),
+                cache_dir: ".cache/lab/builds".into(),
+                max_sessions: 2,
+            },
             connect_attempts: 1,
-            cache_dir: ".cache/lab/builds".into(),
-            max_sessions: 2,
         }
     }
 

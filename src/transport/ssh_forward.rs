@@ -44,7 +44,7 @@ fn run(cfg: &SshConfig, target: &ForwardTarget, conn: Accepted) {
         // Dropping `conn` closes the client's connection.
         Err(e) => return conn.shared.fail(e),
     };
-    match relay(&session, &mut channel, &conn.client, &conn.stop, cfg.keepalive) {
+    match relay(&session, &mut channel, &conn.client, &conn.stop, cfg.ssh.keepalive) {
         Ok(End::Done) => {
             // Both sides sent end of file: close politely, so the host drains its side.
             session.set_blocking(true);

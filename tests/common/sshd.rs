@@ -96,16 +96,18 @@ impl Sshd {
     pub fn ssh_config(&self, known_hosts: PathBuf) -> lab::transport::SshConfig {
         lab::transport::SshConfig {
             host: "shelf-1".into(),
-            address: self.address(),
-            user: self.user.clone(),
-            identity: Some(self.client_key()),
-            known_hosts,
-            strict_host_key_checking: true,
-            connect_timeout: Duration::from_secs(5),
-            keepalive: Duration::from_secs(30),
+            ssh: lab::config::SshHost {
+                address: self.address(),
+                user: self.user.clone(),
+                identity: Some(self.client_key()),
+                known_hosts,
+                strict_host_key_checking: true,
+                connect_timeout: Duration::from_secs(5),
+                keepalive: Duration::from_secs(30),
+                cache_dir: self.dir.path().join("cache").display().to_string(),
+                max_sessions: 2,
+            },
             connect_attempts: 3,
-            cache_dir: self.dir.path().join("cache").display().to_string(),
-            max_sessions: 2,
         }
     }
 

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::TempLab;
 use common::sshd::{self, Sshd};
+use lab::config::SshHost;
 use lab::transport::{CommandSpec, ForwardTarget, SshConfig, SshTransport, Transport, TransportError};
 use sha2::{Digest, Sha256};
 
@@ -21,7 +22,8 @@ const MIB: usize = 1024 * 1024;
 
 /// One exec session, so a forward that took it would show.
 fn config(s: &Sshd, known_hosts: std::path::PathBuf) -> SshConfig {
-    SshConfig { connect_attempts: 2, max_sessions: 1, ..s.ssh_config(known_hosts) }
+    let base = s.ssh_config(known_hosts);
+    SshConfig { connect_attempts: 2, ssh: SshHost { max_sessions: 1, ..base.ssh }, ..base }
 }
 
 /// The server, a runtime for the async calls, and a transport that trusts the server's key.
@@ -238,7 +240,9 @@ fn an_idle_connection_survives_keepalives_and_dropping_the_forward_closes_everyt
     let s = sshd::start();
     let rt = runtime();
     // Keepalives every 2 s (libssh2's shortest), so the idle wait below sends one.
-    let t = SshTransport::new(SshConfig { keepalive: Duration::from_secs(1), ..config(&s, s.known_hosts()) });
+    let mut cfg = config(&s, s.known_hosts());
+    cfg.ssh.keepalive = Duration::from_secs(1);
+    let t = SshTransport::new(cfg);
     let fwd =
         rt.block_on(t.forward(0, &ForwardTarget::Tcp { host: "127.0.0.1".into(), port: tcp_echo_port() })).unwrap();
     let addr = fwd.local_addr();

@@ -56,7 +56,7 @@ async fn unknown_and_changed_host_keys_are_refused_before_anything_runs() {
 
     // Non-strict checking accepts an unknown key, never a changed one.
     let mut lax = config(&s, empty);
-    lax.strict_host_key_checking = false;
+    lax.ssh.strict_host_key_checking = false;
     SshTransport::new(lax).exec(&touch).await.unwrap();
     assert!(marker.exists());
 }
@@ -83,7 +83,7 @@ async fn builds_are_uploaded_once_per_host_and_files_come_back() {
 async fn a_restarted_server_is_reconnected_and_a_stopped_one_is_unreachable() {
     let mut s = sshd::start();
     let mut cfg = config(&s, s.known_hosts());
-    cfg.connect_timeout = Duration::from_secs(2);
+    cfg.ssh.connect_timeout = Duration::from_secs(2);
     cfg.connect_attempts = 2;
     let t = SshTransport::new(cfg);
     assert!(t.exec(&CommandSpec::new("true", &[])).await.unwrap().success());

@@ -133,7 +133,7 @@ pub fn collect(lab: &Lab, store: Option<&Store>) -> Result<StatusView, CliError>
                 .ok()
                 .map(|t| {
                     let elapsed = (chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_seconds().max(0) as f64;
-                    crate::plan::human_duration(elapsed / done as f64 * (planned - done) as f64)
+                    crate::text::duration::compact(elapsed / done as f64 * (planned - done) as f64)
                 })
                 .unwrap_or_else(|| "-".into())
         } else {

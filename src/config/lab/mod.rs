@@ -10,3 +10,4 @@ pub(super) mod read_monitor;
 pub(super) mod read_platform;
 pub(super) mod read_serve;
 pub(super) mod read_sim;
+pub(super) mod store_location_error;

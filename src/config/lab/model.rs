@@ -274,21 +274,26 @@ pub enum HostKind {
     Ssh(SshHost),
 }
 
-/// A `[[host]]` with an `address`: see docs/hosts.md.
+/// A `[[host]]` with an `address`: see docs/hosts.md. The SSH transport holds it as it
+/// is (`transport::SshConfig`).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct SshHost {
-    /// `hostname` or `hostname:port`.
+    /// `hostname` or `hostname:port` (default port 22).
     pub address: String,
     pub user: String,
-    /// Private key; `None` uses the SSH agent.
+    /// Private key file; `None` uses the SSH agent.
     pub identity: Option<PathBuf>,
     pub known_hosts: PathBuf,
+    /// Refuse hosts whose key is not in `known_hosts` (a changed key is always refused).
     pub strict_host_key_checking: bool,
     pub connect_timeout: Duration,
+    /// libssh2 keepalive interval; also how stale a session may be before it is probed.
     pub keepalive: Duration,
-    /// How many devices of this host may work at once.
+    /// How many devices of this host may work at once: sessions open at once (each a TCP
+    /// connection).
     pub max_sessions: u32,
-    /// Build cache on the host, relative to the login folder.
+    /// Build cache on the host, relative to the login folder, where builds are cached by
+    /// sha256.
     pub cache_dir: String,
 }
 

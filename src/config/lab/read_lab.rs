@@ -13,7 +13,7 @@ use crate::config::syntax::files::absolute;
 use crate::config::syntax::names::{NameSet, check_name};
 use crate::config::syntax::problems::Problems;
 use crate::config::syntax::table::Table;
-use crate::config::{Host, HostKind, Lab, LabEndpoint, StoreLocation};
+use crate::config::{Host, HostKind, Lab, LabEndpoint, StoreLocation, StoreLocationError};
 
 const ROOT_KEYS: &[&str] = &["lab", "host", "device", "monitor", "care", "schedule", "serve"];
 const LAB_KEYS: &[&str] = &["name", "artifacts", "store", "store_password_command"];
@@ -53,7 +53,7 @@ pub(crate) fn read_lab(root: &Table, p: &mut Problems, source: &Path, text: &str
                 if let Some(f) = t.get("store")
                     && let Some(v) = f.text(p)
                 {
-                    store = store_location(&v, base).map_err(|e| f.problem(p, e.0, e.1)).ok();
+                    store = store_location(&v, base).map_err(|e| f.problem(p, e.to_string(), e.fix())).ok();
                     store_text = v;
                 }
                 if let Some(f) = t.get("store_password_command")
@@ -123,22 +123,18 @@ pub(crate) fn read_lab(root: &Table, p: &mut Problems, source: &Path, text: &str
 }
 
 /// `[lab] store` or `LAB_STORE`: a `postgres://` URL, else a SQLite file (relative to
-/// `base`). `Err`: what is wrong and the fix; neither repeats the text, which may hold a
-/// password.
-pub fn store_location(text: &str, base: &Path) -> Result<StoreLocation, (String, String)> {
+/// `base`). `Err` says what is wrong and has the fix; neither repeats the text, which may
+/// hold a password.
+pub fn store_location(text: &str, base: &Path) -> Result<StoreLocation, StoreLocationError> {
     if crate::config::PgUrl::is_postgres(text) {
-        let url = crate::config::PgUrl::parse(text)
-            .map_err(|e| (e, "write `postgres://USER@HOST:PORT/DATABASE`".to_string()))?;
+        let url = crate::config::PgUrl::parse(text).map_err(StoreLocationError::Postgres)?;
         return Ok(StoreLocation::Postgres { url: Box::new(url), password_command: Vec::new() });
     }
     if text.contains("://") {
-        return Err((
-            "not a store this lab knows (a SQLite file path or a postgres:// URL)".into(),
-            "write a file path such as `artifacts/lab.db`, or `postgres://USER@HOST:PORT/DATABASE`".into(),
-        ));
+        return Err(StoreLocationError::UnknownScheme);
     }
     if text.is_empty() {
-        return Err(("the store is empty".into(), "write a file path such as `artifacts/lab.db`".into()));
+        return Err(StoreLocationError::Empty);
     }
     Ok(StoreLocation::Sqlite(absolute(&base.join(text))))
 }

@@ -8,6 +8,7 @@ use crate::config::syntax::suggest::fix_for_unknown;
 use crate::config::syntax::table::{Field, Table};
 use crate::config::{EndpointSettings, MonitorSettings, PhaseTimeouts, Preconditions, StatsSettings, Workload};
 use crate::measure::{KNOWN_METRICS, RAIL_ENERGY_PREFIX, is_known_metric};
+use crate::text::duration;
 
 const WORKLOAD_KEYS: &[&str] = &["request_interval", "request_tolerance"];
 const MONITOR_KEYS: &[&str] = &["warmup", "idle"];
@@ -60,7 +61,7 @@ pub(crate) fn read_monitor_settings(f: Option<Field>, p: &mut Problems, soak: Du
             if w >= soak && !soak.is_zero() {
                 f.problem(
                     p,
-                    format!("a warm-up of {} leaves nothing of the {} soak", human(w), human(soak)),
+                    format!("a warm-up of {} leaves nothing of the {} soak", duration::exact(w), duration::exact(soak)),
                     "make `warmup` shorter than the runbook's `duration`",
                 );
             } else {
@@ -70,10 +71,6 @@ pub(crate) fn read_monitor_settings(f: Option<Field>, p: &mut Problems, soak: Du
         m.idle = t.get("idle").and_then(|f| f.positive_duration(p));
     }
     m
-}
-
-fn human(d: Duration) -> String {
-    humantime::format_duration(d).to_string()
 }
 
 pub(crate) fn read_preconditions(f: Option<Field>, p: &mut Problems) -> Preconditions {

@@ -2,18 +2,23 @@
 
 use std::fmt;
 
+use crate::config::syntax::value_error::ValueError;
 use crate::config::{DeviceSpec, Selector};
 
 impl Selector {
     /// Parses a selector as written in `devices = [...]`.
-    pub fn parse(s: &str) -> Result<Selector, String> {
+    pub fn parse(s: &str) -> Result<Selector, ValueError> {
         let text = s.trim();
         if text.is_empty() {
-            return Err("empty selector".into());
+            return Err(ValueError::EmptySelector);
         }
-        let value = |rest: &str, kind: &str| {
+        let value = |rest: &str, kind: &'static str| {
             let v = rest.trim();
-            if v.is_empty() { Err(format!("`{text}` names no {kind}")) } else { Ok(v.to_string()) }
+            if v.is_empty() {
+                Err(ValueError::SelectorNamesNothing { text: text.into(), kind })
+            } else {
+                Ok(v.to_string())
+            }
         };
         if let Some(rest) = text.strip_prefix("tag:") {
             return value(rest, "tag").map(Selector::Tag);
@@ -22,9 +27,9 @@ impl Selector {
             return value(rest, "model").map(Selector::Model);
         }
         if let Some((kind, _)) = text.split_once(':') {
-            return Err(format!("unknown selector kind `{kind}:` in `{text}`"));
+            return Err(ValueError::UnknownSelectorKind { kind: kind.into(), text: text.into() });
         }
-        globset::Glob::new(text).map_err(|e| format!("`{text}` is not a valid glob: {}", e.kind()))?;
+        globset::Glob::new(text).map_err(|e| ValueError::BadGlob { text: text.into(), why: e.kind().clone() })?;
         Ok(Selector::Name(text.to_string()))
     }
 
@@ -78,9 +83,9 @@ mod tests {
         for s in ["tag:phone", "model:iPhone 6s", "sim-*"] {
             assert_eq!(Selector::parse(s).unwrap().to_string(), s);
         }
-        assert!(Selector::parse("tag:").unwrap_err().contains("names no tag"));
-        assert!(Selector::parse("kind:x").unwrap_err().contains("unknown selector kind `kind:`"));
-        assert!(Selector::parse("sim-[").unwrap_err().contains("not a valid glob"));
+        assert!(Selector::parse("tag:").unwrap_err().to_string().contains("names no tag"));
+        assert!(Selector::parse("kind:x").unwrap_err().to_string().contains("unknown selector kind `kind:`"));
+        assert!(Selector::parse("sim-[").unwrap_err().to_string().contains("not a valid glob"));
         assert!(Selector::parse(" ").is_err());
     }
 

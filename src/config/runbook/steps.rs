@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::syntax::value_error::ValueError;
+
 /// When in a trial's life a step is asked.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[serde(rename_all = "kebab-case")]
@@ -83,17 +85,17 @@ impl AttestKey {
 
     /// Reads an attested value as the operator typed it: brightness a percentage, the
     /// others on/off.
-    pub fn value(self, text: &str) -> Result<AttestValue, String> {
+    pub fn value(self, text: &str) -> Result<AttestValue, ValueError> {
         let t = text.trim().trim_end_matches('%').trim();
         match self {
             AttestKey::Brightness => match t.parse::<f64>() {
                 Ok(v) if (0.0..=100.0).contains(&v) => Ok(AttestValue::Percent(v)),
-                _ => Err(format!("brightness is a percentage from 0 to 100, not `{text}`")),
+                _ => Err(ValueError::Brightness { text: text.into() }),
             },
             _ => match t.to_ascii_lowercase().as_str() {
                 "on" | "true" | "yes" | "1" => Ok(AttestValue::Switch(true)),
                 "off" | "false" | "no" | "0" => Ok(AttestValue::Switch(false)),
-                _ => Err(format!("{} is `on` or `off`, not `{text}`", self.as_str())),
+                _ => Err(ValueError::NotASwitch { key: self.as_str(), text: text.into() }),
             },
         }
     }
@@ -156,10 +158,10 @@ mod tests {
     fn attested_values_are_read_as_typed() {
         assert_eq!(AttestKey::Brightness.value("50"), Ok(AttestValue::Percent(50.0)));
         assert_eq!(AttestKey::Brightness.value("42.5 %"), Ok(AttestValue::Percent(42.5)));
-        assert!(AttestKey::Brightness.value("150").unwrap_err().contains("0 to 100"));
+        assert!(AttestKey::Brightness.value("150").unwrap_err().to_string().contains("0 to 100"));
         assert_eq!(AttestKey::Bluetooth.value("OFF"), Ok(AttestValue::Switch(false)));
         assert_eq!(AttestKey::LowPower.value("yes"), Ok(AttestValue::Switch(true)));
-        assert!(AttestKey::Wifi.value("maybe").unwrap_err().contains("`on` or `off`"));
+        assert!(AttestKey::Wifi.value("maybe").unwrap_err().to_string().contains("`on` or `off`"));
         assert_eq!(AttestValue::Switch(true).to_string(), "on");
         assert_eq!(AttestValue::Percent(50.0).to_string(), "50 %");
     }

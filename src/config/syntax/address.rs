@@ -3,34 +3,38 @@
 
 use std::net::{IpAddr, Ipv6Addr};
 
+use super::value_error::ValueError;
+
 /// `host:port` or `[v6]:port`; with `default_port` the port may be left out. The host is
 /// returned without brackets. `Err` says what is wrong, for a message.
-pub fn parse_host_port(s: &str, default_port: Option<u16>) -> Result<(String, u16), String> {
+pub fn parse_host_port(s: &str, default_port: Option<u16>) -> Result<(String, u16), ValueError> {
     let (host, port) = if let Some(rest) = s.strip_prefix('[') {
-        let (v6, after) = rest.split_once(']').ok_or("`[` without `]`")?;
-        v6.parse::<Ipv6Addr>().map_err(|_| format!("`{v6}` is not an IPv6 address"))?;
+        let (v6, after) = rest.split_once(']').ok_or(ValueError::UnclosedBracket)?;
+        v6.parse::<Ipv6Addr>().map_err(|_| ValueError::NotIpv6 { text: v6.into() })?;
         let port = match after.strip_prefix(':') {
             Some(p) => Some(p),
             None if after.is_empty() => None,
-            None => return Err(format!("`{after}` after the address")),
+            None => return Err(ValueError::AfterAddress { rest: after.into() }),
         };
         (v6, port)
     } else {
         match s.split_once(':') {
             Some((_, rest)) if rest.contains(':') => {
-                return Err("an IPv6 address goes in brackets, e.g. `[::1]:5037`".into());
+                return Err(ValueError::Ipv6WithoutBrackets);
             }
             Some((h, p)) => (h, Some(p)),
             None => (s, None),
         }
     };
     if !s.starts_with('[') && !is_host_name(host) {
-        return Err(format!("`{host}` is not a host name or IP address"));
+        return Err(ValueError::NotAHost { host: host.into() });
     }
     let port = match (port, default_port) {
-        (Some(p), _) => p.parse::<u16>().ok().filter(|&n| n > 0).ok_or(format!("port `{p}` is not 1 to 65535"))?,
+        (Some(p), _) => {
+            p.parse::<u16>().ok().filter(|&n| n > 0).ok_or_else(|| ValueError::BadPort { port: p.into() })?
+        }
         (None, Some(d)) => d,
-        (None, None) => return Err("no port".into()),
+        (None, None) => return Err(ValueError::NoPort),
     };
     Ok((host.to_string(), port))
 }
@@ -87,7 +91,7 @@ mod tests {
             (":5037", "`` is not a host name"),
         ] {
             let e = parse_host_port(bad, None).unwrap_err();
-            assert!(e.starts_with(why), "{bad}: {e}");
+            assert!(e.to_string().starts_with(why), "{bad}: {e}");
         }
     }
 

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use super::value_error::ValueError;
+
 /// Nanoseconds per unit. Kept small on purpose: every accepted spelling is documented.
 const UNITS: &[(&str, u128)] = &[
     ("ms", 1_000_000),
@@ -12,15 +14,13 @@ const UNITS: &[(&str, u128)] = &[
     ("d", 86_400_000_000_000),
 ];
 
-const UNIT_LIST: &str = "ms, s, m (or min), h, d";
-
 /// Parses a duration: one or more `<number><unit>` parts, added up (`"1h30m"`, `"1h 30m"`).
 /// Numbers may have a fraction (`"1.5s"`, `"0.5h"`); units are ms, s, m/min, h, d.
 /// The arithmetic is exact down to the nanosecond (fractions are rounded to the nearest ns).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, ValueError> {
     let text = s.trim();
     if text.is_empty() {
-        return Err("empty duration".into());
+        return Err(ValueError::EmptyDuration);
     }
     let mut rest = text;
     let mut total: u128 = 0;
@@ -28,22 +28,23 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
         let number = &rest[..num_len];
         if number.is_empty() {
-            return Err(format!("`{text}` is not a duration (expected a number, then a unit: {UNIT_LIST})"));
+            return Err(ValueError::NotADuration { text: text.into() });
         }
         rest = rest[num_len..].trim_start();
         let unit_len = rest.find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(rest.len());
         let unit = &rest[..unit_len];
         if unit.is_empty() {
-            return Err(format!("`{text}` has a number without a unit (units: {UNIT_LIST})"));
+            return Err(ValueError::NoUnit { text: text.into() });
         }
         let Some(&(_, per_unit)) = UNITS.iter().find(|(u, _)| *u == unit) else {
-            return Err(format!("unknown unit `{unit}` in `{text}` (units: {UNIT_LIST})"));
+            return Err(ValueError::UnknownUnit { unit: unit.into(), text: text.into() });
         };
-        let nanos = scaled(number, per_unit).ok_or_else(|| format!("`{number}` in `{text}` is not a number"))?;
-        total = total.checked_add(nanos).ok_or_else(|| format!("`{text}` is too long"))?;
+        let nanos = scaled(number, per_unit)
+            .ok_or_else(|| ValueError::NotANumber { number: number.into(), text: text.into() })?;
+        total = total.checked_add(nanos).ok_or_else(|| ValueError::TooLong { text: text.into() })?;
         rest = rest[unit_len..].trim_start();
     }
-    let nanos = u64::try_from(total).map_err(|_| format!("`{text}` is too long"))?;
+    let nanos = u64::try_from(total).map_err(|_| ValueError::TooLong { text: text.into() })?;
     Ok(Duration::from_nanos(nanos))
 }
 
@@ -72,17 +73,17 @@ fn scaled(number: &str, per_unit: u128) -> Option<u128> {
 /// The `%` is required: a bare string such as `"0.05"` is rejected because it is ambiguous.
 /// (In config files a fraction can also be written as a TOML number, `0.05`; that is
 /// handled by the reader, not here.)
-pub fn parse_percent(s: &str) -> Result<f64, String> {
+pub fn parse_percent(s: &str) -> Result<f64, ValueError> {
     let text = s.trim();
     let Some(number) = text.strip_suffix('%') else {
-        return Err(format!("`{text}` has no `%` (write \"5%\", or the fraction 0.05 without quotes)"));
+        return Err(ValueError::NoPercentSign { text: text.into() });
     };
     let number = number.trim_end();
     let valid = !number.is_empty() && number.chars().all(|c| c.is_ascii_digit() || c == '.' || c == '-');
     let value: f64 = if valid { number.parse().ok() } else { None }
-        .ok_or_else(|| format!("`{text}` is not a percentage (write a number followed by %, e.g. \"5%\")"))?;
+        .ok_or_else(|| ValueError::NotAPercentage { text: text.into() })?;
     if value < 0.0 {
-        return Err(format!("`{text}` is negative"));
+        return Err(ValueError::Negative { text: text.into() });
     }
     Ok(value / 100.0)
 }
@@ -134,7 +135,7 @@ mod tests {
             ("999999999999d", "too long"),
         ] {
             let err = parse_duration(input).expect_err(input);
-            assert!(err.contains(needle), "{input:?}: {err}");
+            assert!(err.to_string().contains(needle), "{input:?}: {err}");
         }
     }
 
@@ -144,10 +145,10 @@ mod tests {
         assert_eq!(parse_percent("2.5 %"), Ok(0.025));
         assert_eq!(parse_percent("100%"), Ok(1.0));
         assert_eq!(parse_percent("0%"), Ok(0.0));
-        assert!(parse_percent("0.05").unwrap_err().contains("no `%`"));
-        assert!(parse_percent("five%").unwrap_err().contains("not a percentage"));
-        assert!(parse_percent("%").unwrap_err().contains("not a percentage"));
-        assert!(parse_percent("-5%").unwrap_err().contains("negative"));
+        assert!(parse_percent("0.05").unwrap_err().to_string().contains("no `%`"));
+        assert!(parse_percent("five%").unwrap_err().to_string().contains("not a percentage"));
+        assert!(parse_percent("%").unwrap_err().to_string().contains("not a percentage"));
+        assert!(parse_percent("-5%").unwrap_err().to_string().contains("negative"));
         assert!(parse_percent("inf%").is_err());
     }
 }

@@ -10,3 +10,4 @@ pub(super) mod problems;
 pub(super) mod source;
 pub(super) mod suggest;
 pub(super) mod table;
+pub(super) mod value_error;

@@ -7,6 +7,9 @@
 mod calibration;
 pub mod decode;
 mod error;
+// A test double: in lab's own tests, and for integration tests through the `testing`
+// feature (lab's dev-dependency on itself), never in the release binary.
+#[cfg(any(test, feature = "testing"))]
 pub mod fake;
 mod monsoon_monitor;
 mod nusb_link;

@@ -84,12 +84,7 @@ pub(crate) fn change_with_ci(c: Option<&RelativeChange>) -> String {
 /// A p-value for tables: three decimals from 0.001 up, scientific below (`2.7e-8`), `0`
 /// for an exact zero, `–` when absent.
 pub(crate) fn p_value(p: Option<f64>) -> String {
-    match p {
-        None => MISSING.into(),
-        Some(0.0) => "0".into(),
-        Some(p) if p >= 0.001 => format!("{p:.3}"),
-        Some(p) => format!("{p:.1e}"),
-    }
+    p.map_or_else(|| MISSING.into(), crate::text::p_value::table)
 }
 
 /// `0.95` → `95%`, `0.9` → `90%`, `0.995` → `99.5%`.
@@ -98,15 +93,6 @@ pub(crate) fn percent(level: f64) -> String {
     // Round to 4 decimals first so 0.95 * 100 = 94.99999999999999 prints as 95.
     let p = (p * 1e4).round() / 1e4;
     format!("{p}%")
-}
-
-/// Seconds as `1h`, `5m`, `1h 30m`, `45s`: runbook durations are round.
-pub(crate) fn duration(secs: f64) -> String {
-    let total = secs.round().max(0.0) as u64;
-    let (h, m, s) = (total / 3600, (total % 3600) / 60, total % 60);
-    let parts: Vec<String> =
-        [(h, "h"), (m, "m"), (s, "s")].iter().filter(|(v, _)| *v > 0).map(|(v, u)| format!("{v}{u}")).collect();
-    if parts.is_empty() { "0s".to_string() } else { parts.join(" ") }
 }
 
 #[cfg(test)]
@@ -147,13 +133,9 @@ mod tests {
     }
 
     #[test]
-    fn percent_and_duration() {
+    fn percents() {
         assert_eq!(percent(0.95), "95%");
         assert_eq!(percent(0.995), "99.5%");
-        assert_eq!(duration(3600.0), "1h");
-        assert_eq!(duration(5400.0), "1h 30m");
-        assert_eq!(duration(300.0), "5m");
-        assert_eq!(duration(0.0), "0s");
     }
 }
 

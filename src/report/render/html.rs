@@ -10,12 +10,13 @@ use crate::report::model::curves::{
 use crate::report::model::input::CampaignData;
 use crate::report::model::power_bands::{BAND_STEPS, PowerBand, power_bands};
 use crate::report::model::report::{ModelReport, Report};
-use crate::report::render::format::{duration, percent};
+use crate::report::render::format::percent;
 use crate::report::render::metric_tables::{MetricTable, metric_tables};
 use crate::report::render::plots::{self, Binned, Span, Strip, StripSample};
 use crate::report::render::table::{method_line, model_title, status_text, table_title, validity_headline};
 use crate::stats::Verdict;
 use crate::store::Sym;
+use crate::text::duration::round as duration;
 
 pub(in crate::report) const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-width:1100px;color:#222;line-height:1.4}\
 table{border-collapse:collapse;margin:.5em 0 1em;font-size:.85em}\

@@ -3,9 +3,10 @@
 use std::fmt::Write;
 
 use crate::report::model::report::Report;
-use crate::report::render::format::{duration, percent};
+use crate::report::render::format::percent;
 use crate::report::render::metric_tables::metric_tables;
 use crate::report::render::table::{method_line, model_title, status_text, table_title, validity_headline};
+use crate::text::duration::round as duration;
 
 /// Renders `report` as Markdown. Ends with a newline.
 pub fn render_markdown(report: &Report) -> String {
