@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::ProcessId;
 use super::backend::vals;
-use super::backend::{Columns, Conn, DbError, FromRow, Held, LockName, Owner, new_token, read_all};
+use super::backend::{Columns, Conn, DbError, FromRow, Held, LockError, LockName, Owner, new_token, read_all};
 use super::error::StoreError;
 use super::lease::{DeviceLease, LeaseHolder, LeaseRequest, LeaseSpace, now_rfc3339, who, write_holder};
 use super::store::Store;
@@ -103,7 +103,7 @@ pub struct QueueTicket {
 impl LeaseSpace {
     /// Joins the queue of `device`.
     pub fn enqueue(&self, device: &str, req: &LeaseRequest) -> Result<Arc<QueueTicket>, StoreError> {
-        let lock_err = |e: String| StoreError::Internal(format!("joining the queue of {device}: {e}"));
+        let lock_err = |e: LockError| StoreError::Internal(format!("joining the queue of {device}: {e}"));
         // The waiter's own lock first, so that whoever sees its row finds it held.
         let (token, own) = loop {
             let token = new_token();
@@ -208,7 +208,7 @@ impl QueueTicket {
         Ok(rows.into_iter().filter(|w| self.space.locks.alive(&w.owner())).collect())
     }
 
-    fn lock_err(&self, e: String) -> StoreError {
+    fn lock_err(&self, e: LockError) -> StoreError {
         StoreError::Internal(format!("waiting for {}: {e}", self.device))
     }
 
@@ -222,7 +222,7 @@ impl QueueTicket {
         match self.space.locks.lock(&name, false).map_err(|e| self.lock_err(e))? {
             Some(held) => match self.promote(held)? {
                 Some(lease) => Ok(Ok(lease)),
-                None => Err(self.lock_err("cancelled".into())),
+                None => Err(self.lock_err(LockError::Cancelled)),
             },
             None => Ok(Err(Busy::Held(self.space.lease_holder(&self.device)?))),
         }

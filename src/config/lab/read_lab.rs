@@ -128,7 +128,7 @@ pub(crate) fn read_lab(root: &Table, p: &mut Problems, source: &Path, text: &str
 pub fn store_location(text: &str, base: &Path) -> Result<StoreLocation, (String, String)> {
     if crate::config::PgUrl::is_postgres(text) {
         let url = crate::config::PgUrl::parse(text)
-            .map_err(|e| (e, "write `postgres://USER@HOST:PORT/DATABASE`".to_string()))?;
+            .map_err(|e| (e.to_string(), "write `postgres://USER@HOST:PORT/DATABASE`".to_string()))?;
         return Ok(StoreLocation::Postgres { url: Box::new(url), password_command: Vec::new() });
     }
     if text.contains("://") {

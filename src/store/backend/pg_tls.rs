@@ -239,7 +239,12 @@ mod tests {
         let e = encrypted("sslmode=verify-full&sslrootcert=/nonexistent/ca.pem").unwrap_err();
         assert!(e.contains("sslmode=verify-full needs root certificates: /nonexistent/ca.pem cannot be read"), "{e}");
         assert!(!e.contains(&std::env::var("LAB_TEST_POSTGRES").unwrap()), "the URL with its password: {e}");
-        assert!(PgUrl::parse("postgres://lab@h/db?sslmode=sometimes").unwrap_err().contains("sslmode `sometimes`"));
+        assert!(
+            PgUrl::parse("postgres://lab@h/db?sslmode=sometimes")
+                .unwrap_err()
+                .to_string()
+                .contains("sslmode `sometimes`")
+        );
     }
 
     #[test_needs::needs(postgres)]
