@@ -21,7 +21,7 @@ pub use runbook::model::*;
 pub use runbook::read_runbook::{DEFAULT_RETRIES, DEFAULT_SEED};
 pub use runbook::steps::{AttestKey, AttestValue, OperatorStep, StepWhen, attested_text};
 pub use schedule::model::{BaselinePolicy, ConfirmSettings, NotifySettings, Schedule, SeedPolicy, parse_cron};
-pub use store_url::{PgUrl, TlsMode};
+pub use store_url::{PgUrl, PgUrlError, TlsMode};
 pub use syntax::address::{is_loopback_host, join_host_port, parse_host_port};
 pub use syntax::diagnostics::{ConfigError, Diagnostic};
 pub use syntax::duration::{parse_duration, parse_percent};

@@ -31,19 +31,27 @@ pub enum TlsMode {
     VerifyFull,
 }
 
+/// Why a PostgreSQL store's URL was refused; never repeats the URL (it may hold a password).
+#[derive(Debug, thiserror::Error)]
+pub enum PgUrlError {
+    #[error("a PostgreSQL store is a URL starting with postgres://")]
+    NotPostgres,
+    #[error("sslmode `{0}` is not one lab knows; write disable, prefer, require, verify-ca or verify-full")]
+    SslMode(String),
+    /// tokio-postgres' message names the part that is wrong, not the URL.
+    #[error("not a PostgreSQL URL ({0}); write postgres://USER@HOST:PORT/DATABASE")]
+    Syntax(#[source] tokio_postgres::Error),
+}
+
 impl TlsMode {
-    fn parse(v: &str) -> Result<TlsMode, String> {
+    fn parse(v: &str) -> Result<TlsMode, PgUrlError> {
         Ok(match v {
             "disable" => TlsMode::Disable,
             "allow" | "prefer" => TlsMode::Prefer,
             "require" => TlsMode::Require,
             "verify-ca" => TlsMode::VerifyCa,
             "verify-full" => TlsMode::VerifyFull,
-            other => {
-                return Err(format!(
-                    "sslmode `{other}` is not one lab knows; write disable, prefer, require, verify-ca or verify-full"
-                ));
-            }
+            other => return Err(PgUrlError::SslMode(other.to_string())),
         })
     }
 }
@@ -61,9 +69,9 @@ impl PgUrl {
     }
 
     /// Parses `text`; the error never repeats it (it may hold a password).
-    pub fn parse(text: &str) -> Result<PgUrl, String> {
+    pub fn parse(text: &str) -> Result<PgUrl, PgUrlError> {
         if !PgUrl::is_postgres(text) {
-            return Err("a PostgreSQL store is a URL starting with postgres://".into());
+            return Err(PgUrlError::NotPostgres);
         }
         // tokio-postgres reads disable, prefer and require; verify-* and the root
         // certificate are this type's (the TLS connector checks them).
@@ -84,10 +92,7 @@ impl PgUrl {
         let sslmode = format!("sslmode={ssl}");
         rest.push(&sslmode);
         let text = format!("{base}?{}", rest.join("&"));
-        let config = tokio_postgres::Config::from_str(&text).map_err(|e| {
-            // tokio-postgres' messages name the part that is wrong, not the URL.
-            format!("not a PostgreSQL URL ({e}); write postgres://USER@HOST:PORT/DATABASE")
-        })?;
+        let config = tokio_postgres::Config::from_str(&text).map_err(PgUrlError::Syntax)?;
         let user = config.get_user().unwrap_or("");
         let hosts: Vec<String> = config
             .get_hosts()
@@ -167,7 +172,7 @@ mod tests {
         assert_eq!(u.shown(), "postgres://lab@db.example:6432/labdb");
         assert!(u.has_password());
         assert!(!format!("{u:?}").contains("s3cret"));
-        let e = PgUrl::parse("postgres://lab:s3cret-pw@db.example:notaport/labdb").err().unwrap();
+        let e = PgUrl::parse("postgres://lab:s3cret-pw@db.example:notaport/labdb").err().unwrap().to_string();
         assert!(!e.contains("s3cret"), "{e}");
         assert!(e.contains("postgres://USER@HOST:PORT/DATABASE"), "{e}");
     }

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::ProcessId;
 use super::backend::vals;
-use super::backend::{Conn, Db, DbError, Held, LockName, Locks, Owner, Row};
+use super::backend::{Columns, Conn, Db, DbError, FromRow, Held, LockName, Locks, Owner, Row, read_all};
 use super::error::StoreError;
 use super::process_id::start_from_column;
 use super::queue::Busy;
@@ -58,7 +58,8 @@ pub fn this_host() -> String {
     nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_else(|_| "localhost".into())
 }
 
-/// The holder of a device's lease, as its row says.
+/// Who holds a device's lease, as its row says; a [`Waiter`](super::Waiter) is one of these
+/// waiting for it, with its place in the queue.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LeaseHolder {
     pub device: String,
@@ -69,11 +70,34 @@ pub struct LeaseHolder {
     pub pid: u32,
     #[serde(skip)]
     pub start: Option<u64>,
-    /// RFC 3339 UTC: since when it holds the device.
+    /// RFC 3339 UTC: since when it holds the device (a waiter: since when it waits).
     pub since: String,
     pub priority: i32,
     /// How long it expects to hold it, seconds.
     pub expect_s: Option<f64>,
+}
+
+impl LeaseHolder {
+    /// The columns `from_row` reads, in order (of `device_leases`, and of `device_queue`).
+    pub(super) const COLUMNS: &str =
+        "device, purpose, campaign, runbook, host, pid, pid_start, since, priority, expect_s";
+}
+
+impl FromRow<'_> for LeaseHolder {
+    fn from_row(c: &mut Columns<'_>) -> Result<Self, DbError> {
+        Ok(LeaseHolder {
+            device: c.get()?,
+            purpose: c.get()?,
+            campaign: c.get()?,
+            runbook: c.get()?,
+            host: c.get()?,
+            pid: c.get()?,
+            start: start_from_column(c.get()?),
+            since: c.get()?,
+            priority: c.get()?,
+            expect_s: c.get()?,
+        })
+    }
 }
 
 impl LeaseHolder {
@@ -133,7 +157,12 @@ impl LeaseSpace {
         let device = device.to_string();
         let rows = self
             .db
-            .call(move |c| c.query(&format!("SELECT {COLUMNS} FROM device_leases WHERE device = ?1"), &vals![&device]))
+            .call(move |c| {
+                c.query(
+                    &format!("SELECT {} FROM device_leases WHERE device = ?1", LeaseHolder::COLUMNS),
+                    &vals![&device],
+                )
+            })
             .map_err(StoreError::from)?;
         Ok(self.live(rows)?.into_iter().next())
     }
@@ -142,13 +171,13 @@ impl LeaseSpace {
     pub fn lease_holders(&self) -> Result<Vec<LeaseHolder>, StoreError> {
         let rows = self
             .db
-            .call(|c| c.query(&format!("SELECT {COLUMNS} FROM device_leases ORDER BY device"), &[]))
+            .call(|c| c.query(&format!("SELECT {} FROM device_leases ORDER BY device", LeaseHolder::COLUMNS), &[]))
             .map_err(StoreError::from)?;
         self.live(rows)
     }
 
     fn live(&self, rows: Vec<Row>) -> Result<Vec<LeaseHolder>, StoreError> {
-        let holders = rows.iter().map(holder_row).collect::<Result<Vec<_>, _>>().map_err(StoreError::from)?;
+        let holders: Vec<LeaseHolder> = read_all(&rows)?;
         Ok(holders.into_iter().filter(|h| self.locks.alive(&h.owner())).collect())
     }
 }
@@ -239,23 +268,6 @@ pub(super) fn write_holder(c: &mut dyn Conn, device: &str, req: &LeaseRequest) -
 /// Now, RFC 3339 UTC to the second, as the rows keep times.
 pub(super) fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
-
-const COLUMNS: &str = "device, purpose, campaign, runbook, host, pid, pid_start, since, priority, expect_s";
-
-fn holder_row(r: &Row) -> Result<LeaseHolder, DbError> {
-    Ok(LeaseHolder {
-        device: r.get(0)?,
-        purpose: r.get(1)?,
-        campaign: r.get(2)?,
-        runbook: r.get(3)?,
-        host: r.get(4)?,
-        pid: r.get(5)?,
-        start: start_from_column(r.get(6)?),
-        since: r.get(7)?,
-        priority: r.get(8)?,
-        expect_s: r.get(9)?,
-    })
 }
 
 #[cfg(test)]

@@ -34,7 +34,7 @@ mod store;
 mod summaries;
 
 pub use alerts::{AlertRow, AlertState};
-pub use backend::{Conn, DbError, Dialect, FromValue, PgOwner, PgUrl, Row, Value};
+pub use backend::{Conn, DbError, Dialect, FromValue, PasswordError, PgOwner, PgUrl, Row, Value};
 #[cfg(test)]
 pub(crate) use campaigns::plan_head;
 pub use columns::{CampaignColumns, Names, Points, Sym};

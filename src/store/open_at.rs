@@ -8,8 +8,8 @@ use super::{Store, StoreError};
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     /// `[lab] store_password_command` failed or printed nothing: the lab file's to fix.
-    #[error("{0}")]
-    Password(String),
+    #[error(transparent)]
+    Password(#[from] super::backend::PasswordError),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -20,7 +20,7 @@ impl Store {
         match location {
             StoreLocation::Sqlite(path) => Ok(Store::open(path)?),
             StoreLocation::Postgres { url, password_command } => {
-                let url = url.with_password(password_command).map_err(OpenError::Password)?;
+                let url = url.with_password(password_command)?;
                 Ok(Store::open_postgres(&url)?)
             }
         }

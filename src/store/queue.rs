@@ -15,39 +15,40 @@ use serde::Serialize;
 
 use super::ProcessId;
 use super::backend::vals;
-use super::backend::{Conn, DbError, Held, LockName, Owner, Row, new_token};
+use super::backend::{Columns, Conn, DbError, FromRow, Held, LockError, LockName, Owner, new_token, read_all};
 use super::error::StoreError;
 use super::lease::{DeviceLease, LeaseHolder, LeaseRequest, LeaseSpace, now_rfc3339, who, write_holder};
-use super::process_id::start_from_column;
 use super::store::Store;
 
-/// One waiter's row.
+/// One waiter's row: a would-be holder (since when it waits, how long it expects to hold
+/// the device once it has it) with its place in the queue.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Waiter {
     pub ticket: i64,
-    pub device: String,
-    pub priority: i32,
-    pub purpose: String,
-    pub campaign: Option<String>,
-    pub runbook: Option<String>,
-    pub host: String,
-    pub pid: u32,
-    #[serde(skip)]
-    pub start: Option<u64>,
-    /// RFC 3339 UTC: since when it waits.
-    pub since: String,
-    /// How long it expects to hold the device once it has it, seconds.
-    pub expect_s: Option<f64>,
+    #[serde(flatten)]
+    pub holder: LeaseHolder,
     /// Names the waiter's own lock.
     #[serde(skip)]
     pub(crate) token: String,
 }
 
-impl Waiter {
-    pub fn process(&self) -> ProcessId {
-        ProcessId { pid: self.pid, start: self.start }
-    }
+/// A waiter's fields are its would-be holder's: `w.campaign`, `w.process()`.
+impl std::ops::Deref for Waiter {
+    type Target = LeaseHolder;
 
+    fn deref(&self) -> &LeaseHolder {
+        &self.holder
+    }
+}
+
+/// From `ticket`, [`LeaseHolder::COLUMNS`], `token` (of `device_queue`).
+impl FromRow<'_> for Waiter {
+    fn from_row(c: &mut Columns<'_>) -> Result<Self, DbError> {
+        Ok(Waiter { ticket: c.get()?, holder: c.read()?, token: c.get()? })
+    }
+}
+
+impl Waiter {
     fn lock(&self) -> LockName {
         LockName::Waiter { device: self.device.clone(), token: self.token.clone() }
     }
@@ -102,7 +103,7 @@ pub struct QueueTicket {
 impl LeaseSpace {
     /// Joins the queue of `device`.
     pub fn enqueue(&self, device: &str, req: &LeaseRequest) -> Result<Arc<QueueTicket>, StoreError> {
-        let lock_err = |e: String| StoreError::Internal(format!("joining the queue of {device}: {e}"));
+        let lock_err = |e: LockError| StoreError::Internal(format!("joining the queue of {device}: {e}"));
         // The waiter's own lock first, so that whoever sees its row finds it held.
         let (token, own) = loop {
             let token = new_token();
@@ -161,9 +162,9 @@ impl LeaseSpace {
     }
 
     fn waiters(&self, tail: &str, params: Vec<super::backend::Value>) -> Result<Vec<Waiter>, StoreError> {
-        let sql = format!("SELECT {COLUMNS} FROM device_queue {tail}");
+        let sql = format!("SELECT ticket, {}, token FROM device_queue {tail}", LeaseHolder::COLUMNS);
         let rows = self.db.call(move |c| c.query(&sql, &params)).map_err(StoreError::from)?;
-        rows.iter().map(waiter_row).collect::<Result<Vec<_>, _>>().map_err(StoreError::from)
+        Ok(read_all(&rows)?)
     }
 
     /// Removes a waiter's row; a waiter whose row was still there died, and its lock's
@@ -207,7 +208,7 @@ impl QueueTicket {
         Ok(rows.into_iter().filter(|w| self.space.locks.alive(&w.owner())).collect())
     }
 
-    fn lock_err(&self, e: String) -> StoreError {
+    fn lock_err(&self, e: LockError) -> StoreError {
         StoreError::Internal(format!("waiting for {}: {e}", self.device))
     }
 
@@ -221,7 +222,7 @@ impl QueueTicket {
         match self.space.locks.lock(&name, false).map_err(|e| self.lock_err(e))? {
             Some(held) => match self.promote(held)? {
                 Some(lease) => Ok(Ok(lease)),
-                None => Err(self.lock_err("cancelled".into())),
+                None => Err(self.lock_err(LockError::Cancelled)),
             },
             None => Ok(Err(Busy::Held(self.space.lease_holder(&self.device)?))),
         }
@@ -308,26 +309,6 @@ impl Drop for QueueTicket {
     fn drop(&mut self) {
         self.leave();
     }
-}
-
-const COLUMNS: &str =
-    "ticket, device, priority, purpose, campaign, runbook, host, pid, pid_start, since, expect_s, token";
-
-fn waiter_row(r: &Row) -> Result<Waiter, DbError> {
-    Ok(Waiter {
-        ticket: r.get(0)?,
-        device: r.get(1)?,
-        priority: r.get(2)?,
-        purpose: r.get(3)?,
-        campaign: r.get(4)?,
-        runbook: r.get(5)?,
-        host: r.get(6)?,
-        pid: r.get(7)?,
-        start: start_from_column(r.get(8)?),
-        since: r.get(9)?,
-        expect_s: r.get(10)?,
-        token: r.get(11)?,
-    })
 }
 
 #[cfg(test)]
@@ -450,7 +431,7 @@ mod tests {
         let urgent = waiter(b, with_priority("c-3", 5), tx.clone(), hold);
         std::thread::sleep(Duration::from_millis(300));
         assert!(rx.try_recv().is_err(), "a waiter got a held device");
-        let queue: Vec<_> = a.queued().unwrap().into_iter().map(|w| w.campaign.unwrap()).collect();
+        let queue: Vec<_> = a.queued().unwrap().into_iter().map(|w| w.holder.campaign.unwrap()).collect();
         assert_eq!(queue, ["c-3", "c-1", "c-2"], "the queue in the order it is served");
         let Err(Busy::Queued(next)) = b.try_lease("pixel-1", &req("c-4")).unwrap() else {
             panic!("a try jumped the queue or found the device free")

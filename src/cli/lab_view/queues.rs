@@ -121,16 +121,18 @@ mod tests {
         let now = parse("2026-12-04T12:00:00Z").unwrap();
         let waiter = |ticket, priority, campaign: &str, runbook: &str, expect_s| Waiter {
             ticket,
-            device: "pixel-1".into(),
-            priority,
-            purpose: "campaign".into(),
-            campaign: Some(campaign.into()),
-            runbook: Some(runbook.into()),
-            host: "ci-7".into(),
-            pid: 77,
-            start: None,
-            since: "2026-12-04T11:59:00Z".into(),
-            expect_s,
+            holder: LeaseHolder {
+                device: "pixel-1".into(),
+                priority,
+                purpose: "campaign".into(),
+                campaign: Some(campaign.into()),
+                runbook: Some(runbook.into()),
+                host: "ci-7".into(),
+                pid: 77,
+                start: None,
+                since: "2026-12-04T11:59:00Z".into(),
+                expect_s,
+            },
             token: String::new(),
         };
         // As the store lists them: in queue order.

@@ -3,12 +3,11 @@
 
 const POSTGRES_FORM: &str = "`postgres://USER@HOST:PORT/DATABASE`";
 
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum StoreLocationError {
-    /// A `postgres://` URL that does not read; the text is `PgUrl::parse`'s reason (a
-    /// String until `config/store_url.rs` has an error type of its own).
+    /// A `postgres://` URL that does not read.
     #[error("{0}")]
-    Postgres(String),
+    Postgres(crate::config::PgUrlError),
     #[error("not a store this lab knows (a SQLite file path or a postgres:// URL)")]
     UnknownScheme,
     #[error("the store is empty")]

@@ -14,6 +14,9 @@ pub enum DbError {
     /// PostgreSQL's own message (the server's, with its SQLSTATE), never the URL.
     #[error("PostgreSQL: {0}")]
     Postgres(String),
+    /// TLS, or a connection refused (`pg_tls`).
+    #[error("PostgreSQL: {0}")]
+    Tls(#[from] super::pg_tls::TlsError),
     /// A value of an unexpected type.
     #[error("unexpected value: {0}")]
     Type(String),

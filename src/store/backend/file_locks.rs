@@ -4,7 +4,7 @@
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::PathBuf;
 
-use super::locks::{Held, LockName, Locks, Owner};
+use super::locks::{Held, LockError, LockName, Locks, Owner};
 use crate::store::ProcessId;
 
 #[derive(Debug)]
@@ -29,9 +29,9 @@ impl FileLocks {
 }
 
 impl Locks for FileLocks {
-    fn lock(&self, name: &LockName, wait: bool) -> Result<Option<Box<dyn Held>>, String> {
+    fn lock(&self, name: &LockName, wait: bool) -> Result<Option<Box<dyn Held>>, LockError> {
         let path = self.dir.join(Self::name(name));
-        let io = |e: std::io::Error| format!("lock file {}: {e}", path.display());
+        let io = |source: std::io::Error| LockError::File { path: path.clone(), source };
         // A device's file, and a waiter's own, are made; another waiter's that is gone
         // means that waiter is gone.
         let own = match name {

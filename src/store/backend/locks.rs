@@ -5,6 +5,28 @@
 //! PostgreSQL (the server drops it with the session, which ends with the process or its
 //! connection).
 
+/// Why a lock could not be taken (or waited for).
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("lock file {}: {source}", path.display())]
+    File { path: std::path::PathBuf, source: std::io::Error },
+    /// The lock's key, or its session, from PostgreSQL.
+    #[error("{0}")]
+    Db(#[from] super::conn::DbError),
+    /// A waiter's token that is not two numbers.
+    #[error("bad token")]
+    BadToken,
+    #[error("a runtime for a lock's session: {0}")]
+    Runtime(std::io::Error),
+    #[error("cannot start a lock's thread: {0}")]
+    Thread(std::io::Error),
+    #[error("a lock's thread ended without an answer")]
+    NoAnswer,
+    /// A waiter's own lock, taken back from under it: it left the queue.
+    #[error("cancelled")]
+    Cancelled,
+}
+
 /// What a lock is for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LockName {
@@ -37,7 +59,7 @@ pub trait Locks: Send + Sync + std::fmt::Debug {
     /// Takes the lock: waits for it when `wait` (the calling thread sleeps until it is
     /// free), else `None` when someone holds it. A waiter's lock that no longer exists is
     /// free.
-    fn lock(&self, name: &LockName, wait: bool) -> Result<Option<Box<dyn Held>>, String>;
+    fn lock(&self, name: &LockName, wait: bool) -> Result<Option<Box<dyn Held>>, LockError>;
     /// Whether the row's owner still holds what it holds (it is alive).
     fn alive(&self, owner: &Owner) -> bool;
     /// A waiter's lock is gone for good: its file, where there is one.

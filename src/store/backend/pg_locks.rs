@@ -10,7 +10,7 @@
 //! its lock is lost ([`Held::lost`]), without anyone asking the server in the meantime.
 
 use super::conn::DbError;
-use super::locks::{Held, LockName, Locks, Owner};
+use super::locks::{Held, LockError, LockName, Locks, Owner};
 use super::pg_owner::PgOwner;
 use super::pg_tls::connect_watched;
 use super::postgres_conn::placeholders;
@@ -63,25 +63,23 @@ impl PgLocks {
     }
 
     /// The advisory-lock call's arguments, and what `pg_locks` shows for it.
-    fn key(&self, name: &LockName) -> Result<(&'static str, Vec<i64>, [i64; 3]), String> {
+    fn key(&self, name: &LockName) -> Result<(&'static str, Vec<i64>, [i64; 3]), LockError> {
         match name {
             LockName::Device(d) => {
                 let d = d.clone();
-                let key = self
-                    .admin
-                    .call(move |c| {
-                        c.execute(
-                            "INSERT INTO device_keys (device) VALUES (?1) ON CONFLICT (device) DO NOTHING",
-                            &vals![&d],
-                        )?;
-                        c.query("SELECT key FROM device_keys WHERE device = ?1", &vals![&d])?[0].read::<i64>()
-                    })
-                    .map_err(|e| e.to_string())?;
+                let key = self.admin.call(move |c| {
+                    c.execute(
+                        "INSERT INTO device_keys (device) VALUES (?1) ON CONFLICT (device) DO NOTHING",
+                        &vals![&d],
+                    )?;
+                    c.query("SELECT key FROM device_keys WHERE device = ?1", &vals![&d])?[0].read::<i64>()
+                })?;
                 Ok(("?1", vec![key], [key >> 32, key & 0xffff_ffff, 1]))
             }
             LockName::Waiter { token, .. } => {
-                let (a, b) = token.split_once('-').ok_or("bad token")?;
-                let (a, b): (i64, i64) = (a.parse().map_err(|_| "bad token")?, b.parse().map_err(|_| "bad token")?);
+                let (a, b) = token.split_once('-').ok_or(LockError::BadToken)?;
+                let number = |n: &str| n.parse::<i64>().map_err(|_| LockError::BadToken);
+                let (a, b) = (number(a)?, number(b)?);
                 // The two-key form takes INTEGERs; the keys are sent as BIGINTs.
                 Ok(("CAST(CAST(?1 AS BIGINT) AS INTEGER), CAST(CAST(?2 AS BIGINT) AS INTEGER)", vec![a, b], [a, b, 2]))
             }
@@ -90,7 +88,7 @@ impl PgLocks {
 }
 
 impl Locks for PgLocks {
-    fn lock(&self, name: &LockName, wait: bool) -> Result<Option<Box<dyn Held>>, String> {
+    fn lock(&self, name: &LockName, wait: bool) -> Result<Option<Box<dyn Held>>, LockError> {
         let (args, keys, _) = self.key(name)?;
         let sql = placeholders(&if wait {
             format!("SELECT true FROM (SELECT pg_advisory_lock({args})) AS held")
@@ -98,7 +96,7 @@ impl Locks for PgLocks {
             format!("SELECT pg_try_advisory_lock({args})")
         });
         let url = self.url.with_keepalives().named("lab-lock");
-        let (got_tx, got) = std::sync::mpsc::channel::<Result<bool, String>>();
+        let (got_tx, got) = std::sync::mpsc::channel::<Result<bool, LockError>>();
         let (release, released) = tokio::sync::oneshot::channel::<()>();
         let (lost_tx, lost) = tokio::sync::watch::channel(false);
         let thread = std::thread::Builder::new()
@@ -116,7 +114,7 @@ impl Locks for PgLocks {
                         Ok::<_, DbError>((client, ended, got))
                     };
                     match taken.await {
-                        Err(e) => drop(got_tx.send(Err(e.to_string()))),
+                        Err(e) => drop(got_tx.send(Err(LockError::Db(e)))),
                         Ok((client, ended, got)) => {
                             let _ = got_tx.send(Ok(got));
                             if got {
@@ -130,10 +128,10 @@ impl Locks for PgLocks {
                     }
                 });
                 if let Err(e) = ran {
-                    let _ = no_runtime.send(Err(format!("a runtime for a lock's session: {e}")));
+                    let _ = no_runtime.send(Err(LockError::Runtime(e)));
                 }
             })
-            .map_err(|e| format!("cannot start a lock's thread: {e}"))?;
+            .map_err(LockError::Thread)?;
         match got.recv() {
             Ok(Ok(true)) => Ok(Some(Box::new(Session { release: Some(release), lost, thread: Some(thread) }))),
             Ok(Ok(false)) => {
@@ -144,7 +142,7 @@ impl Locks for PgLocks {
                 let _ = thread.join();
                 Err(e)
             }
-            Err(_) => Err("a lock's thread ended without an answer".into()),
+            Err(_) => Err(LockError::NoAnswer),
         }
     }
 

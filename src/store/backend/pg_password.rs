@@ -13,17 +13,38 @@ use crate::config::PgUrl;
 /// How long the password command may take (it may ask a keyring).
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Why no password could be read; never holds the password, nor repeats what the command
+/// printed on its standard output.
+#[derive(Debug, thiserror::Error)]
+pub enum PasswordError {
+    #[error("PGPASSWORD is not UTF-8; fix: set it to the password")]
+    NotUtf8,
+    #[error("the store's password command `{name}` cannot start: {source}; {FIX}")]
+    Start { name: String, source: std::io::Error },
+    #[error("the store's password command `{name}` gave no answer within {} s; {FIX}", COMMAND_TIMEOUT.as_secs())]
+    Timeout { name: String },
+    /// `said`: the first line of what it printed on its standard error.
+    #[error("the store's password command `{name}` failed ({status}): {said}; {FIX}")]
+    Failed { name: String, status: std::process::ExitStatus, said: String },
+    #[error("the store's password command `{name}` printed no text; {FIX}")]
+    NotText { name: String },
+    #[error("the store's password command `{name}` printed nothing; {FIX}")]
+    Nothing { name: String },
+}
+
+const FIX: &str = "fix: check `[lab] store_password_command` in the lab file";
+
 impl PgUrl {
     /// This URL with its password found (see the module). `Err`: why none could be read
     /// and the fix, without the password.
-    pub fn with_password(&self, command: &[String]) -> Result<PgUrl, String> {
+    pub fn with_password(&self, command: &[String]) -> Result<PgUrl, PasswordError> {
         if self.has_password() {
             return Ok(self.clone());
         }
         let password = if !command.is_empty() {
             Some(run_command(command)?)
         } else if let Some(p) = std::env::var_os("PGPASSWORD").filter(|p| !p.is_empty()) {
-            Some(p.into_string().map_err(|_| "PGPASSWORD is not UTF-8; fix: set it to the password".to_string())?)
+            Some(p.into_string().map_err(|_| PasswordError::NotUtf8)?)
         } else {
             pgpass_file().and_then(|f| std::fs::read_to_string(f).ok()).and_then(|text| self.pgpass_match(&text))
         };
@@ -80,16 +101,15 @@ fn pgpass_file() -> Option<PathBuf> {
 }
 
 /// Runs the password command (argv, no shell) and takes the first line it prints.
-fn run_command(argv: &[String]) -> Result<String, String> {
-    let name = &argv[0];
-    let fix = "fix: check `[lab] store_password_command` in the lab file";
-    let mut child = std::process::Command::new(name)
+fn run_command(argv: &[String]) -> Result<String, PasswordError> {
+    let name = argv[0].clone();
+    let mut child = std::process::Command::new(&name)
         .args(&argv[1..])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .map_err(|e| format!("the store's password command `{name}` cannot start: {e}; {fix}"))?;
+        .map_err(|source| PasswordError::Start { name: name.clone(), source })?;
     let mut stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
     let reader = std::thread::spawn(move || {
@@ -110,24 +130,20 @@ fn run_command(argv: &[String]) -> Result<String, String> {
             _ => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!(
-                    "the store's password command `{name}` gave no answer within {} s; {fix}",
-                    COMMAND_TIMEOUT.as_secs()
-                ));
+                return Err(PasswordError::Timeout { name });
             }
         }
     };
     let out = reader.join().unwrap_or_default();
     let err = err_reader.join().unwrap_or_default();
     if !status.success() {
-        let said = err.lines().next().unwrap_or("").trim();
-        return Err(format!("the store's password command `{name}` failed ({status}): {said}; {fix}"));
+        let said = err.lines().next().unwrap_or("").trim().to_string();
+        return Err(PasswordError::Failed { name, status, said });
     }
-    let text =
-        String::from_utf8(out).map_err(|_| format!("the store's password command `{name}` printed no text; {fix}"))?;
+    let Ok(text) = String::from_utf8(out) else { return Err(PasswordError::NotText { name }) };
     match text.lines().next().map(str::trim_end) {
         Some(p) if !p.is_empty() => Ok(p.to_string()),
-        _ => Err(format!("the store's password command `{name}` printed nothing; {fix}")),
+        _ => Err(PasswordError::Nothing { name }),
     }
 }
 
@@ -160,12 +176,12 @@ mod tests {
         let with = u.with_password(&cmd("printf 'top-secret\\nsecond line\\n'")).unwrap();
         assert_eq!(with.config.get_password(), Some(&b"top-secret"[..]));
         assert!(!format!("{with:?}").contains("top-secret"));
-        let e = u.with_password(&cmd("echo top-secret; echo 'no keyring' >&2; exit 3")).unwrap_err();
+        let e = u.with_password(&cmd("echo top-secret; echo 'no keyring' >&2; exit 3")).unwrap_err().to_string();
         assert!(e.contains("failed") && e.contains("no keyring") && e.contains("store_password_command"), "{e}");
         assert!(!e.contains("top-secret"), "{e}");
-        let e = u.with_password(&["/nonexistent/pass".to_string()]).unwrap_err();
+        let e = u.with_password(&["/nonexistent/pass".to_string()]).unwrap_err().to_string();
         assert!(e.contains("cannot start"), "{e}");
-        assert!(u.with_password(&cmd("true")).unwrap_err().contains("printed nothing"));
+        assert!(u.with_password(&cmd("true")).unwrap_err().to_string().contains("printed nothing"));
         // A password in the URL wins; the command is not run.
         let given = url("postgres://lab:in-url@db.example/labdb");
         assert_eq!(given.with_password(&cmd("exit 1")).unwrap().config.get_password(), Some(&b"in-url"[..]));

@@ -15,6 +15,38 @@ use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStor
 use super::conn::DbError;
 use crate::config::{PgUrl, TlsMode};
 
+/// Why a connection to a PostgreSQL store could not be made as its URL asks (shown as
+/// `PostgreSQL: …`, through [`DbError::Tls`]).
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("TLS: {0}")]
+    Rustls(#[from] rustls::Error),
+    #[error("TLS: {0}")]
+    Verifier(#[from] rustls::client::VerifierBuilderError),
+    #[error(
+        "sslmode={mode} needs root certificates: {} {why}; fix: add `sslrootcert=PATH` (a PEM file of the CA) to the \
+         store's URL",
+        path.display()
+    )]
+    RootCerts { mode: &'static str, path: std::path::PathBuf, why: RootCertsProblem },
+    /// A connection refused, said with the URL as shown (never its password) and the fix.
+    #[error("connecting to {shown}: {}; fix: {fix}", cause.to_string().trim_start_matches("PostgreSQL: "))]
+    Connect { shown: String, cause: Box<DbError>, fix: &'static str },
+}
+
+/// What is wrong with the root certificates' file.
+#[derive(Debug, thiserror::Error)]
+pub enum RootCertsProblem {
+    #[error("cannot be read ({0})")]
+    Unreadable(rustls::pki_types::pem::Error),
+    #[error("is not PEM ({0})")]
+    NotPem(rustls::pki_types::pem::Error),
+    #[error("holds a certificate rustls refuses ({0})")]
+    Refused(rustls::Error),
+    #[error("holds no certificate")]
+    Empty,
+}
+
 /// A new connection to `url`'s server, encrypted as its `sslmode` says.
 pub(super) fn connect(url: &PgUrl) -> Result<postgres::Client, DbError> {
     let config = postgres::Config::from(url.config.clone());
@@ -67,14 +99,14 @@ pub(super) fn connect_error(url: &PgUrl, e: DbError) -> DbError {
     } else {
         "check the server; a password goes in the URL or PGPASSWORD"
     };
-    DbError::Postgres(format!("connecting to {}: {}; fix: {fix}", url.shown(), text.trim_start_matches("PostgreSQL: ")))
+    DbError::Tls(TlsError::Connect { shown: url.shown().to_string(), cause: Box::new(e), fix })
 }
 
 fn tls_config(url: &PgUrl) -> Result<Option<ClientConfig>, DbError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let tls_err = |e: rustls::Error| DbError::Postgres(format!("TLS: {e}"));
-    let builder =
-        ClientConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions().map_err(tls_err)?;
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(TlsError::from)?;
     let config = match url.tls {
         TlsMode::Disable => return Ok(None),
         TlsMode::Prefer | TlsMode::Require => {
@@ -84,7 +116,7 @@ fn tls_config(url: &PgUrl) -> Result<Option<ClientConfig>, DbError> {
         TlsMode::VerifyCa => {
             let chain = WebPkiServerVerifier::builder_with_provider(Arc::new(root_certs(url)?), provider)
                 .build()
-                .map_err(|e| DbError::Postgres(format!("TLS: {e}")))?;
+                .map_err(TlsError::from)?;
             builder.dangerous().with_custom_certificate_verifier(Arc::new(ChainOnly(chain))).with_no_client_auth()
         }
     };
@@ -99,22 +131,16 @@ fn root_certs(url: &PgUrl) -> Result<RootCertStore, DbError> {
             .map(|h| std::path::PathBuf::from(h).join(".postgresql/root.crt"))
             .unwrap_or_default(),
     };
-    let fail = |why: String| {
-        DbError::Postgres(format!(
-            "sslmode={} needs root certificates: {} {why}; fix: add `sslrootcert=PATH` (a PEM file of the CA) to the \
-             store's URL",
-            if url.tls == TlsMode::VerifyCa { "verify-ca" } else { "verify-full" },
-            path.display()
-        ))
-    };
+    let mode = if url.tls == TlsMode::VerifyCa { "verify-ca" } else { "verify-full" };
+    let fail = |why| DbError::Tls(TlsError::RootCerts { mode, path: path.clone(), why });
     let mut roots = RootCertStore::empty();
-    let certs = CertificateDer::pem_file_iter(&path).map_err(|e| fail(format!("cannot be read ({e})")))?;
+    let certs = CertificateDer::pem_file_iter(&path).map_err(|e| fail(RootCertsProblem::Unreadable(e)))?;
     for cert in certs {
-        let cert = cert.map_err(|e| fail(format!("is not PEM ({e})")))?;
-        roots.add(cert).map_err(|e| fail(format!("holds a certificate rustls refuses ({e})")))?;
+        let cert = cert.map_err(|e| fail(RootCertsProblem::NotPem(e)))?;
+        roots.add(cert).map_err(|e| fail(RootCertsProblem::Refused(e)))?;
     }
     if roots.is_empty() {
-        return Err(fail("holds no certificate".into()));
+        return Err(fail(RootCertsProblem::Empty));
     }
     Ok(roots)
 }
@@ -239,7 +265,12 @@ mod tests {
         let e = encrypted("sslmode=verify-full&sslrootcert=/nonexistent/ca.pem").unwrap_err();
         assert!(e.contains("sslmode=verify-full needs root certificates: /nonexistent/ca.pem cannot be read"), "{e}");
         assert!(!e.contains(&std::env::var("LAB_TEST_POSTGRES").unwrap()), "the URL with its password: {e}");
-        assert!(PgUrl::parse("postgres://lab@h/db?sslmode=sometimes").unwrap_err().contains("sslmode `sometimes`"));
+        assert!(
+            PgUrl::parse("postgres://lab@h/db?sslmode=sometimes")
+                .unwrap_err()
+                .to_string()
+                .contains("sslmode `sometimes`")
+        );
     }
 
     #[test_needs::needs(postgres)]
