@@ -740,7 +740,10 @@ impl Store {
         let rows = self.db.call(move |c| {
             c.query(SERIES_NAMED, &super::backend::vals![id_.as_str(), name.as_str()])?
                 .iter()
-                .map(|r| Ok((r.get::<i64>(0)? as u32, r.get::<i64>(1)? as u32, r.blob(2).unwrap_or(&[]).to_vec())))
+                .map(|r| {
+                    let mut c = Columns::new(r);
+                    Ok((c.get::<i64>()? as u32, c.get::<i64>()? as u32, c.blob().unwrap_or(&[]).to_vec()))
+                })
                 .collect::<Result<Vec<_>, DbError>>()
         })?;
         rows.into_iter()
@@ -760,7 +763,7 @@ impl Store {
                 .iter()
                 .map(|&(idx, attempt)| {
                     let row = c.query_opt(BATTERY_POINTS, &super::backend::vals![id, idx, attempt, BATTERY_PCT])?;
-                    Ok(row.and_then(|r| r.blob(0).map(<[u8]>::to_vec)))
+                    Ok(row.and_then(|r| Columns::new(&r).blob().map(<[u8]>::to_vec)))
                 })
                 .collect::<Result<Vec<_>, DbError>>()
         })?;

@@ -2,7 +2,8 @@
 
 use std::path::PathBuf;
 
-use super::backend::DbError;
+use super::backend::{DbError, LockError};
+use super::location::Location;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -18,6 +19,18 @@ pub enum StoreError {
     NoCampaign(String),
     #[error("store task: {0}")]
     Internal(String),
+    /// A backend's error other than SQLite's own and a lost connection.
+    #[error("store task: {0}")]
+    Db(Box<DbError>),
+    /// A lock of a device's queue could not be taken while joining it.
+    #[error("store task: joining the queue of {device}: {source}")]
+    JoinQueue { device: String, source: Box<LockError> },
+    /// A lock could not be waited for, or the wait was given up.
+    #[error("store task: waiting for {device}: {source}")]
+    Wait { device: String, source: Box<LockError> },
+    /// Code written for SQLite alone (`store/mod.rs` lists it) ran on PostgreSQL.
+    #[error("store task: {at}: a SQLite-only path was taken on the PostgreSQL store {store}")]
+    SqliteOnly { at: &'static std::panic::Location<'static>, store: Box<Location> },
     /// The PostgreSQL server cannot be reached, or refused this user (said without the password).
     #[error("store: {0}")]
     Unreachable(String),
@@ -31,7 +44,7 @@ impl From<DbError> for StoreError {
         match e {
             DbError::Sqlite(e) => StoreError::Sql(e),
             DbError::Closed(m) => StoreError::Unreachable(format!("the connection to the store was lost ({m})")),
-            e => StoreError::Internal(e.to_string()),
+            e => StoreError::Db(Box::new(e)),
         }
     }
 }

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::ProcessId;
 use super::backend::vals;
-use super::backend::{Columns, Conn, Db, DbError, FromRow, Held, LockName, Locks, Owner, Row, read_all};
+use super::backend::{Columns, Conn, Db, DbError, FromRow, Held, LockError, LockName, Locks, Owner, Row, read_all};
 use super::error::StoreError;
 use super::process_id::start_from_column;
 use super::queue::Busy;
@@ -143,7 +143,9 @@ impl LeaseSpace {
     /// thread sleeps until its turn (call it on a blocking thread).
     pub fn lease(&self, device: &str, req: &LeaseRequest) -> Result<DeviceLease, StoreError> {
         let ticket = self.enqueue(device, req)?;
-        ticket.wait()?.ok_or_else(|| StoreError::Internal(format!("waiting for {device}: cancelled")))
+        ticket
+            .wait()?
+            .ok_or_else(|| StoreError::Wait { device: device.to_string(), source: Box::new(LockError::Cancelled) })
     }
 
     /// The lease of a device whose lock `held` is this process's and whose holder's row

@@ -1,4 +1,26 @@
-//! The SQLite store: campaigns, planned trials, attempts, measurements.
+//! The store: campaigns, planned trials, attempts, measurements, and what a shared lab
+//! keeps (leases, queues, schedule slots), on SQLite (a file, the default) or PostgreSQL.
+//!
+//! One [`Store`] (`store.rs`), its operations in the files of their subjects. They are
+//! written once, against [`Conn`] (`backend/`), through `Store::db`. Three paths stay
+//! SQLite-only, on rusqlite's own connection (`Store::lock`), each with its PostgreSQL
+//! counterpart beside it (the `on_both!` tests run each test on both):
+//!
+//! - **Recording attempts** (`Store::record_rows` → `batch.rs` with `sqlite_record.rs`
+//!   and `operator_steps::insert_attestations`): rusqlite's `Transaction` for the group
+//!   commit's savepoints (an attempt that fails halfway is rolled back alone), cached
+//!   prepared statements, and `last_insert_rowid` for the consecutive id ranges each
+//!   `attempt_report` row holds. This is the serial path every device's attempt waits
+//!   on. PostgreSQL: `pg_record.rs` (multi-row inserts, ids reserved from the sequence).
+//! - **A report's columns** (`Store::read_columns_stamped` → `columns.rs`, with
+//!   `measurement_columns.rs`): rusqlite's borrowed values (`ValueRef`) and measurements
+//!   read by rowid ranges on extra connections at once, where a `Conn` row would copy
+//!   each of a million values into a `Value`. PostgreSQL: `columns_reader.rs`
+//!   (`COPY … (FORMAT binary)`).
+//! - **Schema and migrations** (`schema.rs`, with `backend/sqlite_open.rs`'s pragmas):
+//!   SQLite's DDL and `PRAGMA user_version`. PostgreSQL: `backend/pg_schema.rs`.
+//!
+//! Tests also reach SQLite through `Store::lock` to damage or inspect a file.
 
 mod alerts;
 mod attempts;
@@ -34,7 +56,9 @@ mod store;
 mod summaries;
 
 pub use alerts::{AlertRow, AlertState};
-pub use backend::{Conn, DbError, Dialect, FromValue, PasswordError, PgOwner, PgUrl, Row, Value};
+pub use backend::{
+    Conn, DbError, Dialect, FromValue, LockError, PasswordError, PgOwner, PgUrl, RootCertsProblem, Row, TlsError, Value,
+};
 #[cfg(test)]
 pub(crate) use campaigns::plan_head;
 pub use columns::{CampaignColumns, Names, Points, Sym};

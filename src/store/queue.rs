@@ -103,7 +103,7 @@ pub struct QueueTicket {
 impl LeaseSpace {
     /// Joins the queue of `device`.
     pub fn enqueue(&self, device: &str, req: &LeaseRequest) -> Result<Arc<QueueTicket>, StoreError> {
-        let lock_err = |e: LockError| StoreError::Internal(format!("joining the queue of {device}: {e}"));
+        let lock_err = |source| StoreError::JoinQueue { device: device.to_string(), source: Box::new(source) };
         // The waiter's own lock first, so that whoever sees its row finds it held.
         let (token, own) = loop {
             let token = new_token();
@@ -208,8 +208,8 @@ impl QueueTicket {
         Ok(rows.into_iter().filter(|w| self.space.locks.alive(&w.owner())).collect())
     }
 
-    fn lock_err(&self, e: LockError) -> StoreError {
-        StoreError::Internal(format!("waiting for {}: {e}", self.device))
+    fn lock_err(&self, source: LockError) -> StoreError {
+        StoreError::Wait { device: self.device.clone(), source: Box::new(source) }
     }
 
     /// The device's lease if it is free and nobody is ahead; else who has it or its turn.

@@ -133,11 +133,10 @@ impl Store {
             // A panic while holding the lock leaves a connection that is still usable:
             // every write is its own transaction.
             Some(conn) => Ok(conn.lock().unwrap_or_else(|p| p.into_inner())),
-            None => Err(StoreError::Internal(format!(
-                "{}: a SQLite-only path was taken on the PostgreSQL store {}",
-                std::panic::Location::caller(),
-                self.location
-            ))),
+            None => Err(StoreError::SqliteOnly {
+                at: std::panic::Location::caller(),
+                store: Box::new(self.location.clone()),
+            }),
         }
     }
 

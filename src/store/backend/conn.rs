@@ -16,7 +16,7 @@ pub enum DbError {
     Postgres(String),
     /// TLS, or a connection refused (`pg_tls`).
     #[error("PostgreSQL: {0}")]
-    Tls(#[from] super::pg_tls::TlsError),
+    Tls(Box<super::pg_tls::TlsError>),
     /// A value of an unexpected type.
     #[error("unexpected value: {0}")]
     Type(String),
@@ -44,6 +44,12 @@ impl From<postgres::Error> for DbError {
                 text
             }
         })
+    }
+}
+
+impl From<super::pg_tls::TlsError> for DbError {
+    fn from(e: super::pg_tls::TlsError) -> DbError {
+        DbError::Tls(Box::new(e))
     }
 }
 

@@ -30,6 +30,7 @@ pub use pg_locks::PgLocks;
 pub use pg_owner::PgOwner;
 pub use pg_password::PasswordError;
 pub use pg_schema::migrate_postgres;
+pub use pg_tls::{RootCertsProblem, TlsError};
 pub(crate) use pg_tls::{connect_async, on_own_runtime};
 pub use postgres_conn::placeholders;
 #[cfg(test)]

@@ -99,7 +99,7 @@ pub(super) fn connect_error(url: &PgUrl, e: DbError) -> DbError {
     } else {
         "check the server; a password goes in the URL or PGPASSWORD"
     };
-    DbError::Tls(TlsError::Connect { shown: url.shown().to_string(), cause: Box::new(e), fix })
+    DbError::from(TlsError::Connect { shown: url.shown().to_string(), cause: Box::new(e), fix })
 }
 
 fn tls_config(url: &PgUrl) -> Result<Option<ClientConfig>, DbError> {
@@ -132,7 +132,7 @@ fn root_certs(url: &PgUrl) -> Result<RootCertStore, DbError> {
             .unwrap_or_default(),
     };
     let mode = if url.tls == TlsMode::VerifyCa { "verify-ca" } else { "verify-full" };
-    let fail = |why| DbError::Tls(TlsError::RootCerts { mode, path: path.clone(), why });
+    let fail = |why| DbError::from(TlsError::RootCerts { mode, path: path.clone(), why });
     let mut roots = RootCertStore::empty();
     let certs = CertificateDer::pem_file_iter(&path).map_err(|e| fail(RootCertsProblem::Unreadable(e)))?;
     for cert in certs {

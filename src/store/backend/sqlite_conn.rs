@@ -99,7 +99,7 @@ impl Conn for rusqlite::Connection {
     }
 }
 
-/// Inside a transaction rusqlite opened (code not yet written against [`Conn`] alone):
+/// Inside a transaction rusqlite opened (the SQLite-only recording path, `store/mod.rs`):
 /// statements run in it; it is committed by its owner, so nesting another is refused.
 impl Conn for rusqlite::Transaction<'_> {
     fn dialect(&self) -> Dialect {
