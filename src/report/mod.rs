@@ -29,13 +29,9 @@ pub use model::report::{
     CampaignMeta, ComparisonKind, InvalidAttempt, MetricComparison, MetricRow, ModelReport, Report, SCHEMA_VERSION,
     StateRow, StatisticsMeta, VariantSummary, VariantVerdict,
 };
-pub use model::sequential::{
-    LookLevels, SPENDING, SequentialStop, decided, design_cv, fixed_equivalent, fractions, information, planned_counts,
-    trials_to_stop,
-};
+pub use model::sequential::SequentialStop;
 pub use model::summaries::summary_rows;
 pub(crate) use model::verdicts::references;
-pub use model::verdicts::verdict_of;
 pub use render::csv_out::{RESULTS_CSV_HEADER, write_results_csv};
 pub(crate) use render::html::esc;
 pub use render::html::render_html;

@@ -17,8 +17,8 @@ use crate::device::Device;
 use crate::measure::UntetherMode;
 use crate::measure::metric_order;
 use crate::plan::{LookRecord, Plan};
-use crate::report::decided as decided_verdict;
 use crate::runner::Event;
+use crate::stats::sequential::decided as decided_verdict;
 use crate::stats::summarize;
 use crate::store::{AttemptRecord, AttemptStatus, PlannedTrialRow, Store, TrialRecord};
 use crate::tether::{Tether, TetherError};
@@ -155,7 +155,7 @@ pub async fn extend(store: &Store, id: &str, plan: &mut Plan) -> Result<Option<E
 }
 
 /// A sequential campaign's look after a round: the report's verdicts at this look
-/// (report/model/sequential.rs) are recorded in the plan; a variant × model not yet
+/// (`stats::sequential`) are recorded in the plan; a variant × model not yet
 /// decided and below `max` gets one more block, and so does its reference while any
 /// variant compared with it does. The new looks and trials are stored with the plan.
 /// `decided` holds a `VariantDecided` event per pair decided (or out of looks) here.
