@@ -23,7 +23,7 @@ pub use junit::compare::render_compare_junit;
 pub use junit::report::render_junit;
 pub use model::build_report::build_report;
 pub use model::curves::{BatteryCurve, battery_curves, sample_curves};
-pub use model::input::{CampaignData, ReportError, load, load_head, load_stamped};
+pub use model::input::{CampaignData, ReportError, load, load_head, load_stamped, pooled};
 pub use model::pooled::pooled_models;
 pub use model::report::{
     CampaignMeta, ComparisonKind, InvalidAttempt, MetricComparison, MetricRow, ModelReport, Report, SCHEMA_VERSION,

@@ -5,6 +5,7 @@ mod campaign;
 mod desk;
 mod event;
 mod footprint;
+mod look;
 mod manifest;
 mod monitored;
 mod recorder;
