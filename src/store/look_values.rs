@@ -87,13 +87,13 @@ mod tests {
     use crate::measure::UntetherMode;
     use crate::store::NewCampaign;
     use crate::testing::fixture;
+    use crate::testing::postgres::on_both;
+
+    on_both!(reads_each_attempt_as_recorded);
 
     /// The store gives back what was recorded: every attempt (those without measurements
     /// too), its status, mode and values in order.
-    #[test]
-    fn reads_each_attempt_as_recorded() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(&dir.path().join("lab.db")).unwrap();
+    fn reads_each_attempt_as_recorded(s: &Store) {
         let mut data = fixture::records("c1");
         let c = &data.campaign;
         s.create_campaign(
