@@ -6,7 +6,7 @@
 //! phone: the simulator's two gating metrics, energy and CPU, each trial's value drawn as
 //! the simulator draws a trial's power factor (1 + sd·z, clamped to [0.5, 1.5]) with the
 //! trial-to-trial spread of a phone (`ENERGY_SD`, `CPU_SD`), the effect multiplying both.
-//! Every look is decided by `lab::report::verdict_of`, the report's own rule (Welch's test,
+//! Every look is decided by `lab::stats::verdict_of`, the report's own rule (Welch's test,
 //! Holm, the relative change's intervals, TOST) at the look's group-sequential levels. The
 //! fixed design is the one with the same α and the same power at twice the threshold as
 //! the sequential one: the fewest trials per arm whose simulated power reaches it.
@@ -19,8 +19,8 @@
 //! docs/statistics.md and the issue notes.
 
 use lab::config::StatsSettings;
-use lab::report::{LookLevels, planned_counts, verdict_of};
-use lab::stats::{Spending, Verdict};
+use lab::stats::sequential::{Design, LookLevels, SPENDING, Spending, decided};
+use lab::stats::{DecisionRule, Verdict, verdict_of};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::StandardNormal;
@@ -81,7 +81,13 @@ impl Arms {
     fn verdict(&self, settings: &StatsSettings, look: Option<&LookLevels>) -> Verdict {
         let metrics: [(&str, &[f64], &[f64]); 2] =
             [("energy_j", &self.energy.0, &self.energy.1), ("cpu_pct", &self.cpu.0, &self.cpu.1)];
-        verdict_of(&metrics, settings, look)
+        let rule = DecisionRule {
+            alpha: settings.alpha,
+            threshold: settings.practical_threshold,
+            confidence: settings.confidence,
+            gating: &settings.gating,
+        };
+        verdict_of(&metrics, &rule, look)
     }
 }
 
@@ -125,7 +131,7 @@ impl Tally {
 
 fn sequential(spending: Spending, moves: Moves, effect: f64, runs: usize, seed: u64) -> Tally {
     let settings = settings();
-    let counts = planned_counts(&lab::config::AdaptiveRepeats::decided(MIN, MAX), 1);
+    let counts = Design { min: MIN, max: MAX, devices: 1, alpha: ALPHA, threshold: THRESHOLD }.planned_counts();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut tally = Tally::default();
     for _ in 0..runs {
@@ -140,7 +146,7 @@ fn sequential(spending: Spending, moves: Moves, effect: f64, runs: usize, seed: 
             let look = LookLevels { fractions: fractions.clone(), alpha: ALPHA, spending };
             let v = arms.verdict(&settings, Some(&look));
             last = (v, n);
-            if lab::report::decided(v) {
+            if decided(v) {
                 break;
             }
         }
@@ -190,7 +196,7 @@ fn main() {
         CPU_SD * 100.0,
         mc * 100.0
     );
-    let chosen = lab::report::SPENDING;
+    let chosen = SPENDING;
     let other = match chosen {
         Spending::Pocock => Spending::ObrienFleming,
         Spending::ObrienFleming => Spending::Pocock,
@@ -208,7 +214,7 @@ fn scenario(spending: Spending, moves: Moves, runs: usize, mc: f64) {
         .collect();
     let power = seq.iter().find(|(e, _)| *e == 2.0).map(|(_, t)| t.rate(t.worse)).unwrap_or(0.0);
     let n_fixed = fixed_matching(power, moves, runs.max(2000));
-    let chosen = if spending == lab::report::SPENDING { " (lab's)" } else { "" };
+    let chosen = if spending == SPENDING { " (lab's)" } else { "" };
     println!(
         "\nspending {spending:?}{chosen}, effect on {moves:?}: power at 2× threshold {:.1} %; the fixed design with that \
 power: {n_fixed} trials per arm",

@@ -76,6 +76,19 @@ pub struct LookRecord {
     pub stopped: bool,
 }
 
+impl LookRecord {
+    /// The look as `stats::sequential` reads it, without the pair's names.
+    pub fn recorded(&self) -> crate::stats::sequential::Recorded {
+        crate::stats::sequential::Recorded {
+            t: self.t,
+            n_treatment: self.n_treatment,
+            n_reference: self.n_reference,
+            verdict: self.verdict,
+            stopped: self.stopped,
+        }
+    }
+}
+
 /// [`Plan`] without its trials: serde skips the `trials` array of the stored text
 /// without building it.
 #[derive(Deserialize)]

@@ -10,7 +10,7 @@ use super::exit::CliError;
 use crate::config;
 use crate::config::AdaptiveRepeats;
 use crate::plan::{self, Plan};
-use crate::report::{design_cv, trials_to_stop};
+use crate::stats::sequential::Design;
 use crate::text::duration::compact as human_duration;
 
 #[derive(Debug, clap::Args)]
@@ -132,7 +132,7 @@ const EXPECTED_RUNS: usize = 1000;
 
 /// A sequential runbook's device-hours: at most (every variant to `max`), and expected when
 /// no variant differs from its reference and when each differs by twice the threshold, in
-/// the normal model at the CV the design is sized for (report/model/sequential.rs).
+/// the normal model at the CV the design is sized for (`stats::sequential::Design`).
 fn sequential_line(plan: &Plan, rule: &AdaptiveRepeats) -> String {
     let hours = (plan.duration_s + plan.cooldown_s) / 3600.0;
     let mut models: Vec<(&str, usize)> = Vec::new();
@@ -145,15 +145,20 @@ fn sequential_line(plan: &Plan, rule: &AdaptiveRepeats) -> String {
     let variants = plan.variants.len();
     let compared = plan.variants.iter().filter(|v| !(v.baseline_build && v.default_config)).count();
     let most = (models.len() * variants) as f64 * f64::from(rule.max) * hours;
-    let cv = design_cv(rule, &plan.statistics);
+    let design = |devices: usize| Design {
+        min: rule.min,
+        max: rule.max,
+        devices,
+        alpha: plan.statistics.alpha,
+        threshold: plan.statistics.practical_threshold,
+    };
+    let cv = design(1).design_cv();
     let mut rng = crate::seed::rng(plan.seed, &["plan", "expected"]);
     let mut expected = |effect: f64| -> f64 {
         let mut total = 0.0;
         for _ in 0..EXPECTED_RUNS {
             for &(_, devices) in &models {
-                let n: Vec<u32> = (0..compared)
-                    .map(|_| trials_to_stop(rule, devices, cv, &plan.statistics, effect, &mut rng))
-                    .collect();
+                let n: Vec<u32> = (0..compared).map(|_| design(devices).trials_to_stop(cv, effect, &mut rng)).collect();
                 // The references run as long as the longest of the variants compared with them.
                 let reference = n.iter().copied().max().unwrap_or(rule.min);
                 total += f64::from(n.iter().sum::<u32>() + reference * (variants - compared) as u32);

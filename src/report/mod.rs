@@ -24,19 +24,15 @@ pub use junit::compare::render_compare_junit;
 pub use junit::report::render_junit;
 pub use model::build_report::build_report;
 pub use model::curves::{BatteryCurve, battery_curves, sample_curves};
-pub use model::input::{CampaignData, ReportError, load, load_head, load_stamped};
+pub use model::input::{CampaignData, ReportError, load, load_head, load_stamped, pooled};
 pub use model::pooled::pooled_models;
 pub use model::report::{
     CampaignMeta, ComparisonKind, InvalidAttempt, MetricComparison, MetricRow, ModelReport, Report, SCHEMA_VERSION,
     StateRow, StatisticsMeta, VariantSummary, VariantVerdict,
 };
-pub use model::sequential::{
-    LookLevels, SPENDING, SequentialStop, decided, design_cv, fixed_equivalent, fractions, information, planned_counts,
-    trials_to_stop,
-};
+pub use model::sequential::SequentialStop;
 pub use model::summaries::summary_rows;
 pub(crate) use model::verdicts::references;
-pub use model::verdicts::verdict_of;
 pub use render::csv_out::{RESULTS_CSV_HEADER, write_results_csv};
 pub(crate) use render::html::esc;
 pub use render::html::render_html;

@@ -16,8 +16,7 @@ use super::trial::{RunError, blocking};
 use crate::device::Device;
 use crate::measure::UntetherMode;
 use crate::measure::metric_order;
-use crate::plan::{LookRecord, Plan};
-use crate::report::decided as decided_verdict;
+use crate::plan::Plan;
 use crate::runner::Event;
 use crate::stats::summarize;
 use crate::store::{AttemptRecord, AttemptStatus, PlannedTrialRow, Store, TrialRecord};
@@ -126,7 +125,7 @@ fn pct(x: f64) -> String {
 pub async fn extend(store: &Store, id: &str, plan: &mut Plan) -> Result<Option<Extension>, RunError> {
     match plan.adaptive {
         None => return Ok(None),
-        Some(a) if a.sequential() => return look(store, id, plan).await.map(Some),
+        Some(a) if a.sequential() => return super::look::look(store, id, plan).await.map(Some),
         Some(_) => {}
     }
     let (s, i) = (store.clone(), id.to_string());
@@ -152,125 +151,6 @@ pub async fn extend(store: &Store, id: &str, plan: &mut Plan) -> Result<Option<E
     let (s, i, rows) = (store.clone(), id.to_string(), trials.clone());
     blocking(move || s.add_trials(&i, &rows, &plan_json)).await?;
     Ok(Some(Extension { trials, reasons, decided: Vec::new() }))
-}
-
-/// A sequential campaign's look after a round: the report's verdicts at this look
-/// (report/model/sequential.rs) are recorded in the plan; a variant × model not yet
-/// decided and below `max` gets one more block, and so does its reference while any
-/// variant compared with it does. The new looks and trials are stored with the plan.
-/// `decided` holds a `VariantDecided` event per pair decided (or out of looks) here.
-async fn look(store: &Store, id: &str, plan: &mut Plan) -> Result<Extension, RunError> {
-    let Some(rule) = plan.adaptive else { return Err(RunError::Internal("a look without a sequential rule".into())) };
-    let (s, i) = (store.clone(), id.to_string());
-    let mut data = tokio::task::spawn_blocking(move || crate::report::load(&s, &i))
-        .await
-        .map_err(|e| RunError::Internal(format!("store task: {e}")))?
-        .map_err(|e| RunError::Internal(format!("reading the campaign for its look: {e}")))?;
-    data.plan.looks = plan.looks.clone();
-    let report = crate::report::build_report(&data);
-    let mut decided = Vec::new();
-    // Plan model, variant, and why (none for a reference running for its variants).
-    let mut more: Vec<(String, String, Option<String>)> = Vec::new();
-    for m in &report.models {
-        // A model's pools ("Pixel 5 (soft-untethered)") are judged apart, planned together.
-        let model = plan_model(plan, &m.model);
-        for v in &m.verdicts {
-            let Some(stop) = &v.sequential else { continue };
-            let key = |l: &&LookRecord| l.model == m.model && l.variant == v.variant && l.against == v.against;
-            let earlier: Vec<&LookRecord> = plan.looks.iter().filter(key).collect();
-            if earlier.iter().any(|l| l.stopped) {
-                continue;
-            }
-            let room = plan.planned(&model, &v.variant) < rule.max;
-            let stopped = decided_verdict(v.verdict) || !room;
-            if earlier.last().is_none_or(|l| stop.t > l.t) || stopped {
-                plan.looks.push(LookRecord {
-                    model: m.model.clone(),
-                    variant: v.variant.clone(),
-                    against: v.against.clone(),
-                    n_treatment: stop.n_treatment,
-                    n_reference: stop.n_reference,
-                    t: stop.t,
-                    verdict: v.verdict,
-                    stopped,
-                });
-            }
-            if stopped {
-                decided.push(Event::VariantDecided {
-                    model: m.model.clone(),
-                    variant: v.variant.clone(),
-                    against: v.against.clone(),
-                    verdict: v.verdict,
-                    look: stop.look,
-                    max_looks: stop.max_looks,
-                    trials: stop.n_treatment,
-                    device_hours: stop.device_hours,
-                    fixed_device_hours: stop.fixed_device_hours,
-                });
-            } else {
-                let why = format!("{} at look {} vs {}", v.verdict.as_str(), stop.look, v.against);
-                more.push((model.clone(), v.variant.clone(), Some(why)));
-                more.push((model.clone(), v.against.clone(), None));
-            }
-        }
-    }
-    // A variant with trials but no comparison yet (no valid value in an arm) is undecided.
-    for m in &report.models {
-        let model = plan_model(plan, &m.model);
-        for v in &report.variants {
-            let refs = crate::report::references(v, &report.variants);
-            let has_rows = m.rows.iter().any(|r| r.variant == v.name);
-            let compared = m.verdicts.iter().any(|x| x.variant == v.name);
-            if refs.is_empty() || compared || plan.planned(&model, &v.name) == 0 {
-                continue;
-            }
-            let why = if has_rows { "no comparison yet" } else { "no valid values yet" };
-            more.push((model.clone(), v.name.clone(), Some(why.to_string())));
-            for (r, _) in refs {
-                more.push((model.clone(), r, None));
-            }
-        }
-    }
-    let mut trials = Vec::new();
-    let mut reasons = Vec::new();
-    let mut models: Vec<String> = Vec::new();
-    for d in &plan.devices {
-        if !models.contains(&d.model) && more.iter().any(|m| m.0 == d.model) {
-            models.push(d.model.clone());
-        }
-    }
-    for model in models {
-        let devices = plan.devices.iter().filter(|d| d.model == model).count() as u32;
-        let mut wanted: Vec<(String, u32)> = Vec::new();
-        for (_, variant, why) in more.iter().filter(|m| m.0 == model) {
-            let room = rule.max.saturating_sub(plan.planned(&model, variant));
-            if room > 0 && !wanted.iter().any(|w| &w.0 == variant) {
-                wanted.push((variant.clone(), room.min(devices)));
-            }
-            if let Some(why) = why.as_ref().filter(|_| room > 0) {
-                reasons.push(format!("{model} / {variant}: {why}"));
-            }
-        }
-        // Variants in plan order, as a balanced block lists them.
-        wanted.sort_by_key(|(v, _)| plan.variants.iter().position(|p| &p.name == v));
-        if !wanted.is_empty() {
-            trials.extend(plan.add_block(&model, &wanted));
-        }
-    }
-    let plan_json = serde_json::to_string(&*plan).map_err(|e| RunError::Internal(format!("plan to JSON: {e}")))?;
-    let (s, i, rows) = (store.clone(), id.to_string(), trials.clone());
-    blocking(move || s.add_trials(&i, &rows, &plan_json)).await?;
-    Ok(Extension { trials, reasons, decided })
-}
-
-/// The plan's model of a report's model or of one of its pools (`Pixel 5 (soft-untethered)`).
-fn plan_model(plan: &Plan, reported: &str) -> String {
-    plan.devices
-        .iter()
-        .map(|d| d.model.as_str())
-        .find(|m| reported == *m || reported.strip_prefix(*m).is_some_and(|rest| rest.starts_with(" (")))
-        .unwrap_or(reported)
-        .to_string()
 }
 
 /// One tether shared by the rounds of a campaign (a worker takes its tether by value).

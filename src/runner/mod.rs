@@ -6,6 +6,7 @@ mod desk;
 mod event;
 mod footprint;
 mod launch;
+mod look;
 mod manifest;
 mod monitored;
 mod recorder;

@@ -1,6 +1,6 @@
 //! How many trials a comparison needs.
 
-use super::t_quantile;
+use super::{min_attainable_p, t_quantile};
 
 /// Trials per arm for a two-sided two-sample t-test at level `alpha` to detect a
 /// relative change of `threshold` with probability `power`, given the coefficient of
@@ -31,6 +31,12 @@ pub fn trials_per_arm(cv: f64, threshold: f64, alpha: f64, power: f64) -> Option
     }
     let n = n.ceil().max(2.0);
     (n <= f64::from(u32::MAX)).then_some(n as u32)
+}
+
+/// The fewest trials per arm at which the rank test can reach `alpha` at all: what the
+/// advice and the fixed design never go below.
+pub fn rank_test_floor(alpha: f64) -> u32 {
+    (2..=1000u32).find(|&k| min_attainable_p(k as usize, k as usize) <= alpha).unwrap_or(2)
 }
 
 #[cfg(test)]

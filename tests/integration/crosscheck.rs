@@ -129,7 +129,7 @@ fn the_benchmarks_pandas_script_computes_the_figures_of_report_json() {
 #[test_needs::needs(scipy)]
 #[test]
 fn group_sequential_crossing_probabilities_match_scipys_multivariate_normal() {
-    use lab::stats::{crossing_probabilities, lan_demets_obf, obrien_fleming};
+    use lab::stats::sequential::{crossing_probabilities, lan_demets_obf, obrien_fleming};
     scipy_available();
     let equal = |k: usize| (1..=k).map(|j| j as f64 / k as f64).collect::<Vec<f64>>();
     let mut cases: Vec<(Vec<f64>, Vec<f64>)> = (2..=5).map(|k| (obrien_fleming(k, 0.05), equal(k))).collect();

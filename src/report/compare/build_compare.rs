@@ -9,8 +9,8 @@ use crate::report::model::pooled::pooled_models;
 use crate::report::model::report::{
     ComparisonKind, MetricComparison, ModelReport, Report, StatisticsMeta, VariantVerdict,
 };
-use crate::report::model::verdicts::{Arm, MetricPair, judge, overall};
-use crate::stats::{Summary, Verdict};
+use crate::report::model::verdicts::{judge, overall};
+use crate::stats::{Arm, MetricPair, Summary, Verdict};
 use crate::store::{CampaignRecord, SummaryRow};
 
 /// Version of the `lab compare --format json` layout.

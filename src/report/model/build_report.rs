@@ -11,14 +11,13 @@ use crate::measure::metric_order;
 use crate::plan::LookRecord;
 use crate::report::model::input::{CampaignData, pooled};
 use crate::report::model::report::{
-    AttestedRow, CampaignMeta, InvalidAttempt, MetricRow, ModelReport, Report, RerunMeta, SCHEMA_VERSION,
-    StatisticsMeta, VariantSummary, VariantVerdict,
+    AttestedRow, CampaignMeta, InvalidAttempt, MetricComparison, MetricRow, ModelReport, Report, RerunMeta,
+    SCHEMA_VERSION, StatisticsMeta, VariantSummary, VariantVerdict,
 };
-use crate::report::model::sequential::{
-    LookLevels, SPENDING, SequentialStop, decided, fixed_equivalent, fractions, information, planned_counts,
-};
-use crate::report::model::verdicts::{Arm, MetricPair, judge, overall, references};
-use crate::stats::{Summary, modified_z_outliers, summarize};
+use crate::report::model::sequential::SequentialStop;
+use crate::report::model::verdicts::{comparison, overall, references, rule};
+use crate::stats::sequential::{Design, Looked, Recorded, decide_pair};
+use crate::stats::{Arm, MetricPair, modified_z_outliers, summarize};
 use crate::store::{CampaignColumns, Kept, OPERATOR, SETTINGS, Sym, TrialOutcome};
 
 /// Values of one (model, variant, metric) from valid attempts.
@@ -329,9 +328,6 @@ fn metric_row(
     }
 }
 
-/// A stopped pair's arms as its look had them: values and summary of each.
-type Prefix = (Vec<f64>, Summary, Vec<f64>, Summary);
-
 /// What a sequential campaign's verdicts on one model need besides the rows.
 struct Sequential<'a> {
     rule: AdaptiveRepeats,
@@ -342,72 +338,31 @@ struct Sequential<'a> {
 }
 
 impl Sequential<'_> {
-    fn records<'s>(&'s self, variant: &'s str, against: &'s str) -> impl Iterator<Item = &'s LookRecord> + 's {
-        self.looks.iter().filter(move |l| l.model == self.model && l.variant == variant && l.against == against)
-    }
-
-    /// The look that stopped this pair (decided, or at `max`), if one did: the fractions of
-    /// the looks up to it, and its record.
-    fn stopped(&self, variant: &str, against: &str) -> Option<(Vec<f64>, LookRecord)> {
-        let mut fractions: Vec<f64> = Vec::new();
-        for l in self.records(variant, against) {
-            if fractions.last().is_none_or(|&last| l.t > last) {
-                fractions.push(l.t);
-            }
-            if l.stopped {
-                return Some((fractions, l.clone()));
-            }
+    /// The design on this model, deciding by `settings`.
+    fn design(&self, settings: &StatsSettings) -> Design {
+        Design {
+            min: self.rule.min,
+            max: self.rule.max,
+            devices: self.devices,
+            alpha: settings.alpha,
+            threshold: settings.practical_threshold,
         }
-        None
     }
 
-    /// The levels of this look of `variant` against `against` (for a stopped pair, of the
-    /// look that stopped it: `pairs` then hold the data it had), and where it stands.
-    fn look(
-        &self,
-        variant: &str,
-        against: &str,
-        stopped: Option<&(Vec<f64>, LookRecord)>,
-        pairs: &[MetricPair],
-        settings: &StatsSettings,
-    ) -> (LookLevels, SequentialStop) {
-        let gated: Vec<&MetricPair> = pairs.iter().filter(|p| settings.gating.iter().any(|g| g == p.metric)).collect();
-        let counted = if gated.is_empty() { pairs.iter().collect() } else { gated.clone() };
-        let n_t = counted.iter().map(|p| p.treatment.values.len()).min().unwrap_or(0);
-        let n_b = counted.iter().map(|p| p.reference.values.len()).min().unwrap_or(0);
-        let (fractions, t, decided_at) = match stopped {
-            Some((fractions, rec)) => (fractions.clone(), rec.t, decided(rec.verdict).then_some(fractions.len())),
-            None => {
-                let t = information(n_t, n_b, self.rule.max);
-                (fractions(self.looks, self.model, variant, against, t), t, None)
-            }
-        };
-        // The noisiest gating metric sets what the fixed design would need.
-        let cv = gated
+    /// The looks the plan recorded for `variant` against `against`, in order.
+    fn recorded(&self, variant: &str, against: &str) -> Vec<Recorded> {
+        self.looks
             .iter()
-            .filter_map(|p| Some(p.treatment.stats.cv?.max(p.reference.stats.cv?)))
-            .fold(None, |m: Option<f64>, c| Some(m.map_or(c, |m| m.max(c))));
-        let fixed = cv.and_then(|cv| fixed_equivalent(&self.rule, self.devices, cv, settings, gated.len()));
-        let stop = SequentialStop {
-            look: fractions.len(),
-            max_looks: planned_counts(&self.rule, self.devices).len(),
-            decided_at,
-            n_treatment: n_t as u32,
-            n_reference: n_b as u32,
-            t,
-            device_hours: n_t as f64 * self.trial_hours,
-            fixed_trials: fixed.map(|f| f.1),
-            fixed_device_hours: fixed.map(|f| f64::from(f.1) * self.trial_hours),
-            power_at_twice_threshold: fixed.map(|f| f.0),
-        };
-        (LookLevels { fractions, alpha: settings.alpha, spending: SPENDING }, stop)
+            .filter(|l| l.model == self.model && l.variant == variant && l.against == against)
+            .map(LookRecord::recorded)
+            .collect()
     }
 }
 
 /// Compares every variant of one model with its references (see
 /// [`references`](crate::report::model::verdicts::references)), fills the rows' comparisons and returns
 /// the per-variant verdicts. In a sequential campaign a pair that a look stopped is judged
-/// on the data of that look: the first values of each arm, as many as it had.
+/// on the data of that look (`stats::sequential::decide_pair`).
 fn compare_variants(
     variants: &[VariantSummary],
     rows: &mut [MetricRow],
@@ -416,6 +371,7 @@ fn compare_variants(
 ) -> Vec<VariantVerdict> {
     let at: HashMap<(&str, &str), usize> =
         rows.iter().enumerate().map(|(i, r)| ((r.variant.as_str(), r.metric.as_str()), i)).collect();
+    let design = sequential.map(|s| s.design(settings));
     let mut found = Vec::new();
     let mut verdicts = Vec::new();
     for v in variants {
@@ -431,53 +387,28 @@ fn compare_variants(
                 })
                 .collect();
             idx.sort_unstable();
-            let stopped = sequential.and_then(|s| s.stopped(&v.name, &against));
-            let frozen = stopped.as_ref().map(|(_, r)| (r.n_treatment as usize, r.n_reference as usize));
-            // A stopped pair's arms as they were at its look (values come in trial order).
-            let prefixes: Vec<Option<Prefix>> = idx
-                .iter()
-                .map(|&(i, j)| {
-                    let (nt, nb) = frozen?;
-                    let t: Vec<f64> = rows[i].values.iter().copied().take(nt).collect();
-                    let r: Vec<f64> = rows[j].values.iter().copied().take(nb).collect();
-                    let (ts, rs) = (summarize(&t, settings.confidence)?, summarize(&r, settings.confidence)?);
-                    Some((t, ts, r, rs))
-                })
-                .collect();
-            let idx: Vec<(usize, usize, Option<&Prefix>)> = idx
-                .iter()
-                .zip(&prefixes)
-                .filter(|(_, p)| frozen.is_none() || p.is_some())
-                .map(|(&(i, j), p)| (i, j, p.as_ref()))
-                .collect();
-            if idx.is_empty() {
-                continue;
-            }
             let pairs: Vec<MetricPair> = idx
                 .iter()
-                .filter_map(|&(i, j, prefix)| {
-                    let (treatment, reference) = match prefix {
-                        Some((t, ts, r, rs)) => (Arm { values: t, stats: ts }, Arm { values: r, stats: rs }),
-                        None => (
-                            Arm { values: &rows[i].values, stats: rows[i].stats.as_ref()? },
-                            Arm { values: &rows[j].values, stats: rows[j].stats.as_ref()? },
-                        ),
-                    };
-                    Some(MetricPair { metric: rows[i].metric.as_str(), treatment, reference })
+                .filter_map(|&(i, j)| {
+                    Some(MetricPair {
+                        metric: rows[i].metric.as_str(),
+                        treatment: Arm { values: &rows[i].values, stats: rows[i].stats.as_ref()? },
+                        reference: Arm { values: &rows[j].values, stats: rows[j].stats.as_ref()? },
+                    })
                 })
                 .collect();
-            let look = sequential.map(|s| s.look(&v.name, &against, stopped.as_ref(), &pairs, settings));
-            let judged = judge(&pairs, &against, kind, settings, look.as_ref().map(|l| &l.0));
-            let named: Vec<(&str, &_)> = pairs.iter().map(|p| p.metric).zip(&judged).collect();
+            let recorded = sequential.map(|s| s.recorded(&v.name, &against)).unwrap_or_default();
+            let looked = design.as_ref().map(|design| Looked { design, recorded: &recorded });
+            let Some(decision) = decide_pair(&pairs, &rule(settings), looked) else { continue };
+            let judged: Vec<(usize, MetricComparison)> =
+                decision.judged.into_iter().map(|(k, d)| (k, comparison(&against, kind, d))).collect();
+            let named: Vec<(&str, &MetricComparison)> = judged.iter().map(|(k, c)| (pairs[*k].metric, c)).collect();
             let mut verdict = overall(&v.name, &against, kind, &named, &settings.gating);
-            if let Some((_, mut stop)) = look {
-                if stop.decided_at.is_none() && decided(verdict.verdict) {
-                    stop.decided_at = Some(stop.look);
-                }
-                verdict.sequential = Some(stop);
+            if let (Some(look), Some(s)) = (&decision.look, sequential) {
+                verdict.sequential = Some(SequentialStop::of(look, s.trial_hours));
             }
             verdicts.push(verdict);
-            found.extend(idx.iter().map(|&(i, _, _)| i).zip(judged));
+            found.extend(judged.into_iter().map(|(k, c)| (idx[k].0, c)));
         }
     }
     for (i, c) in found {

@@ -123,7 +123,7 @@ impl StatisticsMeta {
             gating: s.gating.clone(),
             test: "welch".into(),
             adjustment: "holm".into(),
-            advice_power: crate::report::model::verdicts::ADVICE_POWER,
+            advice_power: crate::stats::ADVICE_POWER,
         }
     }
 }

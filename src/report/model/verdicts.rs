@@ -1,30 +1,20 @@
-//! Comparisons and verdicts: what each variant is compared with, p-values adjusted
-//! within families, and the decision per metric and per variant.
+//! Comparisons and verdicts as the report shows them: what each variant is compared with,
+//! and each decision of `stats` (per metric, per variant) with its reference and words.
 
 use crate::config::StatsSettings;
 use crate::report::model::report::{ComparisonKind, MetricComparison, VariantSummary, VariantVerdict};
-use crate::report::model::sequential::LookLevels;
 use crate::report::render::format::change_with_ci;
-use crate::stats::{
-    Comparison, Direction, Summary, Verdict, compare, decide, decide_significance, holm, min_attainable_p,
-    relative_change, trials_per_arm,
-};
+use crate::stats::sequential::LookLevels;
+use crate::stats::{DecisionRule, MetricDecision, MetricPair, Verdict, overall_verdict};
 
-/// Power the sample-size advice aims at.
-pub const ADVICE_POWER: f64 = 0.8;
-
-/// One sample: its values and their summary.
-#[derive(Clone, Copy)]
-pub(crate) struct Arm<'a> {
-    pub values: &'a [f64],
-    pub stats: &'a Summary,
-}
-
-/// A metric measured in both arms.
-pub(crate) struct MetricPair<'a> {
-    pub metric: &'a str,
-    pub treatment: Arm<'a>,
-    pub reference: Arm<'a>,
+/// The lab's statistics settings as the rule `stats` decides by.
+pub(crate) fn rule(settings: &StatsSettings) -> DecisionRule<'_> {
+    DecisionRule {
+        alpha: settings.alpha,
+        threshold: settings.practical_threshold,
+        confidence: settings.confidence,
+        gating: &settings.gating,
+    }
 }
 
 /// What `variant` is compared with: the baseline build with the same config (unless it
@@ -45,10 +35,9 @@ pub(crate) fn references(v: &VariantSummary, all: &[VariantSummary]) -> Vec<(Str
     out
 }
 
-/// Compares every pair, adjusts the Welch p-values with Holm — the gating metrics as
-/// one family, the other metrics as another — and decides each metric. Results follow
-/// the order of `pairs`. With `look` (a sequential campaign) each family's step-down runs
-/// at the look's nominal levels instead of α (report/model/sequential.rs).
+/// Compares every pair and decides each metric (`stats::judge`: Holm within the gating
+/// and the other metrics, at a sequential `look`'s levels where there is one), each
+/// against `against`. Results follow the order of `pairs`.
 pub(crate) fn judge(
     pairs: &[MetricPair],
     against: &str,
@@ -56,142 +45,21 @@ pub(crate) fn judge(
     settings: &StatsSettings,
     look: Option<&LookLevels>,
 ) -> Vec<MetricComparison> {
-    let confidence = settings.confidence;
-    let comparisons: Vec<_> = pairs
-        .iter()
-        .map(|p| compare(p.treatment.values, p.treatment.stats, p.reference.values, p.reference.stats, confidence))
-        .collect();
-    let mut adjusted: Vec<Option<f64>> = vec![None; pairs.len()];
-    let mut family_size = vec![0; pairs.len()];
-    // Per metric in a sequential look: its step-down level and whether it is significant.
-    let mut sequential: Vec<Option<(f64, bool)>> = vec![None; pairs.len()];
-    for gating in [true, false] {
-        let members: Vec<usize> = (0..pairs.len())
-            .filter(|&i| settings.gating.iter().any(|g| g == pairs[i].metric) == gating)
-            .filter(|&i| comparisons[i].welch.is_some())
-            .collect();
-        let p: Vec<f64> = members.iter().filter_map(|&i| comparisons[i].welch.as_ref().map(|w| w.p)).collect();
-        for (&i, q) in members.iter().zip(holm(&p)) {
-            adjusted[i] = Some(q);
-            family_size[i] = members.len();
-        }
-        if let Some(look) = look {
-            // Holm's step-down at the look's levels: the j-th smallest p against the
-            // bound for α / (m − j + 1), until one fails.
-            let mut order: Vec<(usize, f64)> = members.iter().copied().zip(p.iter().copied()).collect();
-            order.sort_by(|a, b| a.1.total_cmp(&b.1));
-            let mut going = true;
-            for (rank, &(i, p)) in order.iter().enumerate() {
-                let level = look.change(order.len() - rank);
-                going = going && p <= level;
-                sequential[i] = Some((level, going));
-            }
-        }
+    crate::stats::judge(pairs, &rule(settings), look).into_iter().map(|d| comparison(against, kind, d)).collect()
+}
+
+/// One metric's decision against `against`.
+pub(crate) fn comparison(against: &str, kind: ComparisonKind, d: MetricDecision) -> MetricComparison {
+    MetricComparison {
+        against: against.to_string(),
+        kind,
+        stats: d.stats,
+        p_adjusted: d.p_adjusted,
+        family_size: d.family_size,
+        equivalence: d.equivalence,
+        verdict: d.verdict,
+        advice_trials_per_arm: d.advice_trials_per_arm,
     }
-    pairs
-        .iter()
-        .zip(comparisons)
-        .enumerate()
-        .map(|(i, (pair, stats))| {
-            // Equivalence by two one-sided tests at α: the (1 − 2α) interval (Schuirmann
-            // 1987), per metric (an intersection–union test needs no adjustment for "all
-            // gating metrics the same": Berger 1982).
-            let (t, r) = (pair.treatment.stats, pair.reference.stats);
-            let (equivalence, verdict) = match look {
-                None => {
-                    let equivalence = relative_change(t, r, 1.0 - 2.0 * settings.alpha);
-                    let verdict = decide(
-                        &stats,
-                        adjusted[i],
-                        settings.alpha,
-                        settings.practical_threshold,
-                        Direction::of(pair.metric),
-                        equivalence.as_ref(),
-                    );
-                    (equivalence, verdict)
-                }
-                Some(look) => {
-                    let equivalence = relative_change(t, r, 1.0 - 2.0 * look.same());
-                    let verdict = match sequential[i] {
-                        Some(_) if too_few(&stats, settings.alpha) => Verdict::TooFewTrials,
-                        Some((level, significant)) => {
-                            // The change's interval at the level the test was run at.
-                            let at_level = Comparison { change: relative_change(t, r, 1.0 - level), ..stats.clone() };
-                            decide_significance(
-                                &at_level,
-                                significant,
-                                settings.practical_threshold,
-                                Direction::of(pair.metric),
-                                equivalence.as_ref(),
-                            )
-                        }
-                        None => Verdict::TooFewTrials,
-                    };
-                    (equivalence, verdict)
-                }
-            };
-            let advice = advice(pair, settings, family_size[i].max(1));
-            MetricComparison {
-                against: against.to_string(),
-                kind,
-                stats,
-                p_adjusted: adjusted[i],
-                family_size: family_size[i],
-                equivalence,
-                verdict,
-                advice_trials_per_arm: advice,
-            }
-        })
-        .collect()
-}
-
-/// The verdict of a treatment against a reference from their values per metric, decided
-/// as a report decides it (the fixed rule, or at a sequential `look`): what simulations
-/// of a design need (`benches/decide.rs`, `lab plan`). A metric with no summary in an arm
-/// (no finite value) is left out.
-pub fn verdict_of(metrics: &[(&str, &[f64], &[f64])], settings: &StatsSettings, look: Option<&LookLevels>) -> Verdict {
-    let summaries: Vec<Option<(Summary, Summary)>> = metrics
-        .iter()
-        .map(|(_, t, r)| {
-            Some((crate::stats::summarize(t, settings.confidence)?, crate::stats::summarize(r, settings.confidence)?))
-        })
-        .collect();
-    let pairs: Vec<MetricPair> = metrics
-        .iter()
-        .zip(&summaries)
-        .filter_map(|((metric, t, r), s)| {
-            let (ts, rs) = s.as_ref()?;
-            Some(MetricPair {
-                metric,
-                treatment: Arm { values: t, stats: ts },
-                reference: Arm { values: r, stats: rs },
-            })
-        })
-        .collect();
-    let judged = judge(&pairs, "reference", ComparisonKind::BaselineBuild, settings, look);
-    let named: Vec<(&str, &MetricComparison)> = pairs.iter().map(|p| p.metric).zip(&judged).collect();
-    overall("treatment", "reference", ComparisonKind::BaselineBuild, &named, &settings.gating).verdict
-}
-
-/// The fixed rule's "too few trials": an arm under 2 values, or arms so small that no
-/// rank test could reach α (as `stats::decide`).
-fn too_few(c: &Comparison, alpha: f64) -> bool {
-    c.n_treatment < 2 || c.n_baseline < 2 || min_attainable_p(c.n_treatment, c.n_baseline) > alpha
-}
-
-/// Trials per arm for the practical threshold at 80 % power, at α / (family size)
-/// (Bonferroni: what Holm's first step demands), from the larger CV of the two arms;
-/// never fewer than the rank test needs to reach α at all.
-fn advice(pair: &MetricPair, settings: &StatsSettings, family: usize) -> Option<u32> {
-    let cv = pair.treatment.stats.cv?.max(pair.reference.stats.cv?);
-    let alpha = settings.alpha / family as f64;
-    let n = trials_per_arm(cv, settings.practical_threshold, alpha, ADVICE_POWER)?;
-    Some(n.max(rank_test_floor(alpha)))
-}
-
-/// The fewest trials per arm at which the rank test can reach `alpha` at all.
-pub(crate) fn rank_test_floor(alpha: f64) -> u32 {
-    (2..=1000u32).find(|&k| min_attainable_p(k as usize, k as usize) <= alpha).unwrap_or(2)
 }
 
 /// The overall verdict of `variant` against one reference from its gating metrics.
@@ -209,18 +77,7 @@ pub(crate) fn overall(
         gated.iter().filter(|(_, c)| c.verdict == v).map(|(m, _)| m.to_string()).collect()
     };
     let (worse, better, too_few) = (names(Verdict::Worse), names(Verdict::Better), names(Verdict::TooFewTrials));
-    let undecided = names(Verdict::Inconclusive);
-    let verdict = if !worse.is_empty() {
-        Verdict::Worse
-    } else if !better.is_empty() {
-        Verdict::Better
-    } else if !too_few.is_empty() {
-        Verdict::TooFewTrials
-    } else if gated.is_empty() || !undecided.is_empty() {
-        Verdict::Inconclusive
-    } else {
-        Verdict::Same
-    };
+    let verdict = overall_verdict(metrics.iter().map(|(m, c)| (*m, c.verdict)), gating);
     let listed = |v: Verdict| -> String {
         gated
             .iter()
@@ -268,7 +125,7 @@ pub(crate) fn overall(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::summarize;
+    use crate::stats::{Arm, summarize};
 
     fn v(name: &str, build: &str, config: &str, baseline: bool, default: bool) -> VariantSummary {
         VariantSummary::new(name, build, config, baseline, default)

@@ -22,15 +22,12 @@ use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
 
 use serde::{Deserialize, Serialize};
-use statrs::distribution::{ContinuousCDF, Normal};
+
+use super::normal;
 
 /// Grid points per standard deviation of an increment (Jennison & Turnbull use ~ 30 for
 /// 4-decimal accuracy; more costs only time).
 const GRID: f64 = 32.0;
-
-fn std_normal() -> Normal {
-    Normal::new(0.0, 1.0).expect("the standard normal")
-}
 
 /// How a two-sided α is spent over the information fraction t ∈ (0, 1].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -50,10 +47,7 @@ impl Spending {
         }
         let t = t.min(1.0);
         match self {
-            Spending::ObrienFleming => {
-                let phi = std_normal();
-                4.0 * phi.sf(phi.inverse_cdf(1.0 - alpha / 4.0) / t.sqrt())
-            }
+            Spending::ObrienFleming => 4.0 * normal::sf(normal::quantile(1.0 - alpha / 4.0) / t.sqrt()),
             Spending::Pocock => alpha * (1.0 + (std::f64::consts::E - 1.0) * t).ln(),
         }
     }
@@ -91,10 +85,6 @@ fn grid(lo: f64, hi: f64, sd: f64) -> (Vec<f64>, f64) {
     ((0..n).map(|i| lo + i as f64 * h).collect(), h)
 }
 
-fn normal_pdf(z: f64) -> f64 {
-    (-0.5 * z * z).exp() / (2.0 * std::f64::consts::PI).sqrt()
-}
-
 /// One look at information `info` with bound `b` (z scale), after `prev` (`None`: the
 /// first look), under drift `theta`.
 struct Look<'a> {
@@ -111,16 +101,15 @@ impl Look<'_> {
 
     /// P(first crossing above +b here), P(first crossing below −b here).
     fn crossing(&self, b: f64) -> (f64, f64) {
-        let phi = std_normal();
         let (mean, sd) = self.increment();
         let edge = b * self.info.sqrt();
         match self.prev {
-            None => (phi.sf((edge - mean) / sd), phi.cdf((-edge - mean) / sd)),
+            None => (normal::sf((edge - mean) / sd), normal::cdf((-edge - mean) / sd)),
             Some(w) => {
                 let (mut up, mut down) = (0.0, 0.0);
                 for ((&u, &f), &wt) in w.s.iter().zip(&w.f).zip(&w.w) {
-                    up += wt * f * phi.sf((edge - u - mean) / sd);
-                    down += wt * f * phi.cdf((-edge - u - mean) / sd);
+                    up += wt * f * normal::sf((edge - u - mean) / sd);
+                    down += wt * f * normal::cdf((-edge - u - mean) / sd);
                 }
                 (up, down)
             }
@@ -133,14 +122,14 @@ impl Look<'_> {
         let edge = b * self.info.sqrt();
         let (s, h) = grid(-edge, edge, sd);
         let f: Vec<f64> = match self.prev {
-            None => s.iter().map(|&x| normal_pdf((x - mean) / sd) / sd).collect(),
+            None => s.iter().map(|&x| normal::pdf((x - mean) / sd) / sd).collect(),
             Some(w) => s
                 .iter()
                 .map(|&x| {
                     w.s.iter()
                         .zip(&w.f)
                         .zip(&w.w)
-                        .map(|((&u, &f), &wt)| wt * f * normal_pdf((x - u - mean) / sd))
+                        .map(|((&u, &f), &wt)| wt * f * normal::pdf((x - u - mean) / sd))
                         .sum::<f64>()
                         / sd
                 })
