@@ -8,6 +8,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::sync::{mpsc, watch};
 
+use super::care_error::CareError;
 use super::event::CareEvent;
 use super::policy::{Action, ChargeWindow};
 use super::targets::CareTarget;
@@ -161,7 +162,7 @@ impl Keeper {
                 // left it off (`port_cuts`), and care starts over with it afterwards.
                 let t = &mut self.targets[i];
                 (t.cut, t.since) = (false, None);
-                self.emit(CareEvent::Busy { at, device: name, by });
+                self.emit(CareEvent::Busy { at, device: name, by: by.to_string() });
                 return None;
             }
         };
@@ -212,7 +213,7 @@ impl Keeper {
                         Some(self.window.next_check(level, on, None, self.interval))
                     }
                     Err(e) => {
-                        self.emit(CareEvent::Failed { at, device: name, error: e });
+                        self.emit(CareEvent::Failed { at, device: name, error: e.to_string() });
                         None
                     }
                 }
@@ -222,7 +223,7 @@ impl Keeper {
 
     /// The level and whether the phone has USB power, recorded with its health. A phone
     /// care cut that cannot be reached (USB only) gets its port back to be read.
-    async fn read(&mut self, i: usize) -> Result<(f64, bool), String> {
+    async fn read(&mut self, i: usize) -> Result<(f64, bool), CareError> {
         let device = self.targets[i].target.device.clone();
         let state = match bounded(device.name(), device.state()).await {
             Err(e) if e.is_disconnect() && self.targets[i].cut => {
@@ -236,14 +237,13 @@ impl Keeper {
                     battery_pct: None,
                     why: "to read it (reachable over USB only)".into(),
                 });
-                device.wait_connected(RECONNECT).await.map_err(|e| e.to_string())?;
+                device.wait_connected(RECONNECT).await?;
                 bounded(device.name(), device.state()).await
             }
             other => other,
-        }
-        .map_err(|e| e.to_string())?;
+        }?;
         let level =
-            state.battery_pct.value().ok_or_else(|| format!("{}: no battery level in its state", device.name()))?;
+            state.battery_pct.value().ok_or_else(|| CareError::NoBatteryLevel { device: device.name().into() })?;
         let powered = state.external_power.value().unwrap_or(self.targets[i].powered);
         let health = match bounded(device.name(), device.battery_health()).await {
             Ok(h) => Some(h),
@@ -292,7 +292,7 @@ impl Keeper {
 
     /// Target `i`'s lease, if nobody holds it or waits for it; else who does. `Ok(None)`:
     /// no store to lease it from (care without a lab store: nothing else can run).
-    async fn lease(&self, i: usize) -> Result<Option<DeviceLease>, String> {
+    async fn lease(&self, i: usize) -> Result<Option<DeviceLease>, CareError> {
         let Some(store) = self.store.clone() else { return Ok(None) };
         let device = self.targets[i].target.device.name().to_string();
         let got = tokio::task::spawn_blocking(move || store.try_lease(&device, &LeaseRequest::new("care")))
@@ -300,8 +300,8 @@ impl Keeper {
             .unwrap_or_else(|e| Err(crate::store::StoreError::Internal(e.to_string())));
         match got {
             Ok(Ok(lease)) => Ok(Some(lease)),
-            Ok(Err(busy)) => Err(busy.describe()),
-            Err(e) => Err(format!("its lease could not be read: {e}")),
+            Ok(Err(busy)) => Err(CareError::Busy { by: busy.describe() }),
+            Err(e) => Err(CareError::Lease(e)),
         }
     }
 
@@ -314,7 +314,7 @@ impl Keeper {
 
     /// Records (or clears) that care left target `i`'s port off, for whoever takes the
     /// phone next.
-    async fn mark_cut(&self, i: usize, cut: bool) -> Result<(), String> {
+    async fn mark_cut(&self, i: usize, cut: bool) -> Result<(), CareError> {
         let Some(store) = self.store.clone() else { return Ok(()) };
         let (device, port) = (self.targets[i].target.device.name().to_string(), self.targets[i].target.port.clone());
         let at = self.wall_now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
@@ -323,12 +323,12 @@ impl Keeper {
         })
         .await
         .unwrap_or_else(|e| Err(crate::store::StoreError::Internal(e.to_string())))
-        .map_err(|e| e.to_string())
+        .map_err(CareError::from)
     }
 
     /// Switches target `i`'s port through its tether (which tells the device); call it
     /// while holding the phone's lease.
-    async fn switch(&mut self, i: usize, on: bool) -> Result<(), String> {
+    async fn switch(&mut self, i: usize, on: bool) -> Result<(), CareError> {
         // Off is recorded before the switch, on after it: a crash between leaves a row
         // that makes the next holder switch on a port that is on, never the other way.
         if !on {
@@ -341,13 +341,13 @@ impl Keeper {
         };
         match tokio::time::timeout(CALL, call).await {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(e.to_string()),
+            Ok(Err(e)) => return Err(e.into()),
             Err(_) => {
-                return Err(format!(
-                    "{}: switching port {} did not finish within {CALL:?}",
-                    device.name(),
-                    t.target.port
-                ));
+                return Err(CareError::SwitchTimedOut {
+                    device: device.name().into(),
+                    port: t.target.port.clone(),
+                    limit: CALL,
+                });
             }
         }
         let t = &mut self.targets[i];
@@ -380,7 +380,7 @@ impl Keeper {
                 }
                 Err(error) => {
                     self.summary.not_restored.push(port.clone());
-                    self.emit(CareEvent::NotRestored { device, port, error });
+                    self.emit(CareEvent::NotRestored { device, port, error: error.to_string() });
                 }
             }
         }

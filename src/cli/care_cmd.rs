@@ -64,7 +64,7 @@ pub async fn run(lab_arg: Option<&Path>, args: &CareArgs) -> Result<(String, u8)
         .collect();
     for name in auto {
         if let Err(why) = crate::tether::hubs::resolve_auto(&mut lab, std::slice::from_ref(&name), &hosts).await {
-            skipped.push(Skipped { device: name, why });
+            skipped.push(Skipped { device: name, why: why.to_string() });
         }
     }
     // Simulated phones alone run on one virtual clock: hours of care in an instant.

@@ -145,7 +145,7 @@ finite number (rows are not skipped)",
 
 /// One column: that one. Two: the second. More: the only one after the first whose every
 /// cell is a number.
-fn default_column(headers: &[String], rows: &[(u64, Vec<String>)]) -> Result<usize, String> {
+fn default_column(headers: &[String], rows: &[(u64, Vec<String>)]) -> Result<usize, NoSeriesColumn> {
     if headers.len() <= 2 {
         return Ok(headers.len() - 1);
     }
@@ -154,13 +154,22 @@ fn default_column(headers: &[String], rows: &[(u64, Vec<String>)]) -> Result<usi
         .collect();
     match numeric.as_slice() {
         [one] => Ok(*one),
-        [] => Err(format!("no column after `{}` holds only numbers", headers[0])),
-        many => Err(format!(
-            "{} columns could be the series: {}",
-            many.len(),
-            many.iter().map(|&c| format!("`{}`", headers[c])).collect::<Vec<_>>().join(", ")
-        )),
+        [] => Err(NoSeriesColumn::NoneNumeric { first: headers[0].clone() }),
+        many => Err(NoSeriesColumn::Several { names: many.iter().map(|&c| headers[c].clone()).collect() }),
     }
+}
+
+/// Why no column is the series by default (the user then names one with --column).
+#[derive(Debug, thiserror::Error)]
+enum NoSeriesColumn {
+    #[error("no column after `{first}` holds only numbers")]
+    NoneNumeric { first: String },
+    #[error(
+        "{} columns could be the series: {}",
+        names.len(),
+        names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+    )]
+    Several { names: Vec<String> },
 }
 
 fn number(cell: &str) -> Option<f64> {

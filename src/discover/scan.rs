@@ -47,19 +47,21 @@ async fn look(host: &str, remote: bool, transport: Arc<dyn Transport>, opts: &Di
     let (android, iphones, listing, monitors) = tokio::join!(
         android(&transport, opts),
         iphones(host, remote, &transport, opts),
-        bounded(opts.limit, "`uhubctl -f`", hubs::read_within(transport.as_ref(), opts.limit)),
+        // The note for the host: a missing uhubctl says how to install it.
+        bounded(opts.limit, "uhubctl: `uhubctl -f`", async {
+            hubs::read_within(transport.as_ref(), opts.limit).await.map_err(|e| {
+                if e.not_installed() {
+                    format!(
+                        "uhubctl is not installed on {host}; fix: `apt-get install uhubctl` there to switch phones' \
+                         USB power (until then they get tether = \"manual\")"
+                    )
+                } else {
+                    format!("uhubctl: {e}")
+                }
+            })
+        }),
         monitors(host, remote, &transport, opts),
     );
-    let listing = listing.map_err(|e| {
-        if e.contains("cannot start") {
-            format!(
-                "uhubctl is not installed on {host}; fix: `apt-get install uhubctl` there to switch phones' USB \
-                 power (until then they get tether = \"manual\")"
-            )
-        } else {
-            format!("uhubctl: {e}")
-        }
-    });
     for part in [android, iphones] {
         match part {
             Ok(phones) => out.phones.extend(phones),
@@ -118,7 +120,9 @@ fn place(listing: Result<&Listing, ()>, serials: &[String], id_serials: &[String
             HubPlace::Switching { location, port, auto }
         }
         Err(why) => match serials.iter().flat_map(|s| listing.find_serial(s)).next() {
-            Some((hub, port)) => HubPlace::NotSwitching { location: hub.location.clone(), port: port.number, why },
+            Some((hub, port)) => {
+                HubPlace::NotSwitching { location: hub.location.clone(), port: port.number, why: why.to_string() }
+            }
             None => HubPlace::Unknown { why: "on no port of a hub uhubctl lists".into() },
         },
     }

@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::app_report_error::AppReportError;
+
 /// The contract's version this lab reads.
 pub const CONTRACT_VERSION: u32 = 1;
 
@@ -95,14 +97,14 @@ pub struct AppReport {
 impl AppReport {
     /// Reads a report's body; the error is the one line the endpoint answers with (400).
     /// Unknown fields are refused so a misspelt one is not silently dropped.
-    pub fn parse(body: &[u8]) -> Result<AppReport, String> {
-        let r: AppReport = serde_json::from_slice(body).map_err(|e| format!("not a state report: {e}"))?;
+    pub fn parse(body: &[u8]) -> Result<AppReport, AppReportError> {
+        let r: AppReport = serde_json::from_slice(body).map_err(AppReportError::NotAReport)?;
         if r.v != CONTRACT_VERSION {
-            return Err(format!("contract version {} is not known here; send \"v\": {CONTRACT_VERSION}", r.v));
+            return Err(AppReportError::UnknownVersion(r.v));
         }
         for (key, pct) in [("brightness_pct", r.brightness_pct), ("battery_pct", r.battery_pct)] {
             if let Some(x) = pct.filter(|x| !(0.0..=100.0).contains(x)) {
-                return Err(format!("{key} {x} is outside 0–100 (a percentage, not a 0–1 fraction)"));
+                return Err(AppReportError::NotAPercentage { key, value: x });
             }
         }
         Ok(r)
@@ -129,7 +131,7 @@ mod tests {
 
     #[test]
     fn malformed_reports_say_why_in_one_line() {
-        let why = |body: &str| AppReport::parse(body.as_bytes()).unwrap_err();
+        let why = |body: &str| AppReport::parse(body.as_bytes()).unwrap_err().to_string();
         assert_eq!(why(r#"{"v":2,"at":"end"}"#), "contract version 2 is not known here; send \"v\": 1");
         assert_eq!(
             why(r#"{"v":1,"at":"end","brightness_pct":0.5,"battery_pct":150}"#),

@@ -239,7 +239,7 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Result<Response<
                     shared.reports.put(&token, r);
                     plain(StatusCode::NO_CONTENT, String::new())
                 }
-                Err(why) => plain(StatusCode::BAD_REQUEST, why),
+                Err(why) => plain(StatusCode::BAD_REQUEST, why.to_string()),
             })
         }
         Some(token) => {

@@ -8,28 +8,29 @@ use serde::Serialize;
 
 use crate::collect::hubs::uhubctl::{self, Block, Hub, Listing, Port, Switching};
 use crate::config::{DeviceSpec, Lab, TetherSpec};
+use crate::tether::{AutoPortError, AutoPortWhy, HubsError, PlaceError};
 use crate::transport::{CommandSpec, Hosts, Transport};
 
 /// What uhubctl prints on stderr when the host has no hub it can drive.
 const NO_HUBS: &str = "No compatible devices detected";
 
 /// One host's hubs, or why they could not be read.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Serialize)]
 pub struct HostHubs {
     pub host: String,
     /// `Ok` with no hubs: uhubctl found none on this host.
     #[serde(serialize_with = "listing_or_error")]
-    pub listing: Result<Listing, String>,
+    pub listing: Result<Listing, HubsError>,
     /// The lab's phones on this host, each with where it was found (or why not).
     pub devices: Vec<DevicePort>,
 }
 
-fn listing_or_error<S: serde::Serializer>(r: &Result<Listing, String>, s: S) -> Result<S::Ok, S::Error> {
+fn listing_or_error<S: serde::Serializer>(r: &Result<Listing, HubsError>, s: S) -> Result<S::Ok, S::Error> {
     use serde::ser::SerializeMap;
     let mut m = s.serialize_map(Some(1))?;
     match r {
         Ok(l) => m.serialize_entry("hubs", &l.hubs)?,
-        Err(e) => m.serialize_entry("error", e)?,
+        Err(e) => m.serialize_entry("error", &e.to_string())?,
     }
     m.end()
 }
@@ -42,10 +43,10 @@ pub struct DevicePort {
     pub serial: String,
     /// `Ok((location, port))`, or why it cannot be switched there.
     #[serde(serialize_with = "found_or_problem")]
-    pub found: Result<(String, u32), String>,
+    pub found: Result<(String, u32), PlaceError>,
 }
 
-fn found_or_problem<S: serde::Serializer>(r: &Result<(String, u32), String>, s: S) -> Result<S::Ok, S::Error> {
+fn found_or_problem<S: serde::Serializer>(r: &Result<(String, u32), PlaceError>, s: S) -> Result<S::Ok, S::Error> {
     use serde::ser::SerializeMap;
     let mut m = s.serialize_map(None)?;
     match r {
@@ -53,7 +54,7 @@ fn found_or_problem<S: serde::Serializer>(r: &Result<(String, u32), String>, s: 
             m.serialize_entry("location", location)?;
             m.serialize_entry("port", port)?;
         }
-        Err(e) => m.serialize_entry("problem", e)?,
+        Err(e) => m.serialize_entry("problem", &e.to_string())?,
     }
     m.end()
 }
@@ -87,56 +88,48 @@ pub fn iphone_usb_serials(udid: &str) -> Vec<String> {
 
 /// Reads the host's hubs: `uhubctl -f` (every hub, also those that cannot switch per port,
 /// so that a phone on one is named rather than missed).
-pub async fn read(transport: &dyn Transport) -> Result<Listing, String> {
+pub async fn read(transport: &dyn Transport) -> Result<Listing, HubsError> {
     read_within(transport, Duration::from_secs(30)).await
 }
 
 /// `read`, with `limit` on the call.
-pub async fn read_within(transport: &dyn Transport, limit: Duration) -> Result<Listing, String> {
+pub async fn read_within(transport: &dyn Transport, limit: Duration) -> Result<Listing, HubsError> {
     let mut cmd = CommandSpec::new("uhubctl", &["-f"]);
     cmd.timeout = limit;
-    let out = transport.exec(&cmd).await.map_err(|e| e.to_string())?;
+    let out = transport.exec(&cmd).await?;
     let stderr = out.stderr_text();
     if !out.success() {
         if stderr.contains(NO_HUBS) {
             return Ok(Listing::default());
         }
         let said = stderr.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("(nothing on stderr)");
-        return Err(format!("`uhubctl -f` exited {:?}: {said}", out.status));
+        return Err(HubsError::Exited { status: out.status, said: said.into() });
     }
-    uhubctl::parse(&out.stdout_text())
-        .map_err(|e| format!("`uhubctl -f` printed what does not read as uhubctl 2.x: {e}"))
+    uhubctl::parse(&out.stdout_text()).map_err(HubsError::Unreadable)
 }
 
 /// The port the device with one of `serials` is on, if it can be switched there.
-pub fn locate(listing: &Listing, serials: &[String]) -> Result<(String, u32), String> {
+pub fn locate(listing: &Listing, serials: &[String]) -> Result<(String, u32), PlaceError> {
     let mut found: Vec<(&Hub, &Port)> = serials.iter().flat_map(|s| listing.find_serial(s)).collect();
     found.dedup_by(|a, b| a.0.location == b.0.location && a.1.number == b.1.number);
     let (hub, port) = match found.as_slice() {
         [] => {
-            return Err(format!(
-                "USB serial {} is on no port of the {} hub(s) uhubctl lists; fix: plug the phone into a hub with per-port power switching (`lab hubs` lists them), or give the port: {{ uhubctl = {{ location = \"…\", port = N }} }}",
-                serials.first().map_or("(none: the device has no USB serial)", String::as_str),
-                listing.hubs.iter().filter(|h| h.block == Block::Current).count()
-            ));
+            return Err(PlaceError::OnNoPort {
+                serial: serials.first().cloned(),
+                hubs: listing.hubs.iter().filter(|h| h.block == Block::Current).count(),
+            });
         }
         [one] => *one,
         more => {
             let at: Vec<String> = more.iter().map(|(h, p)| format!("{} port {}", h.location, p.number)).collect();
-            return Err(format!(
-                "USB serial found on several ports ({}); fix: give the port explicitly",
-                at.join(", ")
-            ));
+            return Err(PlaceError::SeveralPorts { at });
         }
     };
     match hub.device.switching {
         Some(Switching::Ppps) | None => Ok((hub.location.clone(), port.number)),
-        Some(mode @ (Switching::Ganged | Switching::Nops)) => Err(format!(
-            "it is on hub {} port {}, whose hub switches {}; fix: move it to a hub with per-port power switching (`ppps` in `lab hubs`)",
-            hub.location,
-            port.number,
-            if mode == Switching::Ganged { "all its ports together (ganged)" } else { "no power at all (nops)" }
-        )),
+        Some(switching @ (Switching::Ganged | Switching::Nops)) => {
+            Err(PlaceError::NotPerPort { location: hub.location.clone(), port: port.number, switching })
+        }
     }
 }
 
@@ -147,23 +140,22 @@ pub async fn resolve_auto(
     lab: &mut Lab,
     names: &[String],
     hosts: &Hosts,
-) -> Result<Vec<(String, String, u32)>, String> {
+) -> Result<Vec<(String, String, u32)>, AutoPortError> {
     let mut listings: BTreeMap<String, Listing> = BTreeMap::new();
     let mut out = Vec::new();
     for d in lab.devices.iter_mut().filter(|d| d.tether == TetherSpec::UhubctlAuto && names.contains(&d.name)) {
-        let fail = |why: String| format!("{}: tether = {{ uhubctl = \"auto\" }}: {why}", d.name);
+        let fail = |why: AutoPortWhy| AutoPortError { device: d.name.clone(), why };
         if !listings.contains_key(&d.host) {
-            let t = hosts.get(&d.host).ok_or_else(|| fail(format!("host {} is not in the lab", d.host)))?;
-            let l = read(t.as_ref()).await.map_err(|e| fail(format!("on host {}: {e}", d.host)))?;
+            let t = hosts.get(&d.host).ok_or_else(|| fail(AutoPortWhy::UnknownHost(d.host.clone())))?;
+            let l =
+                read(t.as_ref()).await.map_err(|source| fail(AutoPortWhy::Hubs { host: d.host.clone(), source }))?;
             listings.insert(d.host.clone(), l);
         }
         let serials = usb_serials(d);
         if serials.is_empty() {
-            return Err(fail(
-                "the device has no USB serial to look for (an Android serial, an iPhone UDID, `[device.sim] usb_serial`; a Wi-Fi adb `IP:PORT` is not one); fix: give the port: { uhubctl = { location = \"…\", port = N } }".into(),
-            ));
+            return Err(fail(AutoPortWhy::NoSerial));
         }
-        let (location, port) = locate(&listings[&d.host], &serials).map_err(fail)?;
+        let (location, port) = locate(&listings[&d.host], &serials).map_err(|e| fail(AutoPortWhy::Place(e)))?;
         d.tether = TetherSpec::Uhubctl { location: location.clone(), port, repeat: None };
         out.push((d.name.clone(), location, port));
     }
@@ -199,12 +191,14 @@ mod tests {
     fn a_phone_is_found_by_its_serial_and_refused_on_a_ganged_hub() {
         let l = uhubctl::parse(LISTING).unwrap();
         assert_eq!(locate(&l, &["28031FDH2000ZV".into()]), Ok(("1-1".into(), 1)));
-        let ganged = locate(&l, &["00008020-001A2B3C4D5E6F7A".into(), "00008020001A2B3C4D5E6F7A".into()]).unwrap_err();
+        let ganged = locate(&l, &["00008020-001A2B3C4D5E6F7A".into(), "00008020001A2B3C4D5E6F7A".into()])
+            .unwrap_err()
+            .to_string();
         assert!(
             ganged.starts_with("it is on hub 3-4 port 3, whose hub switches all its ports together (ganged)"),
             "{ganged}"
         );
-        let missing = locate(&l, &["0A1B2C3D".into()]).unwrap_err();
+        let missing = locate(&l, &["0A1B2C3D".into()]).unwrap_err().to_string();
         assert!(missing.starts_with("USB serial 0A1B2C3D is on no port of the 2 hub(s) uhubctl lists"), "{missing}");
     }
 }

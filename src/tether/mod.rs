@@ -2,11 +2,13 @@
 
 mod api;
 pub mod hubs;
+mod hubs_error;
 mod monitor_tether;
 mod strategies;
 mod uhubctl;
 
 pub use api::*;
+pub use hubs_error::{AutoPortError, AutoPortWhy, HubsError, PlaceError};
 pub use monitor_tether::MonitorTether;
 pub use strategies::*;
 pub use uhubctl::{BusWait, UhubctlTether};

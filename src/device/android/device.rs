@@ -380,7 +380,7 @@ impl Device for AndroidDevice {
             // A phone too old for the trace it is asked for would fail every launch.
             if self.perfetto() {
                 let sdk = self.sdk().await?;
-                ConfigDelivery::for_sdk(sdk).map_err(|why| self.failed("checking Perfetto", why))?;
+                ConfigDelivery::for_sdk(sdk).map_err(|why| self.failed("checking Perfetto", why.to_string()))?;
             }
             Ok::<(), DeviceError>(())
         };

@@ -8,4 +8,4 @@ mod perfetto;
 pub use adb::{Adb, Connection, ShellOutput, offline_fix, quote_argv, unauthorized_fix};
 pub use device::{AndroidDevice, brightness_pct, resumed_package};
 pub use listing::{AndroidProps, list_attached, read_props};
-pub use perfetto::{ConfigDelivery, TraceSession, session_name, trace_config};
+pub use perfetto::{ConfigDelivery, SdkTooOld, TraceSession, session_name, trace_config};

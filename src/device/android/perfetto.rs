@@ -48,15 +48,22 @@ pub enum ConfigDelivery {
     File,
 }
 
+/// A phone too old for the Perfetto the lab drives.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`perfetto = true`, but the phone runs Android SDK {sdk}: Perfetto's `android.power` data source \
+     and its text configs came in Android 10 (SDK {MIN_SDK}); fix: set `perfetto = false` in this \
+     device's [device.android] in lab.toml, or use a phone on Android 10 or newer"
+)]
+pub struct SdkTooOld {
+    pub sdk: u32,
+}
+
 impl ConfigDelivery {
     /// The form for SDK level `sdk`; older than Android 10 is an error saying why.
-    pub fn for_sdk(sdk: u32) -> Result<ConfigDelivery, String> {
+    pub fn for_sdk(sdk: u32) -> Result<ConfigDelivery, SdkTooOld> {
         match sdk {
-            s if s < MIN_SDK => Err(format!(
-                "`perfetto = true`, but the phone runs Android SDK {s}: Perfetto's `android.power` data source \
-                 and its text configs came in Android 10 (SDK {MIN_SDK}); fix: set `perfetto = false` in this \
-                 device's [device.android] in lab.toml, or use a phone on Android 10 or newer"
-            )),
+            s if s < MIN_SDK => Err(SdkTooOld { sdk: s }),
             s if s < CONFIG_FILES_SDK => Ok(ConfigDelivery::Stdin),
             _ => Ok(ConfigDelivery::File),
         }
@@ -131,7 +138,7 @@ impl TraceSession {
     /// Starts session `name` with `config` ([`trace_config`]); `sdk` is the phone's SDK level.
     pub async fn start(adb: &Adb, clock: &Clock, name: &str, sdk: u32, config: &str) -> Result<Self, DeviceError> {
         let failed = |detail: String| failed(adb, "starting Perfetto", detail);
-        let delivery = ConfigDelivery::for_sdk(sdk).map_err(failed)?;
+        let delivery = ConfigDelivery::for_sdk(sdk).map_err(|e| failed(e.to_string()))?;
         let (script, trace, config) = Self::start_script(name, delivery, config);
         let out = adb.script(&script, CALL).await?;
         let pid = out.stdout.lines().filter_map(|l| l.trim().parse::<u32>().ok()).next_back();
@@ -243,7 +250,7 @@ mod tests {
 
     #[test]
     fn the_config_form_follows_the_android_version() {
-        assert!(ConfigDelivery::for_sdk(28).unwrap_err().contains("Android SDK 28"));
+        assert!(ConfigDelivery::for_sdk(28).unwrap_err().to_string().contains("Android SDK 28"));
         assert_eq!(ConfigDelivery::for_sdk(29), Ok(ConfigDelivery::Stdin));
         assert_eq!(ConfigDelivery::for_sdk(30), Ok(ConfigDelivery::Stdin));
         assert_eq!(ConfigDelivery::for_sdk(31), Ok(ConfigDelivery::File));
