@@ -263,7 +263,11 @@ async fn monitors(
         in_lab: None,
         problems: vec![],
     };
-    match bounded(opts.limit, "the Otii server", probe_otii(transport, remote, &address, opts.limit)).await {
+    match bounded(opts.limit, "the Otii server", async {
+        probe_otii(transport, remote, &address, opts.limit).await.map_err(|e| e.to_string())
+    })
+    .await
+    {
         Ok(Some(devices)) => {
             let mut m = monitor("otii", address.clone(), devices.join(", "));
             if devices.is_empty() {
@@ -279,7 +283,9 @@ async fn monitors(
     }
     // A Monsoon is opened over USB by the lab's own process: only this machine's count.
     if !remote {
-        match bounded(opts.limit, "listing USB devices", list_monsoons()).await {
+        match bounded(opts.limit, "listing USB devices", async { list_monsoons().await.map_err(|e| e.to_string()) })
+            .await
+        {
             Ok(found) => out.extend(found.into_iter().map(|(serial, product)| monitor("monsoon", serial, product))),
             Err(e) => notes.push(format!("Monsoons not looked for: {e}")),
         }

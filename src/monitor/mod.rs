@@ -8,7 +8,9 @@ mod open;
 pub mod otii;
 mod power_monitor;
 pub mod probe;
+mod probe_error;
 
 pub use error::MonitorError;
 pub use open::open;
 pub use power_monitor::{PowerMonitor, SharedMonitor};
+pub use probe_error::ProbeError;

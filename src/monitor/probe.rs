@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use super::ProbeError;
 use super::monsoon::protocol::{PRODUCT_ID, VENDOR_ID};
 use super::otii::{Connection, OtiiError};
 use crate::transport::{ForwardTarget, Transport};
@@ -22,10 +23,12 @@ pub async fn probe_otii(
     remote: bool,
     address: &str,
     limit: Duration,
-) -> Result<Option<Vec<String>>, String> {
+) -> Result<Option<Vec<String>>, ProbeError> {
     let forward = if remote {
-        let target: ForwardTarget = format!("tcp:{address}").parse().map_err(|e| format!("{address}: {e}"))?;
-        Some(transport.forward(0, &target).await.map_err(|e| e.to_string())?)
+        let target: ForwardTarget = format!("tcp:{address}")
+            .parse()
+            .map_err(|source| ProbeError::Address { address: address.into(), source })?;
+        Some(transport.forward(0, &target).await?)
     } else {
         None
     };
@@ -34,9 +37,9 @@ pub async fn probe_otii(
         Ok(c) => c,
         // Nothing listening (through a forward: the far end refused, so the greeting never came).
         Err(OtiiError::Unreachable { .. } | OtiiError::Closed { .. }) => return Ok(None),
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(e.into()),
     };
-    let devices = conn.request("otii_get_devices", json!({"timeout": 3})).await.map_err(|e| e.to_string())?;
+    let devices = conn.request("otii_get_devices", json!({"timeout": 3})).await?;
     let list = devices["devices"].as_array().cloned().unwrap_or_default();
     Ok(Some(
         list.iter()
@@ -50,13 +53,13 @@ pub async fn probe_otii(
 
 /// The Monsoons on this machine's USB: (serial, product), none opened. A machine with no
 /// USB bus at all (a container without /sys/bus/usb) has none.
-pub async fn list_monsoons() -> Result<Vec<(String, String)>, String> {
+pub async fn list_monsoons() -> Result<Vec<(String, String)>, ProbeError> {
     if cfg!(target_os = "linux") && !std::path::Path::new("/sys/bus/usb/devices").exists() {
         return Ok(Vec::new());
     }
     tokio::task::spawn_blocking(|| {
         use nusb::MaybeFuture;
-        let devices = nusb::list_devices().wait().map_err(|e| format!("cannot list USB devices: {e}"))?;
+        let devices = nusb::list_devices().wait().map_err(ProbeError::Usb)?;
         Ok(devices
             .filter(|d| d.vendor_id() == VENDOR_ID && d.product_id() == PRODUCT_ID)
             .map(|d| {
@@ -64,6 +67,5 @@ pub async fn list_monsoons() -> Result<Vec<(String, String)>, String> {
             })
             .collect())
     })
-    .await
-    .map_err(|e| e.to_string())?
+    .await?
 }

@@ -15,7 +15,7 @@ pub fn baseline_campaigns(
     policy: &BaselinePolicy,
     weeks: &[&str],
     last_confirmed: Option<&str>,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, NoBaseline> {
     let chosen: Vec<&str> = match policy {
         BaselinePolicy::Previous => weeks.last().copied().into_iter().collect(),
         BaselinePolicy::Campaign(id) => vec![id.as_str()],
@@ -28,10 +28,15 @@ pub fn baseline_campaigns(
         }
     };
     if chosen.is_empty() {
-        return Err("no earlier campaign to compare with yet (the first week)".into());
+        return Err(NoBaseline);
     }
     Ok(chosen.into_iter().map(str::to_string).collect())
 }
+
+/// No earlier campaign of the series to compare with: a note of the review, not a failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("no earlier campaign to compare with yet (the first week)")]
+pub struct NoBaseline;
 
 #[cfg(test)]
 mod tests {
@@ -49,6 +54,6 @@ mod tests {
         assert_eq!(baseline_campaigns(&BaselinePolicy::Previous, &w, None).unwrap(), ["w12"]);
         let pinned = BaselinePolicy::Campaign("release-1".into());
         assert_eq!(baseline_campaigns(&pinned, &w, Some("w8")).unwrap(), ["release-1"]);
-        assert!(baseline_campaigns(&lcp, &[], None).unwrap_err().contains("first week"));
+        assert!(baseline_campaigns(&lcp, &[], None).unwrap_err().to_string().contains("first week"));
     }
 }

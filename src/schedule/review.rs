@@ -171,7 +171,8 @@ impl Review<'_> {
             let order: Vec<&str> = weeks.iter().map(|w| w.campaign.as_str()).collect();
             let chosen = match baseline_campaigns(&self.schedule.baseline, &order, confirmed.as_deref()) {
                 Ok(c) => c,
-                Err(note) => {
+                Err(why) => {
+                    let note = why.to_string();
                     if !rep.notes.contains(&note) {
                         rep.notes.push(note);
                     }

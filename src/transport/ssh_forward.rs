@@ -111,6 +111,20 @@ enum Op {
     Read,
 }
 
+/// How the SSH side of a relay failed.
+#[derive(Debug, thiserror::Error)]
+enum RelayError {
+    /// libssh2's error on `op`, all lower case as one clause of the forward's message.
+    #[error("{}", format!("{op:?}: {source}").to_lowercase())]
+    Ssh { op: Op, source: io::Error },
+    #[error("poll: {0}")]
+    Poll(io::Error),
+    #[error("keepalive: {0}")]
+    Keepalive(ssh2::Error),
+    #[error("the host has read nothing for {keepalive:?}")]
+    Silent { keepalive: Duration },
+}
+
 /// Bytes read from one side and not yet all written to the other.
 struct Chunk {
     bytes: Box<[u8]>,
@@ -158,7 +172,7 @@ fn relay(
     mut client: &TcpStream,
     stop: &UnixStream,
     keepalive: Duration,
-) -> Result<End, String> {
+) -> Result<End, RelayError> {
     // A zero interval would make poll spin.
     let keepalive = keepalive.max(Duration::from_secs(1));
     session.set_blocking(false);
@@ -255,7 +269,7 @@ fn relay(
                     // Waiting for data or a window adjustment.
                     ssh_events |= libc::POLLIN;
                 }
-                Err(e) => return Err(format!("{op:?}: {e}").to_lowercase()),
+                Err(source) => return Err(RelayError::Ssh { op, source }),
             }
         }
         if progress {
@@ -271,15 +285,15 @@ fn relay(
             }
         }
         let mut fds = [pollfd(client, client_events), pollfd(session, ssh_events), pollfd(stop, libc::POLLIN)];
-        let ready = poll(&mut fds, Some(keepalive)).map_err(|e| format!("poll: {e}"))?;
+        let ready = poll(&mut fds, Some(keepalive)).map_err(RelayError::Poll)?;
         if fds[2].revents != 0 {
             return Ok(End::Stopped);
         }
         if ready == 0 && blocked.is_none() {
             // Idle for a whole interval: keep the connection (and any NAT on the way) alive.
-            session.keepalive_send().map_err(|e| format!("keepalive: {e}"))?;
+            session.keepalive_send().map_err(RelayError::Keepalive)?;
             if half_sent(session) {
-                return Err(format!("the host has read nothing for {keepalive:?}"));
+                return Err(RelayError::Silent { keepalive });
             }
         }
     }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::adb::{Adb, quote_argv};
+use super::adb_list_error::AdbListError;
 use crate::collect::android::adb_devices::{self, AdbEntry};
 use crate::config::AdbServer;
 use crate::device::DeviceError;
@@ -44,7 +45,7 @@ pub async fn list_attached(
     transport: &Arc<dyn Transport>,
     server: Option<&AdbServer>,
     limit: Duration,
-) -> Result<Vec<AdbEntry>, String> {
+) -> Result<Vec<AdbEntry>, AdbListError> {
     let mut cmd = CommandSpec::new("adb", &[]);
     if let Some(s) = server {
         cmd.args.extend(s.adb_args());
@@ -52,20 +53,14 @@ pub async fn list_attached(
     cmd.args.extend(["devices".to_string(), "-l".to_string()]);
     cmd.timeout = limit;
     let out = transport.exec(&cmd).await.map_err(|e| match e {
-        TransportError::Spawn { host, .. } => {
-            format!("adb is not installed on {host}; fix: `apt-get install adb` there (or the SDK's platform-tools)")
-        }
-        TransportError::Timeout { timeout, .. } => format!(
-            "`{}` did not answer within {}; fix: restart the adb server there (`adb kill-server`)",
-            cmd.display(),
-            humantime::format_duration(timeout)
-        ),
-        e => e.to_string(),
+        TransportError::Spawn { host, .. } => AdbListError::NotInstalled { host },
+        TransportError::Timeout { timeout, .. } => AdbListError::Hung { command: cmd.display(), timeout },
+        e => AdbListError::Transport(e),
     })?;
     if !out.success() {
         let said = out.stderr_text();
         let said = said.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("(nothing on stderr)");
-        return Err(format!("`{}` exited {:?}: {said}", cmd.display(), out.status));
+        return Err(AdbListError::Exited { command: cmd.display(), status: out.status, said: said.into() });
     }
     Ok(adb_devices::parse(&out.stdout_text()))
 }
@@ -132,11 +127,11 @@ mod tests {
         t.on(&["adb", "devices"], vec![Reply::ok("").after(Duration::from_secs(3600))]);
         let dyn_t: Arc<dyn Transport> = t.clone();
         let started = std::time::Instant::now();
-        let e = list_attached(&dyn_t, None, Duration::from_millis(200)).await.unwrap_err();
+        let e = list_attached(&dyn_t, None, Duration::from_millis(200)).await.unwrap_err().to_string();
         assert!(started.elapsed() < Duration::from_secs(5));
         assert!(e.contains("did not answer within 200ms") && e.contains("adb kill-server"), "{e}");
         let none: Arc<dyn Transport> = Arc::new(ScriptedTransport::new("shelf-2"));
-        let e = list_attached(&none, None, Duration::from_secs(1)).await.unwrap_err();
+        let e = list_attached(&none, None, Duration::from_secs(1)).await.unwrap_err().to_string();
         assert!(e.contains("`adb devices -l` exited Some(127)"), "{e}");
     }
 
