@@ -6,6 +6,7 @@
 mod finding;
 mod in_lab;
 mod lan;
+mod look_error;
 mod options;
 mod scan;
 mod toml_out;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::finding::{FoundMonitor, FoundPhone, HostFindings, HubPlace, PhoneState};
 use super::in_lab::mark_in_lab;
+use super::look_error::LookError;
 use super::options::DiscoverOptions;
 use crate::collect::android::adb_devices::{AdbEntry, AdbState};
 use crate::collect::hubs::uhubctl::Listing;
@@ -49,15 +50,9 @@ async fn look(host: &str, remote: bool, transport: Arc<dyn Transport>, opts: &Di
         iphones(host, remote, &transport, opts),
         // The note for the host: a missing uhubctl says how to install it.
         bounded(opts.limit, "uhubctl: `uhubctl -f`", async {
-            hubs::read_within(transport.as_ref(), opts.limit).await.map_err(|e| {
-                if e.not_installed() {
-                    format!(
-                        "uhubctl is not installed on {host}; fix: `apt-get install uhubctl` there to switch phones' \
-                         USB power (until then they get tether = \"manual\")"
-                    )
-                } else {
-                    format!("uhubctl: {e}")
-                }
+            hubs::read_within(transport.as_ref(), opts.limit).await.map_err(|e| match e.not_installed() {
+                true => LookError::NoUhubctl { host: host.to_string() },
+                false => LookError::Hubs(e),
             })
         }),
         monitors(host, remote, &transport, opts),
@@ -65,11 +60,11 @@ async fn look(host: &str, remote: bool, transport: Arc<dyn Transport>, opts: &Di
     for part in [android, iphones] {
         match part {
             Ok(phones) => out.phones.extend(phones),
-            Err(note) => out.notes.push(note),
+            Err(note) => out.notes.push(note.to_string()),
         }
     }
     if let Err(e) = &listing {
-        out.notes.push(e.clone());
+        out.notes.push(e.to_string());
     }
     // One order whatever the tools listed first: Android, then iPhones, each by id.
     out.phones.sort_by(|a, b| (a.platform != Platform::Android, &a.id).cmp(&(b.platform != Platform::Android, &b.id)));
@@ -86,10 +81,18 @@ async fn look(host: &str, remote: bool, transport: Arc<dyn Transport>, opts: &Di
     out
 }
 
-async fn bounded<T>(limit: Duration, what: &str, fut: impl Future<Output = Result<T, String>>) -> Result<T, String> {
-    tokio::time::timeout(limit, fut)
-        .await
-        .unwrap_or_else(|_| Err(format!("{what} did not answer within {}", humantime::format_duration(limit))))
+async fn bounded<T, E>(
+    limit: Duration,
+    what: &'static str,
+    fut: impl Future<Output = Result<T, E>>,
+) -> Result<T, LookError>
+where
+    LookError: From<E>,
+{
+    match tokio::time::timeout(limit, fut).await {
+        Ok(r) => Ok(r?),
+        Err(_) => Err(LookError::TimedOut { what, limit }),
+    }
 }
 
 /// The serials the phone may show on USB: those of its id, and its own serial where adb's
@@ -145,11 +148,9 @@ fn phone(platform: Platform, id: &str, state: PhoneState) -> FoundPhone {
     }
 }
 
-async fn android(transport: &Arc<dyn Transport>, opts: &DiscoverOptions) -> Result<Vec<FoundPhone>, String> {
+async fn android(transport: &Arc<dyn Transport>, opts: &DiscoverOptions) -> Result<Vec<FoundPhone>, LookError> {
     let server = opts.adb_server.as_ref();
-    let listed = crate::device::android::list_attached(transport, server, opts.limit)
-        .await
-        .map_err(|e| format!("Android phones not looked for: {e}"))?;
+    let listed = crate::device::android::list_attached(transport, server, opts.limit).await?;
     let mut out: Vec<(bool, FoundPhone)> = Vec::new();
     for entry in listed {
         let usb = entry.usb.is_some();
@@ -215,13 +216,12 @@ async fn iphones(
     remote: bool,
     transport: &Arc<dyn Transport>,
     opts: &DiscoverOptions,
-) -> Result<Vec<FoundPhone>, String> {
-    let not_looked = |e: String| format!("iPhones not looked for: {e}");
+) -> Result<Vec<FoundPhone>, LookError> {
     // Over SSH this sets up a forward: bounded like every other call.
     let mux = bounded(opts.limit, "reaching usbmuxd", Mux::open(host, remote, transport, opts.usbmuxd.as_ref()))
         .await
-        .map_err(|e| not_looked(format!("usbmuxd: {e}")))?;
-    let listed = crate::device::ios::list_attached(&mux, host, opts.limit).await.map_err(not_looked)?;
+        .map_err(|e| LookError::Usbmuxd(Box::new(e)))?;
+    let listed = crate::device::ios::list_attached(&mux, host, opts.limit).await?;
     Ok(listed.into_iter().map(iphone).collect())
 }
 
@@ -263,10 +263,8 @@ async fn monitors(
         in_lab: None,
         problems: vec![],
     };
-    match bounded(opts.limit, "the Otii server", async {
-        probe_otii(transport, remote, &address, opts.limit).await.map_err(|e| e.to_string())
-    })
-    .await
+    match bounded(opts.limit, "the Otii server", async { probe_otii(transport, remote, &address, opts.limit).await })
+        .await
     {
         Ok(Some(devices)) => {
             let mut m = monitor("otii", address.clone(), devices.join(", "));
@@ -283,9 +281,7 @@ async fn monitors(
     }
     // A Monsoon is opened over USB by the lab's own process: only this machine's count.
     if !remote {
-        match bounded(opts.limit, "listing USB devices", async { list_monsoons().await.map_err(|e| e.to_string()) })
-            .await
-        {
+        match bounded(opts.limit, "listing USB devices", list_monsoons()).await {
             Ok(found) => out.extend(found.into_iter().map(|(serial, product)| monitor("monsoon", serial, product))),
             Err(e) => notes.push(format!("Monsoons not looked for: {e}")),
         }

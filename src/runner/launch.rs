@@ -139,7 +139,7 @@ pub enum LaunchError {
     NotInLab { lab: String, device: String },
     /// A `{ uhubctl = "auto" }` tether whose port could not be found.
     #[error(transparent)]
-    HubPort(#[from] crate::tether::AutoPortError),
+    HubPort(Box<crate::tether::AutoPortError>),
     #[error(transparent)]
     Device(#[from] DeviceError),
     #[error("{device}: checking the device did not finish within 2 minutes")]
@@ -241,7 +241,9 @@ pub async fn launch(
     // `{ uhubctl = "auto" }` tethers become the port the phone is on, before anything runs.
     let mut resolved = (*lab).clone();
     let names: Vec<String> = plan.devices.iter().map(|d| d.name.clone()).collect();
-    crate::tether::hubs::resolve_auto(&mut resolved, &names, &hosts).await?;
+    crate::tether::hubs::resolve_auto(&mut resolved, &names, &hosts)
+        .await
+        .map_err(|e| LaunchError::HubPort(Box::new(e)))?;
     let lab = Arc::new(resolved);
     let devices = open_devices(&lab, &plan, &hosts)?;
     preflight(&devices).await?;

@@ -121,7 +121,7 @@ impl IosDevice {
                 let at = self.where_();
                 let mux = Mux::open(&self.spec.host, self.remote, &self.transport, ios.usbmuxd.as_ref())
                     .await
-                    .map_err(|detail| IosError::NoUsbmuxd { at: at.clone(), detail })?;
+                    .map_err(|e| IosError::NoUsbmuxd { at: at.clone(), detail: e.to_string() })?;
                 Ok::<Phone, DeviceError>(Phone::new(at, mux, ios.pair_record.clone()))
             })
             .await

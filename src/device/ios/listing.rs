@@ -59,15 +59,15 @@ pub struct AttachedIphone {
 
 /// Every iPhone `mux` lists on `host`, each read within `limit`. usbmuxd itself not
 /// answering within `limit` is the error.
-pub async fn list_attached(mux: &Arc<Mux>, host: &str, limit: Duration) -> Result<Vec<AttachedIphone>, String> {
+pub async fn list_attached(mux: &Arc<Mux>, host: &str, limit: Duration) -> Result<Vec<AttachedIphone>, IosError> {
     let at =
         |udid: &str| Where { device: udid.into(), udid: udid.into(), host: host.into(), usbmuxd: mux.shown.clone() };
     let listed = match tokio::time::timeout(limit, mux.devices()).await {
         Ok(Ok(l)) => l,
-        Ok(Err(e)) => return Err(IosError::NoUsbmuxd { at: at("-"), detail: e.to_string() }.to_string()),
+        Ok(Err(e)) => return Err(IosError::NoUsbmuxd { at: at("-"), detail: e.to_string() }),
         Err(_) => {
             let detail = format!("no answer within {}", humantime::format_duration(limit));
-            return Err(IosError::NoUsbmuxd { at: at("-"), detail }.to_string());
+            return Err(IosError::NoUsbmuxd { at: at("-"), detail });
         }
     };
     // A phone on a cable and on Wi-Fi is listed twice: keep the cable.

@@ -17,6 +17,7 @@ use idevice::provider::{IdeviceProvider, UsbmuxdProvider};
 use idevice::usbmuxd::{UsbmuxdAddr, UsbmuxdConnection, UsbmuxdDevice};
 use idevice::{Idevice, IdeviceError};
 
+use super::mux_error::MuxError;
 use crate::config::UsbmuxdAddress;
 use crate::transport::{Forward, ForwardTarget, Transport};
 
@@ -48,7 +49,7 @@ impl Mux {
         remote: bool,
         transport: &Arc<dyn Transport>,
         configured: Option<&UsbmuxdAddress>,
-    ) -> Result<Arc<Mux>, String> {
+    ) -> Result<Arc<Mux>, MuxError> {
         let target = match configured {
             None => ForwardTarget::Unix(SYSTEM_SOCKET.into()),
             Some(UsbmuxdAddress::Socket(p)) => ForwardTarget::Unix(p.clone()),
@@ -67,7 +68,7 @@ impl Mux {
             (ForwardTarget::Unix(p), false) => (UsbmuxdAddr::UnixSocket(p.display().to_string()), None),
             (ForwardTarget::Tcp { host, port }, false) => (UsbmuxdAddr::TcpSocket(resolve(host, *port).await?), None),
             (target, true) => {
-                let fwd = transport.forward(0, target).await.map_err(|e| format!("forwarding to it: {e}"))?;
+                let fwd = transport.forward(0, target).await?;
                 (UsbmuxdAddr::TcpSocket(fwd.local_addr()), Some(fwd))
             }
         };
@@ -87,12 +88,12 @@ impl Mux {
     }
 }
 
-async fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
+async fn resolve(host: &str, port: u16) -> Result<SocketAddr, MuxError> {
     let found = tokio::time::timeout(Duration::from_secs(10), tokio::net::lookup_host((host, port)))
         .await
-        .map_err(|_| format!("resolving {host} took longer than 10 s"))?
-        .map_err(|e| format!("resolving {host}: {e}"))?;
-    found.into_iter().next().ok_or_else(|| format!("{host} has no address"))
+        .map_err(|_| MuxError::ResolveSlow { host: host.into() })?
+        .map_err(|source| MuxError::Resolve { host: host.into(), source })?;
+    found.into_iter().next().ok_or_else(|| MuxError::NoAddress { host: host.into() })
 }
 
 /// usbmuxd's provider, with the pair record given in the lab file when there is one.

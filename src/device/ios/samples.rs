@@ -24,6 +24,7 @@ use tokio::task::JoinHandle;
 
 use super::mux::Provider;
 use super::phone::CALL;
+use super::sample_error::SampleError;
 use super::tunnel::rsd_service;
 use crate::config::IosSample;
 use crate::measure::Measurement;
@@ -76,15 +77,15 @@ async fn over_tunnel(
     finding: &'static str,
     connecting: &'static str,
     what: &str,
-) -> Result<(AdapterHandle, Box<dyn ReadWrite>), String> {
+) -> Result<(AdapterHandle, Box<dyn ReadWrite>), SampleError> {
     tokio::time::timeout(CALL, rsd_service(p, service, finding, connecting))
         .await
-        .map_err(|_| format!("{what}: no tunnel within {} s", CALL.as_secs()))?
-        .map_err(|(step, e)| format!("{what}: {step}: {e}"))
+        .map_err(|_| SampleError::NoTunnel { what: what.into() })?
+        .map_err(|(step, source)| SampleError::Tunnel { what: what.into(), step, source })
 }
 
 /// A DVT connection; on iOS 17+ with the tunnel it runs in, kept up while it is used.
-async fn dvt(p: &Provider, via: Via, what: &'static str) -> Result<(Option<AdapterHandle>, Dvt), String> {
+async fn dvt(p: &Provider, via: Via, what: &'static str) -> Result<(Option<AdapterHandle>, Dvt), SampleError> {
     match via {
         Via::Lockdown => Ok((None, bounded(what, RemoteServerClient::connect(p)).await?)),
         Via::Tunnel => {
@@ -98,7 +99,7 @@ async fn dvt(p: &Provider, via: Via, what: &'static str) -> Result<(Option<Adapt
 type Dvt = RemoteServerClient<Box<dyn ReadWrite>>;
 
 /// The packet tap; on iOS 17+ with its tunnel.
-async fn tap(p: &Provider, via: Via) -> Result<(Option<AdapterHandle>, PcapdClient), String> {
+async fn tap(p: &Provider, via: Via) -> Result<(Option<AdapterHandle>, PcapdClient), SampleError> {
     let what = "pcapd";
     match via {
         Via::Lockdown => Ok((None, bounded(what, PcapdClient::connect(p)).await?)),
@@ -182,10 +183,10 @@ async fn tick(stop: &mut watch::Receiver<bool>) -> bool {
     }
 }
 
-async fn bounded<T>(what: &str, fut: impl Future<Output = Result<T, idevice::IdeviceError>>) -> Result<T, String> {
+async fn bounded<T>(what: &str, fut: impl Future<Output = Result<T, idevice::IdeviceError>>) -> Result<T, SampleError> {
     match tokio::time::timeout(CALL, fut).await {
-        Ok(r) => r.map_err(|e| format!("{what}: {e}")),
-        Err(_) => Err(format!("{what}: no answer within {} s", CALL.as_secs())),
+        Ok(r) => r.map_err(|source| SampleError::Call { what: what.into(), source }),
+        Err(_) => Err(SampleError::NoAnswer { what: what.into() }),
     }
 }
 
@@ -199,14 +200,15 @@ async fn energy(p: Provider, via: Via, pid: u32, mut stop: watch::Receiver<bool>
         bounded(what, gauge.start_sampling(&[pid])).await?;
         while tick(&mut stop).await {
             let bytes = bounded(what, gauge.sample_attributes(&[pid])).await?;
-            let samples = EnergySample::from_bytes(&bytes).map_err(|e| format!("{what}: {e}"))?;
+            let samples =
+                EnergySample::from_bytes(&bytes).map_err(|source| SampleError::Call { what: what.into(), source })?;
             g.energy.extend(samples.iter().filter(|s| s.pid == pid).map(|s| s.total_energy));
         }
         let _ = bounded(what, gauge.stop_sampling(&[pid])).await;
-        Ok::<(), String>(())
+        Ok::<(), SampleError>(())
     };
     if let Err(e) = run.await {
-        g.problems.push(e);
+        g.problems.push(e.to_string());
     }
     g
 }
@@ -240,7 +242,7 @@ async fn cpu(p: Provider, via: Via, pid: u32, mut stop: watch::Receiver<bool>) -
         loop {
             let sample = tokio::select! {
                 _ = stop.changed() => break,
-                s = tap.next_sample() => s.map_err(|e| format!("{what}: {e}"))?,
+                s = tap.next_sample() => s.map_err(|source| SampleError::Call { what: what.into(), source })?,
             };
             let Some(row) = sample.processes.as_ref().and_then(|ps| process_row(ps, pid)) else { continue };
             if std::mem::take(&mut first) {
@@ -249,10 +251,10 @@ async fn cpu(p: Provider, via: Via, pid: u32, mut stop: watch::Receiver<bool>) -
             g.cpu.push(row);
         }
         let _ = bounded(what, tap.stop()).await;
-        Ok::<(), String>(())
+        Ok::<(), SampleError>(())
     };
     if let Err(e) = run.await {
-        g.problems.push(e);
+        g.problems.push(e.to_string());
     }
     g
 }
@@ -291,7 +293,7 @@ async fn packets(p: Provider, via: Via, pid: u32, port: Option<u16>, mut stop: w
         loop {
             let packet = tokio::select! {
                 _ = stop.changed() => break,
-                pk = tap.next_packet() => pk.map_err(|e| format!("{what}: {e}"))?,
+                pk = tap.next_packet() => pk.map_err(|source| SampleError::Call { what: what.into(), source })?,
             };
             if packet.pid != pid && packet.epid != pid {
                 continue;
@@ -302,10 +304,10 @@ async fn packets(p: Provider, via: Via, pid: u32, port: Option<u16>, mut stop: w
                 count.requests += 1;
             }
         }
-        Ok::<(), String>(())
+        Ok::<(), SampleError>(())
     };
     if let Err(e) = run.await {
-        g.problems.push(e);
+        g.problems.push(e.to_string());
     }
     g.packets = Some(count);
     g
