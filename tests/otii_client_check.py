@@ -54,6 +54,8 @@ try:
     recording = project.get_last_recording()
     recording.log("soak start", 0)
     time.sleep(seconds)
+    # Where a running recording's samples end, as lab places its markers.
+    out["info_running"] = recording.get_channel_info(arc.id, "mc")
     recording.log("soak end", 0)
     project.stop_recording()
     arc.set_main(False)

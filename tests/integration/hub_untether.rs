@@ -131,20 +131,22 @@ fn on_the_ssh_host_the_auto_port_is_found_by_serial_and_switched_in_its_sessions
     let events = hubs.dir.path().join("events");
     std::fs::write(&hubs.state, hub_with_phone(&events, json!({})).to_string()).unwrap();
     let s = sshd::start_with(&hubs.sshd_env());
-    assert!(
-        !std::env::var("PATH")
-            .unwrap_or_default()
-            .split(':')
-            .any(|d| std::path::Path::new(d).join("uhubctl").is_file()),
-        "this test needs a lab machine without uhubctl on its PATH"
-    );
+    // The lab machine's own `uhubctl` (a lab host has Debian's) is one that only says it
+    // ran: nothing may run here, whatever this machine has installed.
+    let here = tempfile::tempdir().unwrap();
+    let ran_here = here.path().join("ran");
+    let local = here.path().join("uhubctl");
+    std::fs::write(&local, format!("#!/bin/sh\necho \"$@\" >> '{}'\nexit 1\n", ran_here.display())).unwrap();
+    std::fs::set_permissions(&local, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", here.path().display(), std::env::var("PATH").unwrap_or_default());
     let (lab, runbook) = campaign(&s.host_table(""), "shelf-1", "{ uhubctl = \"auto\" }");
     // Only the SSH host has the stand-in: the lab's own environment has no UHUBCTL_*.
-    let out = lab.cmd(&["run", "--verbose", runbook.to_str().unwrap()]).output().unwrap();
+    let out = lab.cmd(&["run", "--verbose", runbook.to_str().unwrap()]).env("PATH", path).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(lab.sql::<i64>("SELECT COUNT(*) FROM attempts WHERE status = 'valid'"), [2], "{stdout}");
 
+    assert!(!ran_here.exists(), "uhubctl ran on the lab machine: {:?}", std::fs::read_to_string(&ran_here));
     let calls = hubs.calls();
     assert!(
         calls.iter().all(|(_, ssh)| ssh.as_deref().is_some_and(|c| c.starts_with("127.0.0.1 "))),

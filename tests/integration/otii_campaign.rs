@@ -144,24 +144,15 @@ fn each_soak_energy_is_the_integral_between_the_servers_markers_and_the_licence_
     assert!(html.contains("Power over the soak"), "the report plots the monitor's power");
 }
 
-/// The energies of the campaign's soaks against the stand-in's integral between the
-/// markers it recorded: how many were checked.
+/// The energies of the campaign's soaks against the stand-in's integral over the true soak
+/// (between the moments the server placed the markers, less the warm-up): how many were
+/// checked.
 fn check_energies(lab: &TempLab, state: &Value) -> usize {
-    let recordings = state["recordings"].as_array().unwrap();
-    let id = &lab.campaigns()[0];
     let mut checked = 0;
-    for dir in std::fs::read_dir(lab.artifacts().join(id)).unwrap().map(|e| e.unwrap().path()) {
-        let Ok(text) = std::fs::read_to_string(dir.join("current.json")) else { continue };
-        let about: Value = serde_json::from_str(&text).unwrap();
-        let (start, end) = (about["window"]["start_s"].as_f64().unwrap(), about["window"]["end_s"].as_f64().unwrap());
-        // The recording whose markers are this window's, as the server recorded them.
-        let rec = recordings
-            .iter()
-            .find(|r| marker(r, "soak start") == Some(start) && marker(r, "soak end") == Some(end))
-            .unwrap_or_else(|| panic!("no recording on the server has markers at {start} and {end}: {state}"));
+    for (dir, rec, got) in soaks(lab, state) {
+        let (start, end) = (placed(&rec, "soak start"), placed(&rec, "soak end"));
         assert!(end - start > 0.9 && end - start < 3.0, "the markers span the soak: {start}..{end}");
         let want = integral(start + 0.2, end);
-        let got = about["figures"]["energy_j"].as_f64().unwrap();
         assert!((got - want).abs() / want < 0.005, "{}: {got} J, the integral is {want} J ({rec})", dir.display());
         // Every sample is kept: 4 kHz over the recording, loadable as float32.
         let npy = std::fs::read(dir.join("current.npy")).unwrap();
@@ -170,6 +161,25 @@ fn check_energies(lab: &TempLab, state: &Value) -> usize {
         checked += 1;
     }
     checked
+}
+
+/// Each soak's attempt folder, the server's recording whose markers are its window's (the
+/// times lab gave), and the energy lab measured.
+fn soaks(lab: &TempLab, state: &Value) -> Vec<(std::path::PathBuf, Value, f64)> {
+    let recordings = state["recordings"].as_array().unwrap();
+    let id = &lab.campaigns()[0];
+    let mut found = Vec::new();
+    for dir in std::fs::read_dir(lab.artifacts().join(id)).unwrap().map(|e| e.unwrap().path()) {
+        let Ok(text) = std::fs::read_to_string(dir.join("current.json")) else { continue };
+        let about: Value = serde_json::from_str(&text).unwrap();
+        let (start, end) = (about["window"]["start_s"].as_f64().unwrap(), about["window"]["end_s"].as_f64().unwrap());
+        let rec = recordings
+            .iter()
+            .find(|r| marker(r, "soak start") == Some(start) && marker(r, "soak end") == Some(end))
+            .unwrap_or_else(|| panic!("no recording on the server has markers at {start} and {end}: {state}"));
+        found.push((dir, rec.clone(), about["figures"]["energy_j"].as_f64().unwrap()));
+    }
+    found
 }
 
 #[test_needs::needs(sshd)]
@@ -277,4 +287,87 @@ fn a_server_that_is_not_there_is_exit_3_before_any_trial() {
     assert!(text.contains(&format!("cannot reach the Otii server at 127.0.0.1:{port}")), "{text}");
     assert!(text.contains("fix: start the Otii 3 server there"), "{text}");
     assert_eq!(lab.sql::<i64>("SELECT count(*) FROM attempts")[0], 0, "no trial ran");
+}
+
+/// ∫ draw dt over [from, to] s after a recording was started (answered), joules, of a
+/// stand-in started with `--ramp-ma-per-s RAMP_MA_PER_S`: the integral above plus the ramp.
+fn ramped_integral(from: f64, to: f64) -> f64 {
+    integral(from, to) + VOLTS * RAMP_MA_PER_S * (to * to - from * from) / 2.0 / 1000.0
+}
+
+const RAMP_MA_PER_S: f64 = 40.0;
+
+/// When marker `text…` of a recording was placed, seconds after the recording was started
+/// (on the device's own time): the server's record of when it told the time the marker
+/// carries. The marker came in soon after.
+fn placed(recording: &Value, text: &str) -> f64 {
+    let found = recording["markers"].as_array().unwrap().iter().find(|m| m["text"].as_str().unwrap().starts_with(text));
+    let m = found.unwrap_or_else(|| panic!("no marker {text}: {recording}"));
+    let placed = m["placed_s"].as_f64().unwrap_or_else(|| panic!("the marker carries no time the server told: {m}"));
+    let received = m["received_s"].as_f64().unwrap();
+    assert!((0.0..0.5).contains(&(received - placed)), "the marker was logged when its time was taken: {m}");
+    placed
+}
+
+#[test]
+fn a_server_that_samples_half_a_second_after_it_answers_is_measured_on_the_instruments_clock() {
+    // The instrument starts sampling 0.5 s after `project_start_recording` is answered, and
+    // the draw grows 40 mA a second, so a window 0.5 s off would be 6 % off on these soaks.
+    let ramp = RAMP_MA_PER_S.to_string();
+    let server = Otii::start(
+        BASE_MA,
+        PULSE_MA,
+        &["--device-name", "Arc 1234", "--late-start-s", "0.5", "--ramp-ma-per-s", &ramp],
+    );
+    let lab = lab(server.port);
+    let rb = runbook(&lab, "2s", 1, 0);
+    let out = lab.cmd(&["run", &rb]).timeout(Duration::from_secs(120)).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let state = server.state();
+    let soaks = soaks(&lab, &state);
+    assert_eq!(soaks.len(), 2, "{state}");
+    for (_, rec, got) in soaks {
+        assert!((rec["late_s"].as_f64().unwrap() - 0.5).abs() < 1e-6, "{rec}");
+        // The true soak: between the moments the server placed the markers, on the device's
+        // own time, less the 0.2 s warm-up.
+        let (start, end) = (placed(&rec, "soak start"), placed(&rec, "soak end"));
+        let want = ramped_integral(start + 0.2, end);
+        assert!((got - want).abs() / want < 0.005, "{got} J, the true soak's integral is {want} J ({rec})");
+        // What a window on this machine's clock would have measured: far off.
+        let shifted = ramped_integral(start + 0.2 - 0.5, end - 0.5);
+        assert!((shifted - want).abs() / want > 0.03, "the ramp makes a misplaced window show: {shifted} vs {want}");
+    }
+}
+
+#[test]
+fn samples_the_instrument_lost_or_never_took_make_the_attempt_invalid_with_the_reason() {
+    // On each recording's own clock; the soak starts at once, the window from 0.2 s.
+    let faults: [(&str, &[&str], &str); 3] = [
+        ("nulls", &["--null-s", "0.6:1.1"], "the power monitor's samples have a gap of 500.0 ms in the soak window"),
+        (
+            "a dropped run",
+            &["--drop-s", "0.6:1.1"],
+            "the power monitor's samples have a gap of 500.0 ms in the soak window",
+        ),
+        ("sampling that stops", &["--sample-for-s", "0.9"], "the Otii's recording advanced 0.8"),
+    ];
+    for (what, args, reason) in faults {
+        let mut all = vec!["--device-name", "Arc 1234"];
+        all.extend_from_slice(args);
+        let server = Otii::start(BASE_MA, PULSE_MA, &all);
+        let lab = lab(server.port);
+        let rb = runbook(&lab, "1500ms", 1, 0);
+        let out = lab.cmd(&["run", &rb]).timeout(Duration::from_secs(120)).output().unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.status.code(), Some(4), "{what}: every trial failed, nothing else: {text}");
+        let reasons: Vec<String> = lab.sql("SELECT reasons FROM attempts");
+        assert_eq!(reasons.len(), 2, "{what}: {reasons:?}");
+        for r in &reasons {
+            assert!(r.contains(&format!("power monitor: {reason}")), "{what}: {r}");
+        }
+        // Every figure a number: nothing missing became a NaN on its way to the store.
+        let values: Vec<f64> = lab.sql("SELECT value FROM measurements WHERE metric LIKE 'monitor_%'");
+        assert!(!values.is_empty() && values.iter().all(|v| v.is_finite()), "{what}: {values:?}");
+        assert!(licences_free(&server.state()), "{what}");
+    }
 }

@@ -55,6 +55,9 @@ fn qoitechs_python_client_reserves_records_marks_reads_and_returns_through_the_s
     let energy = got["stats_energy"].as_f64().unwrap();
     assert!((energy - want * 3.8).abs() < 1e-9, "energy {energy} J at 3.8 V, the draw gives {}", want * 3.8);
     assert_eq!(got["info"]["sample_rate"], 4000);
+    // A running recording's channel info says where its samples end so far (lab's markers).
+    let live = got["info_running"]["to"].as_f64().unwrap();
+    assert!(live > 1.4 && live < 2.0 && live <= count as f64 / 4000.0, "{got}");
 
     // The server's side: both licences back, the markers in order inside the recording.
     let state = server.state();

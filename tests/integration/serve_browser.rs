@@ -39,21 +39,7 @@ struct Browser {
 
 impl Browser {
     fn start() -> Browser {
-        let mut driver = Command::new("chromedriver")
-            .arg("--port=0")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chromedriver starts");
-        let mut out = BufReader::new(driver.stdout.take().unwrap());
-        let port = loop {
-            let mut line = String::new();
-            assert!(out.read_line(&mut line).unwrap() > 0, "chromedriver ended before saying its port");
-            if let Some(rest) = line.split("started successfully on port ").nth(1) {
-                break rest.trim().trim_end_matches('.').parse::<u16>().expect("a port");
-            }
-        };
+        let (driver, port, mut out) = Self::driver();
         // Keep reading its stdout so that it never blocks on a full pipe.
         std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
         let profile = tempfile::tempdir().unwrap();
@@ -81,6 +67,45 @@ impl Browser {
         let v = b.call("POST", "/session", Some(caps));
         b.session = v["sessionId"].as_str().expect("a session id").to_string();
         b
+    }
+
+    /// A chromedriver on a port of its choosing, that port, and its stdout. Under the suite's
+    /// parallelism a driver can end before it says its port: with `--port=0` it picks a free
+    /// port, then binds it, and another test's server may take it in between ("Port not
+    /// available. Exiting..."). Such a start is tried again, a few times, and a last failure
+    /// shows what the driver said.
+    fn driver() -> (Child, u16, BufReader<std::process::ChildStdout>) {
+        const TRIES: usize = 5;
+        let mut said = Vec::new();
+        for _ in 0..TRIES {
+            let log = tempfile::NamedTempFile::new().unwrap();
+            let mut driver = Command::new("chromedriver")
+                .arg("--port=0")
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(log.reopen().unwrap())
+                .spawn()
+                .expect("chromedriver starts");
+            let mut out = BufReader::new(driver.stdout.take().unwrap());
+            let mut lines = String::new();
+            let port = loop {
+                let mut line = String::new();
+                if out.read_line(&mut line).unwrap_or(0) == 0 {
+                    break None;
+                }
+                lines.push_str(&line);
+                if let Some(rest) = line.split("started successfully on port ").nth(1) {
+                    break Some(rest.trim().trim_end_matches('.').parse::<u16>().expect("a port"));
+                }
+            };
+            if let Some(port) = port {
+                return (driver, port, out);
+            }
+            let status = driver.wait().unwrap();
+            said.push(format!("{status}: {lines}{}", std::fs::read_to_string(log.path()).unwrap_or_default()));
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        panic!("chromedriver ended before saying its port, {TRIES} times: {said:#?}");
     }
 
     /// One WebDriver command; its `value`. Panics with the driver's error otherwise.

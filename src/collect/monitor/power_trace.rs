@@ -27,6 +27,10 @@ pub struct PowerTrace {
     pub voltage: Voltage,
     /// In sample order.
     pub gaps: Vec<Gap>,
+    /// Why the recording's markers cannot be placed on these samples, if they cannot: the
+    /// instrument's clock and this machine's disagreed between them (an Otii that stopped
+    /// sampling); every window of the recording is then invalid.
+    pub unaligned: Option<String>,
 }
 
 impl PowerTrace {
@@ -75,6 +79,7 @@ mod tests {
                 Gap { at: 10, missing: 1 },
                 Gap { at: 49, missing: 7 },
             ],
+            unaligned: None,
         };
         let all: Vec<f64> = t.times().collect();
         assert_eq!(all.len(), 50);

@@ -1,7 +1,10 @@
 //! The soak window's figures from a [`PowerTrace`]: the samples taken between the soak's
 //! start (plus the runbook's warm-up) and its end, integrated by the rectangle rule
 //! (each sample stands for 1 / rate seconds, as the instruments' own software sums them:
-//! energy = Σ Vᵢ·Iᵢ·Δt).
+//! energy = Σ Vᵢ·Iᵢ·Δt). Every sample the window should hold and does not — one the
+//! instrument reported missing, one that is not a number, or one before the recording
+//! began or after it stopped — counts as dropped, so a recording shorter than its window
+//! is caught as the Monsoon's gaps are, never summed as a lower energy.
 
 use super::{Gap, PowerTrace};
 
@@ -46,6 +49,9 @@ impl WindowFigures {
         let mut gaps = trace.gaps.iter().peekable();
         let (mut dropped, mut longest) = (0u64, 0u64);
         let mut skipped = 0u64;
+        // Samples that are not numbers, as gaps: the length of the current run of them.
+        let mut bad_run = 0u64;
+        let (mut first_in, mut last_in) = (None::<f64>, None::<f64>);
         for (i, &amps) in trace.current_a.iter().enumerate() {
             while let Some(Gap { at, missing }) = gaps.peek().copied().copied() {
                 if at > i {
@@ -64,6 +70,15 @@ impl WindowFigures {
             if t < from || t >= end_s {
                 continue;
             }
+            if !amps.is_finite() {
+                bad_run += 1;
+                dropped += 1;
+                longest = longest.max(bad_run);
+                continue;
+            }
+            bad_run = 0;
+            first_in.get_or_insert(t);
+            last_in = Some(t);
             let amps = f64::from(amps);
             energy += trace.volts(i) * amps * dt;
             charge += amps * dt;
@@ -72,8 +87,26 @@ impl WindowFigures {
         }
         let duration = (end_s - from).max(0.0);
         let expected = (duration * trace.rate_hz).round() as u64;
+        // Whole sample periods the window holds before its first sample and after its last.
+        let slots = |s: f64| (s * trace.rate_hz + 1e-6).floor().max(0.0) as u64;
+        let head = first_in.map_or(0, |t| slots(t - from));
+        let tail = last_in.map_or(0, |t| slots(end_s - (t + dt)));
+        dropped += head + tail;
+        longest = longest.max(head).max(tail);
         let invalid = if samples == 0 {
             Some(format!("the power monitor gave no sample in the soak window ({duration:.1} s)"))
+        } else if let Some(why) = &trace.unaligned {
+            Some(why.clone())
+        } else if tail as f64 * dt >= limits.max_gap_s {
+            Some(format!(
+                "the power monitor's samples end {:.3} s before the soak window does (the recording stopped short)",
+                tail as f64 * dt
+            ))
+        } else if head as f64 * dt >= limits.max_gap_s {
+            Some(format!(
+                "the power monitor's samples begin {:.3} s after the soak window does (the recording started late)",
+                head as f64 * dt
+            ))
         } else if longest as f64 * dt >= limits.max_gap_s {
             Some(format!(
                 "the power monitor's samples have a gap of {:.1} ms in the soak window (the limit is {:.1} ms)",
@@ -117,6 +150,7 @@ mod tests {
             current_a: (0..n).map(|i| amps(i as f64 / rate) as f32).collect(),
             voltage: Voltage::Constant(volts),
             gaps: Vec::new(),
+            unaligned: None,
         }
     }
 
@@ -176,5 +210,53 @@ mod tests {
         // No sample in the window at all.
         let w = WindowFigures::of(&t, 20.0, 30.0, 0.0, GapLimits::default());
         assert!(w.invalid.unwrap().starts_with("the power monitor gave no sample"));
+    }
+
+    #[test]
+    fn a_recording_shorter_than_its_window_is_invalid_not_a_lower_energy() {
+        // 10 s of samples, a window to 12 s: 2 s missing at the end.
+        let t = trace(1000.0, 10.0, 4.0, |_| 0.1);
+        let w = WindowFigures::of(&t, 0.0, 12.0, 0.0, GapLimits::default());
+        assert_eq!(w.dropped, 2000, "{w:?}");
+        assert_eq!(
+            w.invalid.as_deref(),
+            Some("the power monitor's samples end 2.000 s before the soak window does (the recording stopped short)")
+        );
+        // Samples from 1 s on, a window from 0.5 s (after a warm-up of 0.5 s from 0).
+        let mut late = trace(1000.0, 10.0, 4.0, |_| 0.1);
+        late.t0_s = 1.0;
+        let w = WindowFigures::of(&late, 0.0, 8.0, 0.5, GapLimits::default());
+        assert_eq!(w.dropped, 500, "{w:?}");
+        assert!(w.invalid.as_deref().unwrap().contains("begin 0.500 s after the soak window does"), "{w:?}");
+        // Less than a sample period short at either end is no sample missing.
+        let w = WindowFigures::of(&t, 0.0005, 10.0004, 0.0, GapLimits::default());
+        assert_eq!((w.dropped, w.invalid.clone()), (0, None), "{w:?}");
+        // A few samples short at the end: counted, within the limits (3 of 10 000).
+        let w = WindowFigures::of(&t, 0.0, 10.003, 0.0, GapLimits::default());
+        assert_eq!((w.dropped, w.invalid.clone()), (3, None), "{w:?}");
+    }
+
+    #[test]
+    fn samples_that_are_not_numbers_are_dropped_never_summed() {
+        let mut t = trace(1000.0, 10.0, 4.0, |_| 0.1);
+        for a in &mut t.current_a[4000..5000] {
+            *a = f32::NAN;
+        }
+        t.current_a[7000] = f32::INFINITY;
+        let w = WindowFigures::of(&t, 0.0, 10.0, 0.0, GapLimits::default());
+        assert!(w.energy_j.is_finite() && (w.energy_j - 0.4 * 8.999).abs() < 1e-6, "{w:?}");
+        assert_eq!((w.dropped, w.samples), (1001, 8999));
+        assert_eq!(
+            w.invalid.as_deref(),
+            Some("the power monitor's samples have a gap of 1000.0 ms in the soak window (the limit is 10.0 ms)")
+        );
+    }
+
+    #[test]
+    fn a_trace_whose_clock_disagreed_with_the_labs_is_invalid_with_the_reason() {
+        let mut t = trace(1000.0, 10.0, 4.0, |_| 0.1);
+        t.unaligned = Some("the Otii's recording advanced 5.000 s between markers".into());
+        let w = WindowFigures::of(&t, 0.0, 10.0, 0.0, GapLimits::default());
+        assert_eq!(w.invalid.as_deref(), Some("the Otii's recording advanced 5.000 s between markers"));
     }
 }

@@ -120,6 +120,7 @@ impl PowerMonitor for SimMonitor {
             current_a: current,
             voltage: Voltage::Constant(volts),
             gaps: Vec::new(),
+            unaligned: None,
         })
     }
 

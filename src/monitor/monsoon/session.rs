@@ -383,5 +383,6 @@ fn trace(decoded: Decoded) -> PowerTrace {
         current_a: decoded.main_ma.iter().map(|ma| (ma / 1000.0) as f32).collect(),
         voltage: Voltage::Sampled(decoded.main_v.iter().map(|&v| v as f32).collect()),
         gaps: decoded.gaps,
+        unaligned: None,
     }
 }

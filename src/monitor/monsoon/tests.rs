@@ -171,6 +171,7 @@ fn the_fakes_stream_decodes_back_to_its_draw_at_each_samples_time() {
             current_a: out.main_ma.iter().map(|&ma| ma as f32).collect(),
             voltage: Voltage::Constant(4.2),
             gaps: out.gaps.clone(),
+            unaligned: None,
         };
         for (i, &ma) in out.main_ma.iter().enumerate() {
             let want = draw.ma_at(trace.time_of(i));

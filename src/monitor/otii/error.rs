@@ -19,6 +19,10 @@ pub enum OtiiError {
         "no Otii automation licence is free on the server at {address}; fix: return one in Otii 3 (Help → Licenses) or wait for its holder"
     )]
     NoLicence { address: String },
+    #[error(
+        "the Otii at {address} recorded no sample within {seconds} s of starting a recording; fix: check in Otii 3 that the instrument is connected and its main current channel records"
+    )]
+    NotSampling { address: String, seconds: f64 },
     #[error("the Otii server at {address} has no {wanted}; it has: {have}")]
     NoDevice { address: String, wanted: String, have: String },
 }

@@ -77,6 +77,7 @@ impl OtiiMonitor {
             OtiiError::NoDevice { wanted, have, .. } => {
                 OtiiError::NoDevice { address: self.shown.clone(), wanted, have }
             }
+            OtiiError::NotSampling { seconds, .. } => OtiiError::NotSampling { address: self.shown.clone(), seconds },
             other => other,
         }
     }

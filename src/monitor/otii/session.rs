@@ -1,18 +1,32 @@
 //! A measuring session on one Otii instrument: an automation licence reserved first and
 //! returned at the end (`close`), the supply set, the main current recorded around the
 //! soak with markers at its start and end, and the samples read back as a `PowerTrace`.
+//!
+//! Markers sit on the instrument's clock, not on this machine's: a recording starts once
+//! the instrument says it is sampling, each marker is put where the instrument says its
+//! samples end at that moment (`recording_get_channel_info`'s `to`), and the time between
+//! two markers is checked against this machine's clock, so an instrument that stopped
+//! sampling or lost samples between them is caught (docs/platforms/monitors.md, "Otii:
+//! windows on the instrument's clock").
 
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use super::{Connection, OtiiError};
-use crate::collect::monitor::{PowerTrace, Voltage};
+use crate::collect::monitor::{Gap, PowerTrace, Voltage};
 
 /// The licence types that allow automation (as Qoitech's client maps them).
 const AUTOMATION: &[&str] = &["Automation", "All", "Admin", "Enterprise"];
 /// Samples a read asks for (Qoitech's client asks 40 000 at a time).
 const CHUNK: u64 = 40_000;
+/// How often a starting recording is asked whether it has samples yet.
+const POLL: Duration = Duration::from_millis(10);
+/// How far the instrument's and this machine's clocks may disagree over the time between
+/// two markers, beyond the markers' round trips: the longest gap a window allows (10 ms,
+/// `GapLimits`), plus 100 ppm for two crystals' drift.
+const CLOCK_SLACK_S: f64 = 0.010;
+const CLOCK_DRIFT: f64 = 1e-4;
 
 /// What a session sets on its instrument.
 #[derive(Debug, Clone)]
@@ -36,9 +50,18 @@ pub struct Session {
     pub identity: Value,
     project: i64,
     voltage_v: f64,
-    /// The running recording, and when it started on this machine's clock (the middle of
-    /// the start request's round trip).
-    recording: Option<(i64, Instant)>,
+    timeout: Duration,
+    /// The running recording and its markers.
+    recording: Option<(i64, Vec<Mark>)>,
+}
+
+/// A marker as placed: on this machine's clock (the middle of the round trip that asked
+/// the instrument's time), on the instrument's, and how long that round trip took.
+#[derive(Debug, Clone, Copy)]
+struct Mark {
+    here: Instant,
+    at_s: f64,
+    round_trip: Duration,
 }
 
 impl Session {
@@ -66,6 +89,7 @@ impl Session {
                 identity,
                 project,
                 voltage_v: settings.voltage_v,
+                timeout: settings.timeout,
                 recording: None,
             }),
             Err(e) => {
@@ -77,17 +101,45 @@ impl Session {
         }
     }
 
-    /// Starts a recording with the main output on.
+    /// Starts a recording with the main output on, and returns once the instrument has
+    /// samples in it: a server that answers before it samples (one on a busy lab host)
+    /// would otherwise have the soak begin before its recording does.
     pub async fn start(&mut self) -> Result<(), OtiiError> {
         self.conn.request("arc_set_main", json!({"device_id": self.device_id, "enable": true})).await?;
-        let sent = Instant::now();
         self.conn.request("project_start_recording", json!({"project_id": self.project})).await?;
-        let started = sent + sent.elapsed() / 2;
         let last = self.conn.request("project_get_last_recording", json!({"project_id": self.project})).await?;
         let id = last["recording_id"].as_i64().filter(|&id| id >= 0);
         let id = id.ok_or_else(|| OtiiError::Protocol(format!("no recording after it started: {last}")))?;
-        self.recording = Some((id, started));
+        self.recording = Some((id, Vec::new()));
+        let asked = Instant::now();
+        while self.now_on_instrument(id).await?.0 <= 0.0 {
+            if asked.elapsed() >= self.timeout {
+                return Err(OtiiError::NotSampling {
+                    address: self.conn.address().to_string(),
+                    seconds: self.timeout.as_secs_f64(),
+                });
+            }
+            tokio::time::sleep(POLL).await;
+        }
         Ok(())
+    }
+
+    /// Where recording `id`'s samples end now, on the instrument's clock (seconds), and
+    /// the round trip that asked.
+    async fn now_on_instrument(&mut self, id: i64) -> Result<(f64, Instant, Duration), OtiiError> {
+        let sent = Instant::now();
+        let info = self
+            .conn
+            .request(
+                "recording_get_channel_info",
+                json!({"recording_id": id, "device_id": self.device_id, "channel": "mc"}),
+            )
+            .await?;
+        let round_trip = sent.elapsed();
+        let to = info["to"].as_f64().filter(|t| t.is_finite());
+        let to =
+            to.ok_or_else(|| OtiiError::Protocol(format!("a recording's channel info without its end: {info}")))?;
+        Ok((to, sent + round_trip / 2, round_trip))
     }
 
     /// The licence this session reserved (and will return), if it did.
@@ -95,24 +147,29 @@ impl Session {
         self.licence
     }
 
-    /// Puts a marker `text` in the recording, now; its time on the recording's clock.
+    /// Puts a marker `text` in the recording, now: where the instrument says its samples
+    /// end; that time, on the recording's clock.
     pub async fn mark(&mut self, text: &str) -> Result<f64, OtiiError> {
-        let (id, started) = self.recording.ok_or_else(|| OtiiError::Protocol("a marker with no recording".into()))?;
-        let at = started.elapsed().as_secs_f64();
-        self.conn.request("recording_log", json!({"recording_id": id, "text": text, "timestamp": at})).await?;
-        Ok(at)
+        let id = self.recording.as_ref().map(|r| r.0);
+        let id = id.ok_or_else(|| OtiiError::Protocol("a marker with no recording".into()))?;
+        let (at_s, here, round_trip) = self.now_on_instrument(id).await?;
+        self.conn.request("recording_log", json!({"recording_id": id, "text": text, "timestamp": at_s})).await?;
+        if let Some((_, marks)) = self.recording.as_mut() {
+            marks.push(Mark { here, at_s, round_trip });
+        }
+        Ok(at_s)
     }
 
     /// Stops the recording (main output off) and reads its main current back.
     pub async fn stop(&mut self) -> Result<PowerTrace, OtiiError> {
-        let (id, _) = self.recording.take().ok_or_else(|| OtiiError::Protocol("no recording to stop".into()))?;
+        let (id, marks) = self.recording.take().ok_or_else(|| OtiiError::Protocol("no recording to stop".into()))?;
         self.conn.request("project_stop_recording", json!({"project_id": self.project})).await?;
         self.conn.request("arc_set_main", json!({"device_id": self.device_id, "enable": false})).await?;
         let channel = json!({"recording_id": id, "device_id": self.device_id, "channel": "mc"});
         let count = self.conn.request("recording_get_channel_data_count", channel.clone()).await?["count"]
             .as_u64()
             .ok_or_else(|| OtiiError::Protocol("a sample count that is not a number".into()))?;
-        let (mut current, mut t0, mut interval) = (Vec::with_capacity(count as usize), 0.0, 0.0);
+        let mut samples = Samples::with_capacity(count as usize);
         let mut index = 0;
         while index < count {
             let mut ask = channel.clone();
@@ -123,23 +180,12 @@ impl Session {
             if values.is_empty() {
                 return Err(OtiiError::Protocol(format!("no samples from {index} of {count}")));
             }
-            if index == 0 {
-                t0 = data["timestamp"].as_f64().unwrap_or(0.0);
-                interval = data["interval"].as_f64().unwrap_or(0.0);
-            }
-            current.extend(values.iter().map(|v| v.as_f64().unwrap_or(f64::NAN) as f32));
+            samples.chunk(data["timestamp"].as_f64(), data["interval"].as_f64(), values)?;
             index += values.len() as u64;
         }
-        if count > 0 && (interval.is_nan() || interval <= 0.0) {
-            return Err(OtiiError::Protocol(format!("a sample interval of {interval} s")));
-        }
-        Ok(PowerTrace {
-            rate_hz: if interval > 0.0 { 1.0 / interval } else { 0.0 },
-            t0_s: t0,
-            current_a: current,
-            voltage: Voltage::Constant(self.voltage_v),
-            gaps: Vec::new(),
-        })
+        let mut trace = samples.trace(Voltage::Constant(self.voltage_v));
+        trace.unaligned = clock_disagreement(&marks);
+        Ok(trace)
     }
 
     /// Switches the main output off and returns the licence (always tried, both).
@@ -149,6 +195,99 @@ impl Session {
             self.conn.request("otii_return_license", json!({"license_id": id})).await?;
         }
         off.map(|_| ())
+    }
+}
+
+/// Why the instrument's clock cannot be trusted between two of a recording's markers: it
+/// advanced less (samples stopped or were lost) or more than this machine's, beyond what
+/// the round trips that placed them and the clocks' drift allow.
+fn clock_disagreement(marks: &[Mark]) -> Option<String> {
+    marks.windows(2).find_map(|m| {
+        let here = m[1].here.duration_since(m[0].here).as_secs_f64();
+        let there = m[1].at_s - m[0].at_s;
+        let slack = CLOCK_SLACK_S + (m[0].round_trip + m[1].round_trip).as_secs_f64() + CLOCK_DRIFT * here;
+        ((there - here).abs() > slack).then(|| {
+            format!(
+                "the Otii's recording advanced {there:.3} s between markers {:.3} s and {:.3} s where this machine's clock advanced {here:.3} s (it stopped sampling or lost samples)",
+                m[0].at_s, m[1].at_s
+            )
+        })
+    })
+}
+
+/// A recording's samples as they are read, chunk by chunk: a `null` or non-finite value is
+/// a missing sample, and so is a chunk that begins later than the samples before it end.
+struct Samples {
+    current: Vec<f32>,
+    gaps: Vec<Gap>,
+    t0_s: f64,
+    interval: f64,
+    /// Samples accounted for (kept or missing) since the first.
+    slots: u64,
+}
+
+impl Samples {
+    fn with_capacity(n: usize) -> Samples {
+        Samples { current: Vec::with_capacity(n), gaps: Vec::new(), t0_s: 0.0, interval: 0.0, slots: 0 }
+    }
+
+    fn chunk(&mut self, timestamp: Option<f64>, interval: Option<f64>, values: &[Value]) -> Result<(), OtiiError> {
+        let interval = interval.filter(|i| i.is_finite() && *i > 0.0);
+        let interval = interval.ok_or_else(|| OtiiError::Protocol(format!("a sample interval of {interval:?} s")))?;
+        let timestamp = timestamp.filter(|t| t.is_finite());
+        let timestamp = timestamp.ok_or_else(|| OtiiError::Protocol("a chunk of samples without its time".into()))?;
+        if self.slots == 0 {
+            (self.t0_s, self.interval) = (timestamp, interval);
+        } else if (interval - self.interval).abs() > self.interval * 1e-9 {
+            return Err(OtiiError::Protocol(format!(
+                "the sample interval changed from {} s to {interval} s",
+                self.interval
+            )));
+        } else {
+            // Where this chunk's first sample is, in sample slots from the first: a chunk
+            // that starts later than the last one ended left samples out.
+            let slot = ((timestamp - self.t0_s) / self.interval).round();
+            if slot < self.slots as f64 {
+                return Err(OtiiError::Protocol(format!(
+                    "a chunk of samples at {timestamp} s overlaps the one before"
+                )));
+            }
+            self.missing(slot as u64 - self.slots);
+        }
+        for v in values {
+            match v.as_f64().filter(|a| a.is_finite()) {
+                Some(amps) => {
+                    self.current.push(amps as f32);
+                    self.slots += 1;
+                }
+                None => self.missing(1),
+            }
+        }
+        Ok(())
+    }
+
+    /// `n` samples missing before the next one kept.
+    fn missing(&mut self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.slots += n;
+        let at = self.current.len();
+        match self.gaps.last_mut() {
+            Some(g) if g.at == at => g.missing += n,
+            _ => self.gaps.push(Gap { at, missing: n }),
+        }
+    }
+
+    fn trace(self, voltage: Voltage) -> PowerTrace {
+        PowerTrace {
+            rate_hz: if self.interval > 0.0 { 1.0 / self.interval } else { 0.0 },
+            t0_s: self.t0_s,
+            current_a: self.current,
+            voltage,
+            gaps: self.gaps,
+            unaligned: None,
+        }
     }
 }
 
@@ -230,4 +369,45 @@ async fn set_up(conn: &mut Connection, settings: &SessionSettings) -> Result<(St
         .ok_or_else(|| OtiiError::Protocol("a project without an id".into()))?;
     let identity = json!({"name": device["name"], "type": device["type"], "device_id": id, "version": version});
     Ok((id, identity, project))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nulls_and_a_chunk_that_starts_late_are_gaps_and_no_sample_is_a_nan() {
+        let mut s = Samples::with_capacity(8);
+        s.chunk(Some(1.0), Some(0.25), &[json!(0.1), Value::Null, Value::Null, json!(0.2)]).unwrap();
+        // Resumes two slots after the first chunk ended (at 2.0 s): 2 missing.
+        s.chunk(Some(2.5), Some(0.25), &[json!(0.3), json!("x")]).unwrap();
+        let t = s.trace(Voltage::Constant(3.0));
+        assert_eq!(t.current_a, vec![0.1, 0.2, 0.3]);
+        assert_eq!(t.gaps, vec![Gap { at: 1, missing: 2 }, Gap { at: 2, missing: 2 }, Gap { at: 3, missing: 1 }]);
+        assert_eq!((t.t0_s, t.rate_hz), (1.0, 4.0));
+        let times: Vec<f64> = t.times().collect();
+        assert_eq!(times, vec![1.0, 1.75, 2.5], "each kept sample at its own time");
+    }
+
+    #[test]
+    fn chunks_that_overlap_or_change_their_interval_are_refused() {
+        let mut s = Samples::with_capacity(4);
+        s.chunk(Some(0.0), Some(0.5), &[json!(0.1), json!(0.1)]).unwrap();
+        assert!(s.chunk(Some(0.5), Some(0.5), &[json!(0.1)]).unwrap_err().to_string().contains("overlaps"));
+        assert!(s.chunk(Some(1.0), Some(0.25), &[json!(0.1)]).unwrap_err().to_string().contains("interval changed"));
+        assert!(s.chunk(Some(1.0), None, &[json!(0.1)]).is_err());
+    }
+
+    #[test]
+    fn an_instrument_clock_that_ran_slow_between_markers_is_reported_beyond_the_slack() {
+        let here = Instant::now();
+        let rt = Duration::from_micros(500);
+        let mark = |after: f64, at_s: f64| Mark { here: here + Duration::from_secs_f64(after), at_s, round_trip: rt };
+        // 8 s here, 8.005 s there: within 10 ms + the round trips.
+        assert_eq!(clock_disagreement(&[mark(0.0, 0.5), mark(8.0, 8.505)]), None);
+        // Sampling stopped 3 s before the end marker.
+        let why = clock_disagreement(&[mark(0.0, 0.5), mark(8.0, 5.5)]).unwrap();
+        assert!(why.starts_with("the Otii's recording advanced 5.000 s between markers 0.500 s and 5.500 s"), "{why}");
+        assert!(why.contains("this machine's clock advanced 8.000 s"), "{why}");
+    }
 }

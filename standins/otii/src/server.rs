@@ -35,6 +35,19 @@ pub struct Config {
     pub others_hold: usize,
     /// "Arc" or "Ace".
     pub device_type: String,
+    /// The device's draw grows by this much every second of a recording, mA/s: a draw
+    /// that is not periodic, so a window put in the wrong place gives the wrong energy.
+    pub ramp_ma_per_s: f64,
+    /// Faults of the instrument, on each recording's own clock (seconds from its first
+    /// sample): sampling begins this long after `project_start_recording` is answered.
+    pub late_start_s: f64,
+    /// The samples of this span are sent as `null`.
+    pub null_s: Option<(f64, f64)>,
+    /// The samples of this span are never delivered: the count leaves them out, and the
+    /// chunk after them says, by its `timestamp`, where the samples resume.
+    pub drop_s: Option<(f64, f64)>,
+    /// Sampling stops this long into each recording (the recording runs on, empty).
+    pub sample_for_s: Option<f64>,
 }
 
 impl Config {
@@ -50,11 +63,20 @@ impl Config {
             hang_up_after_s: None,
             others_hold: 0,
             device_type: "Arc".into(),
+            ramp_ma_per_s: 0.0,
+            late_start_s: 0.0,
+            null_s: None,
+            drop_s: None,
+            sample_for_s: None,
         };
         let mut it = args.iter();
         while let Some(a) = it.next() {
             let mut value = || it.next().cloned().ok_or(format!("{a} needs a value"));
             let number = |v: String| v.parse::<f64>().map_err(|_| format!("{a}: not a number: {v}"));
+            let span = |v: String| -> Result<(f64, f64), String> {
+                let (from, to) = v.split_once(':').ok_or(format!("{a}: FROM:TO seconds, not {v}"))?;
+                Ok((number(from.into())?, number(to.into())?))
+            };
             match a.as_str() {
                 "--port" => c.port = value()?.parse().map_err(|_| format!("{a}: not a port"))?,
                 "--state" => c.state = Some(PathBuf::from(value()?)),
@@ -65,6 +87,11 @@ impl Config {
                 "--pulse-width-s" => c.width_s = number(value()?)?,
                 "--hang-up-after-s" => c.hang_up_after_s = Some(number(value()?)?),
                 "--type" => c.device_type = value()?,
+                "--ramp-ma-per-s" => c.ramp_ma_per_s = number(value()?)?,
+                "--late-start-s" => c.late_start_s = number(value()?)?,
+                "--null-s" => c.null_s = Some(span(value()?)?),
+                "--drop-s" => c.drop_s = Some(span(value()?)?),
+                "--sample-for-s" => c.sample_for_s = Some(number(value()?)?),
                 "--others-hold" => c.others_hold = value()?.parse().map_err(|_| format!("{a}: not a count"))?,
                 other => return Err(format!("unknown argument {other}")),
             }
@@ -72,18 +99,35 @@ impl Config {
         Ok(c)
     }
 
-    /// The device's draw at `t` s into a recording, amperes.
+    /// The device's draw `t` s after a recording was started (answered), amperes: the
+    /// device's own time, whenever the instrument samples it.
     fn draw(&self, t: f64) -> f64 {
         let pulse = if self.every_s > 0.0 && t.rem_euclid(self.every_s) < self.width_s { self.pulse_ma } else { 0.0 };
-        (self.base_ma + pulse) / 1000.0
+        (self.base_ma + pulse + self.ramp_ma_per_s * t) / 1000.0
     }
 }
 
 struct Recording {
     id: i64,
+    /// When `project_start_recording` was answered.
     start: Instant,
+    /// When its first sample was taken (`--late-start-s` after `start`).
+    sampling: Instant,
     stop: Option<Instant>,
-    markers: Vec<(String, f64)>,
+    markers: Vec<Marker>,
+    /// The last `to` a channel-info request was told, and when (seconds after `start`).
+    told: Option<(f64, f64)>,
+}
+
+struct Marker {
+    text: String,
+    /// The time the client gave, on the recording's clock.
+    timestamp: f64,
+    /// When the server got it, seconds after `start`.
+    received_s: f64,
+    /// When the server told the time the marker carries (a channel info's `to`), seconds
+    /// after `start`: when the marker was placed, on the device's own time.
+    placed_s: Option<f64>,
 }
 
 /// A licence is the logged-in user's once reserved, as on Otii 3: a connection that ends
@@ -118,24 +162,68 @@ impl Instrument {
         self.main.iter().rev().find(|(t, _)| *t <= at).is_some_and(|(_, on)| *on)
     }
 
-    /// The main current samples of recording `r` from `index`, at most `count`.
-    fn samples(&self, r: &Recording, index: u64, count: u64) -> Vec<f64> {
-        let total = self.count(r);
-        (index..(index + count).min(total))
-            .map(|i| {
-                let t = i as f64 / self.rate;
-                let at = r.start + std::time::Duration::from_secs_f64(t);
-                if self.main_on_at(at) { self.config.draw(t) } else { 0.0 }
-            })
-            .collect()
-    }
-
-    fn count(&self, r: &Recording) -> u64 {
+    /// The samples `r` has taken so far (its own clock: sample k at k / rate), with the
+    /// dropped ones among them.
+    fn taken(&self, r: &Recording) -> u64 {
         if !self.channels.iter().any(|c| c == "mc") {
             return 0;
         }
         let end = r.stop.unwrap_or_else(Instant::now);
-        (end.duration_since(r.start).as_secs_f64() * self.rate).floor() as u64
+        let mut n = (end.saturating_duration_since(r.sampling).as_secs_f64() * self.rate).floor() as u64;
+        if let Some(s) = self.config.sample_for_s {
+            n = n.min((s * self.rate).floor() as u64);
+        }
+        n
+    }
+
+    /// The samples `--drop-s` leaves out: [first, end) of the taken ones.
+    fn dropped(&self) -> (u64, u64) {
+        self.config.drop_s.map_or((0, 0), |(a, b)| ((a * self.rate).ceil() as u64, (b * self.rate).ceil() as u64))
+    }
+
+    /// The samples delivered: those taken less the dropped.
+    fn count(&self, r: &Recording) -> u64 {
+        let taken = self.taken(r);
+        let (a, b) = self.dropped();
+        taken - b.min(taken).saturating_sub(a)
+    }
+
+    /// The taken sample that delivered sample `i` is.
+    fn taken_index(&self, i: u64) -> u64 {
+        let (a, b) = self.dropped();
+        if i < a { i } else { i + (b - a) }
+    }
+
+    /// The delivered samples of recording `r` from `index`, at most `count`, as one run of
+    /// evenly spaced samples (so a read stops where dropped ones begin): the taken index
+    /// of the first, and the values (`None`: sent as `null`).
+    fn samples(&self, r: &Recording, index: u64, count: u64) -> (u64, Vec<Option<f64>>) {
+        let mut end = (index + count).min(self.count(r));
+        let (a, b) = self.dropped();
+        if index < a && b > a {
+            end = end.min(a);
+        }
+        let first = self.taken_index(index);
+        let late = r.sampling.duration_since(r.start).as_secs_f64();
+        let values = (first..first + end.saturating_sub(index))
+            .map(|k| {
+                let t = k as f64 / self.rate;
+                if self.config.null_s.is_some_and(|(from, to)| t >= from && t < to) {
+                    return None;
+                }
+                let at = r.sampling + std::time::Duration::from_secs_f64(t);
+                Some(if self.main_on_at(at) { self.config.draw(late + t) } else { 0.0 })
+            })
+            .collect();
+        (first, values)
+    }
+
+    /// The end of `r`'s samples on its clock, seconds: where its last delivered one ends.
+    fn data_end(&self, r: &Recording) -> f64 {
+        match self.count(r) {
+            0 => 0.0,
+            n => (self.taken_index(n - 1) + 1) as f64 / self.rate,
+        }
     }
 
     fn state(&self) -> Value {
@@ -151,7 +239,10 @@ impl Instrument {
                 "id": r.id,
                 "running": r.stop.is_none(),
                 "seconds": r.stop.unwrap_or_else(Instant::now).duration_since(r.start).as_secs_f64(),
-                "markers": r.markers.iter().map(|(text, t)| json!({"text": text, "timestamp": t})).collect::<Vec<_>>(),
+                "late_s": r.sampling.duration_since(r.start).as_secs_f64(),
+                "markers": r.markers.iter().map(|m| json!({
+                    "text": m.text, "timestamp": m.timestamp, "received_s": m.received_s, "placed_s": m.placed_s,
+                })).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
             "commands": self.commands,
         })
@@ -431,7 +522,9 @@ fn handle(i: &mut Instrument, peer: &str, cmd: &str, data: &Value) -> Result<Opt
                         return Err(Refusal("Command failure", json!({"message": "a recording is running"})));
                     }
                     let id = i.recordings.len() as i64 + 1;
-                    i.recordings.push(Recording { id, start: Instant::now(), stop: None, markers: Vec::new() });
+                    let start = Instant::now();
+                    let sampling = start + std::time::Duration::from_secs_f64(i.config.late_start_s.max(0.0));
+                    i.recordings.push(Recording { id, start, sampling, stop: None, markers: Vec::new(), told: None });
                     None
                 }
                 "project_stop_recording" => {
@@ -458,8 +551,11 @@ fn handle(i: &mut Instrument, peer: &str, cmd: &str, data: &Value) -> Result<Opt
             let at = data.get("timestamp").and_then(Value::as_f64).unwrap_or(0.0);
             let rec = &mut i.recordings[r];
             // 0: now, on the recording's clock.
-            let at = if at == 0.0 { rec.start.elapsed().as_secs_f64() } else { at };
-            rec.markers.push((message, at));
+            let now = Instant::now();
+            let at = if at == 0.0 { now.saturating_duration_since(rec.sampling).as_secs_f64() } else { at };
+            let received_s = now.duration_since(rec.start).as_secs_f64();
+            let placed_s = rec.told.filter(|(to, _)| (to - at).abs() < 1e-9).map(|(_, when)| when);
+            rec.markers.push(Marker { text: message, timestamp: at, received_s, placed_s });
             None
         }
         "recording_get_channel_data_count"
@@ -475,24 +571,29 @@ fn handle(i: &mut Instrument, peer: &str, cmd: &str, data: &Value) -> Result<Opt
             let total = i.count(rec);
             match cmd {
                 "recording_get_channel_data_count" => Some(json!({"count": total})),
+                // Live while recording: where the samples end so far.
                 "recording_get_channel_info" => {
-                    Some(json!({"offset": 0.0, "from": 0.0, "to": total as f64 / i.rate, "sample_rate": i.rate as u64}))
+                    let to = i.data_end(rec);
+                    let when = rec.start.elapsed().as_secs_f64();
+                    i.recordings[r].told = Some((to, when));
+                    Some(json!({"offset": 0.0, "from": 0.0, "to": to, "sample_rate": i.rate as u64}))
                 }
                 "recording_get_channel_data" => {
                     let (index, count) = (integer("index")?, integer("count")?);
                     if index < 0 || count < 0 || count as u64 > MAX_CHUNK {
                         return Err(Refusal("Invalid key value", json!({"key": "count", "value": count})));
                     }
-                    let values = i.samples(rec, index as u64, count as u64);
+                    let (first, values) = i.samples(rec, index as u64, count as u64);
                     Some(
-                        json!({"data_type": "analog", "timestamp": index as f64 / i.rate, "interval": 1.0 / i.rate, "values": values}),
+                        json!({"data_type": "analog", "timestamp": first as f64 / i.rate, "interval": 1.0 / i.rate, "values": values}),
                     )
                 }
                 _ => {
                     let (from, to) = (number("from")?, number("to")?);
                     let first = (from * i.rate).ceil().max(0.0) as u64;
                     let last = ((to * i.rate).ceil() as u64).min(total);
-                    let values = i.samples(rec, first, last.saturating_sub(first));
+                    let values: Vec<f64> =
+                        i.samples(rec, first, last.saturating_sub(first)).1.into_iter().flatten().collect();
                     let (lo, hi) = values.iter().fold((f64::MAX, f64::MIN), |(a, b), &v| (a.min(v), b.max(v)));
                     let charge: f64 = values.iter().sum::<f64>() / i.rate;
                     let average = if values.is_empty() { 0.0 } else { charge * i.rate / values.len() as f64 };
