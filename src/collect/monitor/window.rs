@@ -51,7 +51,6 @@ impl WindowFigures {
         let mut skipped = 0u64;
         // Samples that are not numbers, as gaps: the length of the current run of them.
         let mut bad_run = 0u64;
-        let (mut first_in, mut last_in) = (None::<f64>, None::<f64>);
         for (i, &amps) in trace.current_a.iter().enumerate() {
             while let Some(Gap { at, missing }) = gaps.peek().copied().copied() {
                 if at > i {
@@ -77,8 +76,6 @@ impl WindowFigures {
                 continue;
             }
             bad_run = 0;
-            first_in.get_or_insert(t);
-            last_in = Some(t);
             let amps = f64::from(amps);
             energy += trace.volts(i) * amps * dt;
             charge += amps * dt;
@@ -87,10 +84,23 @@ impl WindowFigures {
         }
         let duration = (end_s - from).max(0.0);
         let expected = (duration * trace.rate_hz).round() as u64;
-        // Whole sample periods the window holds before its first sample and after its last.
-        let slots = |s: f64| (s * trace.rate_hz + 1e-6).floor().max(0.0) as u64;
-        let head = first_in.map_or(0, |t| slots(t - from));
-        let tail = last_in.map_or(0, |t| slots(end_s - (t + dt)));
+        // The sample slots the window holds before the trace's first and after its last
+        // (gaps after the last included): slot k is at t0 + k / rate, the sum the samples'
+        // own times use, so a slot is in the window exactly when a sample there would be.
+        let slot = |k: i64| trace.t0_s + k as f64 / trace.rate_hz;
+        let first_slot_from = |t: f64| {
+            let mut k = ((t - trace.t0_s) * trace.rate_hz).ceil() as i64;
+            while slot(k - 1) >= t {
+                k -= 1;
+            }
+            while slot(k) < t {
+                k += 1;
+            }
+            k
+        };
+        let slots_taken = (trace.current_a.len() as u64 + skipped) as i64;
+        let head = (-first_slot_from(from)).max(0) as u64;
+        let tail = (first_slot_from(end_s) - slots_taken.max(first_slot_from(from))).max(0) as u64;
         dropped += head + tail;
         longest = longest.max(head).max(tail);
         let invalid = if samples == 0 {
@@ -228,9 +238,12 @@ mod tests {
         let w = WindowFigures::of(&late, 0.0, 8.0, 0.5, GapLimits::default());
         assert_eq!(w.dropped, 500, "{w:?}");
         assert!(w.invalid.as_deref().unwrap().contains("begin 0.500 s after the soak window does"), "{w:?}");
-        // Less than a sample period short at either end is no sample missing.
-        let w = WindowFigures::of(&t, 0.0005, 10.0004, 0.0, GapLimits::default());
+        // A window between sample times, inside the samples, misses none; one whose end
+        // passes the time a next sample would have had misses that one.
+        let w = WindowFigures::of(&t, 0.0005, 9.9996, 0.0, GapLimits::default());
         assert_eq!((w.dropped, w.invalid.clone()), (0, None), "{w:?}");
+        let w = WindowFigures::of(&t, 0.0005, 10.0004, 0.0, GapLimits::default());
+        assert_eq!((w.dropped, w.invalid.clone()), (1, None), "{w:?}");
         // A few samples short at the end: counted, within the limits (3 of 10 000).
         let w = WindowFigures::of(&t, 0.0, 10.003, 0.0, GapLimits::default());
         assert_eq!((w.dropped, w.invalid.clone()), (3, None), "{w:?}");
