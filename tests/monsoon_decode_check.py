@@ -5,14 +5,18 @@ Usage: monsoon_decode_check.py DIR
 DIR holds what src/monitor/monsoon/python_check.rs wrote: case.json (the model, the
 settings, the fake's registers, lab's control requests, where each packet's first
 measurement is in lab's samples), packets.bin (the 64-byte packets as read from USB),
-lab_main_ma.f64 and lab_main_v.f64 (lab's samples, little-endian float64).
+fake_fields.i32 (what the fake meant each packet to hold: 33 little-endian int32 a packet,
+in the order swizzlePacket returns them), lab_main_ma.f64 and lab_main_v.f64 (lab's
+samples, little-endian float64).
 
-The API's own code does the work: pmapi.USB_protocol talks to a stand-in for the pyusb
-device (control transfers answered from the registers, bulk reads served from
-packets.bin), HVPM.Monsoon or LVPM.Monsoon reads the calibration (fillStatusPacket) and
-sets the supply as lab's session does, and sampleEngine.SampleEngine.startSampling decodes
-the packets until they run out. Prints one JSON object: how many samples were compared and
-the largest differences from lab's; the Rust test judges them.
+The API's own code does the work: HVPM.Monsoon / LVPM.Monsoon.swizzlePacket unpacks each
+packet (checked against the fake's fields: the fake's encoder is its own, not lab's);
+pmapi.USB_protocol talks to a stand-in for the pyusb device (control transfers answered
+from the registers, bulk reads served from packets.bin), the Monsoon object reads the
+calibration (fillStatusPacket) and sets the supply as lab's session does, and
+sampleEngine.SampleEngine.startSampling decodes the packets until they run out. Prints one
+JSON object: how many packets' fields differ from the fake's, how many samples were
+compared and how many of them have the same bits as lab's; the Rust test judges them.
 """
 import array
 import contextlib
@@ -78,6 +82,15 @@ def main():
     monsoon = HVPM.Monsoon() if hvpm else LVPM.Monsoon()
     monsoon.Protocol = protocol  # what setup_usb() leaves
 
+    # The fake's packets as the API unpacks them, against what the fake meant.
+    raw = device.packets
+    fields = np.fromfile(folder / "fake_fields.i32", dtype="<i4").reshape(-1, 33)
+    unpacked = np.array(
+        [monsoon.swizzlePacket(array.array("B", raw[i * 64 : (i + 1) * 64])) for i in range(len(raw) // 64)],
+        dtype=np.int64,
+    )
+    fields_differ = int(np.sum(np.any(unpacked != fields, axis=1))) if len(unpacked) == len(fields) else None
+
     # lab's session, through the API: limits, voltage, passthrough; start; stop.
     if hvpm:
         monsoon.setPowerUpCurrentLimit(case["current_limit_a"])
@@ -117,7 +130,7 @@ def main():
     a, b = api_ma[:n], lab_ma[first : first + n] if first is not None and first >= 0 else lab_ma[:0]
     n = min(n, len(b))
     a, b = a[:n], b[:n]
-    rel = np.abs(a - b) / np.maximum(np.abs(a), 1e-300)
+    va, vb = api_v[:n], lab_v[first : first + n] if n else lab_v[:0]
     print(
         json.dumps(
             {
@@ -127,10 +140,13 @@ def main():
                 "api_samples": int(len(api_ma)),
                 "lab_samples": int(len(lab_ma)),
                 "compared": int(n),
+                "fields_checked": int(len(unpacked)),
+                "fields_differ": fields_differ,
+                # The same 64 bits (not merely ==, which takes -0.0 for 0.0).
+                "bit_equal_ma": int(np.sum(a.view(np.int64) == b.view(np.int64))),
+                "bit_equal_v": int(np.sum(va.view(np.int64) == vb.view(np.int64))),
                 "max_abs_diff_ma": float(np.max(np.abs(a - b))) if n else None,
-                "max_rel_diff_ma": float(np.max(rel)) if n else None,
-                "exactly_equal": int(np.sum(a == b)),
-                "max_abs_diff_v": float(np.max(np.abs(api_v[:n] - lab_v[first : first + n]))) if n else None,
+                "max_abs_diff_v": float(np.max(np.abs(va - vb))) if n else None,
                 "api_controls_out": [c for c in device.out],
             }
         )

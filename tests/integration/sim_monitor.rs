@@ -1,7 +1,8 @@
 //! The default lab's simulated power monitor (sim-pixel-1 on sim-monitor-1) through the
 //! real binary: the quickstart shows the monitor's figures, and with the idle baseline
-//! each trial's net energy is its gross less the idle power over the soak, whose interval
-//! is wider than the gross one (the idle recording's own variation adds to it).
+//! each trial's net energy is its gross less the idle power over the soak's window (after
+//! the warm-up), whose interval is wider than the gross one (the idle recording's own
+//! variation adds to it).
 
 use serde_json::Value;
 
@@ -10,18 +11,26 @@ use crate::common::{TempLab, root};
 #[test]
 fn the_idle_baseline_gives_each_trial_gross_less_idle_and_a_wider_net_interval() {
     let lab = TempLab::new();
-    // The quickstart with more repeats: ten trials a variant on the monitored phone.
+    // The quickstart with more repeats, ten trials a variant on the monitored phone, and a
+    // warm-up, so the soak's window (its 10 minutes less the warm-up) differs from the soak.
     let text = std::fs::read_to_string(root().join("runbooks/quickstart.toml")).unwrap();
     assert!(text.contains("\nrepeats = 4\n") && text.contains("idle = \"30s\""), "the quickstart idles on its monitor");
+    assert!(text.contains("\nduration = \"10m\"\n"), "a 10-minute soak");
+    let (soak_s, warmup_s) = (600.0, 45.0);
+    let text = text
+        .replace("\nrepeats = 4\n", "\nrepeats = 20\n")
+        .replace("idle = \"30s\"", "idle = \"30s\"\nwarmup = \"45s\"");
     let path = lab.dir.path().join("quickstart.toml");
-    std::fs::write(&path, text.replace("\nrepeats = 4\n", "\nrepeats = 20\n")).unwrap();
+    std::fs::write(&path, text).unwrap();
     let out = lab.cmd(&["run", path.to_str().unwrap()]).assert().success().get_output().stdout.clone();
     let out = String::from_utf8(out).unwrap();
     assert!(out.contains("monitor_energy_j (J)") && out.contains("monitor_net_energy_j (J)"), "{out}");
 
-    // Per trial: net = gross − idle power × the soak's 600 s.
+    // Per trial: net = gross − idle power × the soak's window, as the run recorded it in the
+    // attempt's current.json (docs/platforms/monitors.md: from the soak's start marker plus
+    // the warm-up to its end marker).
+    let conn = rusqlite::Connection::open(lab.store()).unwrap();
     let rows: Vec<(String, f64)> = {
-        let conn = rusqlite::Connection::open(lab.store()).unwrap();
         let mut st = conn
             .prepare(
                 "SELECT metric || ' ' || trial_idx || ' ' || attempt, value FROM measurements \
@@ -31,12 +40,35 @@ fn the_idle_baseline_gives_each_trial_gross_less_idle_and_a_wider_net_interval()
             .unwrap();
         st.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect()
     };
+    let window_s = |key: &str| -> f64 {
+        let dir: String = conn
+            .query_row("SELECT artifact_dir FROM attempts WHERE trial_idx || ' ' || attempt = ?1", [key], |r| r.get(0))
+            .unwrap();
+        let about: Value =
+            serde_json::from_str(&std::fs::read_to_string(lab.artifacts().join(dir).join("current.json")).unwrap())
+                .unwrap();
+        let w = &about["window"];
+        let (start, end, warmup) =
+            (w["start_s"].as_f64().unwrap(), w["end_s"].as_f64().unwrap(), w["warmup_s"].as_f64().unwrap());
+        // The markers span the runbook's soak, the warm-up is the runbook's.
+        assert!(
+            (end - start - soak_s).abs() < 1e-6,
+            "{key}: the markers span {} s, the soak is {soak_s} s",
+            end - start
+        );
+        assert_eq!(warmup, warmup_s, "{key}: the runbook's warm-up");
+        end - (start + warmup)
+    };
     let get = |metric: &str, key: &str| rows.iter().find(|(k, _)| *k == format!("{metric} {key}")).map(|r| r.1);
     let mut trials = 0;
     for (k, gross) in rows.iter().filter(|(k, _)| k.starts_with("monitor_energy_j ")) {
         let key = k.trim_start_matches("monitor_energy_j ");
         let (net, idle) = (get("monitor_net_energy_j", key).unwrap(), get("monitor_idle_power_mw", key).unwrap());
-        assert!((net - (gross - idle / 1000.0 * 600.0)).abs() < 1e-9, "{key}: {net} ≠ {gross} − {idle} mW × 600 s");
+        let window = window_s(key);
+        assert!(
+            (net - (gross - idle / 1000.0 * window)).abs() < 1e-9,
+            "{key}: {net} ≠ {gross} − {idle} mW × the window's {window} s"
+        );
         assert!(idle > 10.0 && idle < 300.0, "the phone idles at {idle} mW");
         // Energy per request, gross and net: the app's own count (a simulated phone sends to
         // no endpoint), 600 requests in the 10-minute soak at one a second.
@@ -55,6 +87,7 @@ fn the_idle_baseline_gives_each_trial_gross_less_idle_and_a_wider_net_interval()
     let width = |variant: &str, metric: &str| {
         let row = pixel["rows"].as_array().unwrap().iter().find(|r| r["variant"] == variant && r["metric"] == metric);
         let s = &row.unwrap()["stats"];
+        eprintln!("{variant} {metric}: {s}");
         s["ci_high"].as_f64().unwrap() - s["ci_low"].as_f64().unwrap()
     };
     for variant in ["idle", "busy"] {

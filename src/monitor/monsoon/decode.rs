@@ -45,15 +45,6 @@ impl SampleKind {
             _ => SampleKind::RefCal,
         }
     }
-
-    fn byte(self) -> u8 {
-        match self {
-            SampleKind::Measurement => 0x00,
-            SampleKind::ZeroCal => 0x10,
-            SampleKind::Invalid => 0x20,
-            SampleKind::RefCal => 0x30,
-        }
-    }
 }
 
 /// One sample's readings: `currents` in the order main coarse, main fine, USB coarse,
@@ -99,23 +90,6 @@ impl Packet {
             })
             .collect();
         Packet { dropped: u16::from_le_bytes([b[0], b[1]]), flags: b[2], samples }
-    }
-
-    /// The packet's bytes (for the fake and the tests).
-    pub fn to_bytes(&self) -> [u8; PACKET_LEN] {
-        let mut b = [0u8; PACKET_LEN];
-        b[..2].copy_from_slice(&self.dropped.to_le_bytes());
-        b[2] = self.flags;
-        b[3] = self.samples.len().min(SAMPLES_PER_PACKET) as u8;
-        for (i, s) in self.samples.iter().take(SAMPLES_PER_PACKET).enumerate() {
-            let at = HEADER_LEN + i * SAMPLE_LEN;
-            let words = s.currents.map(|c| c as u16);
-            for (k, w) in words.iter().chain(&[s.main_voltage, s.usb_voltage]).enumerate() {
-                b[at + 2 * k..at + 2 * k + 2].copy_from_slice(&w.to_be_bytes());
-            }
-            b[at + 17] = s.kind.byte();
-        }
-        b
     }
 }
 

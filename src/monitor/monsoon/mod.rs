@@ -1,5 +1,6 @@
 //! A Monsoon HVPM or LVPM on USB (docs/platforms/monitors.md): the USB link behind a
-//! trait (`usb`) with a real backend (`nusb_link`) and a scripted fake (`fake`), the
+//! trait (`usb`) with a real backend (`nusb_link`) and a scripted fake (`fake`, with its
+//! own packet encoding from Monsoon's Python API, `fake_packet`), the
 //! protocol as Monsoon's Python API speaks it (`protocol`), the EEPROM calibration
 //! (`calibration`), the sample packets' decoding (`decode`), a measuring session
 //! (`session`) and that session as the runner's `PowerMonitor` (`monsoon_monitor`).
@@ -11,6 +12,8 @@ mod error;
 // feature (lab's dev-dependency on itself), never in the release binary.
 #[cfg(any(test, feature = "testing"))]
 pub mod fake;
+#[cfg(any(test, feature = "testing"))]
+pub mod fake_packet;
 mod monsoon_monitor;
 mod nusb_link;
 pub mod protocol;

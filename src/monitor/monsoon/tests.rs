@@ -1,28 +1,30 @@
 //! The decoding on hand-made packets, the fake's stream decoded back to its draw, and the
-//! session on the fake.
+//! session on the fake. Every packet here is hand-made bytes or encoded by the fake's own
+//! encoder (`fake_packet.rs`, written from Monsoon's Python API), never by lab's code.
 
 use std::time::Duration;
 
-use super::decode::{Decoder, Packet, RawSample, SampleKind};
+use super::decode::{Decoder, Packet, SampleKind};
 use super::fake::{Draw, FakeConfig, FakeMonsoon};
+use super::fake_packet::{ApiPacket, ApiSample, MEASUREMENT, REF_CAL, ZERO_CAL};
 use super::protocol::{self, op};
 use super::{Calibration, Monsoon, MonsoonError, MonsoonSettings, UsbLink};
 use crate::collect::monitor::{Gap, GapLimits, Voltage, WindowFigures};
 use crate::config::MonsoonModel;
 
-fn sample(kind: SampleKind, coarse: i32, fine: i32, volts: u16) -> RawSample {
-    RawSample { currents: [coarse, fine, 7, 8, 9, 10], main_voltage: volts, usb_voltage: 11, kind }
+fn sample(sample_type: u8, coarse: i32, fine: i32, volts: u16) -> ApiSample {
+    ApiSample { currents: [coarse, fine, 7, 8, 9, 10], main_voltage: volts, usb_voltage: 11, sample_type }
 }
 
-fn packet(dropped: u16, samples: Vec<RawSample>) -> [u8; 64] {
-    Packet { dropped, flags: 0, samples }.to_bytes()
+fn packet(dropped: u16, samples: Vec<ApiSample>) -> [u8; 64] {
+    ApiPacket { dropped, flags: 0, samples }.bytes()
 }
 
 /// The readings every range gives in the calibration packets below.
 fn calibrate(decoder: &mut Decoder, dropped: u16, zero: i32, reference: i32) {
-    for (kind, value) in [(SampleKind::ZeroCal, zero), (SampleKind::RefCal, reference)] {
+    for (sample_type, value) in [(ZERO_CAL, zero), (REF_CAL, reference)] {
         for _ in 0..2 {
-            let s = RawSample { currents: [value; 6], main_voltage: 0, usb_voltage: 0, kind };
+            let s = ApiSample { currents: [value; 6], main_voltage: 0, usb_voltage: 0, sample_type };
             decoder.push(&packet(dropped, vec![s; 3]));
         }
     }
@@ -55,7 +57,20 @@ fn a_packet_is_read_as_the_apis_swizzle_reads_it() {
     assert_eq!(hv.samples[0].currents, [0x0102, 0x0204, 0x0306, 0x0408, 0x050A, 0x060C]);
     assert_eq!((hv.samples[0].main_voltage, hv.samples[0].usb_voltage), (0x070E, 0x0810));
     assert_eq!((hv.samples[0].kind, hv.samples[1].kind), (SampleKind::RefCal, SampleKind::ZeroCal));
-    assert_eq!(Packet::parse(&hv.to_bytes(), MonsoonModel::Hvpm), hv);
+    // The fake's encoder, written apart from this parser, and the parser agree.
+    let made = ApiPacket {
+        dropped: hv.dropped,
+        flags: hv.flags,
+        samples: (hv.samples.iter().zip([REF_CAL, ZERO_CAL]))
+            .map(|(s, sample_type)| ApiSample {
+                currents: s.currents,
+                main_voltage: s.main_voltage,
+                usb_voltage: s.usb_voltage,
+                sample_type,
+            })
+            .collect(),
+    };
+    assert_eq!(Packet::parse(&made.bytes(), MonsoonModel::Hvpm), hv);
     // The LVPM's currents are signed.
     bytes[4..6].copy_from_slice(&[0xFF, 0xFE]);
     assert_eq!(Packet::parse(&bytes, MonsoonModel::Lvpm).samples[0].currents[0], -2);
@@ -70,7 +85,7 @@ fn a_packet_is_read_as_the_apis_swizzle_reads_it() {
 fn samples_are_calibrated_with_the_eeprom_and_the_zero_and_reference_readings() {
     let mut decoder = Decoder::new(hvpm());
     // Before calibration, and in the packet that completes it, nothing is decoded.
-    decoder.push(&packet(0, vec![sample(SampleKind::Measurement, 500, 500, 100)]));
+    decoder.push(&packet(0, vec![sample(MEASUREMENT, 500, 500, 100)]));
     calibrate(&mut decoder, 0, 100, 20100);
     assert!(decoder.calibrated());
     assert_eq!(decoder.position(), 1);
@@ -78,9 +93,9 @@ fn samples_are_calibrated_with_the_eeprom_and_the_zero_and_reference_readings() 
     decoder.push(&packet(
         0,
         vec![
-            sample(SampleKind::Measurement, 900, 10115, 16800),
-            sample(SampleKind::Measurement, 1093, 65000, 16800),
-            sample(SampleKind::ZeroCal, 0, 0, 0),
+            sample(MEASUREMENT, 900, 10115, 16800),
+            sample(MEASUREMENT, 1093, 65000, 16800),
+            sample(ZERO_CAL, 0, 0, 0),
         ],
     ));
     let out = decoder.finish();
@@ -101,10 +116,7 @@ fn an_lvpm_scales_by_its_shunt_resistors_and_switches_range_at_30000() {
     assert_eq!(cal.main_fine_scale, 35946.0 * (0.05 / (0.05 + 3.0 * 0.0001)));
     let mut decoder = Decoder::new(cal.clone());
     calibrate(&mut decoder, 0, -50, 20000);
-    decoder.push(&packet(
-        0,
-        vec![sample(SampleKind::Measurement, 700, 29999, 8400), sample(SampleKind::Measurement, 700, 30000, 8400)],
-    ));
+    decoder.push(&packet(0, vec![sample(MEASUREMENT, 700, 29999, 8400), sample(MEASUREMENT, 700, 30000, 8400)]));
     let out = decoder.finish();
     let fine = (29999.0 + 50.0) * (cal.main_fine_scale / 20050.0) / 1000.0;
     let coarse = (700.0 + 50.0) * (cal.main_coarse_scale / 20050.0);
@@ -118,9 +130,9 @@ fn a_batch_is_decoded_with_the_calibration_after_its_own_readings() {
     // batch's calibration readings: a new reference reading moves the whole batch.
     let mut decoder = Decoder::new(hvpm());
     calibrate(&mut decoder, 0, 100, 20100);
-    let m = sample(SampleKind::Measurement, 900, 10115, 16800);
+    let m = sample(MEASUREMENT, 900, 10115, 16800);
     decoder.push(&packet(0, vec![m; 3]));
-    let r = RawSample { currents: [30100; 6], main_voltage: 0, usb_voltage: 0, kind: SampleKind::RefCal };
+    let r = ApiSample { currents: [30100; 6], main_voltage: 0, usb_voltage: 0, sample_type: REF_CAL };
     decoder.push(&packet(0, vec![r]));
     let out = decoder.finish();
     let reference = (20100.0 * 4.0 + 30100.0) / 5.0;
@@ -133,7 +145,7 @@ fn dropped_samples_from_the_headers_become_gaps() {
     let mut decoder = Decoder::new(hvpm());
     // The count the run starts with is not a gap; one before calibration moves t0 only.
     calibrate(&mut decoder, 65530, 100, 20100);
-    let m = sample(SampleKind::Measurement, 900, 10115, 16800);
+    let m = sample(MEASUREMENT, 900, 10115, 16800);
     decoder.push(&packet(65533, vec![m; 3]));
     decoder.push(&packet(65533, vec![m; 2]));
     // 6 more dropped, across the counter's wrap.
