@@ -3,8 +3,9 @@
 //!
 //! `cargo bench --bench report_scale` runs the release `lab` binary as a child for each
 //! step and prints its wall time and peak RSS (`wait4`'s `ru_maxrss`) with the issue's
-//! targets beside them. Figures for people, never asserts; only the figures' agreement
-//! with pandas is checked (exit 1 on a difference). docs/report.md, "Benchmarks".
+//! targets beside them, then a PASS or FAIL line per target. Figures for people, never
+//! asserts; only the figures' agreement with pandas is checked (exit 1 on a difference).
+//! docs/report.md, "Benchmarks".
 //!
 //! Environment:
 //! - `LAB_BENCH_REPEATS` (36000): the runbook's repeats (trials = 4 × repeats);
@@ -117,12 +118,15 @@ fn run() -> i32 {
         "× pandas"
     );
     let note = if cached { " (cached)" } else { "" };
-    print_row(
-        &format!("lab run, {} trials{note}", 4 * repeats),
-        run,
-        None,
-        &format!("≤ {RUN_MAX_MB} MB: {}", yes_no(run.peak_mb <= RUN_MAX_MB)),
-    );
+    let run_what = format!("lab run, {} trials{note}", 4 * repeats);
+    print_row(&run_what, run, None, &format!("≤ {RUN_MAX_MB} MB: {}", yes_no(run.peak_mb <= RUN_MAX_MB)));
+    // (what, target, figure, met): one PASS or FAIL line each after the table.
+    let mut verdicts: Vec<(String, String, String, bool)> = vec![(
+        run_what.clone(),
+        format!("peak ≤ {RUN_MAX_MB} MB"),
+        format!("{:.0} MB", run.peak_mb),
+        run.peak_mb <= RUN_MAX_MB,
+    )];
     for (what, m) in &lab_rows {
         let target = format!(
             "≤ {REPORT_MAX_S} s: {}, ≤ {REPORT_MAX_MB} MB: {}{}",
@@ -131,9 +135,31 @@ fn run() -> i32 {
             pandas.map(|p| format!(", faster than pandas: {}", yes_no(m.secs < p.secs))).unwrap_or_default()
         );
         print_row(what, *m, pandas, &target);
+        verdicts.push((
+            what.clone(),
+            format!("≤ {REPORT_MAX_S} s"),
+            format!("{:.2} s", m.secs),
+            m.secs <= REPORT_MAX_S,
+        ));
+        verdicts.push((
+            what.clone(),
+            format!("peak ≤ {REPORT_MAX_MB} MB"),
+            format!("{:.0} MB", m.peak_mb),
+            m.peak_mb <= REPORT_MAX_MB,
+        ));
+        if let Some(p) = pandas {
+            let figure = format!("{:.2} s against {:.2} s", m.secs, p.secs);
+            verdicts.push((what.clone(), "faster than pandas + scipy".into(), figure, m.secs < p.secs));
+        }
     }
     let history_target = |m: &Measured| format!("≤ {HISTORY_MAX_S} s: {}", yes_no(m.secs <= HISTORY_MAX_S));
     print_row("lab history, 100 campaigns", history_warm, None, &history_target(&history_warm));
+    verdicts.push((
+        "lab history, 100 campaigns".into(),
+        format!("≤ {HISTORY_MAX_S} s"),
+        format!("{:.2} s", history_warm.secs),
+        history_warm.secs <= HISTORY_MAX_S,
+    ));
     print_row("lab history, 100 campaigns recomputed", history_cold, None, "summaries deleted first");
     if let Some(p) = pandas {
         let compute = read_json(&figures).and_then(|v| v["compute_s"].as_f64());
@@ -143,6 +169,12 @@ fn run() -> i32 {
         };
         print_row(&what, p, None, "start-up and imports included");
     }
+    println!();
+    for (what, target, figure, met) in &verdicts {
+        println!("report_scale: {} {what}: {target} ({figure})", if *met { "PASS" } else { "FAIL" });
+    }
+    let failed = verdicts.iter().filter(|v| !v.3).count();
+    println!("report_scale: {} of {} targets met", verdicts.len() - failed, verdicts.len());
     if !history_agrees {
         println!("report_scale: lab history recomputed from the measurements differs from the stored summaries");
         return 1;

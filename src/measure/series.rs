@@ -45,11 +45,16 @@ impl Series {
 
     /// The points back from [`points_blob`](Self::points_blob).
     pub fn points_from_blob(blob: &[u8]) -> Result<Vec<(f64, f64)>, SeriesDecodeError> {
+        Ok(Self::points_in_blob(blob)?.collect())
+    }
+
+    /// The points of a blob one by one, for a reader that reduces them as they come.
+    pub fn points_in_blob(blob: &[u8]) -> Result<impl Iterator<Item = (f64, f64)> + '_, SeriesDecodeError> {
         if !blob.len().is_multiple_of(16) {
             return Err(SeriesDecodeError { len: blob.len() });
         }
         let f = |b: &[u8]| f64::from_le_bytes(b.try_into().expect("8-byte chunk"));
-        Ok(blob.chunks_exact(16).map(|p| (f(&p[..8]), f(&p[8..]))).collect())
+        Ok(blob.chunks_exact(16).map(move |p| (f(&p[..8]), f(&p[8..]))))
     }
 }
 

@@ -629,11 +629,6 @@ pub(super) const BATTERY_POINTS: &str = "
         AND s.name = ?4 AND length(s.points) > 0
     ORDER BY s.seq LIMIT 1";
 
-const SERIES_NAMED: &str = "
-    SELECT trial_idx, attempt, points FROM series
-    WHERE campaign = ?1 AND name = ?2 AND length(points) > 0
-    ORDER BY trial_idx, attempt, seq";
-
 fn max_attempts(conn: &Connection, id: &str) -> Result<u32, StoreError> {
     conn.query_row("SELECT max_attempts FROM campaigns WHERE id = ?1", [id], |r| r.get(0))
         .optional()?
@@ -733,28 +728,6 @@ impl Store {
     /// The first non-empty `battery_pct` series of each (trial idx, attempt), in the
     /// order asked; `None` where the attempt has none. A lookup of its `attempt_report` row
     /// and a walk over its series' ids each.
-    /// Every non-empty series called `name` of campaign `id`: (trial idx, attempt, points),
-    /// in trial and attempt order.
-    pub fn series_named(&self, id: &str, name: &str) -> Result<Vec<(u32, u32, Points)>, StoreError> {
-        let (id_, name) = (id.to_string(), name.to_string());
-        let rows = self.db.call(move |c| {
-            c.query(SERIES_NAMED, &super::backend::vals![id_.as_str(), name.as_str()])?
-                .iter()
-                .map(|r| {
-                    let mut c = Columns::new(r);
-                    Ok((c.get::<i64>()? as u32, c.get::<i64>()? as u32, c.blob().unwrap_or(&[]).to_vec()))
-                })
-                .collect::<Result<Vec<_>, DbError>>()
-        })?;
-        rows.into_iter()
-            .map(|(t, a, b)| {
-                let points = Series::points_from_blob(&b)
-                    .map_err(|e| StoreError::Internal(format!("a series of campaign {id}: {e}")))?;
-                Ok((t, a, points))
-            })
-            .collect()
-    }
-
     pub fn battery_points(&self, id: &str, attempts: &[(u32, u32)]) -> Result<Vec<Option<Points>>, StoreError> {
         let (id_, attempts) = (id.to_string(), attempts.to_vec());
         let blobs = self.db.call(move |c| {
@@ -787,26 +760,8 @@ pub(crate) mod tests {
 
     use super::*;
     use crate::measure::Measurement;
-    use crate::store::{CampaignRecord, NewCampaign, PlannedTrialRow, TrialMove};
+    use crate::store::{CampaignRecord, PlannedTrialRow, TrialMove};
     use crate::testing::fixture;
-
-    fn new_campaign(c: &CampaignRecord, trials: &[TrialRecord]) -> NewCampaign {
-        NewCampaign {
-            id: c.id.clone(),
-            runbook_name: c.runbook_name.clone(),
-            runbook_path: c.runbook_path.clone(),
-            runbook_text: c.runbook_text.clone(),
-            runbook_sha256: c.runbook_sha256.clone(),
-            lab_text: c.lab_text.clone(),
-            lab_sha256: c.lab_sha256.clone(),
-            content_hashes: c.content_hashes.clone(),
-            tool_version: c.tool_version.clone(),
-            seed: c.seed,
-            created_at: c.created_at.clone(),
-            planned_trials: trials.iter().map(|t| t.row.clone()).collect(),
-            plan_json: c.plan_json.to_string(),
-        }
-    }
 
     /// A store holding `attempts` of the campaign, planned with `trials`.
     fn store_of(
@@ -828,7 +783,7 @@ pub(crate) mod tests {
         attempts: &[AttemptRecord],
         max_attempts: u32,
     ) {
-        store.create_campaign(&new_campaign(c, trials), max_attempts, 1).unwrap();
+        store.create_campaign(&fixture::new_campaign(c, trials), max_attempts, 1).unwrap();
         for a in attempts {
             store.record_attempt(a.clone()).unwrap();
         }
@@ -1021,7 +976,7 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("lab.db")).unwrap();
         for c in [&record, &other] {
-            store.create_campaign(&new_campaign(c, &trials), 2, 1).unwrap();
+            store.create_campaign(&fixture::new_campaign(c, &trials), 2, 1).unwrap();
         }
         // Recorded in turns, the other campaign's rows before, between and after.
         for a in &attempts {

@@ -8,7 +8,8 @@ use crate::measure::Measurement;
 use crate::plan::{Plan, PlannedDevice, Variant};
 use crate::report::CampaignData;
 use crate::store::{
-    AttemptRecord, AttemptStatus, CampaignRecord, CampaignStatus, PlannedTrialRow, TrialOutcome, TrialRecord,
+    AttemptRecord, AttemptStatus, CampaignRecord, CampaignStatus, NewCampaign, PlannedTrialRow, Store, TrialOutcome,
+    TrialRecord,
 };
 
 pub(crate) const MODEL: &str = "iPhone 6s";
@@ -138,6 +139,36 @@ impl Records {
         let mut campaign = self.campaign.clone();
         campaign.plan_json = serde_json::to_value(&self.plan).expect("plan serializes");
         CampaignData::new(campaign, self.trials.clone(), self.attempts.clone()).expect("fixture plan parses")
+    }
+
+    /// Stores these records as `lab run` would: the campaign with its plan, then each
+    /// attempt, for tests that read them back through the store.
+    pub fn store_into(&self, store: &Store) {
+        let mut new = new_campaign(&self.campaign, &self.trials);
+        new.plan_json = serde_json::to_string(&self.plan).expect("plan serializes");
+        store.create_campaign(&new, self.plan.max_attempts, 1).expect("create the campaign");
+        for a in &self.attempts {
+            store.record_attempt(a.clone()).expect("record an attempt");
+        }
+    }
+}
+
+/// What `lab run` creates for campaign `c` with `trials` planned.
+pub(crate) fn new_campaign(c: &CampaignRecord, trials: &[TrialRecord]) -> NewCampaign {
+    NewCampaign {
+        id: c.id.clone(),
+        runbook_name: c.runbook_name.clone(),
+        runbook_path: c.runbook_path.clone(),
+        runbook_text: c.runbook_text.clone(),
+        runbook_sha256: c.runbook_sha256.clone(),
+        lab_text: c.lab_text.clone(),
+        lab_sha256: c.lab_sha256.clone(),
+        content_hashes: c.content_hashes.clone(),
+        tool_version: c.tool_version.clone(),
+        seed: c.seed,
+        created_at: c.created_at.clone(),
+        planned_trials: trials.iter().map(|t| t.row.clone()).collect(),
+        plan_json: c.plan_json.to_string(),
     }
 }
 

@@ -4,7 +4,8 @@ use std::collections::HashMap;
 
 use crate::measure::UntetherMode;
 use crate::plan::Plan;
-use crate::store::{AttemptRecord, CampaignColumns, CampaignRecord, Points, Store, StoreError, TrialRecord};
+use crate::report::model::power_bands::{PowerBand, load_power_bands};
+use crate::store::{AttemptRecord, CampaignColumns, CampaignRecord, Store, StoreError, TrialRecord};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
@@ -27,8 +28,9 @@ pub struct CampaignData {
     pub plan: Plan,
     /// Every planned trial with its outcome, every attempt with its measurements.
     pub cols: CampaignColumns,
-    /// The power monitor's series of each attempt that has one: (trial idx, attempt, points).
-    pub power: Vec<(u32, u32, Points)>,
+    /// The power monitor's bands (its traces' quartiles over the soak) per model × variant;
+    /// read from the store, none for in-memory campaigns.
+    pub power: Vec<PowerBand>,
 }
 
 impl CampaignData {
@@ -64,7 +66,8 @@ pub fn load_head(store: &Store, id: &str) -> Result<(CampaignRecord, Plan), Repo
 }
 
 /// Reads campaign `id` for its report: the campaign with its plan's head, the columns in
-/// one read transaction, and the battery series of the attempts whose curves are drawn.
+/// one read transaction, the battery series of the attempts whose curves are drawn, and
+/// the power monitor's bands.
 pub fn load(store: &Store, id: &str) -> Result<CampaignData, ReportError> {
     load_stamped(store, id).map(|(data, _)| data)
 }
@@ -81,7 +84,7 @@ pub fn load_stamped(store: &Store, id: &str) -> Result<(CampaignData, String), R
         .collect();
     let points = store.battery_points(id, &keys)?;
     data.cols.battery = drawn.into_iter().zip(points).filter_map(|(a, p)| Some((a, p?))).collect();
-    data.power = store.series_named(id, crate::measure::MONITOR_POWER_MW)?;
+    data.power = load_power_bands(store, id, &data.cols)?;
     Ok((data, stamp))
 }
 

@@ -8,7 +8,7 @@ use crate::report::model::curves::{
     BatteryCurve, CurveSampling, MAX_CURVE_POINTS, MAX_CURVES_PER_VARIANT, curve_sampling,
 };
 use crate::report::model::input::CampaignData;
-use crate::report::model::power_bands::{BAND_STEPS, PowerBand, power_bands};
+use crate::report::model::power_bands::{BAND_STEPS, PowerBand};
 use crate::report::model::report::{ModelReport, Report};
 use crate::report::render::format::percent;
 use crate::report::render::metric_tables::{MetricTable, metric_tables};
@@ -41,7 +41,7 @@ pub const MAX_OUTLIER_KEYS: usize = 20;
 pub fn render_html(report: &Report, data: &CampaignData, curves: &[BatteryCurve]) -> String {
     let c = &report.campaign;
     let sampling = curve_sampling(&data.cols);
-    let bands = power_bands(data);
+    let bands = &data.power;
     let colors: HashMap<&str, usize> = report.variants.iter().enumerate().map(|(i, v)| (v.name.as_str(), i)).collect();
     let mut out = String::new();
     let _ = write!(
