@@ -6,6 +6,8 @@ mod cancel;
 mod live;
 mod live_parts;
 mod pages;
+mod raw_file;
+mod report_cache;
 mod routes;
 mod serve_cmd;
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::access::Access;
 use super::live::Live;
+use super::report_cache::ReportCache;
 use super::routes::{Shared, router};
 use crate::cli::context;
 use crate::cli::exit::CliError;
@@ -87,13 +88,15 @@ pub async fn run(lab_arg: Option<&Path>, args: &ServeArgs) -> Result<(String, u8
     }
     let lab = Arc::new(lab);
     let (watched, rendered) = (Arc::clone(&lab), Arc::clone(&lab));
+    let reports = Arc::new(ReportCache::default());
+    let drawn = Arc::clone(&reports);
     let live = Live::new(
         Arc::new(move || context::open_store_existing(&watched).ok().flatten()),
         Arc::new(move |store: &crate::store::Store, pages: &[String]| {
-            super::live_parts::live_parts(&rendered, store, pages)
+            super::live_parts::live_parts(&rendered, &drawn, store, pages)
         }),
     );
-    let shared = Shared { lab, store, access: Arc::new(access), live, asked: Default::default() };
+    let shared = Shared { lab, store, access: Arc::new(access), live, asked: Default::default(), reports };
     let (stopping, stopped) = tokio::sync::watch::channel(false);
     let server = axum::serve(listener, router(shared)).with_graceful_shutdown(async move {
         let _ = tokio::signal::ctrl_c().await;
