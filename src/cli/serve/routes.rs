@@ -33,6 +33,8 @@ pub struct Shared {
     pub asked: Arc<super::cancel::Asked>,
     /// Finished campaigns' report pages, drawn once (shared with the live pages' watcher).
     pub reports: Arc<ReportCache>,
+    /// Wrong tokens per client address.
+    pub logins: Arc<super::login_limit::LoginLimit>,
 }
 
 pub fn router(shared: Shared) -> Router {
@@ -51,6 +53,8 @@ pub fn router(shared: Shared) -> Router {
         .route("/steps/{id}", axum::routing::post(answer))
         .route("/login", get(login_page).post(login))
         .layer(axum::middleware::from_fn_with_state(shared.clone(), guard))
+        // Forms are small: a bigger body is refused (413) before it is read whole.
+        .layer(axum::extract::DefaultBodyLimit::max(shared.lab.serve.max_body_bytes as usize))
         .with_state(shared)
 }
 
@@ -301,15 +305,25 @@ async fn login_page(State(s): State<Shared>) -> Html<String> {
 
 /// The token from the login form: right, it becomes the `lab_token` cookie (HttpOnly,
 /// SameSite=Strict) and the browser goes to the steps; wrong, 401 and the form again.
+/// Wrong tokens are limited per client address (src/cli/serve/login_limit.rs): a locked-out
+/// address gets 429 and its token is not compared.
 async fn login(
     State(s): State<Shared>,
+    peer: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
+    headers: axum::http::HeaderMap,
     axum::Form(form): axum::Form<std::collections::BTreeMap<String, String>>,
 ) -> Response {
+    let client = s.access.client(peer.map(|p| p.0.0), &headers);
+    if let Err(l) = s.logins.before_compare(client, std::time::Instant::now()) {
+        return super::access::locked_out(client, l);
+    }
     let given = form.get("token").map(|t| t.trim()).unwrap_or("");
     if !s.access.accepts(given) {
+        super::access::wrong_token(&s, client);
         return (StatusCode::UNAUTHORIZED, Html(pages::login(&s.lab.name, Some("that is not this lab's token"))))
             .into_response();
     }
+    s.logins.succeeded(client);
     let cookie = s.access.session_cookie();
     (StatusCode::SEE_OTHER, [(header::SET_COOKIE, cookie), (header::LOCATION, "/steps".to_string())]).into_response()
 }
