@@ -19,9 +19,9 @@ use common::TempLab;
 const TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A running `lab serve` whose stderr goes to a file, killed when dropped.
-struct Logged {
+pub(crate) struct Logged {
     child: Child,
-    addr: String,
+    pub(crate) addr: String,
     log: PathBuf,
 }
 
@@ -46,7 +46,7 @@ impl Logged {
 }
 
 /// `lab serve` on a free loopback port with `[serve]` holding `serve_toml`.
-fn serve_with(lab: &TempLab, serve_toml: &str) -> Logged {
+pub(crate) fn serve_with(lab: &TempLab, serve_toml: &str) -> Logged {
     let text = std::fs::read_to_string(&lab.lab).unwrap() + "\n[serve]\n" + serve_toml;
     std::fs::write(&lab.lab, text).unwrap();
     let log = lab.dir.path().join("serve.log");
@@ -122,7 +122,7 @@ fn a_client_sending_its_head_a_byte_a_second_is_cut_at_the_header_timeout() {
 }
 
 /// Raises this test process's open-file limit to hold `n` more connections.
-fn room_for(n: u64) {
+pub(crate) fn room_for(n: u64) {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
     if soft < n + 256 {
