@@ -181,7 +181,7 @@ fn the_sixth_token_in_a_minute_from_one_address_is_refused_without_being_compare
     let lab = TempLab::new();
     let token = "0123456789abcdef0123456789abcdef";
     std::fs::write(lab.dir.path().join("serve.token"), format!("{token}\n")).unwrap();
-    let server = serve_with(&lab, "token_file = \"serve.token\"\nmax_body_bytes = 4096\n");
+    let server = serve_with(&lab, "token_file = \"serve.token\"\nmax_body_bytes = 4096\nheader_timeout = \"2s\"\n");
     let a = server.addr.as_str();
     let origin = format!("Origin: http://{a}");
     let form = ["Content-Type: application/x-www-form-urlencoded", origin.as_str()];
@@ -189,6 +189,22 @@ fn the_sixth_token_in_a_minute_from_one_address_is_refused_without_being_compare
     // A body over the limit is refused before it is read, and is no attempt.
     let (code, _, _) = request(a, "POST", "/login", &form, &format!("token={}", "x".repeat(8192)));
     assert_eq!(code, 413);
+    // A body sent a byte a second is cut at the timeout, and is no attempt either.
+    let mut slow = TcpStream::connect(a).unwrap();
+    write!(slow, "POST /login HTTP/1.1\r\nHost: {a}\r\n{}\r\n{}\r\nContent-Length: 60\r\n\r\nt", form[0], form[1])
+        .unwrap();
+    let started = Instant::now();
+    let mut answer = String::new();
+    slow.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    while answer.is_empty() && started.elapsed() < TIMEOUT + Duration::from_secs(5) {
+        let _ = slow.write_all(b"o");
+        let mut buf = [0u8; 512];
+        if let Ok(n) = slow.read(&mut buf) {
+            answer.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    }
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(started.elapsed() >= TIMEOUT - Duration::from_millis(100), "cut after {:?}", started.elapsed());
     for n in 1..=5 {
         let (code, _, body) = login(&format!("wrong-token-number-{n}-of-thirty-two"));
         assert_eq!(code, 401, "attempt {n}: {body}");

@@ -3,8 +3,9 @@
 //! for a request, at the connection's start and after each answer, so it is also the idle
 //! keep-alive timeout), and a connection limit. At the limit, accepting waits: connections
 //! already open keep being answered, new ones wait in the kernel's queue until one closes,
-//! which an idle one does within the header timeout. Closing new connections instead would
-//! refuse the honest clients as readily as the flood.
+//! which an idle one does within the header timeout. Closing new connections instead
+//! would refuse the honest clients as readily as the flood. A request's body must arrive
+//! within the header timeout too ([`body_in_time`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -75,6 +76,36 @@ pub async fn serve(listener: tokio::net::TcpListener, app: Router, limits: Limit
     }
     // Every connection gives its permit back as it ends.
     let _ = permits.acquire_many(limits.max_connections as u32).await;
+}
+
+/// A request's body read whole within the header timeout before its route sees it (the
+/// bodies are forms, small): one sent a byte at a time is cut (408) instead of holding
+/// its connection, and one over `max_body_bytes` is refused (413).
+pub async fn body_in_time(
+    axum::extract::State(s): axum::extract::State<super::routes::Shared>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if matches!(*request.method(), hyper::Method::GET | hyper::Method::HEAD) {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let (limit, within) = (s.lab.serve.max_body_bytes as usize, s.lab.serve.header_timeout);
+    let plain = |code: hyper::StatusCode, why: String| {
+        (code, [(hyper::header::CONTENT_TYPE, "text/plain; charset=utf-8")], why + "\n").into_response()
+    };
+    match tokio::time::timeout(within, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(bytes)) => next.run(axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))).await,
+        Ok(Err(_)) => plain(
+            hyper::StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the request's body is over {limit} bytes ([serve] max_body_bytes)"),
+        ),
+        Err(_) => plain(
+            hyper::StatusCode::REQUEST_TIMEOUT,
+            format!("the request's body did not arrive within {} s ([serve] header_timeout)", within.as_secs()),
+        ),
+    }
 }
 
 /// Connections the kernel holds for `accept` (Linux caps it at `net.core.somaxconn`): a

@@ -52,6 +52,8 @@ pub fn router(shared: Shared) -> Router {
         .route("/steps", get(steps_page))
         .route("/steps/{id}", axum::routing::post(answer))
         .route("/login", get(login_page).post(login))
+        // Inside the guard: a refused request's body is never waited for.
+        .layer(axum::middleware::from_fn_with_state(shared.clone(), super::connections::body_in_time))
         .layer(axum::middleware::from_fn_with_state(shared.clone(), guard))
         // Forms are small: a bigger body is refused (413) before it is read whole.
         .layer(axum::extract::DefaultBodyLimit::max(shared.lab.serve.max_body_bytes as usize))

@@ -52,7 +52,7 @@ pub struct ServeSettings {
     pub public_url: Option<PublicUrl>,
     /// How long a connection may take to send a request's head, counted from when the
     /// server waits for one: at the connection's start and after each answer, so an idle
-    /// keep-alive connection is closed at this timeout too.
+    /// keep-alive connection is closed at this timeout too. A body must arrive within it.
     pub header_timeout: std::time::Duration,
     /// Connections served at once; at the limit, accepting waits (open ones keep being
     /// answered, new ones queue in the kernel until one closes).
