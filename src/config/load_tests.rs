@@ -1197,12 +1197,17 @@ fn serve_settings_are_read_and_bad_ones_refused_with_the_fix() {
     assert_eq!(lab.serve.bind.to_string(), "0.0.0.0:9000");
     assert_eq!(lab.serve.token_file.as_deref(), Some(Path::new("/labs/bench/serve.token")));
     assert!(lab.serve.public_read);
+    let text = format!("{LAB}\n[serve]\nheader_timeout = \"2s\"\nmax_connections = 50\nmax_body_bytes = 4096\n");
+    let lab = parse_lab(&text, Path::new("/labs/bench/lab.toml")).unwrap_or_else(|e| panic!("{e}"));
+    let limits = (lab.serve.header_timeout, lab.serve.max_connections, lab.serve.max_body_bytes);
+    assert_eq!(limits, (std::time::Duration::from_secs(2), 50, 4096));
     let text = format!("{LAB}\n[serve]\npublic_url = \"https://Lab.example.org:443/\"\n");
     let lab = parse_lab(&text, Path::new("/labs/bench/lab.toml")).unwrap_or_else(|e| panic!("{e}"));
     let want = crate::config::PublicUrl { host: "lab.example.org".into(), https: true };
     assert_eq!(lab.serve.public_url, Some(want));
     let text = format!(
-        "{LAB}\n[serve]\nbind = \"localhost\"\ntoken = \"x\"\npublic_read = \"yes\"\npublic_url = \"lab.example.org/x\"\n"
+        "{LAB}\n[serve]\nbind = \"localhost\"\ntoken = \"x\"\npublic_read = \"yes\"\npublic_url = \"lab.example.org/x\"\n\
+header_timeout = 20\nmax_connections = 0\nmax_body_bytes = 10\n"
     );
     let e = parse_lab(&text, Path::new("lab.toml")).unwrap_err().to_string();
     for want in [
@@ -1210,6 +1215,10 @@ fn serve_settings_are_read_and_bad_ones_refused_with_the_fix() {
         "serve.token: unknown key `token`",
         "serve.public_read:",
         "serve.public_url: `lab.example.org/x` is not the address of a site; fix: write the scheme and host",
+        "serve.header_timeout:",
+        "add a unit and quotes, e.g. `header_timeout = \"20s\"`",
+        "serve.max_connections: must be ≥ 1, got 0",
+        "serve.max_body_bytes: must be ≥ 1024, got 10",
     ] {
         assert!(e.contains(want), "missing {want:?} in:\n{e}");
     }

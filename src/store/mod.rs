@@ -28,6 +28,9 @@ mod backend;
 mod batch;
 mod campaigns;
 mod columns;
+/// A store filled with a campaign's records, for tests outside the store.
+#[cfg(test)]
+pub(crate) use columns::tests::fill as fill_for_tests;
 mod columns_reader;
 mod copy;
 mod devices;

@@ -67,6 +67,7 @@ mod runner_time;
 mod schedule_regression;
 mod sequential_campaign;
 mod serve;
+mod serve_abuse;
 mod serve_browser;
 mod shared_lab;
 mod shared_lab_postgres;

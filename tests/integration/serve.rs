@@ -29,14 +29,18 @@ pub(crate) fn serve(lab: &TempLab, args: &[&str]) -> Server {
     }
     all.extend_from_slice(args);
     let mut child = lab.process(&all).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let addr = address_said(&mut child);
+    Server { child, addr }
+}
+
+/// The address a `lab serve` started with its stdout piped says it listens on.
+pub(crate) fn address_said(child: &mut Child) -> String {
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let addr = line
-        .strip_prefix("lab serve: http://")
+    line.strip_prefix("lab serve: http://")
         .and_then(|rest| rest.split('/').next())
         .unwrap_or_else(|| panic!("the first line says where: {line:?}"))
-        .to_string();
-    Server { child, addr }
+        .to_string()
 }
 
 /// One HTTP/1.1 request; the status code and the body.
@@ -62,7 +66,7 @@ fn get(addr: &str, path: &str) -> (u16, String) {
     request(addr, "GET", path, &[])
 }
 
-fn finished_campaign(lab: &TempLab) -> String {
+pub(crate) fn finished_campaign(lab: &TempLab) -> String {
     let text = std::fs::read_to_string(common::root().join("runbooks/aa-identical.toml"))
         .unwrap()
         .replace("\nrepeats = 6\n", "\nrepeats = 4\n");

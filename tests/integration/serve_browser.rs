@@ -415,3 +415,38 @@ fn the_lab_in_chromium_updates_live_takes_the_operators_answers_and_shows_report
     browser.go(&format!("{base}{href}"));
     assert!(browser.js("return document.querySelectorAll('svg').length").as_u64().unwrap() >= 1);
 }
+
+/// The lab page loads in Chromium while a thousand idle connections are open (each is
+/// closed at the header timeout; tests/integration/serve_abuse.rs checks that and memory).
+#[test_needs::needs(chromedriver)]
+#[test]
+fn the_lab_page_loads_in_chromium_while_a_thousand_idle_connections_are_open() {
+    const IDLE: usize = 1000;
+    crate::serve_abuse::room_for(IDLE as u64);
+    // Not screenshot_dir(): it empties the folder the other browser test writes into.
+    let shots = match std::env::var_os("LAB_CI_ARTIFACTS") {
+        Some(d) => PathBuf::from(d).join("screenshots-idle-flood"),
+        None => PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("serve-screenshots-idle-flood"),
+    };
+    std::fs::create_dir_all(&shots).unwrap();
+    let browser = Browser::start();
+    let lab = TempLab::new();
+    // Long enough that the idle connections are all open while the page loads.
+    let server = crate::serve_abuse::serve_with(&lab, "header_timeout = \"10s\"\n");
+    let idle: Vec<TcpStream> = (0..IDLE).map(|_| TcpStream::connect(&server.addr).unwrap()).collect();
+    let opened = Instant::now();
+    browser.go(&format!("http://{}/", server.addr));
+    let devices =
+        browser.js("return [...document.querySelectorAll('table')[0].rows].slice(1).map(r=>r.cells[0].innerText)");
+    for device in ["sim-pixel-1", "sim-iphone-1"] {
+        assert!(devices.as_array().unwrap().contains(&json!(device)), "the lab page lists {device}: {devices}");
+    }
+    assert!(opened.elapsed() < Duration::from_secs(10), "the page loaded while the idle connections were open");
+    browser.screenshot(&shots, "lab-under-idle-flood");
+    // They were still open: none had sent anything, and the timeout had not come.
+    let mut first = &idle[0];
+    first.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 1];
+    let still_open = matches!(first.read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+    assert!(still_open || opened.elapsed() >= Duration::from_secs(10), "an idle connection was closed early");
+}

@@ -3,7 +3,8 @@
 
 use super::cancel::QueuedCampaign;
 use super::pages;
-use super::routes::{campaign_id, lab_view, load, report_html};
+use super::report_cache::ReportCache;
+use super::routes::{campaign_id, lab_view};
 use crate::cli::lab_view::StatusView;
 use crate::config::Lab;
 use crate::report;
@@ -12,14 +13,16 @@ use crate::store::Store;
 /// The live parts of `pages`, rendered from `store` (the watcher's): what `page` events
 /// carry. A path that is no live page is left out. The lab and campaigns pages share one
 /// read of the status and of the queued campaigns.
-pub fn live_parts(lab: &Lab, store: &Store, pages: &[String]) -> Vec<(String, String)> {
+/// A finished campaign's report is drawn once and kept in `reports` while unchanged.
+pub fn live_parts(lab: &Lab, reports: &ReportCache, store: &Store, pages: &[String]) -> Vec<(String, String)> {
     let read = std::cell::OnceCell::new();
     let view = || read.get_or_init(|| lab_view(lab, store).ok()).as_ref();
-    pages.iter().filter_map(|p| Some((p.clone(), live_part(lab, store, p, &view)?))).collect()
+    pages.iter().filter_map(|p| Some((p.clone(), live_part(lab, reports, store, p, &view)?))).collect()
 }
 
 fn live_part<'v>(
     lab: &Lab,
+    reports: &ReportCache,
     store: &Store,
     path: &str,
     view: &impl Fn() -> Option<&'v (StatusView, Vec<QueuedCampaign>)>,
@@ -31,8 +34,8 @@ fn live_part<'v>(
         "/history" => Some(pages::histories_main(&store.runbook_names().ok()?)),
         _ => {
             if let Some(id) = path.strip_prefix("/campaigns/") {
-                let data = load(store, campaign_id(id).ok()?).ok()?;
-                return Some(pages::body_of(&report_html(&data)).to_string());
+                let html = reports.report(store, campaign_id(id).ok()?).ok()?;
+                return Some(pages::body_of(&html).to_string());
             }
             let name = percent_decoded(path.strip_prefix("/history/")?)?;
             let history = report::history_for(store, lab, &name, &report::HistoryFilter::default()).ok()?;

@@ -3,9 +3,13 @@
 
 mod access;
 mod cancel;
+mod connections;
 mod live;
 mod live_parts;
+mod login_limit;
 mod pages;
+mod raw_file;
+mod report_cache;
 mod routes;
 mod serve_cmd;
 

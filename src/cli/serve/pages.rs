@@ -80,8 +80,10 @@ fn table_cells<T: Tabled>(rows: &[T], cell: impl Fn(&str, &str) -> Option<String
     out
 }
 
+/// A campaign cell's link: none for `-` (`lab status`'s "no campaign", as for a device
+/// that never ran one), which is no campaign's page.
 fn campaign_link(key: &str, value: &str) -> Option<String> {
-    (key == "campaign" && !value.is_empty()).then(|| format!("/campaigns/{value}"))
+    (key == "campaign" && !value.is_empty() && value != "-").then(|| format!("/campaigns/{value}"))
 }
 
 /// The lab: devices with their state and current trial, the queues, the steps that wait,
@@ -278,6 +280,8 @@ mod tests {
         assert!(html.contains("&lt;script&gt;") && !html.contains("<script>"), "{html}");
         assert!(html.starts_with("<table><tr><th>campaign</th><th>note</th></tr>"), "the fields' order: {html}");
         assert_eq!(table::<Row>(&[], campaign_link), "<p>none</p>\n");
+        let never = table(&[Row { campaign: "-".into(), note: String::new() }], campaign_link);
+        assert!(never.contains("<td>-</td>") && !never.contains("<a "), "no campaign is no link: {never}");
         let page = campaign("c-1", "<html><body><h1>r</h1></body></html>");
         assert!(page.contains("<body>\n<nav>") && page.contains("/campaigns/c-1/report.json"), "{page}");
         assert!(page.contains("<main id=\"live\"><h1>r</h1></main>"), "{page}");

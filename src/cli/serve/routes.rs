@@ -1,7 +1,6 @@
 //! The routes of `lab serve` and what each reads from the store. Store calls are
 //! blocking: each runs on tokio's blocking pool.
 
-use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use axum::Router;
@@ -16,6 +15,8 @@ use super::cancel::QueuedCampaign;
 use super::live::{ForPage, Live};
 use super::live_parts::{history_link, percent_decoded};
 use super::pages;
+use super::raw_file::{RawFileError, open_beneath};
+use super::report_cache::ReportCache;
 use crate::cli::lab_view::{self as status_view, StatusView};
 use crate::config::Lab;
 use crate::report;
@@ -30,6 +31,10 @@ pub struct Shared {
     pub live: Arc<Live>,
     /// The `lab run`s a cancel was sent to.
     pub asked: Arc<super::cancel::Asked>,
+    /// Finished campaigns' report pages, drawn once (shared with the live pages' watcher).
+    pub reports: Arc<ReportCache>,
+    /// Wrong tokens per client address.
+    pub logins: Arc<super::login_limit::LoginLimit>,
 }
 
 pub fn router(shared: Shared) -> Router {
@@ -47,11 +52,16 @@ pub fn router(shared: Shared) -> Router {
         .route("/steps", get(steps_page))
         .route("/steps/{id}", axum::routing::post(answer))
         .route("/login", get(login_page).post(login))
+        // Inside the guard: a refused request's body is never waited for.
+        .layer(axum::middleware::from_fn_with_state(shared.clone(), super::connections::body_in_time))
         .layer(axum::middleware::from_fn_with_state(shared.clone(), guard))
+        // Forms are small: a bigger body is refused (413) before it is read whole.
+        .layer(axum::extract::DefaultBodyLimit::max(shared.lab.serve.max_body_bytes as usize))
         .with_state(shared)
 }
 
 /// A request's failure as the page shows it: a status and one line saying why.
+#[derive(Debug)]
 pub struct Failure(StatusCode, String);
 
 impl IntoResponse for Failure {
@@ -76,7 +86,7 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, Failure> + Se
         .map_err(|e| Failure(StatusCode::INTERNAL_SERVER_ERROR, format!("the request's task failed: {e}")))?
 }
 
-fn internal(e: impl std::fmt::Display) -> Failure {
+pub(super) fn internal(e: impl std::fmt::Display) -> Failure {
     Failure(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
 }
 
@@ -171,10 +181,14 @@ async fn campaigns_page(State(s): State<Shared>) -> Result<Html<String>, Failure
 
 /// Campaign `id` is in the store: else 404 (a store error is a 500).
 fn known(store: &Store, id: &str) -> Result<(), Failure> {
-    match store.campaign(id) {
-        Ok(_) => Ok(()),
-        Err(crate::store::StoreError::NoCampaign(_)) => Err(not_found(format!("no campaign {id} in this lab's store"))),
-        Err(e) => Err(internal(e)),
+    store.campaign(id).map(|_| ()).map_err(|e| store_failure(e, id))
+}
+
+/// A store error reading campaign `id`: 404 when there is no such campaign, else 500.
+pub(super) fn store_failure(e: crate::store::StoreError, id: &str) -> Failure {
+    match e {
+        crate::store::StoreError::NoCampaign(_) => not_found(format!("no campaign {id} in this lab's store")),
+        e => internal(e),
     }
 }
 
@@ -186,11 +200,7 @@ pub(super) fn load(store: &Store, id: &str) -> Result<report::CampaignData, Fail
 
 async fn campaign_page(State(s): State<Shared>, UrlPath(id): UrlPath<String>) -> Result<Html<String>, Failure> {
     let id = campaign_id(&id)?.to_string();
-    let page = blocking(move || {
-        let data = load(&s.store, &id)?;
-        Ok(pages::campaign(&id, &report_html(&data)))
-    })
-    .await?;
+    let page = blocking(move || Ok(pages::campaign(&id, &s.reports.report(&s.store, &id)?))).await?;
     Ok(Html(page))
 }
 
@@ -228,21 +238,6 @@ async fn campaign_file(
     Ok(([(header::CONTENT_TYPE, kind)], body).into_response())
 }
 
-/// The path of a raw file under the artifacts folder: relative, no `..`, and (with links
-/// resolved) still under it.
-pub fn under(root: &Path, asked: &str) -> Result<PathBuf, Failure> {
-    let rel = Path::new(asked);
-    if rel.is_absolute() || rel.components().any(|c| !matches!(c, Component::Normal(_))) {
-        return Err(bad(format!("`{}` is not a path inside the artifacts folder", asked.escape_default())));
-    }
-    let root = root.canonicalize().map_err(|_| not_found("the artifacts folder does not exist yet"))?;
-    let path = root.join(rel).canonicalize().map_err(|_| not_found(format!("no file {}", asked.escape_default())))?;
-    if !path.starts_with(&root) {
-        return Err(bad(format!("`{}` leads outside the artifacts folder", asked.escape_default())));
-    }
-    Ok(path)
-}
-
 /// A raw file of a campaign: `artifacts/ID/…` of a campaign in the store, nothing else of
 /// the folder (the store's own file and whatever else lies beside the campaigns is not
 /// served).
@@ -254,11 +249,17 @@ async fn artifact(State(s): State<Shared>, UrlPath(asked): UrlPath<String>) -> R
             return Err(bad("name a file of a campaign: /artifacts/CAMPAIGN/FILE"));
         }
         known(&s.store, id)?;
-        let path = under(&s.lab.artifacts_dir.join(id), rest)?;
-        if !path.is_file() {
-            return Err(not_found(format!("{} is not a file", asked.escape_default())));
-        }
-        std::fs::read(&path).map_err(internal)
+        // Opened in one step beneath the artifacts folder (the campaign's own folder
+        // included), no link followed: nothing can be swapped in between a check and the
+        // open (src/cli/serve/raw_file.rs).
+        let mut file = open_beneath(&s.lab.artifacts_dir, &asked).map_err(|e| match e {
+            RawFileError::NotInside(_) | RawFileError::Link(_) => bad(e.to_string()),
+            RawFileError::Missing(_) | RawFileError::NotAFile(_) => not_found(e.to_string()),
+            RawFileError::Folder { .. } | RawFileError::Open { .. } => internal(e),
+        })?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut file, &mut bytes).map_err(internal)?;
+        Ok(bytes)
     })
     .await?;
     let headers = [
@@ -306,15 +307,25 @@ async fn login_page(State(s): State<Shared>) -> Html<String> {
 
 /// The token from the login form: right, it becomes the `lab_token` cookie (HttpOnly,
 /// SameSite=Strict) and the browser goes to the steps; wrong, 401 and the form again.
+/// Wrong tokens are limited per client address (src/cli/serve/login_limit.rs): a locked-out
+/// address gets 429 and its token is not compared.
 async fn login(
     State(s): State<Shared>,
+    peer: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
+    headers: axum::http::HeaderMap,
     axum::Form(form): axum::Form<std::collections::BTreeMap<String, String>>,
 ) -> Response {
+    let client = s.access.client(peer.map(|p| p.0.0), &headers);
+    if let Err(l) = s.logins.before_compare(client, std::time::Instant::now()) {
+        return super::access::locked_out(client, l);
+    }
     let given = form.get("token").map(|t| t.trim()).unwrap_or("");
     if !s.access.accepts(given) {
+        super::access::wrong_token(&s, client);
         return (StatusCode::UNAUTHORIZED, Html(pages::login(&s.lab.name, Some("that is not this lab's token"))))
             .into_response();
     }
+    s.logins.succeeded(client);
     let cookie = s.access.session_cookie();
     (StatusCode::SEE_OTHER, [(header::SET_COOKIE, cookie), (header::LOCATION, "/steps".to_string())]).into_response()
 }
@@ -369,17 +380,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn raw_paths_stay_under_the_artifacts_folder() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("artifacts");
-        std::fs::create_dir_all(root.join("c1")).unwrap();
-        std::fs::write(root.join("c1/log.txt"), "x").unwrap();
-        std::fs::write(dir.path().join("secret"), "s").unwrap();
-        std::os::unix::fs::symlink(dir.path().join("secret"), root.join("c1/link")).unwrap();
-        assert!(under(&root, "c1/log.txt").is_ok());
-        for asked in ["../secret", "c1/../../secret", "/etc/passwd", "c1/link", "./c1/log.txt"] {
-            assert!(under(&root, asked).is_err(), "{asked}");
-        }
+    fn campaign_ids_and_watched_pages_are_checked() {
         for id in ["..", "a/b", "a b", "", "%2e%2e"] {
             assert!(campaign_id(id).is_err(), "{id}");
         }

@@ -5,7 +5,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::access::Access;
+use super::connections::{Limits, fit_to_open_files, listen, serve};
 use super::live::Live;
+use super::report_cache::ReportCache;
 use super::routes::{Shared, router};
 use crate::cli::context;
 use crate::cli::exit::CliError;
@@ -54,7 +56,7 @@ pub async fn run(lab_arg: Option<&Path>, args: &ServeArgs) -> Result<(String, u8
             lab.source.display()
         )));
     }
-    let listener = tokio::net::TcpListener::bind(bind).await.map_err(|e| {
+    let listener = listen(bind).map_err(|e| {
         CliError::new(
             crate::cli::exit::UNAVAILABLE,
             format!("cannot listen on {bind}: {e}; fix: pick another port with --bind"),
@@ -72,6 +74,7 @@ pub async fn run(lab_arg: Option<&Path>, args: &ServeArgs) -> Result<(String, u8
         session,
         cookie: format!("lab_session_{}", addr.port()),
         secure_cookie: public.as_ref().is_some_and(|p| p.https),
+        behind_proxy: public.is_some(),
         hosts: loopback.then(|| {
             let mut hosts = super::access::loopback_hosts(addr.port());
             hosts.extend(public.as_ref().map(|p| p.host.clone()));
@@ -87,27 +90,37 @@ pub async fn run(lab_arg: Option<&Path>, args: &ServeArgs) -> Result<(String, u8
     }
     let lab = Arc::new(lab);
     let (watched, rendered) = (Arc::clone(&lab), Arc::clone(&lab));
+    let reports = Arc::new(ReportCache::default());
+    let drawn = Arc::clone(&reports);
     let live = Live::new(
         Arc::new(move || context::open_store_existing(&watched).ok().flatten()),
         Arc::new(move |store: &crate::store::Store, pages: &[String]| {
-            super::live_parts::live_parts(&rendered, store, pages)
+            super::live_parts::live_parts(&rendered, &drawn, store, pages)
         }),
     );
-    let shared = Shared { lab, store, access: Arc::new(access), live, asked: Default::default() };
+    let asked =
+        Limits { header_timeout: lab.serve.header_timeout, max_connections: lab.serve.max_connections as usize };
+    let limits = fit_to_open_files(asked);
+    if limits.max_connections < asked.max_connections {
+        eprintln!(
+            "lab serve: at most {} connections at once, not {}: the open-file limit is lower; fix: raise it \
+(LimitNOFILE= in the systemd unit, ulimit -n) or lower [serve] max_connections",
+            limits.max_connections, asked.max_connections
+        );
+    }
+    let logins = Default::default();
+    let shared = Shared { lab, store, access: Arc::new(access), live, asked: Default::default(), reports, logins };
     let (stopping, stopped) = tokio::sync::watch::channel(false);
-    let server = axum::serve(listener, router(shared)).with_graceful_shutdown(async move {
+    let server = serve(listener, router(shared), limits, stopped.clone());
+    let signal = async move {
         let _ = tokio::signal::ctrl_c().await;
         let _ = stopping.send(true);
-    });
-    // Open pages keep their event streams: after Ctrl-C they get two seconds, not forever.
-    let grace = async move {
-        let mut stopped = stopped;
-        let _ = stopped.wait_for(|s| *s).await;
+        // Open pages keep their event streams: after Ctrl-C they get two seconds, not forever.
         tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     };
     tokio::select! {
-        done = server => done.map_err(|e| CliError::internal(format!("lab serve stopped: {e}")))?,
-        () = grace => {}
+        () = server => {}
+        () = signal => {}
     }
     Ok((String::new(), crate::cli::exit::OK))
 }

@@ -50,6 +50,15 @@ pub struct ServeSettings {
     /// is answered on a loopback bind, changes from its pages are same-origin, and reading
     /// needs the token as off loopback.
     pub public_url: Option<PublicUrl>,
+    /// How long a connection may take to send a request's head, counted from when the
+    /// server waits for one: at the connection's start and after each answer, so an idle
+    /// keep-alive connection is closed at this timeout too. A body must arrive within it.
+    pub header_timeout: std::time::Duration,
+    /// Connections served at once; at the limit, accepting waits (open ones keep being
+    /// answered, new ones queue in the kernel until one closes).
+    pub max_connections: u32,
+    /// The largest request body (a form) read, in bytes: 413 beyond it.
+    pub max_body_bytes: u32,
 }
 
 /// `[serve] public_url`, split.
@@ -67,6 +76,9 @@ impl Default for ServeSettings {
             token_file: None,
             public_read: false,
             public_url: None,
+            header_timeout: std::time::Duration::from_secs(20),
+            max_connections: 1024,
+            max_body_bytes: 64 * 1024,
         }
     }
 }

@@ -8,7 +8,8 @@ use crate::config::syntax::problems::Problems;
 use crate::config::syntax::table::Table;
 use crate::config::{PublicUrl, ServeSettings};
 
-const SERVE_KEYS: &[&str] = &["bind", "token_file", "public_read", "public_url"];
+const SERVE_KEYS: &[&str] =
+    &["bind", "token_file", "public_read", "public_url", "header_timeout", "max_connections", "max_body_bytes"];
 
 /// Reads `[serve]`; the defaults where it (or a key) is missing or wrong (then reported).
 /// `token_file` is relative to the lab file's folder.
@@ -57,6 +58,16 @@ pub(crate) fn read_serve(root: &Table, p: &mut Problems, base: &Path) -> ServeSe
                 "write the scheme and host people open, e.g. `public_url = \"https://lab.example.org\"`",
             ),
         }
+    }
+    if let Some(d) = t.get("header_timeout").and_then(|f| f.positive_duration(p)) {
+        serve.header_timeout = d;
+    }
+    if let Some(n) = t.get("max_connections").and_then(|f| f.integer_in(p, 1, 1_000_000)) {
+        serve.max_connections = n as u32;
+    }
+    // Below 1 KiB not even the login form fits.
+    if let Some(n) = t.get("max_body_bytes").and_then(|f| f.integer_in(p, 1024, i64::from(u32::MAX))) {
+        serve.max_body_bytes = n as u32;
     }
     serve
 }
