@@ -35,6 +35,10 @@ pub fn main() -> ExitCode {
     let result: Result<(String, u8), CliError> = match &cli.command {
         Command::Run(a) => runtime.block_on(run_cmd::run(lab, a)).map(|o| (o.output, o.code)),
         Command::Rerun(a) => runtime.block_on(rerun_cmd::run(lab, a)),
+        Command::Submit(a) => super::submit_cmd::run(lab, a),
+        Command::Wait(a) => runtime.block_on(super::wait_cmd::run(lab, a)).map(|o| (o.output, o.code)),
+        Command::Cancel(a) => super::cancel_cmd::run(lab, a),
+        Command::Agent(a) => runtime.block_on(super::agent_cmd::run(lab, a)),
         Command::Plan(a) => plan_cmd::run(lab, a).map(|s| (s, exit::OK)),
         // The watch prints each drawing itself, as it comes.
         Command::Status(a) if a.watch => {

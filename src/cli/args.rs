@@ -27,6 +27,16 @@ pub enum Command {
     /// Run a campaign again from its manifest (same runbook, seed and order), refusing when
     /// a build changed, then compare the two. Exits 5 when a gating metric came out worse.
     Rerun(super::rerun_cmd::RerunArgs),
+    /// Submit a campaign to the lab's agents: validate, plan, store it queued, print its
+    /// id and return (docs/agents.md).
+    Submit(super::submit_cmd::SubmitArgs),
+    /// Follow a submitted campaign with `lab run`'s output and exit codes; Ctrl-C detaches.
+    Wait(super::wait_cmd::WaitArgs),
+    /// Cancel a campaign: a queued one is removed, a running one stops at once (resumable).
+    Cancel(super::cancel_cmd::CancelArgs),
+    /// Serve a lab host's devices with the campaigns submitted to the lab, until SIGTERM
+    /// or `lab agent drain HOST` (docs/agents.md).
+    Agent(super::agent_cmd::AgentArgs),
     /// Show what a runbook would run: variants, trials per device, order, time.
     Plan(super::plan_cmd::PlanArgs),
     /// Show the lab's devices and campaigns (works while `lab run` is going).

@@ -1,8 +1,10 @@
 //! The `lab` command line. The only part of the crate that prints.
 
+mod agent_cmd;
 mod app;
 pub mod args;
 mod campaign_run;
+mod cancel_cmd;
 mod care_cmd;
 mod changes_cmd;
 mod compare_cmd;
@@ -23,6 +25,7 @@ mod init_cmd;
 pub mod lab_view;
 mod listener;
 mod man_cmd;
+mod on_agents;
 mod operator;
 pub mod plan_cmd;
 mod report_cmd;
@@ -35,5 +38,7 @@ pub mod status_cmd;
 mod status_watch;
 mod step_answer;
 mod store_cmd;
+mod submit_cmd;
+mod wait_cmd;
 
 pub use app::main;

@@ -202,6 +202,11 @@ fn bars(
                 o.finish();
             }
         }
+        Event::Agent { .. } => {
+            if let Some(line) = plain_line(e, false) {
+                let _ = multi.println(line);
+            }
+        }
         Event::Installed { .. } | Event::DeviceIdentified { .. } | Event::MonitorOpened { .. } => {}
     }
 }
@@ -323,6 +328,10 @@ device-hours{}",
             verdict.as_str(),
             fixed_device_hours.map(|h| format!(" (the fixed design: {h:.1})")).unwrap_or_default()
         )),
+        Event::Agent { host, campaign, note } => Some(match campaign {
+            Some(c) => format!("[agent {host}] {c}: {note}"),
+            None => format!("[agent {host}] {note}"),
+        }),
         Event::CampaignFinished { id, status, valid, failed, pending, invalid_attempts, wall, note } => Some(format!(
             "campaign {id} {}: {valid} valid, {failed} failed, {pending} pending, {invalid_attempts} invalid attempts, {}{}",
             status.as_str(),

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use super::campaign_run::{MessageFormat, QueueArgs, RunOutcome, queueing, run_until_ctrl_c};
 use super::context;
 use super::exit::CliError;
+use super::on_agents::{self, OnCtrlC};
 use super::reporter::Output;
 use crate::runner::{self, Start};
 
@@ -42,6 +43,29 @@ or `lab run runbooks/envoy-battery-audit.toml` (the Envoy Mobile battery audit),
 
 pub async fn run(lab_arg: Option<&Path>, args: &RunArgs) -> Result<RunOutcome, CliError> {
     let lab = context::load_lab(lab_arg)?;
+    let output = match (args.message_format, args.json) {
+        (MessageFormat::Json, _) => Output::EventStream,
+        (MessageFormat::Human, true) => Output::SummaryJson,
+        (MessageFormat::Human, false) => Output::Human,
+    };
+    // Where the lab's agents serve the runbook's devices, they run it: submitted, then
+    // followed here (Ctrl-C cancels it, as it stops a campaign run here).
+    if let Some(path) = &args.runbook
+        && on_agents::served(&lab, path)?
+    {
+        let s = crate::runner::submit(&lab, path, args.queue.priority)?;
+        return on_agents::follow(lab, &s.id, output, args.verbose, OnCtrlC::Cancel).await;
+    }
+    if let Some(id) = &args.resume
+        && let Some(store) = context::open_store_existing(&lab)?
+        && store.submitted(id).ok().flatten().is_some()
+    {
+        // A submitted campaign goes on on the agents.
+        if store.resubmit(id, None)? == crate::store::CampaignStatus::Interrupted {
+            store.notify(crate::store::Channel::Work)?;
+        }
+        return on_agents::follow(lab, id, output, args.verbose, OnCtrlC::Cancel).await;
+    }
     let start = match (&args.runbook, &args.resume, &args.from_manifest) {
         (Some(path), _, _) => Start::Runbook { path: path.clone(), id: None, seed: None },
         (None, Some(id), _) => Start::Resume(id.clone()),
@@ -57,11 +81,6 @@ pub async fn run(lab_arg: Option<&Path>, args: &RunArgs) -> Result<RunOutcome, C
             Start::Manifest { manifest: Box::new(manifest), allow_changed_builds: args.allow_changed_builds }
         }
         (None, None, None) => return Err(CliError::bad_input(NO_RUNBOOK)),
-    };
-    let output = match (args.message_format, args.json) {
-        (MessageFormat::Json, _) => Output::EventStream,
-        (MessageFormat::Human, true) => Output::SummaryJson,
-        (MessageFormat::Human, false) => Output::Human,
     };
     run_until_ctrl_c(lab, start, queueing(args.queue), output, args.verbose).await
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -54,6 +54,19 @@ pub struct Campaign {
     pub monitors: BTreeMap<String, MonitorPlace>,
     /// What each opened monitor said it is, for the manifest.
     pub instruments: Arc<Mutex<BTreeMap<String, serde_json::Value>>>,
+    /// An agent's part of a submitted campaign: only its devices run here, and a look (or
+    /// the end) is decided by whichever agent's part completes it (docs/agents.md).
+    pub agent: Option<super::launch::AgentPart>,
+}
+
+/// What an agent's part does after its round.
+enum PartNext {
+    /// Trials are left elsewhere, or another agent decided: this part is over.
+    Leave,
+    /// This agent decided the look and it gave this agent's devices more trials.
+    Again,
+    /// This agent decided that the campaign is over.
+    Finished,
 }
 
 /// A device's turn, shared by the workers of a campaign's rounds: the lease stays with
@@ -153,9 +166,12 @@ impl Campaign {
         // The manifest first, so a campaign can be run again however this run ends.
         let mut observed = Manifest::read(&artifacts.join(MANIFEST_FILE)).map(|m| m.observed()).unwrap_or_default();
         self.write_manifest(&artifacts, &self.plan, &observed).await?;
-        // … and so are the steps it left waiting: nobody waits for their answers any more.
-        let desk = self.desk.clone();
-        blocking(move || desk.abandon_leftovers()).await?;
+        // … and so are the steps it left waiting: nobody waits for their answers any more
+        // (an agent's part leaves them: another agent's device may be waiting for one).
+        if self.agent.is_none() {
+            let desk = self.desk.clone();
+            blocking(move || desk.abandon_leftovers()).await?;
+        }
         let endpoint = match self.start_endpoint() {
             Ok(e) => e,
             Err(e) => {
@@ -199,6 +215,8 @@ impl Campaign {
             lease_request: self.turns.request.clone(),
             monitors: self.monitors.clone(),
             instruments: self.instruments.clone(),
+            agent_host: self.agent.as_ref().map(|a| a.host.clone()),
+            drain: self.agent.as_ref().map(|a| a.drain.clone()),
         });
         // Tethers are shared so that adaptive rounds can hand them to new workers.
         let devices: BTreeMap<String, SharedDevice> =
@@ -219,6 +237,7 @@ impl Campaign {
         // Devices that went offline in this run, and why (kept across rounds).
         let mut down: BTreeMap<String, String> = BTreeMap::new();
         let mut moved_notes = Vec::new();
+        let mut finished_here = self.agent.is_none();
         let (cancelled, fatal) = loop {
             let end =
                 self.run_round(&ctx, &devices, &turns, &plan, &down, round == 1, resumed, &artifacts, &stop_tx).await?;
@@ -228,6 +247,23 @@ impl Campaign {
             }
             if end.cancelled {
                 break (true, None);
+            }
+            if self.agent.is_some() {
+                // Devices offline keep their trials until they are back: no moves here.
+                if !down.is_empty() {
+                    break (false, None);
+                }
+                match self.part_next(&mut plan, &devices).await? {
+                    PartNext::Leave => break (false, None),
+                    PartNext::Finished => {
+                        finished_here = true;
+                        break (false, None);
+                    }
+                    PartNext::Again => {
+                        round += 1;
+                        continue;
+                    }
+                }
             }
             if !down.is_empty() {
                 if self.runbook.on_offline == OnOffline::Wait {
@@ -294,10 +330,19 @@ impl Campaign {
         }
         let status = if pending == 0 { CampaignStatus::Done } else { CampaignStatus::Interrupted };
         let note = (!notes.is_empty()).then(|| notes.join("; "));
-        let store = self.store.clone();
-        let (id, n) = (self.id.clone(), note.clone());
-        let fp = footprint.to_json();
-        blocking(move || store.finish_campaign(&id, status, &now_rfc3339(), n.as_deref(), fp.as_ref())).await?;
+        // An agent's part that does not end the campaign leaves it running (or as `lab
+        // cancel` left it) for the other parts.
+        let status = match finished_here {
+            true => status,
+            false if cancelled => CampaignStatus::Interrupted,
+            false => CampaignStatus::Running,
+        };
+        if finished_here {
+            let store = self.store.clone();
+            let (id, n) = (self.id.clone(), note.clone());
+            let fp = footprint.to_json();
+            blocking(move || store.finish_campaign(&id, status, &now_rfc3339(), n.as_deref(), fp.as_ref())).await?;
+        }
         drop(ctx);
         drop(endpoint);
         // The devices are free for the next in their queues.
@@ -316,6 +361,9 @@ impl Campaign {
             note: note.clone(),
             artifacts,
         };
+        if !finished_here {
+            return Ok(summary);
+        }
         self.events.emit(Event::CampaignFinished {
             id: self.id,
             status,
@@ -327,6 +375,67 @@ impl Campaign {
             note,
         });
         Ok(summary)
+    }
+}
+
+impl Campaign {
+    /// An agent's part after its round: when no trial of the campaign is left anywhere,
+    /// the look (adaptive and sequential campaigns) or the end is decided here if this
+    /// agent is the first to claim it (`claim_look`, one row per planned-trial count), so
+    /// two agents never decide one look twice and none is missed: each claims only after
+    /// its own trials are recorded, so the last to finish always sees none left.
+    async fn part_next(
+        &self,
+        plan: &mut Arc<Plan>,
+        devices: &BTreeMap<String, SharedDevice>,
+    ) -> Result<PartNext, RunError> {
+        let (store, id) = (self.store.clone(), self.id.clone());
+        let host = self.agent.as_ref().map(|a| a.host.clone()).unwrap_or_default();
+        let claimed = blocking(move || {
+            if store.outcome_counts(&id)?.pending > 0 {
+                return Ok(None);
+            }
+            let n = store.planned_count(&id)?;
+            if !store.claim_look(&id, n, &host, &now_rfc3339())? {
+                return Ok(None);
+            }
+            // The plan as the store has it now: another agent's look may have grown it.
+            let c = store.campaign(&id)?;
+            Ok(Some(c.plan_json))
+        })
+        .await?;
+        let Some(plan_json) = claimed else { return Ok(PartNext::Leave) };
+        if plan.adaptive.is_none() {
+            return Ok(PartNext::Finished);
+        }
+        *plan = Arc::new(
+            Plan::deserialize(&plan_json).map_err(|e| RunError::Internal(format!("stored plan unreadable: {e}")))?,
+        );
+        let Some(ext) = adaptive::extend(&self.store, &self.id, Arc::make_mut(plan)).await? else {
+            return Ok(PartNext::Finished);
+        };
+        for e in ext.decided {
+            self.events.emit(e);
+        }
+        if ext.trials.is_empty() {
+            return Ok(PartNext::Finished);
+        }
+        // Round k + 1 follows the k-th look.
+        let looks = blocking({
+            let (store, id) = (self.store.clone(), self.id.clone());
+            move || store.looks_claimed(&id)
+        })
+        .await?;
+        self.events.emit(Event::TrialsAdded {
+            round: looks + 1,
+            devices: per_device(&ext.trials),
+            reasons: ext.reasons,
+        });
+        // The other agents hear of their new trials.
+        let store = self.store.clone();
+        blocking(move || store.notify(crate::store::Channel::Work)).await?;
+        let mine = ext.trials.iter().any(|t| devices.contains_key(&t.device));
+        Ok(if mine { PartNext::Again } else { PartNext::Leave })
     }
 }
 
@@ -423,6 +532,10 @@ impl Campaign {
         let mut missing = Vec::new();
         for q in queues.into_iter().filter(|q| !q.pending.is_empty()) {
             let (name, queue) = (q.device, q.pending);
+            if self.agent.is_some() && !devices.contains_key(&name) {
+                // Another agent's device: its trials are that agent's part.
+                continue;
+            }
             if down.contains_key(&name) {
                 // Offline earlier in this run: not waited for again until a resume.
                 continue;

@@ -2,13 +2,13 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use crate::stats::Verdict;
 use crate::store::CampaignStatus;
 
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Phase {
     Prepare,
@@ -45,7 +45,8 @@ impl Phase {
 /// raised when a field changes meaning or goes away; new events and new fields keep it.
 pub const EVENT_STREAM_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, Serialize)]
+/// Deserialized too: `lab wait` shows what agents ran as `lab run` shows its own.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
     CampaignStarted {
@@ -213,6 +214,13 @@ pub enum Event {
         device_hours: f64,
         fixed_device_hours: Option<f64>,
     },
+    /// `lab agent`'s own word (its log, not a campaign's stream): it serves, took a
+    /// campaign's part, refused one, drains, stopped.
+    Agent {
+        host: String,
+        campaign: Option<String>,
+        note: String,
+    },
     CampaignFinished {
         id: String,
         status: CampaignStatus,
@@ -220,7 +228,7 @@ pub enum Event {
         failed: u32,
         pending: u32,
         invalid_attempts: u32,
-        #[serde(rename = "wall_s", serialize_with = "seconds")]
+        #[serde(rename = "wall_s", serialize_with = "seconds", deserialize_with = "from_seconds")]
         wall: Duration,
         note: Option<String>,
     },
@@ -230,7 +238,12 @@ fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> 
     s.serialize_f64(d.as_secs_f64())
 }
 
-#[derive(Debug, Clone, Serialize)]
+fn from_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let s = f64::deserialize(d)?;
+    Duration::try_from_secs_f64(s).map_err(serde::de::Error::custom)
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DeviceProgress {
     pub device: String,
     pub planned: u32,

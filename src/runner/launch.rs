@@ -38,6 +38,20 @@ pub enum Start {
     /// A new campaign that runs a manifest's runbook with its seed, refused when a build's
     /// hashes changed unless `allow_changed_builds`.
     Manifest { manifest: Box<Manifest>, allow_changed_builds: bool },
+    /// An agent's part of a submitted campaign: the trials of its devices.
+    Part { id: String, part: AgentPart },
+}
+
+/// An agent's part of a submitted campaign (docs/agents.md): its devices' trials, with the
+/// campaign's stored runbook and plan, alongside other agents' parts.
+#[derive(Debug, Clone)]
+pub struct AgentPart {
+    /// The lab host the agent serves.
+    pub host: String,
+    /// The agent's devices with trials in the campaign.
+    pub devices: Vec<String>,
+    /// Turns `true` when the agent drains: trials in progress finish, no new one starts.
+    pub drain: watch::Receiver<bool>,
 }
 
 /// How a campaign takes its turn on its devices (docs/shared-lab.md).
@@ -201,6 +215,7 @@ pub async fn launch(
 ) -> Result<Launched, LaunchError> {
     let lab = Arc::new(lab);
     let mut rerun_of = None;
+    let mut agent = None;
     let (runbook, plan, resume, new_id_given) = match start {
         Start::Runbook { path, id, seed } => {
             let mut runbook = config::load_runbook(&path, &lab)?;
@@ -235,17 +250,30 @@ pub async fn launch(
                 .map_err(|source| LaunchError::PlanUnreadable { id: id.clone(), source })?;
             (runbook, plan, Some((store, id)), None)
         }
+        Start::Part { id, part } => {
+            let store = Store::open_existing_at(&lab.store)?
+                .ok_or_else(|| LaunchError::NothingToResume { store: crate::store::shown_location(&lab.store) })?;
+            let c = store.campaign(&id)?;
+            let mut runbook = config::parse_runbook(&c.runbook_text, Path::new(&c.runbook_path), &lab)?;
+            runbook.seed = c.seed;
+            let plan = Plan::deserialize(&c.plan_json)
+                .map_err(|source| LaunchError::PlanUnreadable { id: id.clone(), source })?;
+            agent = Some(part);
+            (runbook, plan, Some((store, id)), None)
+        }
     };
     // One transport per host, shared by its devices and their tethers.
     let hosts = Hosts::for_lab(&lab);
     // `{ uhubctl = "auto" }` tethers become the port the phone is on, before anything runs.
     let mut resolved = (*lab).clone();
-    let names: Vec<String> = plan.devices.iter().map(|d| d.name.clone()).collect();
+    // An agent opens only its own devices; the other agents open theirs.
+    let ours = |name: &str| agent.as_ref().is_none_or(|a: &AgentPart| a.devices.iter().any(|d| d == name));
+    let names: Vec<String> = plan.devices.iter().map(|d| d.name.clone()).filter(|d| ours(d)).collect();
     crate::tether::hubs::resolve_auto(&mut resolved, &names, &hosts)
         .await
         .map_err(|e| LaunchError::HubPort(Box::new(e)))?;
     let lab = Arc::new(resolved);
-    let devices = open_devices(&lab, &plan, &hosts)?;
+    let devices = open_devices(&lab, &plan, &hosts, &names)?;
     preflight(&devices).await?;
     let opening = match resume {
         Some((store, id)) => Opening { store, id, new: None },
@@ -262,7 +290,7 @@ pub async fn launch(
             Opening { store, id, new: Some(Box::new(record)) }
         }
     };
-    let parts = Parts { lab, hosts, runbook, plan, devices };
+    let parts = Parts { lab, hosts, runbook, plan, devices, agent };
     execute(parts, opening, queueing, events, stop).await
 }
 
@@ -283,6 +311,8 @@ struct Parts {
     runbook: Runbook,
     plan: Plan,
     devices: Devices,
+    /// An agent's part, else the whole campaign in this process.
+    agent: Option<AgentPart>,
 }
 
 /// The runbook and plan a manifest describes, on `lab`, and what the new campaign records
@@ -302,9 +332,9 @@ fn from_manifest(lab: &Lab, m: &Manifest, allow_changed_builds: bool) -> Result<
     Ok((runbook, plan, RerunOf { campaign: m.campaign.clone(), changed_builds: changed, plan_changed }))
 }
 
-fn open_devices(lab: &Lab, plan: &Plan, hosts: &Hosts) -> Result<Devices, LaunchError> {
+fn open_devices(lab: &Lab, plan: &Plan, hosts: &Hosts, names: &[String]) -> Result<Devices, LaunchError> {
     let mut out = BTreeMap::new();
-    for d in &plan.devices {
+    for d in plan.devices.iter().filter(|d| names.contains(&d.name)) {
         let spec = lab
             .device(&d.name)
             .ok_or_else(|| LaunchError::NotInLab { lab: lab.source.display().to_string(), device: d.name.clone() })?;
@@ -333,7 +363,7 @@ async fn execute(
     events: EventSink,
     stop_rx: watch::Receiver<bool>,
 ) -> Result<Launched, LaunchError> {
-    let Parts { lab, hosts, runbook, plan, devices } = parts;
+    let Parts { lab, hosts, runbook, plan, devices, agent } = parts;
     let Opening { store, id, new } = opening;
     let resumed = new.is_none();
     let desk =
@@ -403,6 +433,12 @@ async fn execute(
     };
     match new {
         Some(record) => store.create_campaign(&record, plan.max_attempts, std::process::id())?,
+        None if agent.is_some() => {
+            // Cancelled while this agent waited for its devices: it does not start.
+            if !store.start_submitted(&id)? {
+                return Err(LaunchError::StoppedWaiting { id });
+            }
+        }
         None => {
             // Another resume of it may have started while this one waited for devices.
             let c = store.campaign_without_plan(&id)?;
@@ -427,8 +463,14 @@ async fn execute(
         turns,
         monitors,
         instruments: Default::default(),
+        agent: agent.clone(),
     };
     let summary = campaign.run(resumed).await?;
+    if agent.is_some() && summary.status != CampaignStatus::Done {
+        // Not this agent's to end: others run the rest, or its devices come back.
+        let ending = if summary.pending > 0 { Ending::Pending } else { Ending::Complete };
+        return Ok(Launched { id, summary, files: Vec::new(), tables: String::new(), ending });
+    }
     let written = write_campaign_files(&store, &id, &summary.artifacts)?;
     let ending = if *stop_rx.borrow() && summary.pending > 0 {
         Ending::Interrupted

@@ -25,8 +25,8 @@ use crate::endpoint::{Endpoint, EndpointError, ReportAt};
 use crate::measure::Measurement;
 use crate::measure::UntetherMode;
 use crate::store::{
-    AttemptStatus, DeviceStatusRow, EncodedAttempt, PlannedTrialRow, SeriesRow, Store, StoreError, attempt_folder,
-    list_json,
+    AttemptStatus, DeviceStatusRow, EncodedAttempt, InFlight, PlannedTrialRow, SeriesRow, Store, StoreError,
+    attempt_folder, list_json,
 };
 use crate::tether::{Tether, TetherError};
 use crate::text::duration;
@@ -76,6 +76,11 @@ pub struct TrialContext {
     pub monitors: std::collections::BTreeMap<String, super::monitored::MonitorPlace>,
     /// What each opened monitor said it is, for the manifest.
     pub instruments: Arc<std::sync::Mutex<std::collections::BTreeMap<String, serde_json::Value>>>,
+    /// The lab host of the agent that runs these trials: each attempt is in the store's
+    /// `attempts_in_flight` until recorded, so the agent's death cannot drop it.
+    pub agent_host: Option<String>,
+    /// An agent's drain: once `true`, no new attempt starts (the ones running finish).
+    pub drain: Option<watch::Receiver<bool>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -392,6 +397,24 @@ impl Attempt<'_> {
         // cost a fifth of a simulated campaign's time on a journaled disk.)
         let dir = self.ctx.artifacts.join(attempt_folder(&self.trial.key, self.attempt));
         fresh_dir(&dir)?;
+        let in_flight = match &self.ctx.agent_host {
+            Some(host) => {
+                let row = InFlight {
+                    campaign: self.ctx.campaign.clone(),
+                    trial_idx: self.trial.idx,
+                    attempt: self.attempt,
+                    device: self.device.name().into(),
+                    host: host.clone(),
+                    pid: std::process::id(),
+                    started_at: started_at.clone(),
+                    artifact_dir: self.relative_dir(&dir),
+                };
+                let store = self.ctx.store.clone();
+                blocking(move || store.begin_attempt(&row)).await?;
+                true
+            }
+            None => false,
+        };
 
         let result = self.steps(&mut p, &dir).await;
         // Whatever ended the steps (a failure, Ctrl-C, a device gone), the phone gets its
@@ -460,11 +483,7 @@ impl Attempt<'_> {
             started_at,
             ended_at: now_rfc3339(),
             soak_start_s: p.soak_start.as_secs_f64(),
-            artifact_dir: dir
-                .strip_prefix(self.ctx.artifacts.parent().unwrap_or(Path::new("")))
-                .unwrap_or(&dir)
-                .display()
-                .to_string(),
+            artifact_dir: self.relative_dir(&dir),
             state_before: state_json(p.before.as_ref()),
             state_after: state_json(p.after.as_ref()),
             state_soak: p.soak.as_ref().map(|s| state_json(Some(s))),
@@ -475,6 +494,12 @@ impl Attempt<'_> {
             attestations: self.ctx.desk.attested(self.device.name()),
         };
         self.ctx.recorder.record(record).await?;
+        if in_flight {
+            // Recorded: no longer in flight. (A death between the two leaves a row whose
+            // attempt is recorded; the agent's recovery skips it.)
+            let (store, c, idx, n) = (self.ctx.store.clone(), self.ctx.campaign.clone(), self.trial.idx, self.attempt);
+            blocking(move || store.end_attempt(&c, idx, n)).await?;
+        }
         let will_retry = !valid && offline.is_none() && self.attempt + 1 < self.ctx.max_attempts;
         self.ctx.events.emit(Event::AttemptRecorded {
             device: self.device.name().into(),
@@ -489,6 +514,11 @@ impl Attempt<'_> {
             Some(reason) => AttemptOutcome::DeviceOffline { reason },
             None => AttemptOutcome::Recorded { valid },
         })
+    }
+
+    /// An attempt's folder as the store keeps it: relative to the artifacts folder's parent.
+    fn relative_dir(&self, dir: &Path) -> String {
+        dir.strip_prefix(self.ctx.artifacts.parent().unwrap_or(Path::new(""))).unwrap_or(dir).display().to_string()
     }
 
     async fn steps(&self, p: &mut Progress, dir: &Path) -> Result<Step, Failure> {

@@ -113,6 +113,8 @@ impl Bench {
             lease_request: Default::default(),
             monitors: Default::default(),
             instruments: Default::default(),
+            agent_host: None,
+            drain: None,
         };
         Bench { _dir: dir, ctx, trial, host, tether, events, stop }
     }
@@ -441,6 +443,7 @@ async fn a_worker_that_fails_stops_its_siblings() {
         turns: super::Turns::take_now(&store, &["phone-1".into(), "phone-2".into()], &Default::default()).unwrap(),
         monitors: Default::default(),
         instruments: Default::default(),
+        agent: None,
     };
     let start = tokio::time::Instant::now();
     let err = c.run(false).await.expect_err("a panicking worker is fatal");

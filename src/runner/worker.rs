@@ -270,6 +270,10 @@ async fn run_queue(
         if *shutdown.borrow() {
             break stopped(&name);
         }
+        // An agent that drains starts nothing new; its device's other trials stay pending.
+        if ctx.drain.as_ref().is_some_and(|d| *d.borrow()) {
+            break WorkerEnd::Cancelled;
+        }
         // Cool-down between trials, on top of the gates inside the attempt.
         if !first
             && !ctx.runbook.cooldown.is_zero()

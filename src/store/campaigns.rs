@@ -94,6 +94,20 @@ pub(super) fn outcome(attempts: u32, valid: u32, max_attempts: u32) -> TrialOutc
 impl Store {
     /// Inserts a campaign and its planned trials in one transaction.
     pub fn create_campaign(&self, c: &NewCampaign, max_attempts: u32, pid: u32) -> Result<(), StoreError> {
+        self.insert_campaign(c, max_attempts, Some(pid), None)
+    }
+
+    /// Inserts a campaign and its planned trials in one transaction: run by process `pid`,
+    /// or (`pid` `None`) submitted, `queued` for the lab's agents with `submitted`'s priority.
+    pub(super) fn insert_campaign(
+        &self,
+        c: &NewCampaign,
+        max_attempts: u32,
+        pid: Option<u32>,
+        submitted: Option<i32>,
+    ) -> Result<(), StoreError> {
+        let status = if pid.is_some() { "running" } else { "queued" };
+        let start = pid.and_then(|p| ProcessId::of(p).start_column());
         let row = vals![
             &c.id,
             &c.runbook_name,
@@ -110,7 +124,11 @@ impl Store {
             &c.plan_json,
             max_attempts,
             plan_head(&c.plan_json),
-            ProcessId::of(pid).start_column()
+            start,
+            status,
+            submitted.is_some(),
+            submitted.unwrap_or(0),
+            super::submitted::PLAN_FORMAT
         ];
         let (id, trials) = (c.id.clone(), c.planned_trials.clone());
         self.db.call(move |conn| {
@@ -118,8 +136,8 @@ impl Store {
                 conn.execute(
                     "INSERT INTO campaigns (id, runbook_name, runbook_path, runbook_text, runbook_sha256, lab_text,
                         lab_sha256, content_hashes, tool_version, seed, created_at, status, runner_pid, plan_json,
-                        max_attempts, plan_head, runner_start)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'running', ?12, ?13, ?14, ?15, ?16)",
+                        max_attempts, plan_head, runner_start, submitted, priority, plan_format)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?17, ?12, ?13, ?14, ?15, ?16, ?18, ?19, ?20)",
                     &row,
                 )?;
                 insert_trials(conn, &id, &trials)

@@ -22,6 +22,7 @@
 //!
 //! Tests also reach SQLite through `Store::lock` to damage or inspect a file.
 
+mod agents;
 mod alerts;
 mod attempts;
 mod backend;
@@ -58,8 +59,11 @@ mod state_digest;
     reason = "the file is named for its one type, `Store`, as the store's other files are"
 )]
 mod store;
+mod submitted;
 mod summaries;
+mod wake;
 
+pub use agents::{Agent, AgentLock, AgentRow};
 pub use alerts::{AlertRow, AlertState};
 pub use backend::{
     Conn, DbError, Dialect, FromValue, LockError, PasswordError, PgOwner, PgUrl, RootCertsProblem, Row, TlsError, Value,
@@ -88,6 +92,8 @@ pub use state_digest::{Kept, MOMENTS, OPERATOR, Reading, SETTINGS, SOURCES, Stat
 pub use store::Store;
 #[cfg(test)]
 pub(crate) use store::tests::{attempt as test_attempt, campaign as test_campaign};
+pub use submitted::{Cancelled, Claimable, InFlight, PLAN_FORMAT};
 #[cfg(test)]
 pub(crate) use summaries::tests::row as summary_row_fixture;
 pub use summaries::{HistoryRow, SummaryRow};
+pub use wake::{Channel, Wake, Wakes};

@@ -353,6 +353,7 @@ mod tests {
                     let file = match lock {
                         LockName::Device(d) => format!("{d}.lock"),
                         LockName::Waiter { device, token } => format!("{device}.wait-{token}.lock"),
+                        LockName::Agent(_) => unreachable!("the queue's tests hold no agent's lock"),
                     };
                     let dir = dir.path().join("lab.db.locks");
                     std::fs::create_dir_all(&dir).unwrap();
@@ -379,6 +380,7 @@ mod tests {
                             key.to_string()
                         }
                         LockName::Waiter { token, .. } => token.replace('-', ", "),
+                        LockName::Agent(_) => unreachable!("the queue's tests hold no agent's lock"),
                     };
                     let mut psql = Command::new("psql")
                         .args([url.as_str(), "-q", "-v", "ON_ERROR_STOP=1"])

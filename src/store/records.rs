@@ -24,6 +24,8 @@ pub fn attempt_folder(trial_key: &str, attempt: u32) -> String {
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum CampaignStatus {
+    /// Submitted (`lab submit`), waiting for the lab's agents to take it (docs/agents.md).
+    Queued,
     /// A `lab run` process is working on it (or died without saying so: see `runner_pid`).
     Running,
     /// Stopped before every trial was done (Ctrl-C, device offline); resumable.
@@ -35,6 +37,7 @@ pub enum CampaignStatus {
 impl CampaignStatus {
     pub fn as_str(self) -> &'static str {
         match self {
+            CampaignStatus::Queued => "queued",
             CampaignStatus::Running => "running",
             CampaignStatus::Interrupted => "interrupted",
             CampaignStatus::Done => "done",
@@ -42,6 +45,7 @@ impl CampaignStatus {
     }
     pub fn parse(s: &str) -> Option<Self> {
         match s {
+            "queued" => Some(Self::Queued),
             "running" => Some(Self::Running),
             "interrupted" => Some(Self::Interrupted),
             "done" => Some(Self::Done),

@@ -423,17 +423,69 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE campaign_summaries ADD COLUMN seq INTEGER;
     UPDATE campaign_summaries SET seq = rowid;
     "#,
+    // 18: campaigns the lab runs (docs/agents.md): a submitted campaign waits `queued` with
+    // its priority until agents take it; `cancel_requested` stops it where agents run it;
+    // `plan_format` is the plan's shape, which an agent must know to run it. `agents`: one
+    // row per agent (its liveness is a lock, as a lease's). `attempts_in_flight`: an
+    // attempt an agent began and has not recorded, so a killed agent's attempt is recorded
+    // interrupted, never dropped. `campaign_events`: what `lab wait` follows.
+    // `campaign_looks`: a look (or the end) decided once, by the agent that inserts its row.
+    r#"
+    ALTER TABLE campaigns ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE campaigns ADD COLUMN submitted INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE campaigns ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE campaigns ADD COLUMN plan_format INTEGER NOT NULL DEFAULT 1;
+    CREATE TABLE agents (
+        host        TEXT PRIMARY KEY,
+        machine     TEXT NOT NULL,
+        pid         INTEGER NOT NULL,
+        pid_start   INTEGER,
+        version     TEXT NOT NULL,
+        plan_format INTEGER NOT NULL,
+        devices     TEXT NOT NULL,
+        since       TEXT NOT NULL,
+        state       TEXT NOT NULL,
+        refused     TEXT NOT NULL DEFAULT ''
+    );
+    CREATE TABLE attempts_in_flight (
+        campaign    TEXT NOT NULL,
+        trial_idx   INTEGER NOT NULL,
+        attempt     INTEGER NOT NULL,
+        device      TEXT NOT NULL,
+        host        TEXT NOT NULL,
+        pid         INTEGER NOT NULL,
+        started_at  TEXT NOT NULL,
+        artifact_dir TEXT NOT NULL,
+        PRIMARY KEY (campaign, trial_idx, attempt)
+    );
+    CREATE TABLE campaign_events (
+        campaign    TEXT NOT NULL,
+        seq         INTEGER NOT NULL,
+        at          TEXT NOT NULL,
+        event       TEXT NOT NULL,
+        PRIMARY KEY (campaign, seq)
+    );
+    CREATE TABLE campaign_looks (
+        campaign    TEXT NOT NULL,
+        trials      INTEGER NOT NULL,
+        host        TEXT NOT NULL,
+        at          TEXT NOT NULL,
+        PRIMARY KEY (campaign, trials)
+    );
+    "#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<u32> {
-    let current: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
-        let tx = conn.transaction()?;
+    loop {
+        // The version is read under the write lock: processes opening a new store at once
+        // (agents started together) migrate it once, one after the other.
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let current: u32 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        let Some(sql) = MIGRATIONS.get(current as usize) else { return Ok(MIGRATIONS.len() as u32) };
         tx.execute_batch(sql)?;
-        tx.pragma_update(None, "user_version", (i + 1) as u32)?;
+        tx.pragma_update(None, "user_version", current + 1)?;
         tx.commit()?;
     }
-    Ok(MIGRATIONS.len() as u32)
 }
 
 /// A database at `path` as lab left it at schema `version`: the first `version`
@@ -517,6 +569,14 @@ mod tests {
     /// keyed by (campaign, trial_idx, attempt, seq), their rowids in the order written,
     /// no id ranges in `attempt_report`.
     const BACK_TO_12: &str = "
+        DROP TABLE agents;
+        DROP TABLE attempts_in_flight;
+        DROP TABLE campaign_events;
+        DROP TABLE campaign_looks;
+        ALTER TABLE campaigns DROP COLUMN priority;
+        ALTER TABLE campaigns DROP COLUMN submitted;
+        ALTER TABLE campaigns DROP COLUMN cancel_requested;
+        ALTER TABLE campaigns DROP COLUMN plan_format;
         ALTER TABLE campaign_summaries DROP COLUMN seq;
         DROP TABLE port_cuts;
         DROP TABLE device_queue;

@@ -130,6 +130,7 @@ fn bench_with(runbook: &str, draw: Draw, tune: impl FnOnce(&mut FakeConfig)) -> 
         turns: runner::Turns::take_now(&store, &["board-1".into()], &Default::default()).unwrap(),
         monitors: BTreeMap::from([("board-1".to_string(), place)]),
         instruments: Default::default(),
+        agent: None,
     };
     Bench { campaign, log, lab, store, stop, _dir: dir }
 }

@@ -74,6 +74,7 @@ fn campaign_on(
         turns,
         monitors: Default::default(),
         instruments: Default::default(),
+        agent: None,
     }
 }
 

@@ -9,6 +9,7 @@ use serde::Serialize;
 use tabled::settings::Style;
 use tabled::{Table, Tabled};
 
+use super::agents;
 use super::batteries::{self, BatteryView};
 use super::operator_steps;
 use super::queues;
@@ -71,6 +72,8 @@ pub struct StatusView {
     pub batteries: BatteryView,
     /// Who holds each device, and who waits for it in order, with estimated starts.
     pub queues: Vec<queues::QueueLine>,
+    /// The lab's agents (`lab agent`).
+    pub agents: Vec<agents::AgentLine>,
 }
 
 pub fn collect(lab: &Lab, store: Option<&Store>) -> Result<StatusView, CliError> {
@@ -82,7 +85,10 @@ pub fn collect(lab: &Lab, store: Option<&Store>) -> Result<StatusView, CliError>
         Some(s) => s.campaign_list()?,
         None => Vec::new(),
     };
-    let live = |c: &CampaignRecord| c.status == CampaignStatus::Running && c.runner().is_some_and(|p| p.alive());
+    // A campaign the agents run has no runner process: it runs while it is `running`.
+    let live = |c: &CampaignRecord| {
+        c.status == CampaignStatus::Running && (c.runner_pid.is_none() || c.runner().is_some_and(|p| p.alive()))
+    };
     let devices: Vec<DeviceLine> = lab
         .devices
         .iter()
@@ -175,6 +181,7 @@ pub fn collect(lab: &Lab, store: Option<&Store>) -> Result<StatusView, CliError>
         campaigns: lines,
         batteries: batteries::collect(lab, store)?,
         queues: queues::collect(store, chrono::Utc::now())?,
+        agents: agents::collect(store)?,
     })
 }
 
@@ -184,6 +191,7 @@ pub fn render(v: &StatusView) -> String {
     let _ =
         writeln!(s, "\nhosts (`lab hosts check` connects to them):\n{}", Table::new(&v.hosts).with(Style::rounded()));
     let _ = writeln!(s, "\ndevices:\n{}", Table::new(&v.devices).with(Style::rounded()));
+    agents::render(&mut s, &v.agents);
     queues::render(&mut s, &v.queues);
     batteries::render(&v.batteries, &mut s);
     if v.campaigns.is_empty() {

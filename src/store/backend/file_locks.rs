@@ -24,6 +24,8 @@ impl FileLocks {
         match lock {
             LockName::Device(d) => format!("{d}.lock"),
             LockName::Waiter { device, token } => format!("{device}.wait-{token}.lock"),
+            // A folder of their own: a host and a device may share a name.
+            LockName::Agent(host) => format!("agents/{host}.lock"),
         }
     }
 }
@@ -35,11 +37,11 @@ impl Locks for FileLocks {
         // A device's file, and a waiter's own, are made; another waiter's that is gone
         // means that waiter is gone.
         let own = match name {
-            LockName::Device(_) => true,
+            LockName::Device(_) | LockName::Agent(_) => true,
             LockName::Waiter { .. } => !wait,
         };
         if own {
-            std::fs::create_dir_all(&self.dir).map_err(io)?;
+            std::fs::create_dir_all(path.parent().unwrap_or(&self.dir)).map_err(io)?;
         }
         let file = match OpenOptions::new().create(own).truncate(false).write(true).open(&path) {
             Ok(f) => f,

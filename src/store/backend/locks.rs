@@ -34,6 +34,8 @@ pub enum LockName {
     Device(String),
     /// A waiter's place in a device's queue, by its token.
     Waiter { device: String, token: String },
+    /// A lab host's agent (`lab agent`): held while it serves the host.
+    Agent(String),
 }
 
 /// The process that holds a row's lock, as the row names it.

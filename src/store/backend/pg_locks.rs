@@ -65,17 +65,10 @@ impl PgLocks {
     /// The advisory-lock call's arguments, and what `pg_locks` shows for it.
     fn key(&self, name: &LockName) -> Result<(&'static str, Vec<i64>, [i64; 3]), LockError> {
         match name {
-            LockName::Device(d) => {
-                let d = d.clone();
-                let key = self.admin.call(move |c| {
-                    c.execute(
-                        "INSERT INTO device_keys (device) VALUES (?1) ON CONFLICT (device) DO NOTHING",
-                        &vals![&d],
-                    )?;
-                    c.query("SELECT key FROM device_keys WHERE device = ?1", &vals![&d])?[0].read::<i64>()
-                })?;
-                Ok(("?1", vec![key], [key >> 32, key & 0xffff_ffff, 1]))
-            }
+            LockName::Device(d) => self.named_key(d.clone(), 1),
+            // An agent's key is a `device_keys` row too, under a name no device has
+            // (config names have no spaces): a number of its own.
+            LockName::Agent(h) => self.named_key(format!("agent {h}"), 1),
             LockName::Waiter { token, .. } => {
                 let (a, b) = token.split_once('-').ok_or(LockError::BadToken)?;
                 let number = |n: &str| n.parse::<i64>().map_err(|_| LockError::BadToken);
@@ -84,6 +77,18 @@ impl PgLocks {
                 Ok(("CAST(CAST(?1 AS BIGINT) AS INTEGER), CAST(CAST(?2 AS BIGINT) AS INTEGER)", vec![a, b], [a, b, 2]))
             }
         }
+    }
+}
+
+impl PgLocks {
+    /// The one-key lock of `name` (its number from `device_keys`); `sub`: `pg_locks`'
+    /// `objsubid` for it (1: the one-key form).
+    fn named_key(&self, name: String, sub: i64) -> Result<(&'static str, Vec<i64>, [i64; 3]), LockError> {
+        let key = self.admin.call(move |c| {
+            c.execute("INSERT INTO device_keys (device) VALUES (?1) ON CONFLICT (device) DO NOTHING", &vals![&name])?;
+            c.query("SELECT key FROM device_keys WHERE device = ?1", &vals![&name])?[0].read::<i64>()
+        })?;
+        Ok(("?1", vec![key], [key >> 32, key & 0xffff_ffff, sub]))
     }
 }
 

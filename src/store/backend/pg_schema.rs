@@ -307,6 +307,59 @@ pub const PG_MIGRATIONS: &[&str] = &[
     // not a scan of every attempt's row (a twentieth of a report's time on 144 000).
     "CREATE INDEX attempt_report_measurements_from ON attempt_report (campaign, measurements_from);
      CREATE INDEX attempt_report_measurements_to ON attempt_report (campaign, measurements_to);",
+    // As SQLite's 18: campaigns the lab runs, agents, attempts in flight, events, looks.
+    r#"
+    ALTER TABLE campaigns ADD COLUMN priority BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE campaigns ADD COLUMN submitted BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE campaigns ADD COLUMN cancel_requested BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE campaigns ADD COLUMN plan_format BIGINT NOT NULL DEFAULT 1;
+    CREATE TABLE agents (
+        host        TEXT COLLATE "C" PRIMARY KEY,
+        machine     TEXT COLLATE "C" NOT NULL,
+        pid         BIGINT NOT NULL,
+        pid_start   BIGINT,
+        version     TEXT COLLATE "C" NOT NULL,
+        plan_format BIGINT NOT NULL,
+        devices     TEXT COLLATE "C" NOT NULL,
+        since       TEXT COLLATE "C" NOT NULL,
+        state       TEXT COLLATE "C" NOT NULL,
+        refused     TEXT COLLATE "C" NOT NULL DEFAULT ''
+    );
+    CREATE TABLE attempts_in_flight (
+        campaign    TEXT COLLATE "C" NOT NULL,
+        trial_idx   BIGINT NOT NULL,
+        attempt     BIGINT NOT NULL,
+        device      TEXT COLLATE "C" NOT NULL,
+        host        TEXT COLLATE "C" NOT NULL,
+        pid         BIGINT NOT NULL,
+        started_at  TEXT COLLATE "C" NOT NULL,
+        artifact_dir TEXT COLLATE "C" NOT NULL,
+        PRIMARY KEY (campaign, trial_idx, attempt)
+    );
+    CREATE TABLE campaign_events (
+        campaign    TEXT COLLATE "C" NOT NULL,
+        seq         BIGINT NOT NULL,
+        at          TEXT COLLATE "C" NOT NULL,
+        event       TEXT COLLATE "C" NOT NULL,
+        PRIMARY KEY (campaign, seq)
+    );
+    CREATE TABLE campaign_looks (
+        campaign    TEXT COLLATE "C" NOT NULL,
+        trials      BIGINT NOT NULL,
+        host        TEXT COLLATE "C" NOT NULL,
+        at          TEXT COLLATE "C" NOT NULL,
+        PRIMARY KEY (campaign, trials)
+    );
+    DO $$
+    DECLARE t text;
+    BEGIN
+        FOREACH t IN ARRAY ARRAY['agents', 'attempts_in_flight', 'campaign_events', 'campaign_looks']
+        LOOP
+            EXECUTE format('CREATE TRIGGER lab_changes AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON %I
+                            FOR EACH STATEMENT EXECUTE FUNCTION lab_notify()', t);
+        END LOOP;
+    END $$;
+"#,
 ];
 
 /// Brings a PostgreSQL store's schema up to date; the version it is at. Safe with several

@@ -102,7 +102,7 @@ pub(super) fn connect_error(url: &PgUrl, e: DbError) -> DbError {
     DbError::from(TlsError::Connect { shown: url.shown().to_string(), cause: Box::new(e), fix })
 }
 
-fn tls_config(url: &PgUrl) -> Result<Option<ClientConfig>, DbError> {
+pub(super) fn tls_config(url: &PgUrl) -> Result<Option<ClientConfig>, DbError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()

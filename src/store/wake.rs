@@ -1,0 +1,118 @@
+//! Wake-ups without polling (docs/agents.md): who changes what agents or `lab wait` must
+//! see says so on a channel, and they sleep until it does. PostgreSQL: `NOTIFY` on the
+//! channel, heard by a `LISTEN` session that sleeps on its socket. SQLite (agents on the
+//! store's machine): a file per channel next to the store, touched to notify, watched
+//! with inotify by a thread that sleeps in `read(2)`. Either way a sleeper wakes only
+//! when told, never on a timer.
+
+use std::path::{Path, PathBuf};
+
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+use tokio::sync::mpsc;
+
+use super::backend::{Db, Heard, lock_dir, pg_listen, vals};
+use super::error::StoreError;
+use super::location::Location;
+use super::store::Store;
+
+/// What a wake-up is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channel {
+    /// Work for agents: a campaign submitted, cancelled or grown; an agent told to drain.
+    Work,
+    /// A campaign's events or status changed: for `lab wait`.
+    Events,
+}
+
+impl Channel {
+    fn name(self) -> &'static str {
+        match self {
+            Channel::Work => "lab_work",
+            Channel::Events => "lab_events",
+        }
+    }
+}
+
+/// What a sleeper is woken by.
+pub type Wake = Heard;
+
+/// A sleeper's wake-ups on one channel: `next` waits for the next one.
+pub struct Wakes {
+    rx: mpsc::UnboundedReceiver<Wake>,
+}
+
+impl Wakes {
+    /// The next wake-up; `None` if its thread ended (it cannot listen any more).
+    pub async fn next(&mut self) -> Option<Wake> {
+        self.rx.recv().await
+    }
+
+    /// Every wake-up already there, without waiting: a burst is one look.
+    pub fn drain(&mut self) {
+        while self.rx.try_recv().is_ok() {}
+    }
+}
+
+/// The file a SQLite store's channel is touched in.
+fn wake_file(store: &Path, channel: Channel) -> PathBuf {
+    lock_dir(store).join(format!("wake-{}", channel.name()))
+}
+
+impl Store {
+    /// Tells the channel's sleepers (best effort: a sleeper that misses it looks again on
+    /// its next wake-up).
+    pub fn notify(&self, channel: Channel) -> Result<(), StoreError> {
+        match (&self.db, self.location()) {
+            (Db::Postgres(_), _) => {
+                let c = vals![channel.name()];
+                self.db.call(move |conn| conn.execute("SELECT pg_notify(?1, '')", &c).map(drop))?;
+            }
+            (_, Location::Sqlite(path)) => {
+                let file = wake_file(path, channel);
+                let touch = || -> std::io::Result<()> {
+                    std::fs::create_dir_all(file.parent().unwrap_or(Path::new(".")))?;
+                    let f = std::fs::File::options().create(true).truncate(false).write(true).open(&file)?;
+                    f.set_modified(std::time::SystemTime::now())
+                };
+                touch().map_err(|e| StoreError::Internal(format!("wake file {}: {e}", file.display())))?;
+            }
+            (_, Location::Postgres(_)) => {}
+        }
+        Ok(())
+    }
+
+    /// Starts listening on `channel`: from when this returns, every `notify` on it wakes
+    /// the returned `Wakes`.
+    pub fn listen(&self, channel: Channel) -> Result<Wakes, StoreError> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        match (&self.db, self.location()) {
+            (Db::Postgres(owner), _) => pg_listen(owner.url(), channel.name(), tx)?,
+            (_, Location::Sqlite(path)) => watch_file(&wake_file(path, channel), tx)?,
+            (_, Location::Postgres(_)) => {}
+        }
+        Ok(Wakes { rx })
+    }
+}
+
+/// A thread that sends a wake-up each time `file` is touched, until the receiver is gone.
+fn watch_file(file: &Path, tx: mpsc::UnboundedSender<Wake>) -> Result<(), StoreError> {
+    let err = |e: String| StoreError::Internal(format!("watching {}: {e}", file.display()));
+    std::fs::create_dir_all(file.parent().unwrap_or(Path::new("."))).map_err(|e| err(e.to_string()))?;
+    std::fs::File::options().create(true).truncate(false).write(true).open(file).map_err(|e| err(e.to_string()))?;
+    let inotify = Inotify::init(InitFlags::IN_CLOEXEC).map_err(|e| err(e.to_string()))?;
+    inotify
+        .add_watch(file, AddWatchFlags::IN_ATTRIB | AddWatchFlags::IN_CLOSE_WRITE)
+        .map_err(|e| err(e.to_string()))?;
+    std::thread::Builder::new()
+        .name("lab-wake".into())
+        .spawn(move || {
+            // Sleeps in read(2) until the file is touched.
+            while let Ok(events) = inotify.read_events() {
+                if !events.is_empty() && tx.send(Heard::Notified).is_err() {
+                    return;
+                }
+            }
+        })
+        .map_err(|e| err(e.to_string()))?;
+    Ok(())
+}
