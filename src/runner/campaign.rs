@@ -69,6 +69,18 @@ enum PartNext {
     Finished,
 }
 
+/// How an agent's part of an adaptive campaign came out of its wait for a look.
+enum Awaited {
+    /// Its devices have trials again (this agent's look, or another's).
+    Round,
+    /// This agent decided the end.
+    Finished,
+    /// Over without it (another agent ended it), or the agent drains.
+    Leave,
+    /// Cancelled.
+    Stopped,
+}
+
 /// A device's turn, shared by the workers of a campaign's rounds: the lease stays with
 /// the campaign until it ends.
 type TurnSlot = Arc<tokio::sync::Mutex<Turn>>;
@@ -238,6 +250,16 @@ impl Campaign {
         let mut down: BTreeMap<String, String> = BTreeMap::new();
         let mut moved_notes = Vec::new();
         let mut finished_here = self.agent.is_none();
+        // An agent's part of an adaptive campaign waits for each look between its rounds,
+        // its devices kept open as `lab run` keeps them (a simulated phone's battery goes
+        // on from where it was): listening from before its first round ends.
+        let mut looks = match (&self.agent, self.plan.adaptive.is_some()) {
+            (Some(_), true) => {
+                let store = self.store.clone();
+                Some(blocking(move || store.listen(crate::store::Channel::Work)).await?)
+            }
+            _ => None,
+        };
         let (cancelled, fatal) = loop {
             let end =
                 self.run_round(&ctx, &devices, &turns, &plan, &down, round == 1, resumed, &artifacts, &stop_tx).await?;
@@ -254,7 +276,21 @@ impl Campaign {
                     break (false, None);
                 }
                 match self.part_next(&mut plan, &devices).await? {
-                    PartNext::Leave => break (false, None),
+                    PartNext::Leave => match looks.as_mut() {
+                        None => break (false, None),
+                        Some(wakes) => match self.await_look(wakes, &mut plan, &devices).await? {
+                            Awaited::Round => {
+                                round += 1;
+                                continue;
+                            }
+                            Awaited::Finished => {
+                                finished_here = true;
+                                break (false, None);
+                            }
+                            Awaited::Leave => break (false, None),
+                            Awaited::Stopped => break (true, None),
+                        },
+                    },
                     PartNext::Finished => {
                         finished_here = true;
                         break (false, None);
@@ -341,7 +377,16 @@ impl Campaign {
             let store = self.store.clone();
             let (id, n) = (self.id.clone(), note.clone());
             let fp = footprint.to_json();
-            blocking(move || store.finish_campaign(&id, status, &now_rfc3339(), n.as_deref(), fp.as_ref())).await?;
+            let agent = self.agent.is_some();
+            blocking(move || {
+                store.finish_campaign(&id, status, &now_rfc3339(), n.as_deref(), fp.as_ref())?;
+                // Other agents' parts waiting for a look hear that there is none.
+                if agent {
+                    store.notify(crate::store::Channel::Work)?;
+                }
+                Ok(())
+            })
+            .await?;
         }
         drop(ctx);
         drop(endpoint);
@@ -440,6 +485,46 @@ impl Campaign {
 }
 
 impl Campaign {
+    /// Waits, between rounds, until this agent's devices have trials again or the campaign
+    /// ends: at each wake-up (a look decided, a part over, a cancel, a drain) it looks, and
+    /// claims the look itself when the last trials were another agent's.
+    async fn await_look(
+        &self,
+        wakes: &mut crate::store::Wakes,
+        plan: &mut Arc<Plan>,
+        devices: &BTreeMap<String, SharedDevice>,
+    ) -> Result<Awaited, RunError> {
+        let mut shutdown = self.shutdown.clone();
+        let mut drain = self.agent.as_ref().map(|a| a.drain.clone());
+        loop {
+            let (store, id) = (self.store.clone(), self.id.clone());
+            let (queues, status) =
+                blocking(move || Ok((store.pending_queue(&id)?, store.campaign_without_plan(&id)?.status))).await?;
+            if queues.iter().any(|q| devices.contains_key(&q.device) && !q.pending.is_empty()) {
+                return Ok(Awaited::Round);
+            }
+            if status != CampaignStatus::Running {
+                return Ok(Awaited::Leave);
+            }
+            match self.part_next(plan, devices).await? {
+                PartNext::Again => return Ok(Awaited::Round),
+                PartNext::Finished => return Ok(Awaited::Finished),
+                PartNext::Leave => {}
+            }
+            let drained = async {
+                match drain.as_mut() {
+                    Some(d) => drop(d.wait_for(|d| *d).await),
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = wakes.next() => wakes.drain(),
+                _ = super::trial::stopped(&mut shutdown) => return Ok(Awaited::Stopped),
+                _ = drained => return Ok(Awaited::Leave),
+            }
+        }
+    }
+
     /// Writes `manifest.json` from the stored campaign, `plan` and the identities known.
     async fn write_manifest(
         &self,

@@ -19,7 +19,7 @@ fn aa_text(seed: u64) -> String {
 
 /// The A/A runbook (seed 3) with two more builds: `busy` (50 % more CPU) and `edge` (5 %
 /// more: on the threshold), gated on CPU and memory.
-fn three_variants() -> String {
+pub(crate) fn three_variants() -> String {
     aa_text(3)
         .replace("name = \"aa-identical\"", "name = \"sequential\"")
         .replace(

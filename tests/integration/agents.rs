@@ -1,0 +1,470 @@
+//! The lab's agents through the real binaries (docs/agents.md): `lab agent` on three lab
+//! hosts (all this machine, each serving its own phones), campaigns submitted from two lab
+//! files on one PostgreSQL store (and on the embedded SQLite one), `lab wait`, `lab cancel`,
+//! and the faults: an agent killed mid-soak, SIGTERM's drain, `lab wait` killed, a plan the
+//! agent cannot run, a sequential campaign spread over two agents.
+
+use crate::common;
+use crate::shared_lab::{SOAKER, wait_until};
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{TempLab, executable};
+use lab::store::{AttemptStatus, PgUrl, Store};
+use serde_json::Value;
+
+/// Where a test's store is.
+#[derive(Clone)]
+enum Db {
+    Sqlite(PathBuf),
+    Postgres(String),
+}
+
+impl Db {
+    fn open(&self) -> Store {
+        match self {
+            Db::Sqlite(p) => Store::open(p).unwrap(),
+            Db::Postgres(url) => Store::open_postgres(&PgUrl::parse(url).unwrap()).unwrap(),
+        }
+    }
+}
+
+/// The default lab with its phones on three lab hosts of this machine (h1: sim-iphone-1 and
+/// sim-pixel-2, h2: sim-iphone-2, h3: sim-pixel-1 with its monitor) and `this-host` on
+/// `local`; its store `db` (SQLite: `store`, a file shared with the other lab files).
+fn spread_lab(db: &Db) -> TempLab {
+    let mut text = std::fs::read_to_string(common::root().join("lab.toml")).unwrap();
+    let store = match db {
+        Db::Sqlite(p) => p.display().to_string(),
+        Db::Postgres(url) => url.clone(),
+    };
+    text = text.replace("store = \"artifacts/lab.db\"", &format!("store = \"{store}\""));
+    for host in ["h1", "h2", "h3", "h3", "h1"] {
+        text = text.replacen("host = \"local\"\n", &format!("host = \"{host}\"\n"), 1);
+    }
+    text = text.replace(
+        "[[host]]\nname = \"local\"",
+        "[[host]]\nname = \"h1\"\n[[host]]\nname = \"h2\"\n[[host]]\nname = \"h3\"\n[[host]]\nname = \"local\"",
+    );
+    TempLab::from_text(&text)
+}
+
+/// A running `lab agent`, killed if the test ends first; its output in `log`.
+struct Agent {
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Agent {
+    fn start(lab: &TempLab, host: &str) -> Agent {
+        let log = lab.dir.path().join(format!("agent-{host}-{}.log", now_ms()));
+        let out = std::fs::File::create(&log).unwrap();
+        let child = lab
+            .process(&["agent", "--host", host])
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap();
+        let agent = Agent { child: Some(child), log };
+        wait_until(&format!("the agent of {host} serves"), || agent_state(lab, host).as_deref() == Some("serving"));
+        agent
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.as_ref().unwrap().id() as i32
+    }
+
+    fn signal(&self, sig: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), sig).unwrap();
+    }
+
+    /// Waits for it to exit (at most `within`): its exit code and output.
+    fn exit(mut self, within: Duration) -> (i32, String) {
+        let mut child = self.child.take().unwrap();
+        let until = Instant::now() + within;
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(Instant::now() < until, "the agent did not exit within {within:?}: {}", self.output());
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        (status.code().unwrap_or(-1), self.output())
+    }
+
+    fn output(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn now_ms() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+}
+
+fn status(lab: &TempLab) -> Value {
+    let out = lab.cmd(&["status", "--json"]).output().unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+}
+
+fn agent_state(lab: &TempLab, host: &str) -> Option<String> {
+    status(lab)["agents"].as_array()?.iter().find(|a| a["host"] == host)?["state"].as_str().map(String::from)
+}
+
+/// `lab submit RUNBOOK`: the new campaign's id.
+fn submit(lab: &TempLab, runbook: &Path) -> String {
+    let out = lab.cmd(&["submit", runbook.to_str().unwrap(), "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["id"].as_str().unwrap().to_string()
+}
+
+/// `lab wait ID`: exit code and output.
+fn wait(lab: &TempLab, id: &str) -> (i32, String) {
+    let out = lab.cmd(&["wait", id]).timeout(Duration::from_secs(240)).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), text)
+}
+
+fn write(lab: &TempLab, name: &str, text: &str) -> PathBuf {
+    let path = lab.dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A runbook of `repeats` trials of `duration` on `this-host` whose app logs its soaks to
+/// `soaks.log` (start, end, pid), so a test sees when a trial soaks.
+fn soak_runbook(lab: &TempLab, name: &str, duration: &str, repeats: u32, retries: u32) -> PathBuf {
+    let app = lab.dir.path().join("soaker.sh");
+    executable(&app, SOAKER);
+    let log = lab.dir.path().join("soaks.log");
+    write(
+        lab,
+        &format!("{name}.toml"),
+        &format!(
+            "name = \"{name}\"\nduration = \"{duration}\"\nrepeats = {repeats}\nretries = {retries}\n\
+             devices = [\"this-host\"]\n[builds.only]\nbaseline = true\n[builds.only.host]\n\
+             command = [\"{}\", \"{}\", \"{name}\"]\n",
+            app.display(),
+            log.display()
+        ),
+    )
+}
+
+/// Soaks begun so far, by the app's log.
+fn soaks_started(lab: &TempLab) -> usize {
+    std::fs::read_to_string(lab.dir.path().join("soaks.log")).unwrap_or_default().matches(" start ").count()
+}
+
+/// The phones' runbook of the quickstart with `seed`: 4 repeats of two builds.
+fn phones_runbook(lab: &TempLab, name: &str, seed: u64) -> PathBuf {
+    let text = std::fs::read_to_string(common::root().join("runbooks/quickstart.toml")).unwrap();
+    let text = text
+        .replace("name = \"quickstart\"", &format!("name = \"{name}\""))
+        .replace("seed = 7", &format!("seed = {seed}"));
+    write(lab, &format!("{name}.toml"), &text)
+}
+
+/// Every trial of campaign `id` has exactly one valid attempt, on the device the plan
+/// names, and no attempt is recorded twice (the store's key refuses that).
+fn each_trial_once(store: &Store, id: &str) {
+    let trials = store.trials(id).unwrap();
+    let attempts = store.attempts(id).unwrap();
+    assert!(!trials.is_empty());
+    for t in &trials {
+        let valid: Vec<_> =
+            attempts.iter().filter(|a| a.trial_idx == t.row.idx && a.status == AttemptStatus::Valid).collect();
+        assert_eq!(valid.len(), 1, "trial {} has {} valid attempts", t.row.key, valid.len());
+        assert_eq!(valid[0].device, t.row.device, "trial {} ran on another device", t.row.key);
+    }
+}
+
+/// The `results.csv` `lab run` writes for `runbook` on a lab of the same phones without
+/// agents (its own SQLite store).
+fn without_agents(runbook: &Path) -> String {
+    let lab = spread_lab(&Db::Sqlite(PathBuf::from("artifacts/lab.db")));
+    lab.cmd(&["run", runbook.to_str().unwrap()]).timeout(Duration::from_secs(240)).assert().success();
+    let id = &lab.campaigns()[0];
+    std::fs::read_to_string(lab.artifacts().join(id).join("results.csv")).unwrap()
+}
+
+fn results(lab: &TempLab, id: &str) -> String {
+    std::fs::read_to_string(lab.artifacts().join(id).join("results.csv")).unwrap()
+}
+
+/// Asserts two results.csv texts are equal, naming the first line that differs.
+fn same_results(agents: &str, alone: &str) {
+    if agents != alone {
+        let (a, b): (Vec<&str>, Vec<&str>) = (agents.lines().collect(), alone.lines().collect());
+        let k = a.iter().zip(&b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
+        panic!(
+            "results.csv differs at line {} ({} lines on agents, {} alone):\n  agents: {:?}\n  alone:  {:?}",
+            k + 1,
+            a.len(),
+            b.len(),
+            a.get(k),
+            b.get(k)
+        );
+    }
+}
+
+#[test_needs::needs(postgres)]
+#[test]
+fn three_agents_run_two_lab_files_campaigns_once_each_as_lab_run_would() {
+    let db = Db::Postgres(common::fresh_postgres_database());
+    let (one, two) = (spread_lab(&db), spread_lab(&db));
+    let agents: Vec<Agent> = ["h1", "h2", "h3"].iter().map(|h| Agent::start(&one, h)).collect();
+    let (a, b) = (phones_runbook(&one, "phones-a", 7), phones_runbook(&two, "phones-b", 11));
+    let (id_a, id_b) = (submit(&one, &a), submit(&two, &b));
+    let (code_a, out_a) = wait(&one, &id_a);
+    let (code_b, out_b) = wait(&two, &id_b);
+    assert_eq!((code_a, code_b), (0, 0), "{out_a}\n{out_b}");
+    assert!(out_b.contains(&format!("campaign {id_b} done: 16 valid, 0 failed")), "{out_b}");
+    let store = db.open();
+    for id in [&id_a, &id_b] {
+        each_trial_once(&store, id);
+        assert!(store.attempts(id).unwrap().iter().all(|a| a.status == AttemptStatus::Valid));
+    }
+    // Each agent ran its own host's phones only, for both campaigns.
+    for (agent, phones) in
+        agents.iter().zip([&["sim-iphone-1", "sim-pixel-2"][..], &["sim-iphone-2"], &["sim-pixel-1"]])
+    {
+        let log = agent.output();
+        for p in ["sim-iphone-1", "sim-iphone-2", "sim-pixel-1", "sim-pixel-2"] {
+            assert_eq!(
+                log.contains(&format!("[{p}] ")),
+                phones.contains(&p),
+                "{p} in the log of {}:\n{log}",
+                agent.log.display()
+            );
+        }
+    }
+    // Byte for byte what `lab run` writes without agents, in the lab file that waited.
+    same_results(&results(&two, &id_b), &without_agents(&b));
+    same_results(&results(&one, &id_a), &without_agents(&a));
+    // The status shows every agent serving.
+    let st = status(&two);
+    let states: Vec<&str> = st["agents"].as_array().unwrap().iter().map(|a| a["state"].as_str().unwrap()).collect();
+    assert_eq!(states, ["serving"; 3], "{st}");
+}
+
+#[test]
+fn agents_on_the_embedded_sqlite_store_run_a_campaign_and_lab_run_submits_to_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::Sqlite(dir.path().join("lab.db"));
+    let lab = spread_lab(&db);
+    let _agents: Vec<Agent> = ["h1", "h2", "h3"].iter().map(|h| Agent::start(&lab, h)).collect();
+    let rb = phones_runbook(&lab, "phones", 7);
+    // `lab run` where agents serve every host of the runbook: submitted, then followed.
+    let out = lab.cmd(&["run", rb.to_str().unwrap()]).timeout(Duration::from_secs(240)).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let store = db.open();
+    let ids: Vec<String> = store.campaign_list().unwrap().into_iter().map(|c| c.id).collect();
+    assert_eq!(ids.len(), 1);
+    assert_eq!(store.submitted(&ids[0]).unwrap(), Some(0), "the campaign went to the agents");
+    each_trial_once(&store, &ids[0]);
+    assert!(text.contains("report files:"), "{text}");
+    same_results(&results(&lab, &ids[0]), &without_agents(&rb));
+}
+
+/// Kills the soakers a killed agent left running (their pids are in the soak log).
+fn kill_orphans(lab: &TempLab) {
+    for line in std::fs::read_to_string(lab.dir.path().join("soaks.log")).unwrap_or_default().lines() {
+        if let Some(pid) = line.split_whitespace().nth(3).and_then(|p| p.parse::<i32>().ok()) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+#[test_needs::needs(postgres)]
+#[test]
+fn an_agent_killed_mid_soak_has_its_attempt_recorded_interrupted_and_the_trial_runs_again() {
+    use nix::sys::signal::Signal;
+    let db = Db::Postgres(common::fresh_postgres_database());
+    let lab = spread_lab(&db);
+    let local = Agent::start(&lab, "local");
+    let _phones: Vec<Agent> = ["h1", "h2", "h3"].iter().map(|h| Agent::start(&lab, h)).collect();
+    let id = submit(&lab, &soak_runbook(&lab, "soak", "3s", 2, 1));
+    let phones = submit(&lab, &phones_runbook(&lab, "phones", 7));
+    wait_until("the first trial soaks", || soaks_started(&lab) == 1);
+    std::thread::sleep(Duration::from_millis(500));
+    local.signal(Signal::SIGKILL);
+    let (code, _) = local.exit(Duration::from_secs(10));
+    assert_eq!(code, -1, "killed");
+    let store = db.open();
+    assert_eq!(store.in_flight_on("this-host").unwrap().len(), 1, "the attempt it began is in the store");
+    assert!(store.attempts(&id).unwrap().is_empty(), "and not recorded");
+    kill_orphans(&lab);
+
+    // Served again: the lost attempt is recorded, the trial runs again, nothing twice.
+    let _local = Agent::start(&lab, "local");
+    let (code, out) = wait(&lab, &id);
+    assert_eq!(code, 0, "{out}");
+    each_trial_once(&store, &id);
+    let attempts = store.attempts(&id).unwrap();
+    let lost: Vec<_> = attempts.iter().filter(|a| a.status == AttemptStatus::Invalid).collect();
+    assert_eq!(lost.len(), 1, "{attempts:?}");
+    assert_eq!((lost[0].trial_idx, lost[0].attempt), (0, 0));
+    assert!(
+        lost[0].reasons[0].starts_with("interrupted: agent lost: the agent on local (pid "),
+        "{:?}",
+        lost[0].reasons
+    );
+    assert_eq!(attempts.len(), 3, "two valid attempts and the lost one");
+    assert!(out.contains("agent lost"), "`lab wait` shows the lost attempt: {out}");
+    assert!(store.in_flight_on("this-host").unwrap().is_empty());
+    // The other agents' campaign was not touched.
+    let (code, out) = wait(&lab, &phones);
+    assert_eq!(code, 0, "{out}");
+    each_trial_once(&store, &phones);
+    assert!(store.attempts(&phones).unwrap().iter().all(|a| a.status == AttemptStatus::Valid));
+}
+
+#[test_needs::needs(postgres)]
+#[test]
+fn sigterm_drains_the_trial_in_progress_and_takes_nothing_new() {
+    use nix::sys::signal::Signal;
+    let db = Db::Postgres(common::fresh_postgres_database());
+    let lab = spread_lab(&db);
+    let local = Agent::start(&lab, "local");
+    let id = submit(&lab, &soak_runbook(&lab, "drain", "2s", 3, 0));
+    wait_until("the first trial soaks", || soaks_started(&lab) == 1);
+    local.signal(Signal::SIGTERM);
+    let (code, out) = local.exit(Duration::from_secs(60));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("draining"), "{out}");
+    let store = db.open();
+    let attempts = store.attempts(&id).unwrap();
+    assert_eq!(attempts.len(), 1, "the trial in progress, and no other: {attempts:?}");
+    assert_eq!(attempts[0].status, AttemptStatus::Valid, "{:?}", attempts[0].reasons);
+    assert_eq!(soaks_started(&lab), 1, "nothing new was started");
+    assert_eq!(store.outcome_counts(&id).unwrap().pending, 2);
+    assert_eq!(agent_state(&lab, "local").as_deref(), Some("stopped"));
+    // The next agent runs the rest.
+    let _local = Agent::start(&lab, "local");
+    let (code, out) = wait(&lab, &id);
+    assert_eq!(code, 0, "{out}");
+    each_trial_once(&store, &id);
+}
+
+#[test_needs::needs(postgres)]
+#[test]
+fn lab_cancel_removes_a_queued_campaign_and_stops_a_running_one_resumably() {
+    let db = Db::Postgres(common::fresh_postgres_database());
+    let lab = spread_lab(&db);
+    // Queued (no agent serves `local` yet): removed.
+    let queued = submit(&lab, &soak_runbook(&lab, "queued", "1s", 1, 0));
+    let out = lab.cmd(&["cancel", &queued]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("was queued: removed"));
+    assert!(db.open().campaign_without_plan(&queued).is_err(), "nothing of it is left");
+
+    let _local = Agent::start(&lab, "local");
+    let id = submit(&lab, &soak_runbook(&lab, "long", "20s", 1, 1));
+    wait_until("the first trial soaks", || soaks_started(&lab) == 1);
+    let since = Instant::now();
+    let out = lab.cmd(&["cancel", &id]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let store = db.open();
+    wait_until("the attempt in progress is recorded interrupted", || !store.attempts(&id).unwrap().is_empty());
+    assert!(since.elapsed() < Duration::from_secs(15), "stopped at once, not after its 20 s soak");
+    let attempts = store.attempts(&id).unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].status, AttemptStatus::Invalid);
+    assert!(attempts[0].reasons[0].starts_with("interrupted: "), "{:?}", attempts[0].reasons);
+    assert_eq!(store.campaign_without_plan(&id).unwrap().status, lab::store::CampaignStatus::Interrupted);
+    let (code, out) = wait(&lab, &id);
+    assert_eq!(code, 130, "{out}");
+    // Resumable: queued again, the agent runs what is left.
+    let out = lab.cmd(&["submit", "--resume", &id]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let (code, out) = wait(&lab, &id);
+    assert_eq!(code, 0, "{out}");
+    each_trial_once(&store, &id);
+}
+
+#[test_needs::needs(postgres)]
+#[test]
+fn a_killed_lab_wait_leaves_the_campaign_running() {
+    let db = Db::Postgres(common::fresh_postgres_database());
+    let lab = spread_lab(&db);
+    let _local = Agent::start(&lab, "local");
+    let id = submit(&lab, &soak_runbook(&lab, "waited", "1s", 3, 0));
+    let mut waiter = lab.process(&["wait", &id]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    wait_until("the first trial soaks", || soaks_started(&lab) >= 1);
+    waiter.kill().unwrap();
+    waiter.wait().unwrap();
+    let (code, out) = wait(&lab, &id);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(soaks_started(&lab), 3);
+    each_trial_once(&db.open(), &id);
+}
+
+#[test]
+fn an_agent_refuses_a_plan_newer_than_it_runs_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lab.db");
+    let db = Db::Sqlite(path.clone());
+    let lab = spread_lab(&db);
+    let id = submit(&lab, &soak_runbook(&lab, "future", "1s", 1, 0));
+    // As a newer lab would have stored it.
+    rusqlite::Connection::open(&path).unwrap().execute("UPDATE campaigns SET plan_format = 99", []).unwrap();
+    let _local = Agent::start(&lab, "local");
+    let refused = || {
+        status(&lab)["agents"][0]["refused"].as_str().map(String::from).filter(|r| !r.is_empty()).unwrap_or_default()
+    };
+    wait_until("the agent says it refused the campaign", || !refused().is_empty());
+    let r = refused();
+    assert!(r.starts_with(&format!("{id}: its plan is format 99, this agent (lab ")), "{r}");
+    assert!(r.contains("fix: upgrade this agent (drain, replace, start)"), "{r}");
+    let store = db.open();
+    assert_eq!(store.campaign_without_plan(&id).unwrap().status, lab::store::CampaignStatus::Queued);
+    assert!(store.attempts(&id).unwrap().is_empty(), "nothing of it ran differently");
+}
+
+#[test_needs::needs(postgres)]
+#[test]
+fn a_sequential_campaign_over_two_agents_decides_each_look_once_as_lab_run_does() {
+    let db = Db::Postgres(common::fresh_postgres_database());
+    let lab = spread_lab(&db);
+    let _agents: Vec<Agent> = ["h1", "h2", "h3"].iter().map(|h| Agent::start(&lab, h)).collect();
+    let rb = write(&lab, "sequential.toml", &crate::sequential_campaign::three_variants());
+    let id = submit(&lab, &rb);
+    let out = lab.cmd(&["wait", &id, "--message-format", "json"]).timeout(Duration::from_secs(240)).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let events: Vec<Value> =
+        String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let store = db.open();
+    each_trial_once(&store, &id);
+    // The same plan grew the same way: the same trials and values as `lab run`'s.
+    same_results(&results(&lab, &id), &without_agents(&rb));
+    // Each pair and model decided once, whichever agent completed its look.
+    let mut decided: Vec<String> = events
+        .iter()
+        .filter(|e| e["event"] == "variant_decided")
+        .map(|e| format!("{} {} {}", e["model"], e["variant"], e["look"]))
+        .collect();
+    let n = decided.len();
+    decided.sort();
+    decided.dedup();
+    assert_eq!(decided.len(), n, "a look decided twice: {decided:?}");
+    assert!(n >= 6, "every pair on both models decided: {decided:?}");
+    let rounds: Vec<u64> =
+        events.iter().filter(|e| e["event"] == "trials_added").map(|e| e["round"].as_u64().unwrap()).collect();
+    let mut sorted = rounds.clone();
+    sorted.dedup();
+    assert_eq!(sorted, rounds, "each round added once: {rounds:?}");
+    assert!(!rounds.is_empty(), "the campaign had more than one look");
+}
