@@ -468,3 +468,143 @@ fn a_sequential_campaign_over_two_agents_decides_each_look_once_as_lab_run_does(
     assert_eq!(sorted, rounds, "each round added once: {rounds:?}");
     assert!(!rounds.is_empty(), "the campaign had more than one look");
 }
+
+/// A PostgreSQL cluster of this test's own (tests/pg-cluster.sh), stopped when dropped: a
+/// restart must not cut the other tests' server.
+struct OwnCluster {
+    url: String,
+    dir: String,
+    bin: String,
+}
+
+impl OwnCluster {
+    fn start() -> OwnCluster {
+        let out = std::process::Command::new("bash").arg(common::root().join("tests/pg-cluster.sh")).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let var = |name: &str| {
+            let at = text.find(&format!("{name}='")).unwrap_or_else(|| panic!("{name} in {text}")) + name.len() + 2;
+            text[at..].split('\'').next().unwrap().to_string()
+        };
+        OwnCluster {
+            url: var("LAB_TEST_POSTGRES"),
+            dir: var("LAB_TEST_POSTGRES_DIR"),
+            bin: var("LAB_TEST_POSTGRES_BIN"),
+        }
+    }
+
+    fn pg_ctl(&self, args: &[&str]) {
+        let data = format!("{}/data", self.dir);
+        let pg_ctl = format!("{}/pg_ctl", self.bin);
+        // The server pg_ctl starts keeps what it inherits open: no pipes, its log a file.
+        let log = format!("{}/server.log", self.dir);
+        let mut argv: Vec<&str> = vec![&pg_ctl, "-D", &data, "-w", "-l", &log];
+        argv.extend(args);
+        // As root (CI) the server runs as `postgres`, as the script started it.
+        let mut cmd = if nix::unistd::geteuid().is_root() {
+            let mut c = std::process::Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).args(&argv);
+            c
+        } else {
+            let mut c = std::process::Command::new(argv[0]);
+            c.args(&argv[1..]);
+            c
+        };
+        let status = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status();
+        assert!(status.unwrap().success(), "pg_ctl {args:?}: see {log}");
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        let data = format!("{}/data", self.dir);
+        let pg_ctl = format!("{}/pg_ctl", self.bin);
+        let _ = std::process::Command::new("runuser")
+            .args(["-u", "postgres", "--", &pg_ctl, "-D", &data, "-m", "immediate", "stop"])
+            .output();
+        let _ = std::process::Command::new(&pg_ctl).args(["-D", &data, "-m", "immediate", "stop"]).output();
+    }
+}
+
+#[test_needs::needs(postgres)]
+#[test]
+fn agents_reconnect_after_postgresql_restarts_mid_campaign_and_lose_nothing() {
+    let pg = OwnCluster::start();
+    let db = Db::Postgres(pg.url.clone());
+    let lab = spread_lab(&db);
+    let local = Agent::start(&lab, "local");
+    let _phones = Agent::start(&lab, "h1");
+    let id = submit(&lab, &soak_runbook(&lab, "restart", "2s", 3, 1));
+    wait_until("the first trial soaks", || soaks_started(&lab) == 1);
+    pg.pg_ctl(&["-m", "fast", "restart"]);
+    // A campaign submitted after the restart reaches the other agent, which listens again.
+    let phones = write(
+        &lab,
+        "pixel.toml",
+        "name = \"pixel\"\nduration = \"10m\"\nrepeats = 2\ndevices = [\"sim-pixel-2\"]\n[builds.only]\nbaseline = true\n[builds.only.sim]\ncpu_pct = 5\nwakeups_per_s = 5\nmemory_mb = 20\n",
+    );
+    let phones = submit(&lab, &phones);
+    let (code, out) = wait(&lab, &id);
+    assert_eq!(code, 0, "{out}\n{}", local.output());
+    let store = db.open();
+    each_trial_once(&store, &id);
+    // The attempt the restart cut (its lease's session ended with the server) is recorded,
+    // not dropped, and no other is.
+    let invalid: Vec<_> =
+        store.attempts(&id).unwrap().into_iter().filter(|a| a.status == AttemptStatus::Invalid).collect();
+    assert!(invalid.len() <= 1, "{invalid:?}");
+    for a in &invalid {
+        assert!(a.reasons[0].starts_with("interrupted: "), "{:?}", a.reasons);
+    }
+    assert!(store.in_flight_on("this-host").unwrap().is_empty());
+    let (code, out) = wait(&lab, &phones);
+    assert_eq!(code, 0, "{out}");
+    each_trial_once(&store, &phones);
+    assert!(local.output().contains("serving"), "{}", local.output());
+}
+
+/// Each thread's context switches (voluntary and not) so far, by thread id: a sleeping
+/// thread that wakes adds one.
+fn switches(pid: i32) -> std::collections::BTreeMap<String, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        let n = status
+            .lines()
+            .filter(|l| l.starts_with("voluntary_ctxt_switches") || l.starts_with("nonvoluntary_ctxt_switches"))
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum();
+        out.insert(task.file_name().to_string_lossy().into_owned(), n);
+    }
+    out
+}
+
+/// Wake-ups between two readings: each thread's switches, a thread that went away (it
+/// woke to end) and a new one (it woke to start) count too.
+fn wakeups(before: &std::collections::BTreeMap<String, u64>, after: &std::collections::BTreeMap<String, u64>) -> u64 {
+    let gone = before.keys().filter(|t| !after.contains_key(*t)).count() as u64;
+    let moved: u64 = after.iter().map(|(t, n)| n - before.get(t).copied().unwrap_or(0)).sum();
+    gone + moved
+}
+
+/// The measure: an idle agent, and one whose device soaks, over a minute. Tokio's
+/// idle blocking threads end 10 s after their last job; the minute starts after that.
+#[test_needs::needs(postgres)]
+#[test]
+fn an_idle_agent_and_one_whose_device_soaks_wake_zero_times_in_a_minute() {
+    let db = Db::Postgres(common::fresh_postgres_database());
+    let lab = spread_lab(&db);
+    let soaking = Agent::start(&lab, "local");
+    let idle = Agent::start(&lab, "h1");
+    let id = submit(&lab, &soak_runbook(&lab, "quiet", "100s", 1, 0));
+    wait_until("the trial soaks", || soaks_started(&lab) == 1);
+    std::thread::sleep(Duration::from_secs(12));
+    let (s0, i0) = (switches(soaking.pid()), switches(idle.pid()));
+    std::thread::sleep(Duration::from_secs(60));
+    let (s1, i1) = (switches(soaking.pid()), switches(idle.pid()));
+    let store = db.open();
+    assert_eq!(store.attempts(&id).unwrap().len(), 0, "still soaking when measured");
+    assert_eq!(wakeups(&i0, &i1), 0, "the idle agent woke: {i0:?} → {i1:?}");
+    assert_eq!(wakeups(&s0, &s1), 0, "the soaking agent woke: {s0:?} → {s1:?}");
+    lab.cmd(&["cancel", &id]).assert().success();
+}
