@@ -608,3 +608,33 @@ fn an_idle_agent_and_one_whose_device_soaks_wake_zero_times_in_a_minute() {
     assert_eq!(wakeups(&s0, &s1), 0, "the soaking agent woke: {s0:?} → {s1:?}");
     lab.cmd(&["cancel", &id]).assert().success();
 }
+
+/// docs/agents.md's role for agents: it may read and write the lab's tables and nothing
+/// else (no DDL); the store's owner created them.
+#[test_needs::needs(postgres)]
+#[test]
+fn an_agent_runs_with_a_role_that_may_only_read_and_write_the_labs_tables() {
+    let url = common::fresh_postgres_database();
+    let owner = spread_lab(&Db::Postgres(url.clone()));
+    owner.cmd(&["status"]).assert().success(); // the owner makes the tables
+    let (base, database) = url.rsplit_once('/').unwrap();
+    let role = format!("agent_{database}");
+    let grants = format!(
+        "CREATE ROLE {role} LOGIN PASSWORD 'agent-pw';
+         GRANT CONNECT ON DATABASE {database} TO {role};
+         GRANT USAGE ON SCHEMA public TO {role};
+         GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role};
+         GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role};"
+    );
+    let admin = lab::store::PgOwner::connect(&PgUrl::parse(&url).unwrap()).unwrap();
+    admin.call(move |c| c.batch(&grants)).unwrap();
+    let (scheme, host) = base.split_once('@').unwrap();
+    let scheme = scheme.split_once("//").unwrap().0;
+    let agent_url = format!("{scheme}//{role}:agent-pw@{host}/{database}");
+    let limited = spread_lab(&Db::Postgres(agent_url));
+    let _agent = Agent::start(&limited, "local");
+    let id = submit(&owner, &soak_runbook(&owner, "limited", "1s", 2, 0));
+    let (code, out) = wait(&owner, &id);
+    assert_eq!(code, 0, "{out}");
+    each_trial_once(&Db::Postgres(url).open(), &id);
+}

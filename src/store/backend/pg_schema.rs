@@ -367,7 +367,16 @@ pub const PG_MIGRATIONS: &[&str] = &[
 pub fn migrate_postgres(c: &mut dyn Conn) -> Result<u32, DbError> {
     c.transaction(|c| {
         c.execute("SELECT pg_advisory_xact_lock(?1)", &vals![MIGRATION_LOCK])?;
-        c.batch("CREATE TABLE IF NOT EXISTS lab_schema (version BIGINT NOT NULL)")?;
+        // Looked up, not `CREATE … IF NOT EXISTS`: that needs the right to create in the
+        // schema even when the table is there, which an agent's role has not (docs/agents.md).
+        let there = c.query(
+            "SELECT COUNT(*) FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'lab_schema'",
+            &[],
+        )?[0]
+            .read::<i64>()?;
+        if there == 0 {
+            c.batch("CREATE TABLE lab_schema (version BIGINT NOT NULL)")?;
+        }
         let current = match c.query_opt("SELECT version FROM lab_schema", &[])? {
             Some(r) => r.read::<u32>()?,
             None => {
