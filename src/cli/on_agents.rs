@@ -45,6 +45,7 @@ pub async fn follow(
     signal.abort();
     let followed = followed?;
     let mut text = String::new();
+    let mut files: Vec<String> = Vec::new();
     let code = match followed {
         Followed::Detached if ctrl_c == OnCtrlC::Detach => {
             text.push_str(&format!("\ndetached; campaign {id} goes on (follow it again: lab wait {id})\n"));
@@ -68,6 +69,7 @@ pub async fn follow(
         Followed::Ended(CampaignStatus::Done) => {
             let counts = store.outcome_counts(id)?;
             let written = write_campaign_files(&store, id, &lab.artifacts_dir.join(id))?;
+            files = written.paths.iter().map(|f| context::display_path(f)).collect();
             if output == Output::Human {
                 text.push('\n');
                 text.push_str(&written.tables);
@@ -86,7 +88,8 @@ pub async fn follow(
         }
     };
     let stream = stream.map(|mut s| {
-        let last = serde_json::json!({ "event": "followed", "campaign": id, "exit_code": code });
+        // The stream's last line, as `lab run`'s: where the report is, and how it ends.
+        let last = serde_json::json!({ "event": "report_written", "campaign": id, "files": files, "exit_code": code });
         if let serde_json::Value::Object(fields) = last {
             s.write(fields);
         }

@@ -216,6 +216,7 @@ pub async fn launch(
     let lab = Arc::new(lab);
     let mut rerun_of = None;
     let mut agent = None;
+    let mut fresh_part = false;
     let (runbook, plan, resume, new_id_given) = match start {
         Start::Runbook { path, id, seed } => {
             let mut runbook = config::load_runbook(&path, &lab)?;
@@ -258,6 +259,8 @@ pub async fn launch(
             runbook.seed = c.seed;
             let plan = Plan::deserialize(&c.plan_json)
                 .map_err(|source| LaunchError::PlanUnreadable { id: id.clone(), source })?;
+            // The first part of a queued campaign starts it; later ones go on with it.
+            fresh_part = c.status == CampaignStatus::Queued;
             agent = Some(part);
             (runbook, plan, Some((store, id)), None)
         }
@@ -276,7 +279,7 @@ pub async fn launch(
     let devices = open_devices(&lab, &plan, &hosts, &names)?;
     preflight(&devices).await?;
     let opening = match resume {
-        Some((store, id)) => Opening { store, id, new: None },
+        Some((store, id)) => Opening { store, id, new: None, fresh_part },
         None => {
             let store = Store::open_at(&lab.store)?;
             let id = match new_id_given {
@@ -287,7 +290,7 @@ pub async fn launch(
             if let (Some(r), Some(hashes)) = (&rerun_of, record.content_hashes.as_object_mut()) {
                 hashes.insert("rerun".into(), serde_json::to_value(r)?);
             }
-            Opening { store, id, new: Some(Box::new(record)) }
+            Opening { store, id, new: Some(Box::new(record)), fresh_part: false }
         }
     };
     let parts = Parts { lab, hosts, runbook, plan, devices, agent };
@@ -300,6 +303,8 @@ struct Opening {
     store: Store,
     id: String,
     new: Option<Box<NewCampaign>>,
+    /// An agent's first part of a queued campaign: it starts the campaign, it does not resume it.
+    fresh_part: bool,
 }
 
 type Devices = BTreeMap<String, Arc<dyn Device>>;
@@ -364,8 +369,8 @@ async fn execute(
     stop_rx: watch::Receiver<bool>,
 ) -> Result<Launched, LaunchError> {
     let Parts { lab, hosts, runbook, plan, devices, agent } = parts;
-    let Opening { store, id, new } = opening;
-    let resumed = new.is_none();
+    let Opening { store, id, new, fresh_part } = opening;
+    let resumed = new.is_none() && !fresh_part;
     let desk =
         Arc::new(OperatorDesk::new(store.clone(), &id, events.clone(), runbook.timeouts.operator, stop_rx.clone()));
     let operator: Arc<dyn crate::tether::Operator> = desk.clone();

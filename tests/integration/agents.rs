@@ -638,3 +638,40 @@ fn an_agent_runs_with_a_role_that_may_only_read_and_write_the_labs_tables() {
     assert_eq!(code, 0, "{out}");
     each_trial_once(&Db::Postgres(url).open(), &id);
 }
+
+/// Ctrl-C: `lab wait` detaches (the campaign goes on); `lab run` on agents cancels, as it
+/// stops a campaign it runs itself, and the campaign stays resumable.
+#[test_needs::needs(postgres)]
+#[test]
+fn ctrl_c_detaches_lab_wait_and_cancels_lab_run_on_agents() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let db = Db::Postgres(common::fresh_postgres_database());
+    let lab = spread_lab(&db);
+    let _local = Agent::start(&lab, "local");
+    let store = db.open();
+
+    let id = submit(&lab, &soak_runbook(&lab, "detached", "1s", 2, 0));
+    let waiter = lab.process(&["wait", &id]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    wait_until("the first trial soaks", || soaks_started(&lab) >= 1);
+    kill(Pid::from_raw(waiter.id() as i32), Signal::SIGINT).unwrap();
+    let out = waiter.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("detached; campaign {id} goes on")));
+    let (code, text) = wait(&lab, &id);
+    assert_eq!(code, 0, "{text}");
+    each_trial_once(&store, &id);
+
+    let rb = soak_runbook(&lab, "cancelled", "30s", 1, 1);
+    let run =
+        lab.process(&["run", rb.to_str().unwrap()]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    wait_until("its trial soaks", || soaks_started(&lab) >= 3);
+    kill(Pid::from_raw(run.id() as i32), Signal::SIGINT).unwrap();
+    let out = run.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{text}");
+    let cancelled = store.campaign_list().unwrap().into_iter().find(|c| c.runbook_name == "cancelled").unwrap();
+    assert_eq!(cancelled.status, lab::store::CampaignStatus::Interrupted, "{text}");
+    assert!(text.contains(&format!("lab submit --resume {}", cancelled.id)), "{text}");
+    wait_until("the attempt in progress is recorded interrupted", || store.attempts(&cancelled.id).unwrap().len() == 1);
+}
