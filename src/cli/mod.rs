@@ -2,6 +2,7 @@
 
 mod app;
 pub mod args;
+mod artifacts_cmd;
 mod campaign_run;
 mod care_cmd;
 mod changes_cmd;

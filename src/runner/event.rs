@@ -213,6 +213,25 @@ pub enum Event {
         device_hours: f64,
         fixed_device_hours: Option<f64>,
     },
+    /// A lab whose raw files go to a bucket: the object store cannot be reached, so
+    /// uploads wait (backing off) and the files stay local and pending. Said once an outage.
+    UploadsFailing {
+        place: String,
+        detail: String,
+    },
+    /// The campaign's end waits (at most `drain_timeout`) for `files` uploads still going.
+    UploadsWaiting {
+        files: u64,
+    },
+    /// The uploads at the campaign's end: `confirmed` this campaign's run (bytes
+    /// uploaded), and `pending` left local for the next campaign or `lab artifacts sync`.
+    UploadsDone {
+        confirmed: u64,
+        bytes: u64,
+        pending: u64,
+        #[serde(rename = "waited_s", serialize_with = "seconds")]
+        waited: Duration,
+    },
     CampaignFinished {
         id: String,
         status: CampaignStatus,
