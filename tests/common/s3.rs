@@ -51,8 +51,17 @@ impl S3 {
         if let Some(pid) = self.own.take() {
             let pid = nix::unistd::Pid::from_raw(pid as i32);
             let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT);
             let _ = nix::sys::wait::waitpid(pid, None);
         }
+    }
+
+    /// Stops this test's own server where it is (SIGSTOP): connections are still taken by
+    /// the kernel, and nothing answers. `thaw` lets it go on, with its buckets.
+    pub fn freeze(&self, frozen: bool) {
+        let pid = nix::unistd::Pid::from_raw(self.own.expect("a server of the test's own") as i32);
+        let signal = if frozen { nix::sys::signal::Signal::SIGSTOP } else { nix::sys::signal::Signal::SIGCONT };
+        nix::sys::signal::kill(pid, signal).unwrap();
     }
 
     /// Makes a bucket, named for the test; its name.

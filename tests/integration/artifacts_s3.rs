@@ -226,3 +226,73 @@ fn a_bad_bucket_url_is_exit_2_one_line_and_creates_nothing() {
         assert_eq!(left, [std::ffi::OsString::from("lab.toml")], "nothing created");
     }
 }
+
+#[test_needs::needs(s3)]
+#[test]
+fn the_next_campaign_uploads_what_an_earlier_one_left_pending_and_keep_local_false_deletes_only_confirmed_copies() {
+    let mut s3 = S3::start(None);
+    let port = s3.port();
+    s3.stop();
+    let dir = tempfile::tempdir().unwrap();
+    let store_path = dir.path().join("lab.db");
+    let bucket = format!("next-{}", std::process::id());
+    let extra = "drain_timeout = \"2s\"\nkeep_local = false\n";
+    let lab = bucket_lab(&format!("http://127.0.0.1:{port}"), &bucket, "raw", &store_path, extra);
+    lab_cmd(&lab, &["run", "runbooks/quickstart.toml"]).assert().success();
+    let store = Store::open(&store_path).unwrap();
+    let first = only_campaign(&store);
+    let folder = lab.dir.path().join("raw").join(&first);
+    let before = local_raw_files(&folder);
+    assert!(store.raw_files(&first).unwrap().iter().all(|r| r.confirmed_at.is_none()));
+    assert_eq!(before.len(), store.raw_files(&first).unwrap().len(), "pending: every local copy kept");
+
+    let s3 = S3::start(Some(port));
+    s3.list_create(&bucket);
+    lab_cmd(&lab, &["run", "runbooks/quickstart.toml"]).assert().success();
+    let rows = store.raw_files(&first).unwrap();
+    assert!(rows.iter().all(|r| r.confirmed_at.is_some()), "the second campaign's uploader took them up");
+    let objects = s3.objects(&bucket);
+    for (path, bytes) in &before {
+        let r = rows.iter().find(|r| &r.path == path).unwrap();
+        assert_eq!(objects.get(&r.key), Some(&(bytes.len() as u64, sha256_hex(bytes))), "{path}");
+    }
+    // keep_local = false: the confirmed attempts' copies are gone, the manifest stays.
+    assert_eq!(local_raw_files(&folder).keys().collect::<Vec<_>>(), ["manifest.json"]);
+    let all = store.campaigns().unwrap();
+    assert_eq!(all.len(), 2);
+    for c in &all {
+        assert!(store.raw_files(&c.id).unwrap().iter().all(|r| r.confirmed_at.is_some()), "{}", c.id);
+    }
+    let again = lab_cmd(&lab, &["artifacts", "sync"]).assert().success().get_output().stdout.clone();
+    assert!(String::from_utf8_lossy(&again).starts_with("nothing pending here"));
+}
+
+#[test_needs::needs(s3)]
+#[test]
+fn an_object_store_that_hangs_during_uploads_holds_the_campaign_no_longer_than_drain_timeout() {
+    let s3 = S3::start(None);
+    let bucket = s3.bucket("hang");
+    let dir = tempfile::tempdir().unwrap();
+    let store_path = dir.path().join("lab.db");
+    let lab = bucket_lab(&s3.endpoint, &bucket, "raw", &store_path, "drain_timeout = \"3s\"\n");
+    // Stopped where it is: connections are accepted, nothing answers.
+    s3.freeze(true);
+    let started = std::time::Instant::now();
+    let out = lab_cmd(&lab, &["run", "runbooks/quickstart.toml"]).assert().success().get_output().stdout.clone();
+    let took = started.elapsed();
+    s3.freeze(false);
+    let out = String::from_utf8_lossy(&out);
+    assert!(out.contains("raw files: waiting for") && out.contains("PENDING (kept local"), "{out}");
+    // The quickstart alone takes well under a second here; the wait is bounded by drain_timeout.
+    assert!(took < Duration::from_secs(30), "the campaign took {took:?}");
+    let store = Store::open(&store_path).unwrap();
+    let id = only_campaign(&store);
+    let local = local_raw_files(&lab.dir.path().join("raw").join(&id));
+    assert!(store.raw_files(&id).unwrap().iter().any(|r| r.confirmed_at.is_none()));
+
+    lab_cmd(&lab, &["artifacts", "sync"]).assert().success();
+    let rows = store.raw_files(&id).unwrap();
+    assert!(rows.iter().all(|r| r.confirmed_at.is_some()));
+    check_rows(&s3, &bucket, &rows, &local);
+    assert_eq!(local_raw_files(&lab.dir.path().join("raw").join(&id)), local, "nothing lost");
+}
