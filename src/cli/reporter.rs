@@ -326,9 +326,9 @@ device-hours{}",
             verdict.as_str(),
             fixed_device_hours.map(|h| format!(" (the fixed design: {h:.1})")).unwrap_or_default()
         )),
-        Event::UploadsFailing { place, detail } => Some(format!(
-            "raw files: the object store {place} cannot be reached ({detail}); uploads retry, the files stay local"
-        )),
+        Event::UploadsFailing { place, detail } => {
+            Some(format!("raw files ({place}): {detail}; uploads are tried again, the files stay local"))
+        }
         Event::UploadsWaiting { files } => Some(format!("raw files: waiting for {files} uploads")),
         Event::UploadsDone { confirmed, bytes, pending, waited } => Some(format!(
             "raw files: {confirmed} uploaded and confirmed ({}){}, waited {}",

@@ -278,7 +278,7 @@ impl Campaign {
         self.write_manifest(&artifacts, &plan, &observed).await?;
         if let Some(u) = &uploads {
             u.recorded(&self.id, crate::store::MANIFEST);
-            u.finish(&self.events).await;
+            u.finish(&self.events, self.shutdown.clone()).await;
         }
 
         drop(plan);

@@ -213,8 +213,9 @@ pub enum Event {
         device_hours: f64,
         fixed_device_hours: Option<f64>,
     },
-    /// A lab whose raw files go to a bucket: the object store cannot be reached, so
-    /// uploads wait (backing off) and the files stay local and pending. Said once an outage.
+    /// A lab whose raw files go to a bucket: the object store cannot be reached (said once
+    /// an outage; uploads wait, backing off), or a folder's files could not be listed. The
+    /// files stay local and pending.
     UploadsFailing {
         place: String,
         detail: String,

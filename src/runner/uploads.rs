@@ -71,9 +71,11 @@ impl Uploads {
         }
     }
 
-    /// Waits for the uploads still going, at most `drain_timeout`; what is left stays
-    /// pending in the store (and local). Says so with `UploadsWaiting` and `UploadsDone`.
-    pub async fn finish(&self, events: &EventSink) {
+    /// Waits for the uploads still going, at most `drain_timeout`, and not at all once
+    /// `stop` is (or becomes) `true` (Ctrl-C: the user wants the prompt back); what is left
+    /// stays pending in the store (and local). Says so with `UploadsWaiting` and
+    /// `UploadsDone`.
+    pub async fn finish(&self, events: &EventSink, mut stop: tokio::sync::watch::Receiver<bool>) {
         let Some(mut task) = self.task.lock().unwrap_or_else(|p| p.into_inner()).take() else {
             return;
         };
@@ -84,7 +86,18 @@ impl Uploads {
         if outstanding() > 0 {
             events.emit(Event::UploadsWaiting { files: outstanding() });
         }
-        if tokio::time::timeout(self.drain_timeout, &mut task).await.is_err() {
+        let stopped = async move {
+            if stop.wait_for(|s| *s).await.is_err() {
+                // Nobody can ask any more: only the timeout ends the wait.
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            _ = &mut task => {}
+            _ = tokio::time::sleep(self.drain_timeout) => {}
+            _ = stopped => {}
+        }
+        if !task.is_finished() {
             task.abort();
             let _ = task.await;
         }
