@@ -296,3 +296,42 @@ fn an_object_store_that_hangs_during_uploads_holds_the_campaign_no_longer_than_d
     check_rows(&s3, &bucket, &rows, &local);
     assert_eq!(local_raw_files(&lab.dir.path().join("raw").join(&id)), local, "nothing lost");
 }
+
+#[test_needs::needs(s3)]
+#[test]
+fn an_imported_trials_files_go_to_the_bucket_confirmed_and_rerun_reads_the_manifest_from_there() {
+    let s3 = S3::shared();
+    let bucket = s3.bucket("import");
+    let dir = tempfile::tempdir().unwrap();
+    let store_path = dir.path().join("lab.db");
+    let lab = bucket_lab(&s3.endpoint, &bucket, "raw", &store_path, "");
+    let capture = "tests/fixtures/devices/android/battery_adbts_emulator.txt";
+    let args =
+        ["import", "android-battery", capture, "--variant", "control", "--device", "pixel-7", "--campaign", "hand-1"];
+    let out = lab_cmd(&lab, &args).assert().success().get_output().clone();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("uploaded and confirmed in s3://"), "{out:?}");
+    let store = Store::open(&store_path).unwrap();
+    let rows = store.raw_files("hand-1").unwrap();
+    let local = local_raw_files(&lab.dir.path().join("raw/hand-1"));
+    assert!(!rows.is_empty() && rows.iter().all(|r| r.confirmed_at.is_some()));
+    check_rows(&s3, &bucket, &rows, &local);
+    assert_eq!(
+        local[&rows[0].path].len() as u64,
+        s3.objects(&bucket)[&rows[0].key].0,
+        "the object is the copied capture"
+    );
+
+    // A campaign run on one machine, re-run from another lab file whose local folder has
+    // none of it: the manifest comes from the bucket.
+    lab_cmd(&lab, &["run", "runbooks/quickstart.toml"]).assert().success();
+    let run = store.campaigns().unwrap().into_iter().find(|c| c.id != "hand-1").unwrap().id;
+    // Confirmed: `RawFiles::place` sends the read to the bucket (a missing local file
+    // would otherwise fall back to a manifest rebuilt from the store's record).
+    assert!(store.raw_file(&run, "manifest.json").unwrap().unwrap().confirmed_at.is_some());
+    let other = bucket_lab(&s3.endpoint, &bucket, "elsewhere", &store_path, "");
+    let out = lab_cmd(&other, &["rerun", &run]).assert().get_output().clone();
+    let said = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(matches!(out.status.code(), Some(0 | 5)), "{said}");
+    assert!(!said.contains("no manifest") && said.contains(&run), "{said}");
+    assert!(!other.dir.path().join("elsewhere").join(&run).join("manifest.json").exists());
+}
