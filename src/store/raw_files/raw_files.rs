@@ -176,3 +176,60 @@ impl RawFiles {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::RawFileRow;
+
+    fn row(path: &str) -> RawFileRow {
+        RawFileRow {
+            campaign: "c1".into(),
+            path: path.into(),
+            bucket: "s3://lab-raw".into(),
+            key: format!("runs/c1/{path}"),
+            size: 5,
+            sha256: "00".into(),
+            host: "shelf-1".into(),
+            confirmed_at: None,
+            tries: 0,
+            last_error: None,
+        }
+    }
+
+    /// A folder's files are read where they lie; a file the store has confirmed in a bucket
+    /// is read there, or refused with the bucket's name when the lab has another place and
+    /// no copy.
+    #[tokio::test]
+    async fn a_folder_reads_its_files_and_names_the_bucket_of_a_file_it_has_not() {
+        let (dir, store) = crate::testing::postgres::sqlite_store();
+        let root = dir.path().join("artifacts");
+        std::fs::create_dir_all(root.join("c1/t0.attempt-0")).unwrap();
+        std::fs::write(root.join("c1/t0.attempt-0/log.txt"), b"hello").unwrap();
+        std::fs::write(root.join("c1/manifest.json"), b"{}").unwrap();
+        let raw = RawFiles::Folder(root.clone());
+        assert!(raw.bucket().is_none() && raw.local() == root);
+        assert_eq!(raw.read(&store, "c1", "t0.attempt-0/log.txt").await.unwrap(), b"hello");
+        assert_eq!(raw.head(&store, "c1", "t0.attempt-0/log.txt").await.unwrap(), Some(5));
+        assert_eq!(raw.head(&store, "c1", "nothing").await.unwrap(), None);
+        let listed = raw.list(&store, "c1").await.unwrap();
+        assert_eq!(listed, [("manifest.json".to_string(), 2), ("t0.attempt-0/log.txt".to_string(), 5)]);
+        assert_eq!(raw.put(&store, "c1", "t0.attempt-0").await.unwrap(), (0, 0), "a folder holds them already");
+        assert!(raw.add(&store, "c1", "t0.attempt-0").await.unwrap().is_empty());
+
+        // Confirmed in a bucket, still here: read here. Confirmed and not here: its bucket named.
+        store.add_raw_files(&[row("t0.attempt-0/log.txt"), row("t1.attempt-0/gone.txt")]).unwrap();
+        for r in ["t0.attempt-0/log.txt", "t1.attempt-0/gone.txt"] {
+            assert!(store.confirm_raw_file("c1", r, "00", "t1").unwrap());
+        }
+        assert_eq!(
+            raw.place(&store, "c1", "t0.attempt-0/log.txt").await.unwrap(),
+            Place::Local("c1/t0.attempt-0/log.txt".into())
+        );
+        let e = raw.read(&store, "c1", "t1.attempt-0/gone.txt").await.unwrap_err().to_string();
+        assert!(
+            e.starts_with("the campaign's files are in s3://lab-raw, and this lab's artifacts are the folder"),
+            "{e}"
+        );
+    }
+}
