@@ -82,7 +82,8 @@ impl Uploads {
         // No more jobs: the task ends once its queue is empty.
         drop(self.jobs.lock().unwrap_or_else(|p| p.into_inner()).take());
         let started = Instant::now();
-        let outstanding = || self.tally.queued.load(Ordering::Relaxed) - self.tally.confirmed.load(Ordering::Relaxed);
+        let outstanding =
+            || self.tally.queued.load(Ordering::Relaxed).saturating_sub(self.tally.confirmed.load(Ordering::Relaxed));
         if outstanding() > 0 {
             events.emit(Event::UploadsWaiting { files: outstanding() });
         }
@@ -181,7 +182,8 @@ async fn run(raw: RawFiles, store: Store, events: EventSink, mut rx: mpsc::Unbou
                     }
                 }
             },
-            _ = tokio::time::sleep_until(resume_at.into()), if wait_to_resume && Instant::now() < resume_at => {},
+            // (A deadline already past returns at once: the loop starts the next uploads.)
+            _ = tokio::time::sleep_until(resume_at.into()), if wait_to_resume => {},
         }
     }
 }
