@@ -14,13 +14,15 @@ use common::s3::S3;
 use lab::store::{RawFileRow, Store};
 
 /// The default lab with its raw files in `bucket` on `endpoint`, written first to the
-/// folder `local` beside the lab file, and its store at `store` (a SQLite file).
-fn bucket_lab(endpoint: &str, bucket: &str, local: &str, store: &Path, extra: &str) -> TempLab {
+/// folder `local` beside the lab file, and its store at `store` (a SQLite file or a
+/// PostgreSQL URL).
+fn bucket_lab(endpoint: &str, bucket: &str, local: &str, store: impl std::fmt::Display, extra: &str) -> TempLab {
+    let store = store.to_string();
     let text = std::fs::read_to_string(common::root().join("lab.toml")).unwrap();
     let text = text
         .replace("artifacts = \"artifacts\"", &format!("artifacts = \"s3://{bucket}/runs\""))
-        .replace("store = \"artifacts/lab.db\"", &format!("store = \"{}\"", store.display()));
-    assert!(text.contains("s3://") && text.contains(&store.display().to_string()), "the default lab names both");
+        .replace("store = \"artifacts/lab.db\"", &format!("store = \"{store}\""));
+    assert!(text.contains("s3://") && text.contains(&store), "the default lab names both");
     TempLab::from_text(&format!(
         "{text}\n[lab.object_store]\nendpoint = \"{endpoint}\"\nallow_http = true\nregion = \"us-east-1\"\nlocal = \"{local}\"\n{extra}"
     ))
@@ -87,7 +89,7 @@ fn every_raw_file_of_every_trial_is_in_the_bucket_with_the_size_and_sha256_the_s
     let bucket = s3.bucket("run");
     let dir = tempfile::tempdir().unwrap();
     let store_path = dir.path().join("lab.db");
-    let lab = bucket_lab(&s3.endpoint, &bucket, "raw", &store_path, "");
+    let lab = bucket_lab(&s3.endpoint, &bucket, "raw", store_path.display(), "");
     let out = lab_cmd(&lab, &["run", "runbooks/quickstart.toml"]).assert().success().get_output().stdout.clone();
     let out = String::from_utf8_lossy(&out);
     let store = Store::open(&store_path).unwrap();
@@ -115,7 +117,13 @@ fn with_the_object_store_down_files_stay_local_and_pending_and_sync_uploads_them
     let dir = tempfile::tempdir().unwrap();
     let store_path = dir.path().join("lab.db");
     let bucket = format!("down-{}", std::process::id());
-    let lab = bucket_lab(&format!("http://127.0.0.1:{port}"), &bucket, "raw", &store_path, "drain_timeout = \"2s\"\n");
+    let lab = bucket_lab(
+        &format!("http://127.0.0.1:{port}"),
+        &bucket,
+        "raw",
+        store_path.display(),
+        "drain_timeout = \"2s\"\n",
+    );
     let out = lab_cmd(&lab, &["run", "runbooks/quickstart.toml"]).assert().success().get_output().stdout.clone();
     let out = String::from_utf8_lossy(&out);
     assert!(out.contains("cannot be reached") && out.contains("PENDING (kept local"), "{out}");
@@ -160,19 +168,32 @@ fn with_the_object_store_down_files_stay_local_and_pending_and_sync_uploads_them
 #[test_needs::needs(s3)]
 #[test]
 fn lab_serve_on_another_lab_file_downloads_a_raw_file_from_the_bucket() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lab.db");
+    serve_from_the_bucket(&path.display().to_string(), || Store::open(&path).unwrap());
+}
+
+/// The shared lab: two lab files on one PostgreSQL store and one bucket.
+#[test_needs::needs(s3, postgres)]
+#[test]
+fn lab_serve_on_another_lab_file_of_a_postgresql_store_downloads_a_raw_file_from_the_bucket() {
+    let url = common::fresh_postgres_database();
+    serve_from_the_bucket(&url, || Store::open_postgres(&lab::store::PgUrl::parse(&url).unwrap()).unwrap());
+}
+
+/// A campaign run by one lab file; `lab serve` of another (the same store and bucket, its
+/// own empty local folder) serves one of its raw files and its manifest from the bucket.
+fn serve_from_the_bucket(store_at: &str, open: impl Fn() -> Store) {
     let s3 = S3::shared();
     let bucket = s3.bucket("serve");
-    let dir = tempfile::tempdir().unwrap();
-    let store_path = dir.path().join("lab.db");
-    let runner = bucket_lab(&s3.endpoint, &bucket, "raw", &store_path, "");
+    let runner = bucket_lab(&s3.endpoint, &bucket, "raw", store_at, "");
     lab_cmd(&runner, &["run", "runbooks/quickstart.toml"]).assert().success();
-    let store = Store::open(&store_path).unwrap();
+    let store = open();
     let id = only_campaign(&store);
     let row = store.raw_files(&id).unwrap().into_iter().find(|r| r.path.contains('/')).unwrap();
     let original = std::fs::read(runner.dir.path().join("raw").join(&id).join(&row.path)).unwrap();
 
-    // Another machine's lab file: the same store and bucket, its own (empty) local folder.
-    let other = bucket_lab(&s3.endpoint, &bucket, "elsewhere", &store_path, "");
+    let other = bucket_lab(&s3.endpoint, &bucket, "elsewhere", store_at, "");
     let mut child = other
         .process(&["serve", "--bind", "127.0.0.1:0"])
         .env("AWS_ACCESS_KEY_ID", "lab-test")
@@ -237,7 +258,7 @@ fn the_next_campaign_uploads_what_an_earlier_one_left_pending_and_keep_local_fal
     let store_path = dir.path().join("lab.db");
     let bucket = format!("next-{}", std::process::id());
     let extra = "drain_timeout = \"2s\"\nkeep_local = false\n";
-    let lab = bucket_lab(&format!("http://127.0.0.1:{port}"), &bucket, "raw", &store_path, extra);
+    let lab = bucket_lab(&format!("http://127.0.0.1:{port}"), &bucket, "raw", store_path.display(), extra);
     lab_cmd(&lab, &["run", "runbooks/quickstart.toml"]).assert().success();
     let store = Store::open(&store_path).unwrap();
     let first = only_campaign(&store);
@@ -274,7 +295,7 @@ fn an_object_store_that_hangs_during_uploads_holds_the_campaign_no_longer_than_d
     let bucket = s3.bucket("hang");
     let dir = tempfile::tempdir().unwrap();
     let store_path = dir.path().join("lab.db");
-    let lab = bucket_lab(&s3.endpoint, &bucket, "raw", &store_path, "drain_timeout = \"3s\"\n");
+    let lab = bucket_lab(&s3.endpoint, &bucket, "raw", store_path.display(), "drain_timeout = \"3s\"\n");
     // Stopped where it is: connections are accepted, nothing answers.
     s3.freeze(true);
     let started = std::time::Instant::now();
@@ -304,7 +325,7 @@ fn an_imported_trials_files_go_to_the_bucket_confirmed_and_rerun_reads_the_manif
     let bucket = s3.bucket("import");
     let dir = tempfile::tempdir().unwrap();
     let store_path = dir.path().join("lab.db");
-    let lab = bucket_lab(&s3.endpoint, &bucket, "raw", &store_path, "");
+    let lab = bucket_lab(&s3.endpoint, &bucket, "raw", store_path.display(), "");
     let capture = "tests/fixtures/devices/android/battery_adbts_emulator.txt";
     let args =
         ["import", "android-battery", capture, "--variant", "control", "--device", "pixel-7", "--campaign", "hand-1"];
@@ -328,7 +349,7 @@ fn an_imported_trials_files_go_to_the_bucket_confirmed_and_rerun_reads_the_manif
     // Confirmed: `RawFiles::place` sends the read to the bucket (a missing local file
     // would otherwise fall back to a manifest rebuilt from the store's record).
     assert!(store.raw_file(&run, "manifest.json").unwrap().unwrap().confirmed_at.is_some());
-    let other = bucket_lab(&s3.endpoint, &bucket, "elsewhere", &store_path, "");
+    let other = bucket_lab(&s3.endpoint, &bucket, "elsewhere", store_path.display(), "");
     let out = lab_cmd(&other, &["rerun", &run]).assert().get_output().clone();
     let said = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(matches!(out.status.code(), Some(0 | 5)), "{said}");
