@@ -59,6 +59,9 @@ pub fn main() -> ExitCode {
         Command::Schedule(a) => runtime.block_on(schedule_cmd::run(lab, a)),
         Command::History(a) => history_cmd::run(lab, a).map(|s| (s, exit::OK)),
         Command::Store(a) => super::context::load_lab(lab).and_then(|l| store_cmd::run(&l, a)).map(|s| (s, exit::OK)),
+        Command::Artifacts(a) => {
+            super::context::load_lab(lab).and_then(|l| runtime.block_on(super::artifacts_cmd::run(&l, a)))
+        }
         Command::Completions(a) => completions_cmd::run(a).map(|s| (s, exit::OK)),
         Command::Man(a) => man_cmd::run(a).map(|s| (s, exit::OK)),
     };

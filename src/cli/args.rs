@@ -82,6 +82,9 @@ pub enum Command {
     /// The store itself: `lab store copy FROM TO` copies every campaign and the schedule's
     /// history from one store into another (SQLite into PostgreSQL or back), resumably.
     Store(super::store_cmd::StoreArgs),
+    /// Raw files in the lab's bucket: `lab artifacts sync` uploads every file this machine
+    /// holds that is not confirmed there yet (docs/artifacts.md).
+    Artifacts(super::artifacts_cmd::ArtifactsArgs),
     /// Print a shell completion script to stdout, e.g.
     /// `lab completions bash > ~/.local/share/bash-completion/completions/lab`.
     Completions(super::completions_cmd::CompletionsArgs),

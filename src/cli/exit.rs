@@ -98,3 +98,21 @@ impl From<crate::plan::PlanError> for CliError {
         CliError::bad_input(e)
     }
 }
+
+/// The object store away is exit 3 (try again later); anything else about raw files is
+/// the lab's setup (exit 2) or a fault (exit 1).
+impl From<crate::store::RawFilesError> for CliError {
+    fn from(e: crate::store::RawFilesError) -> Self {
+        use crate::store::RawFilesError as E;
+        let e = match e {
+            E::Store(s) => return s.into(),
+            e => e,
+        };
+        let code = match &e {
+            E::Unreachable { .. } => UNAVAILABLE,
+            E::Denied { .. } | E::Client(_) | E::Credentials { .. } | E::OtherBucket { .. } => BAD_INPUT,
+            E::Store(_) | E::Missing { .. } | E::Mismatch { .. } | E::Local { .. } => INTERNAL,
+        };
+        CliError::new(code, e)
+    }
+}

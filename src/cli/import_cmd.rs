@@ -93,7 +93,9 @@ pub fn run(lab_arg: Option<&Path>, args: &ImportArgs) -> Result<String, CliError
                 device: device.clone(),
                 model: args.model.clone(),
             };
-            Some(import::attach(&store, &lab, &req, &imported, &args.files)?)
+            let attached = import::attach(&store, &lab, &req, &imported, &args.files)?;
+            upload_attached(&lab, &store, &attached)?;
+            Some(attached)
         }
         _ => None,
     };
@@ -102,6 +104,23 @@ pub fn run(lab_arg: Option<&Path>, args: &ImportArgs) -> Result<String, CliError
         return serde_json::to_string_pretty(&out).map_err(CliError::internal);
     }
     Ok(render(&imported, attached.as_ref()))
+}
+
+/// With a bucket, the attached trial's files go there as a campaign's do (read back,
+/// confirmed); an object store that is away leaves them local and pending, and the
+/// import stands. Said on stderr, beside the output that other tools read.
+fn upload_attached(lab: &crate::config::Lab, store: &crate::store::Store, a: &Attached) -> Result<(), CliError> {
+    let raw = crate::store::RawFiles::of_lab(lab)?;
+    let Some(bucket) = raw.bucket() else { return Ok(()) };
+    let Some(sub) = a.artifact_dir.file_name().map(|f| f.to_string_lossy().into_owned()) else { return Ok(()) };
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(CliError::internal)?;
+    match runtime.block_on(raw.put(store, &a.campaign, &sub)) {
+        Ok((files, bytes)) => {
+            eprintln!("raw files: {files} uploaded and confirmed in {} ({bytes} bytes)", bucket.place())
+        }
+        Err(e) => eprintln!("raw files: kept local and pending ({e})"),
+    }
+    Ok(())
 }
 
 #[derive(Tabled)]

@@ -3,6 +3,7 @@
 mod agent_cmd;
 mod app;
 pub mod args;
+mod artifacts_cmd;
 mod campaign_run;
 mod cancel_cmd;
 mod care_cmd;

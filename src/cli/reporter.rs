@@ -158,7 +158,10 @@ fn bars(
         | Event::OperatorStep { .. }
         | Event::OperatorAnswered { .. }
         | Event::OperatorExpired { .. }
-        | Event::VariantDecided { .. } => {
+        | Event::VariantDecided { .. }
+        | Event::UploadsFailing { .. }
+        | Event::UploadsWaiting { .. }
+        | Event::UploadsDone { .. } => {
             let _ = multi.println(plain_line(e, false).unwrap_or_default());
         }
         Event::OffUsb { device, .. } => {
@@ -332,6 +335,20 @@ device-hours{}",
             Some(c) => format!("[agent {host}] {c}: {note}"),
             None => format!("[agent {host}] {note}"),
         }),
+        Event::UploadsFailing { place, detail } => {
+            Some(format!("raw files ({place}): {detail}; uploads are tried again, the files stay local"))
+        }
+        Event::UploadsWaiting { files } => Some(format!("raw files: waiting for {files} uploads")),
+        Event::UploadsDone { confirmed, bytes, pending, waited } => Some(format!(
+            "raw files: {confirmed} uploaded and confirmed ({}){}, waited {}",
+            human_bytes(*bytes),
+            if *pending > 0 {
+                format!(", {pending} PENDING (kept local; `lab artifacts sync` uploads them)")
+            } else {
+                String::new()
+            },
+            human_wall(*waited)
+        )),
         Event::CampaignFinished { id, status, valid, failed, pending, invalid_attempts, wall, note } => Some(format!(
             "campaign {id} {}: {valid} valid, {failed} failed, {pending} pending, {invalid_attempts} invalid attempts, {}{}",
             status.as_str(),
@@ -371,4 +388,14 @@ pub fn line(text: &str) {
 /// One line on stderr: what happened while such a command runs.
 pub fn note(text: &str) {
     let _ = writeln!(std::io::stderr().lock(), "{text}");
+}
+
+/// `12.3 MB`: bytes in SI units, as a line's summary.
+pub fn human_bytes(n: u64) -> String {
+    match n {
+        0..1_000 => format!("{n} B"),
+        1_000..1_000_000 => format!("{:.1} kB", n as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.1} MB", n as f64 / 1e6),
+        _ => format!("{:.2} GB", n as f64 / 1e9),
+    }
 }

@@ -50,9 +50,17 @@ pub async fn run(lab_arg: Option<&Path>, args: &RerunArgs) -> Result<(String, u8
         )));
     }
     // Its manifest; a campaign from before manifests gets one from its record.
-    let file = lab.artifacts_dir.join(&record.id).join(MANIFEST_FILE);
-    let manifest = if file.exists() {
-        Manifest::read(&file).map_err(|e| CliError::bad_input(e.to_string()))?
+    // Read where the lab's raw files are: the bucket once its upload is confirmed, else
+    // the local folder (the campaign may have run on another machine).
+    let raw = crate::store::RawFiles::of_lab(&lab)?;
+    let text = match raw.read(&store, &record.id, MANIFEST_FILE).await {
+        Ok(bytes) => Some(bytes),
+        Err(crate::store::RawFilesError::Local { .. }) => None,
+        Err(e) => return Err(e.into()),
+    };
+    let manifest = if let Some(bytes) = text {
+        let shown = format!("{}/{MANIFEST_FILE}", record.id);
+        Manifest::parse(&String::from_utf8_lossy(&bytes), &shown).map_err(|e| CliError::bad_input(e.to_string()))?
     } else {
         // The whole plan: the manifest lists every planned trial.
         let plan: Plan = serde_json::from_value(store.campaign(&record.id)?.plan_json)

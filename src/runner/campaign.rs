@@ -210,6 +210,7 @@ impl Campaign {
         };
         let recorder = Recorder::start(self.store.clone())
             .map_err(|e| RunError::Internal(format!("cannot start the thread that records attempts: {e}")))?;
+        let uploads = super::uploads::start_for(&self.lab, &self.store, &self.events)?;
         let ctx = Arc::new(TrialContext {
             campaign: self.id.clone(),
             runbook: self.runbook.clone(),
@@ -223,6 +224,7 @@ impl Campaign {
             desk: self.desk.clone(),
             status: StatusBoard::new(self.store.clone()),
             recorder: Arc::new(recorder),
+            uploads: uploads.clone(),
             identities: Mutex::new(BTreeMap::new()),
             lease_request: self.turns.request.clone(),
             monitors: self.monitors.clone(),
@@ -346,6 +348,10 @@ impl Campaign {
         // With what the devices said they are, and the trials adaptive rounds added.
         observed.extend(ctx.identities.lock().unwrap_or_else(|p| p.into_inner()).clone());
         self.write_manifest(&artifacts, &plan, &observed).await?;
+        if let Some(u) = &uploads {
+            u.recorded(&self.id, crate::store::MANIFEST);
+            u.finish(&self.events, self.shutdown.clone()).await;
+        }
 
         drop(plan);
         let store = self.store.clone();

@@ -221,6 +221,26 @@ pub enum Event {
         campaign: Option<String>,
         note: String,
     },
+    /// A lab whose raw files go to a bucket: the object store cannot be reached (said once
+    /// an outage; uploads wait, backing off), or a folder's files could not be listed. The
+    /// files stay local and pending.
+    UploadsFailing {
+        place: String,
+        detail: String,
+    },
+    /// The campaign's end waits (at most `drain_timeout`) for `files` uploads still going.
+    UploadsWaiting {
+        files: u64,
+    },
+    /// The uploads at the campaign's end: `confirmed` this campaign's run (bytes
+    /// uploaded), and `pending` left local for the next campaign or `lab artifacts sync`.
+    UploadsDone {
+        confirmed: u64,
+        bytes: u64,
+        pending: u64,
+        #[serde(rename = "waited_s", serialize_with = "seconds", deserialize_with = "from_seconds")]
+        waited: Duration,
+    },
     CampaignFinished {
         id: String,
         status: CampaignStatus,

@@ -100,6 +100,8 @@ pub struct RerunOf {
     pub plan_changed: bool,
 }
 
+const MANIFEST_FIX: &str = "fix: give the manifest.json of a campaign's artifact folder";
+
 impl Manifest {
     /// The manifest of stored campaign `c` (its `plan_json` is not read), run with
     /// `runbook` and `plan` on `lab`; `observed`: the devices' identities known so far.
@@ -174,10 +176,16 @@ impl Manifest {
 
     /// Reads a manifest; the error says what is wrong with which file.
     pub fn read(path: &Path) -> Result<Manifest, ManifestError> {
-        const FIX: &str = "fix: give the manifest.json of a campaign's artifact folder";
-        let bad = |what: String| ManifestError { path: path.display().to_string(), what };
-        let text = std::fs::read_to_string(path).map_err(|e| bad(format!("{e}; {FIX}")))?;
-        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}; {FIX}")))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ManifestError { path: path.display().to_string(), what: format!("{e}; {MANIFEST_FIX}") })?;
+        Manifest::parse(&text, &path.display().to_string())
+    }
+
+    /// Reads a manifest's text (from a file or the lab's bucket, `shown` as its place).
+    pub fn parse(text: &str, shown: &str) -> Result<Manifest, ManifestError> {
+        const FIX: &str = MANIFEST_FIX;
+        let bad = |what: String| ManifestError { path: shown.to_string(), what };
+        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| bad(format!("not JSON: {e}; {FIX}")))?;
         match v.get("manifest_version").and_then(|v| v.as_u64()) {
             Some(n) if n == u64::from(MANIFEST_VERSION) => {}
             Some(n) => {

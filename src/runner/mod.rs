@@ -19,6 +19,7 @@ mod trial;
 #[cfg(test)]
 mod trial_tests;
 mod turns;
+mod uploads;
 mod validity;
 mod worker;
 
@@ -38,5 +39,6 @@ pub use status_board::StatusBoard;
 pub use submit::{Submitted, planned_hosts, submit};
 pub use trial::{AttemptOutcome, RunError, TrialContext, now_rfc3339, traffic_token};
 pub use turns::{StartWhen, Turn, Turns, WaitingTurn, join as join_turn};
+pub use uploads::{Uploads, start_for as start_uploads};
 pub use validity::{precondition_violations, soak_violations};
 pub use worker::WorkerEnd;

@@ -68,6 +68,8 @@ pub struct TrialContext {
     pub status: Arc<StatusBoard>,
     /// Where attempts go to the store.
     pub recorder: Arc<Recorder>,
+    /// Where a recorded attempt's raw files go next, when the lab keeps them in a bucket.
+    pub uploads: Option<Arc<super::uploads::Uploads>>,
     /// What each device answered it is, for the manifest.
     pub identities: std::sync::Mutex<std::collections::BTreeMap<String, crate::device::Identity>>,
     /// What a worker asks for its device with, when a later round needs it again.
@@ -499,6 +501,10 @@ impl Attempt<'_> {
             // attempt is recorded; the agent's recovery skips it.)
             let (store, c, idx, n) = (self.ctx.store.clone(), self.ctx.campaign.clone(), self.trial.idx, self.attempt);
             blocking(move || store.end_attempt(&c, idx, n)).await?;
+        }
+        // Recorded: its files may go to the bucket now (in the background).
+        if let (Some(u), Some(folder)) = (&self.ctx.uploads, dir.file_name()) {
+            u.recorded(&self.ctx.campaign, &folder.to_string_lossy());
         }
         let will_retry = !valid && offline.is_none() && self.attempt + 1 < self.ctx.max_attempts;
         self.ctx.events.emit(Event::AttemptRecorded {

@@ -109,6 +109,7 @@ impl Bench {
             )),
             status: super::StatusBoard::new(store.clone()),
             recorder: Arc::new(super::recorder::Recorder::start(store.clone()).unwrap()),
+            uploads: None,
             identities: Default::default(),
             lease_request: Default::default(),
             monitors: Default::default(),

@@ -51,6 +51,7 @@ const CAMPAIGN_TABLES: &[&str] = &[
     "attempt_report",
     "operator_steps",
     "campaign_summaries",
+    "raw_files",
 ];
 
 /// The other tables a copy carries, each with the columns that key a row (a row of TO

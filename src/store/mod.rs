@@ -49,6 +49,7 @@ mod pg_record;
 mod port_cuts;
 mod process_id;
 mod queue;
+mod raw_files;
 mod records;
 mod schedule_slots;
 mod schema;
@@ -83,6 +84,10 @@ pub use open_at::{OpenError, shown_location};
 pub use port_cuts::PortCut;
 pub use process_id::ProcessId;
 pub use queue::{Busy, QueueTicket, Waiter};
+pub use raw_files::{
+    Bucket, Chunks, MANIFEST, Place, RawFileRow, RawFiles, RawFilesError, files_under, hash_file, note_failure,
+    rows_for, upload_confirmed,
+};
 pub use records::*;
 pub use schedule_slots::{Claim, Claimant, SlotRow, SlotState};
 pub use schema::MIGRATIONS;

@@ -473,6 +473,26 @@ pub const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (campaign, trials)
     );
     "#,
+    // 19: the raw files of a lab whose artifacts are a bucket (docs/artifacts.md): each
+    // file of a campaign's folder (`path`, e.g. `<trial key>.attempt-<n>/log.txt`) with
+    // its object `key`, size and SHA-256, the machine holding its local copy, and when its
+    // upload was confirmed by reading it back (NULL: pending; the local copy stays).
+    r#"
+    CREATE TABLE raw_files (
+        campaign        TEXT NOT NULL,
+        path            TEXT NOT NULL,
+        bucket          TEXT NOT NULL,
+        key             TEXT NOT NULL,
+        size            INTEGER NOT NULL,
+        sha256          TEXT NOT NULL,
+        host            TEXT NOT NULL,
+        confirmed_at    TEXT,
+        tries           INTEGER NOT NULL DEFAULT 0,
+        last_error      TEXT,
+        PRIMARY KEY (campaign, path)
+    );
+    CREATE INDEX raw_files_pending ON raw_files (bucket, host) WHERE confirmed_at IS NULL;
+    "#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<u32> {
@@ -569,6 +589,7 @@ mod tests {
     /// keyed by (campaign, trial_idx, attempt, seq), their rowids in the order written,
     /// no id ranges in `attempt_report`.
     const BACK_TO_12: &str = "
+        DROP TABLE raw_files;
         DROP TABLE agents;
         DROP TABLE attempts_in_flight;
         DROP TABLE campaign_events;

@@ -197,6 +197,7 @@ pub fn edit_json_locked(json: &Path, lock: &Path, f: impl FnOnce(&mut serde_json
 pub mod adb;
 pub mod iphone;
 pub mod otii;
+pub mod s3;
 pub mod sshd;
 pub mod uhubctl;
 pub mod usbmuxd;

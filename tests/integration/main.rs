@@ -15,6 +15,7 @@ mod agents;
 mod android_campaign;
 mod android_perfetto;
 mod app_state;
+mod artifacts_s3;
 mod care;
 mod care_android;
 mod cli_bad_input;

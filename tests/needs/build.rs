@@ -80,6 +80,9 @@ chromium-driver)"
         need("fish", "LAB_REQUIRE_FISH", Box::new(|| tool("fish", "apt-get install fish"))),
         need("groff", "LAB_REQUIRE_GROFF", Box::new(|| tool("groff", "apt-get install groff-base"))),
         need("postgres", "LAB_REQUIRE_POSTGRES", Box::new(postgres)),
+        // An S3 API: moto's server mode, started by tests/s3-server.sh (by .ci/run once, or
+        // by a test that stops and starts its own).
+        need("s3", "LAB_REQUIRE_S3", Box::new(|| imports("python3", "moto.server, flask, boto3", "'moto[server]'"))),
     ]
 }
 

@@ -20,7 +20,7 @@ use super::report_cache::ReportCache;
 use crate::cli::lab_view::{self as status_view, StatusView};
 use crate::config::Lab;
 use crate::report;
-use crate::store::Store;
+use crate::store::{MANIFEST, Place, RawFiles, RawFilesError, Store};
 
 /// What every request shares.
 #[derive(Clone)]
@@ -35,6 +35,9 @@ pub struct Shared {
     pub reports: Arc<ReportCache>,
     /// Wrong tokens per client address.
     pub logins: Arc<super::login_limit::LoginLimit>,
+    /// Where raw files are read from: the artifacts folder, or the lab's bucket for the
+    /// files the store has confirmed there.
+    pub raw: Arc<RawFiles>,
 }
 
 pub fn router(shared: Shared) -> Router {
@@ -211,13 +214,19 @@ async fn campaign_file(
     UrlPath((id, file)): UrlPath<(String, String)>,
 ) -> Result<Response, Failure> {
     let id = campaign_id(&id)?.to_string();
+    if file == MANIFEST {
+        let (store, known_id) = (s.store.clone(), id.clone());
+        blocking(move || known(&store, &known_id)).await?;
+        // From the bucket once its upload is confirmed there, else the local folder.
+        let bytes = s.raw.read(&s.store, &id, MANIFEST).await.map_err(|e| match e {
+            RawFilesError::Local { .. } | RawFilesError::Missing { .. } => {
+                not_found(format!("campaign {id} has no manifest yet"))
+            }
+            e => internal(e),
+        })?;
+        return Ok(([(header::CONTENT_TYPE, "application/json")], bytes).into_response());
+    }
     let (kind, body) = blocking(move || {
-        if file == "manifest.json" {
-            known(&s.store, &id)?;
-            let path = s.lab.artifacts_dir.join(&id).join(crate::runner::MANIFEST_FILE);
-            let bytes = std::fs::read(&path).map_err(|_| not_found(format!("campaign {id} has no manifest yet")))?;
-            return Ok(("application/json", bytes));
-        }
         let data = load(&s.store, &id)?;
         let rep = || report::build_report(&data);
         match file.as_str() {
@@ -242,13 +251,36 @@ async fn campaign_file(
 /// the folder (the store's own file and whatever else lies beside the campaigns is not
 /// served).
 async fn artifact(State(s): State<Shared>, UrlPath(asked): UrlPath<String>) -> Result<Response, Failure> {
-    let bytes = blocking(move || {
-        let (id, rest) = asked.split_once('/').unwrap_or((asked.as_str(), ""));
-        let id = campaign_id(id)?;
-        if rest.is_empty() {
-            return Err(bad("name a file of a campaign: /artifacts/CAMPAIGN/FILE"));
+    let headers = [
+        (header::CONTENT_TYPE, "application/octet-stream"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::CONTENT_DISPOSITION, "attachment"),
+    ];
+    let (id, rest) = asked.split_once('/').unwrap_or((asked.as_str(), ""));
+    let id = campaign_id(id)?.to_string();
+    if rest.is_empty() {
+        return Err(bad("name a file of a campaign: /artifacts/CAMPAIGN/FILE"));
+    }
+    let (store, known_id) = (s.store.clone(), id.clone());
+    blocking(move || known(&store, &known_id)).await?;
+    // A file the store has confirmed in the lab's bucket streams from there (a campaign
+    // another machine ran); any other is opened beneath the local folder as below.
+    match s.raw.place(&s.store, &id, rest).await {
+        Ok(Place::Object { key, size }) => {
+            let bucket = s.raw.bucket().expect("an object is in the lab's bucket");
+            let chunks = bucket.get(&key).await.map_err(|e| match e {
+                RawFilesError::Missing { .. } => not_found(e.to_string()),
+                e => internal(e),
+            })?;
+            let body = axum::body::Body::from_stream(chunks);
+            let length = (header::CONTENT_LENGTH, size.to_string());
+            return Ok((headers, [length], body).into_response());
         }
-        known(&s.store, id)?;
+        Ok(Place::Local(_)) => {}
+        Err(e @ RawFilesError::OtherBucket { .. }) => return Err(not_found(e.to_string())),
+        Err(e) => return Err(internal(e)),
+    }
+    let bytes = blocking(move || {
         // Opened in one step beneath the artifacts folder (the campaign's own folder
         // included), no link followed: nothing can be swapped in between a check and the
         // open (src/cli/serve/raw_file.rs).
@@ -262,11 +294,6 @@ async fn artifact(State(s): State<Shared>, UrlPath(asked): UrlPath<String>) -> R
         Ok(bytes)
     })
     .await?;
-    let headers = [
-        (header::CONTENT_TYPE, "application/octet-stream"),
-        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        (header::CONTENT_DISPOSITION, "attachment"),
-    ];
     Ok((headers, bytes).into_response())
 }
 

@@ -109,7 +109,8 @@ pub async fn run(lab_arg: Option<&Path>, args: &ServeArgs) -> Result<(String, u8
         );
     }
     let logins = Default::default();
-    let shared = Shared { lab, store, access: Arc::new(access), live, asked: Default::default(), reports, logins };
+    let raw = Arc::new(crate::store::RawFiles::of_lab(&lab)?);
+    let shared = Shared { lab, store, access: Arc::new(access), live, asked: Default::default(), reports, logins, raw };
     let (stopping, stopped) = tokio::sync::watch::channel(false);
     let server = serve(listener, router(shared), limits, stopped.clone());
     let signal = async move {

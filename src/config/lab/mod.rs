@@ -1,6 +1,7 @@
 //! `lab.toml`: its types ([`model`]) and the `read_*` functions that read each section into them.
 
 pub(super) mod model;
+pub(super) mod read_artifacts;
 pub(super) mod read_care;
 pub(super) mod read_device;
 pub(super) mod read_endpoint;

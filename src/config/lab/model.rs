@@ -18,7 +18,14 @@ pub struct Lab {
     /// The file's text, verbatim (kept with every campaign).
     #[serde(skip)]
     pub text: String,
+    /// Where trials write their raw files: `[lab] artifacts` when it is a folder, else
+    /// `[lab.object_store] local` (default `artifacts`), the files' first place before the
+    /// bucket.
     pub artifacts_dir: PathBuf,
+    /// `[lab] artifacts = "s3://bucket/prefix"` and `[lab.object_store]`: the bucket every
+    /// raw file is uploaded to (docs/artifacts.md). `None`: the folder is their one place.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub object_store: Option<ObjectStoreSettings>,
     /// `[lab] store` (or `LAB_STORE`): a SQLite file, or a PostgreSQL server.
     pub store: StoreLocation,
     pub hosts: Vec<Host>,
@@ -87,6 +94,41 @@ impl Lab {
     /// The monitor that supplies `device`, if one does.
     pub fn monitor_of(&self, device: &str) -> Option<&MonitorSpec> {
         self.monitors.iter().find(|m| m.supplies.as_deref() == Some(device))
+    }
+}
+
+/// An S3-compatible bucket for the lab's raw files (docs/artifacts.md).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ObjectStoreSettings {
+    pub bucket: String,
+    /// The keys' common prefix, without a leading or trailing `/` (empty: none).
+    pub prefix: String,
+    /// An S3-compatible server (MinIO, Ceph, GCS's interoperability): its base URL.
+    /// `None`: AWS, at the region's endpoint (or `AWS_ENDPOINT`).
+    pub endpoint: Option<String>,
+    /// `None`: `AWS_DEFAULT_REGION`/`AWS_REGION`, else `us-east-1`.
+    pub region: Option<String>,
+    /// An `http://` endpoint is refused unless this is set.
+    pub allow_http: bool,
+    /// A program (argv, no shell) that prints the credentials; else the environment's.
+    /// Not part of what a campaign records of its lab.
+    #[serde(skip)]
+    pub credentials_command: Vec<String>,
+    /// Whether a raw file's local copy stays once its upload is confirmed.
+    pub keep_local: bool,
+    /// How long a campaign waits at its end for the uploads still going.
+    #[serde(skip)]
+    pub drain_timeout: Duration,
+}
+
+impl ObjectStoreSettings {
+    /// `s3://bucket/prefix` as written in the lab file (normalized).
+    pub fn url(&self) -> String {
+        if self.prefix.is_empty() {
+            format!("s3://{}", self.bucket)
+        } else {
+            format!("s3://{}/{}", self.bucket, self.prefix)
+        }
     }
 }
 

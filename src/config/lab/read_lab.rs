@@ -1,7 +1,8 @@
 //! `lab.toml`: `[lab]`, `[[host]]` and `[[device]]` into a validated [`Lab`].
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use crate::config::lab::read_artifacts::read_artifacts;
 use crate::config::lab::read_care::read_care;
 use crate::config::lab::read_device::read_device;
 use crate::config::lab::read_endpoint::{ENDPOINT_KEYS, check_phone_reaches, read_lab_endpoint};
@@ -16,7 +17,7 @@ use crate::config::syntax::table::Table;
 use crate::config::{Host, HostKind, Lab, LabEndpoint, StoreLocation, StoreLocationError};
 
 const ROOT_KEYS: &[&str] = &["lab", "host", "device", "monitor", "care", "schedule", "serve"];
-const LAB_KEYS: &[&str] = &["name", "artifacts", "store", "store_password_command"];
+const LAB_KEYS: &[&str] = &["name", "artifacts", "object_store", "store", "store_password_command"];
 
 /// The host every lab has: this machine.
 pub(crate) const LOCAL_HOST: &str = "local";
@@ -26,7 +27,8 @@ pub(crate) fn read_lab(root: &Table, p: &mut Problems, source: &Path, text: &str
     root.check_keys(p, ROOT_KEYS);
 
     let mut name = String::new();
-    let mut artifacts = PathBuf::from("artifacts");
+    let mut artifacts = absolute(&base.join("artifacts"));
+    let mut object_store = None;
     let mut store: Option<StoreLocation> = None;
     let mut store_text = String::new();
     // `None` when the endpoint keys are wrong: phones are then not checked against them.
@@ -47,9 +49,7 @@ pub(crate) fn read_lab(root: &Table, p: &mut Problems, source: &Path, text: &str
                 {
                     name = n;
                 }
-                if let Some(v) = t.get("artifacts").and_then(|f| f.text(p)) {
-                    artifacts = PathBuf::from(v);
-                }
+                (artifacts, object_store) = read_artifacts(&t, p, base);
                 if let Some(f) = t.get("store")
                     && let Some(v) = f.text(p)
                 {
@@ -110,7 +110,8 @@ pub(crate) fn read_lab(root: &Table, p: &mut Problems, source: &Path, text: &str
             Some(StoreLocation::Postgres { url, .. }) => url.redact_in(text, &store_text),
             _ => text.to_string(),
         },
-        artifacts_dir: absolute(&base.join(artifacts)),
+        artifacts_dir: artifacts,
+        object_store,
         store: store.unwrap_or_else(|| StoreLocation::Sqlite(absolute(&base.join("artifacts/lab.db")))),
         hosts,
         devices,

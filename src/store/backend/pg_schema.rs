@@ -360,6 +360,25 @@ pub const PG_MIGRATIONS: &[&str] = &[
         END LOOP;
     END $$;
 "#,
+    // As SQLite's 19: raw files in a bucket, with its trigger.
+    r#"
+    CREATE TABLE raw_files (
+        campaign        TEXT COLLATE "C" NOT NULL,
+        path            TEXT COLLATE "C" NOT NULL,
+        bucket          TEXT COLLATE "C" NOT NULL,
+        key             TEXT COLLATE "C" NOT NULL,
+        size            BIGINT NOT NULL,
+        sha256          TEXT COLLATE "C" NOT NULL,
+        host            TEXT COLLATE "C" NOT NULL,
+        confirmed_at    TEXT COLLATE "C",
+        tries           BIGINT NOT NULL DEFAULT 0,
+        last_error      TEXT COLLATE "C",
+        PRIMARY KEY (campaign, path)
+    );
+    CREATE INDEX raw_files_pending ON raw_files (bucket, host) WHERE confirmed_at IS NULL;
+    CREATE TRIGGER lab_changes AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON raw_files
+        FOR EACH STATEMENT EXECUTE FUNCTION lab_notify();
+"#,
 ];
 
 /// Brings a PostgreSQL store's schema up to date; the version it is at. Safe with several
