@@ -11,6 +11,7 @@ mod common;
 
 mod aa_false_positive;
 mod adb_standin;
+mod agent_ops;
 mod android_campaign;
 mod android_perfetto;
 mod app_state;
