@@ -70,6 +70,7 @@ mod sequential_campaign;
 mod serve;
 mod serve_abuse;
 mod serve_browser;
+mod serve_submit;
 mod shared_lab;
 mod shared_lab_postgres;
 mod sim_monitor;
