@@ -2,6 +2,7 @@
 //! and running them once whatever the number of runners, the daemon that sleeps until
 //! the next one, and the timer units that start `lab schedule run-due`.
 
+mod agent_launch;
 mod agent_unit;
 mod alert;
 mod baseline;

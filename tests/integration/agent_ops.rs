@@ -67,3 +67,50 @@ fn agent_install_quotes_a_lab_path_with_spaces_and_refuses_an_unknown_host() {
     let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
     assert!(err.contains("--host nowhere: no such [[host]]"), "{err}");
 }
+
+/// Sundays 02:30 in Berlin: 2026-03-29 is the spring-forward day (slot at 01:00Z).
+const WEEKLY: &str =
+    "\n[[schedule]]\nname = \"weekly\"\ncron = \"30 2 * * 0\"\ntimezone = \"Europe/Berlin\"\nrunbook = \"tiny.toml\"\n";
+
+fn run_due(lab: &TempLab, now: &str) -> String {
+    let out = lab.cmd(&["schedule", "run-due"]).env("LAB_NOW", now).assert().success().get_output().clone();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// (id, status, submitted) of every campaign in the store.
+fn campaigns(lab: &TempLab) -> Vec<String> {
+    lab.try_sql("SELECT id || ' ' || status || ' ' || submitted FROM campaigns ORDER BY created_at").unwrap_or_default()
+}
+
+#[test]
+fn a_schedule_slot_on_an_agents_devices_is_run_by_the_agent_and_reviewed() {
+    let text = std::fs::read_to_string(common::root().join("lab.toml")).unwrap() + WEEKLY;
+    let lab = TempLab::from_text(&text);
+    std::fs::write(lab.dir.path().join("tiny.toml"), crate::serve_submit::tiny_runbook("tiny")).unwrap();
+    // Two slots: the first, run here before any agent, is the second's baseline.
+    run_due(&lab, "2026-03-14T12:00:00Z");
+    let here = run_due(&lab, "2026-03-15T01:35:00Z");
+    assert!(here.contains("ran campaign tiny-"), "{here}");
+    assert_eq!(campaigns(&lab).len(), 1, "{here}");
+    assert!(campaigns(&lab)[0].ends_with(" done 0"), "run in the schedule's process: {:?}", campaigns(&lab));
+
+    let mut agent = lab.process(&["agent", "--host", "local"]).stdout(std::process::Stdio::null()).spawn().unwrap();
+    let serving = || lab.try_sql::<String>("SELECT host FROM agents").unwrap_or_default() == ["local"];
+    crate::serve_submit::wait_until("the agent registers", serving);
+    let text = run_due(&lab, "2026-03-22T01:35:00Z");
+    let all = campaigns(&lab);
+    assert_eq!(all.len(), 2, "{text}");
+    assert!(all[1].ends_with(" done 1"), "the slot's campaign was submitted and the agent ran it: {all:?}");
+    let id = all[1].split(' ').next().unwrap();
+    assert!(text.contains(&format!("ran campaign {id}: ok")), "{text}");
+    assert!(text.contains("report files:"), "the campaign's end is shown, then its review: {text}");
+    let slots: Vec<String> =
+        lab.sql("SELECT due_utc || ' ' || state || ' ' || COALESCE(outcome, '') || ' ' || COALESCE(campaign, '') FROM schedule_slots ORDER BY due_utc");
+    assert_eq!(slots.last().unwrap(), &format!("2026-03-22T01:30:00Z finished ok {id}"), "{slots:?}");
+    // Reviewed once it ended: the review's history page has the agent's campaign.
+    let history = std::fs::read_to_string(lab.artifacts().join("_history/tiny.html")).unwrap();
+    assert!(history.contains(id), "the history page the review wrote has {id}");
+
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(agent.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    assert!(agent.wait().unwrap().success(), "a drained agent exits 0");
+}

@@ -47,7 +47,7 @@ fn campaigns(lab: &TempLab) -> Vec<String> {
     lab.try_sql("SELECT id || ' ' || status || ' ' || submitted FROM campaigns ORDER BY id").unwrap_or_default()
 }
 
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+pub(crate) fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     let until = Instant::now() + Duration::from_secs(60);
     while !f() {
         assert!(Instant::now() < until, "never: {what}");
