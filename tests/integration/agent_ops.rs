@@ -7,6 +7,45 @@ use std::process::Command;
 
 use common::TempLab;
 
+/// A running `lab agent --host local` of a test's lab, its lines in `agent.log` of the lab's
+/// folder; killed when dropped (a failed test leaves no agent behind).
+pub(crate) struct Agent {
+    child: std::process::Child,
+    log: std::path::PathBuf,
+}
+
+impl Agent {
+    pub(crate) fn start(lab: &TempLab) -> Agent {
+        let log = lab.dir.path().join("agent.log");
+        let out = std::fs::File::create(&log).unwrap();
+        let child = lab.process(&["agent", "--host", "local"]).stdout(out).spawn().unwrap();
+        crate::serve_submit::wait_until("the agent registers", || {
+            lab.try_sql::<String>("SELECT host FROM agents").unwrap_or_default() == ["local"]
+        });
+        Agent { child, log }
+    }
+
+    /// What the agent said so far.
+    pub(crate) fn said(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGTERM: it drains and must exit 0.
+    pub(crate) fn drain(mut self) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), nix::sys::signal::Signal::SIGTERM)
+            .unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "a drained agent exits 0: {status:?}\n{}", self.said());
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[test_needs::needs(systemd_analyze)]
 #[test]
 fn agent_install_systemd_prints_a_unit_that_systemd_analyze_verifies() {
@@ -94,9 +133,7 @@ fn a_schedule_slot_on_an_agents_devices_is_run_by_the_agent_and_reviewed() {
     assert_eq!(campaigns(&lab).len(), 1, "{here}");
     assert!(campaigns(&lab)[0].ends_with(" done 0"), "run in the schedule's process: {:?}", campaigns(&lab));
 
-    let mut agent = lab.process(&["agent", "--host", "local"]).stdout(std::process::Stdio::null()).spawn().unwrap();
-    let serving = || lab.try_sql::<String>("SELECT host FROM agents").unwrap_or_default() == ["local"];
-    crate::serve_submit::wait_until("the agent registers", serving);
+    let agent = Agent::start(&lab);
     let text = run_due(&lab, "2026-03-22T01:35:00Z");
     let all = campaigns(&lab);
     assert_eq!(all.len(), 2, "{text}");
@@ -111,6 +148,38 @@ fn a_schedule_slot_on_an_agents_devices_is_run_by_the_agent_and_reviewed() {
     let history = std::fs::read_to_string(lab.artifacts().join("_history/tiny.html")).unwrap();
     assert!(history.contains(id), "the history page the review wrote has {id}");
 
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(agent.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
-    assert!(agent.wait().unwrap().success(), "a drained agent exits 0");
+    agent.drain();
+}
+
+/// A regression found in a slot the agent ran is confirmed by a confirmation campaign
+/// the schedule submits to the agent too, and the slot exits 5 as when it runs here.
+#[test]
+fn a_slots_confirmation_campaign_is_submitted_to_the_agent_and_confirms_the_regression() {
+    use crate::schedule_regression::{after_week_one, run_due_at, runbook, slot};
+    let lab = after_week_one("[schedule.confirm]\nmin_trials_per_arm = 20\nmax_trials_per_arm = 20\n");
+    let rb = lab.dir.path().join("weekly.toml");
+    let run = |now| run_due_at(&lab, now);
+    assert_eq!(lab.sql::<i64>("SELECT submitted FROM campaigns"), [0], "week 1 ran here, before the agent");
+
+    let agent = Agent::start(&lab);
+    std::fs::write(&rb, runbook(5, 8)).unwrap();
+    let out = run(slot(2) + chrono::Duration::minutes(2));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(5), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("regression confirmed"), "{text}");
+    let rows: Vec<String> =
+        lab.sql("SELECT runbook_name || ' ' || status || ' ' || submitted FROM campaigns ORDER BY created_at, id");
+    assert_eq!(
+        rows,
+        ["weekly-envoy done 0", "weekly-envoy done 1", "weekly-envoy-confirm done 1"],
+        "the week-2 slot and its confirmation ran on the agent"
+    );
+    let confirm_trials: Vec<i64> = lab.sql(
+        "SELECT COUNT(DISTINCT a.trial_idx) FROM attempts a JOIN campaigns c ON c.id = a.campaign
+         WHERE c.runbook_name = 'weekly-envoy-confirm' AND a.status = 'valid'",
+    );
+    assert_eq!(confirm_trials, [40], "20 trials per arm, each recorded valid once");
+    assert_eq!(lab.sql::<String>("SELECT state FROM schedule_findings WHERE metric = 'cpu_pct'"), ["confirmed"]);
+
+    agent.drain();
 }

@@ -119,8 +119,7 @@ fn a_runbook_of_the_folder_is_submitted_and_cancelled_from_the_page_and_an_agent
     assert_eq!(request(a, "POST", &path, &[&bearer, &origin], "").0, 404, "nothing left to cancel");
 
     // An agent: on the lab page, and it runs what is submitted next.
-    let mut agent = lab.process(&["agent", "--host", "local"]).stdout(std::process::Stdio::null()).spawn().unwrap();
-    wait_until("the agent serves", || request(a, "GET", "/", &[], "").1.contains("<h2>Agents</h2>"));
+    let agent = crate::agent_ops::Agent::start(&lab);
     let (_, page) = request(a, "GET", "/", &[], "");
     let version = env!("CARGO_PKG_VERSION");
     assert!(page.contains("<td>local</td><td>serving</td>") && page.contains(version), "{page}");
@@ -134,6 +133,54 @@ fn a_runbook_of_the_folder_is_submitted_and_cancelled_from_the_page_and_an_agent
     // Over: no Cancel button any more.
     let (_, page) = request(a, "GET", "/campaigns", &[], "");
     assert!(!page.contains("<h2>Submitted campaigns</h2>"), "{page}");
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(agent.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
-    assert!(agent.wait().unwrap().success(), "a drained agent exits 0");
+    agent.drain();
+}
+
+/// A running campaign of the agents is cancelled from the page as `lab cancel` does: the
+/// agent stops its trial at once, the campaign is interrupted and resumable.
+#[test]
+fn a_running_submitted_campaign_is_cancelled_from_the_page() {
+    let lab = TempLab::new();
+    let dir = lab.dir.path();
+    std::fs::write(dir.join("serve.token"), TOKEN).unwrap();
+    // The lab's own folder as the runbook folder: the runbook below is written there.
+    let text =
+        std::fs::read_to_string(&lab.lab).unwrap() + "\n[serve]\ntoken_file = \"serve.token\"\nrunbooks = \".\"\n";
+    std::fs::write(&lab.lab, text).unwrap();
+    crate::shared_lab::runbook(&lab, "long", "600s", 1);
+    lab.cmd(&["status"]).assert().success();
+    let agent = crate::agent_ops::Agent::start(&lab);
+    let server = crate::serve::serve(&lab, &[]);
+    let a = server.addr.as_str();
+    let (origin, bearer) = (format!("Origin: http://{a}"), format!("Authorization: Bearer {TOKEN}"));
+
+    let (code, body) = request(a, "POST", "/submit", &[&bearer, &origin], "runbook=long.toml");
+    assert_eq!(code, 200, "{body}");
+    let id: String = lab.sql("SELECT id FROM campaigns").remove(0);
+    // In its soak, as the lab page shows it (stopped while it launches, see the report).
+    let soaking = || {
+        let status: serde_json::Value =
+            serde_json::from_str(&request(a, "GET", "/status.json", &[], "").1).unwrap_or_default();
+        let host = status["devices"].as_array().and_then(|d| d.iter().find(|d| d["device"] == "this-host")).cloned();
+        host.is_some_and(|d| d["phase"] == "soak")
+    };
+    wait_until("the agent's trial soaks", soaking);
+    assert_eq!(campaigns(&lab), [format!("{id} running 1")]);
+    let (_, page) = request(a, "GET", "/", &[], "");
+    assert!(page.contains(&format!("<form method=\"post\" action=\"/campaigns/{id}/cancel\"")), "{page}");
+
+    let (code, body) = request(a, "POST", &format!("/campaigns/{id}/cancel"), &[&bearer, &origin], "");
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("its agents stop it now") && body.contains("lab submit --resume"), "{body}");
+    assert_eq!(campaigns(&lab), [format!("{id} interrupted 1")]);
+    let ended = || std::fs::read_to_string(dir.join("soaks.log")).unwrap_or_default().contains("long end");
+    let until = Instant::now() + Duration::from_secs(60);
+    while !ended() {
+        assert!(Instant::now() < until, "the agent never stopped the trial's app; it said:\n{}", agent.said());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Over: cancelling again is refused.
+    let (code, body) = request(a, "POST", &format!("/campaigns/{id}/cancel"), &[&bearer, &origin], "");
+    assert_eq!(code, 409, "{body}");
+    agent.drain();
 }
