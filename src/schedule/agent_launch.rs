@@ -108,7 +108,7 @@ pub async fn run_on_agents(
         Err(e) => return failed_launch(&e),
         Ok(Followed::Detached) => SlotOutcome::Interrupted,
         Ok(Followed::Removed) if expired.load(Ordering::SeqCst) => {
-            SlotOutcome::Busy("no agent took the campaign before the slot's deadline".into())
+            SlotOutcome::Busy("no agent took its campaign before the slot's deadline; withdrawn".into())
         }
         Ok(Followed::Removed) => SlotOutcome::Failed {
             // `lab run`'s exit code when stopped.
@@ -160,8 +160,7 @@ fn relay_stop(
                 }
                 _ = tokio::time::sleep_until(d.into()) => {}
             }
-            let withdrawn = tokio::task::spawn_blocking(move || withdraw_if_queued(&store, &id)).await;
-            expired.store(withdrawn.unwrap_or(false), Ordering::SeqCst);
+            let _ = tokio::task::spawn_blocking(move || withdraw_if_queued(&store, &id, &expired)).await;
         }
         if stop.wait_for(|s| *s).await.is_ok() {
             let _ = tx.send(true);
@@ -170,21 +169,24 @@ fn relay_stop(
     (rx, relay)
 }
 
-/// Removes campaign `id` if it is still queued; whether it did.
-fn withdraw_if_queued(store: &Store, id: &str) -> bool {
+/// Removes campaign `id` if it is still queued, `expired` set before the follower is woken
+/// (it then finds the campaign gone).
+fn withdraw_if_queued(store: &Store, id: &str, expired: &AtomicBool) {
     if !store.campaign_without_plan(id).is_ok_and(|c| c.status == CampaignStatus::Queued) {
-        return false;
+        return;
     }
     match store.cancel_campaign(id, &runner::now_rfc3339()) {
-        Ok(Cancelled::Removed) => store.notify(Channel::Events).is_ok(),
+        Ok(Cancelled::Removed) => {
+            expired.store(true, Ordering::SeqCst);
+            let _ = store.notify(Channel::Events);
+        }
         // An agent took it in the instant between: its attempts so far are recorded
         // interrupted; queued again, they run again and the slot goes on.
         Ok(Cancelled::Stopping) => {
             let _ = store.resubmit(id, None);
             let _ = store.notify(Channel::Work);
-            false
         }
-        _ => false,
+        _ => {}
     }
 }
 

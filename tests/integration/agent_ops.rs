@@ -183,3 +183,25 @@ fn a_slots_confirmation_campaign_is_submitted_to_the_agent_and_confirms_the_regr
 
     agent.drain();
 }
+
+/// A slot's campaign that the serving agent does not take by the slot's deadline (the agent
+/// is frozen with SIGSTOP: it still holds its liveness lock) is withdrawn and the slot is
+/// busy, as one whose devices stayed held that long; nothing is left queued.
+#[test]
+fn a_slot_no_agent_takes_by_its_deadline_is_withdrawn_and_busy() {
+    use nix::sys::signal::{Signal, kill};
+    let text = std::fs::read_to_string(common::root().join("lab.toml")).unwrap() + WEEKLY + "max_wait = \"2s\"\n";
+    let lab = TempLab::from_text(&text);
+    std::fs::write(lab.dir.path().join("tiny.toml"), crate::serve_submit::tiny_runbook("tiny")).unwrap();
+    run_due(&lab, "2026-03-14T12:00:00Z");
+    let agent = Agent::start(&lab);
+    let pid = nix::unistd::Pid::from_raw(agent.child.id() as i32);
+    kill(pid, Signal::SIGSTOP).unwrap();
+    let out = lab.cmd(&["schedule", "run-due"]).env("LAB_NOW", "2026-03-15T01:35:00Z").output().unwrap();
+    kill(pid, Signal::SIGCONT).unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "a skipped slot, as one whose devices stayed busy: {text}");
+    assert!(text.contains("skipped; devices busy: no agent took its campaign before the slot's deadline"), "{text}");
+    assert_eq!(campaigns(&lab), Vec::<String>::new(), "withdrawn: nothing queued for the agent when it wakes");
+    agent.drain();
+}
