@@ -19,8 +19,11 @@ impl Agent {
         let log = lab.dir.path().join("agent.log");
         let out = std::fs::File::create(&log).unwrap();
         let child = lab.process(&["agent", "--host", "local"]).stdout(out).spawn().unwrap();
-        crate::serve_submit::wait_until("the agent registers", || {
-            lab.try_sql::<String>("SELECT host FROM agents").unwrap_or_default() == ["local"]
+        // From `lab status`: the store may be PostgreSQL.
+        crate::serve_submit::wait_until("the agent serves", || {
+            let out = lab.cmd(&["status", "--json"]).output().unwrap();
+            let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            status["agents"].as_array().is_some_and(|a| a.iter().any(|a| a["state"] == "serving"))
         });
         Agent { child, log }
     }
@@ -203,5 +206,30 @@ fn a_slot_no_agent_takes_by_its_deadline_is_withdrawn_and_busy() {
     assert_eq!(out.status.code(), Some(0), "a skipped slot, as one whose devices stayed busy: {text}");
     assert!(text.contains("skipped; devices busy: no agent took its campaign before the slot's deadline"), "{text}");
     assert_eq!(campaigns(&lab), Vec::<String>::new(), "withdrawn: nothing queued for the agent when it wakes");
+    agent.drain();
+}
+
+/// The same on PostgreSQL: the slot's campaign submitted, woken over LISTEN/NOTIFY, run by
+/// the agent and followed to its end by the schedule's runner.
+#[test_needs::needs(postgres)]
+#[test]
+fn on_postgres_a_schedule_slot_is_run_by_the_agent() {
+    let url = common::fresh_postgres_database();
+    let lab = TempLab::on_postgres(&url);
+    let text = std::fs::read_to_string(&lab.lab).unwrap() + WEEKLY;
+    std::fs::write(&lab.lab, text).unwrap();
+    std::fs::write(lab.dir.path().join("tiny.toml"), crate::serve_submit::tiny_runbook("tiny")).unwrap();
+    run_due(&lab, "2026-03-14T12:00:00Z");
+    let agent = Agent::start(&lab);
+    let text = run_due(&lab, "2026-03-15T01:35:00Z");
+    let store = lab::store::Store::open_postgres(&lab::store::PgUrl::parse(&url).unwrap()).unwrap();
+    let all = store.campaigns().unwrap();
+    assert_eq!(all.len(), 1, "{text}");
+    let id = all[0].id.to_string();
+    assert_eq!(all[0].status, lab::store::CampaignStatus::Done, "{text}");
+    assert_eq!(store.submitted(&id).unwrap(), Some(0), "submitted to the agents");
+    assert!(text.contains(&format!("ran campaign {id}: ok")), "{text}");
+    let slot = store.last_slot("weekly").unwrap().unwrap();
+    assert_eq!((slot.state.as_str(), slot.outcome.as_deref()), ("finished", Some("ok")));
     agent.drain();
 }
