@@ -30,13 +30,15 @@ pub enum AgentAction {
         /// The lab host whose agent drains.
         host: String,
     },
-    /// Print a systemd service that runs this lab file's agent for HOST at boot and again
-    /// whenever it ends (`Restart=always`). Save it as ~/.config/systemd/user/ (or
-    /// /etc/systemd/system/) lab-agent-HOST.service, then `systemctl --user daemon-reload &&
-    /// systemctl --user enable --now lab-agent-HOST`. Upgrades are drain, replace, start:
-    /// `systemctl stop` drains (SIGTERM: the trials in progress finish, for up to
-    /// --stop-timeout), replace the binary, `systemctl start`. Or replace the binary first
-    /// and `lab agent drain HOST` from anywhere: systemd starts the new one once it exits.
+    /// Print a systemd service that runs HOST's agent at boot and whenever it ends.
+    ///
+    /// The unit names this binary and lab file by absolute path and has `Restart=always`.
+    /// Save it as ~/.config/systemd/user/ (or /etc/systemd/system/) lab-agent-HOST.service,
+    /// then `systemctl --user daemon-reload && systemctl --user enable --now
+    /// lab-agent-HOST`. Upgrades are drain, replace, start: `systemctl stop` drains
+    /// (SIGTERM: the trials in progress finish, for up to --stop-timeout), replace the
+    /// binary, `systemctl start`. Or replace the binary first and `lab agent drain HOST`
+    /// from anywhere: systemd starts the new one once the old one exits (docs/agents.md).
     Install {
         /// Print a systemd unit (the only kind so far).
         #[arg(long, required = true)]
