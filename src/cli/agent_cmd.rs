@@ -7,6 +7,7 @@ use super::exit::{self, CliError};
 use super::listener::listen;
 use super::reporter::Output;
 use crate::runner::{self, AgentError};
+use crate::schedule::AgentUnit;
 
 #[derive(Debug, clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -29,10 +30,59 @@ pub enum AgentAction {
         /// The lab host whose agent drains.
         host: String,
     },
+    /// Print a systemd service that runs HOST's agent at boot and whenever it ends.
+    ///
+    /// The unit names this binary and lab file by absolute path and has `Restart=always`.
+    /// Save it as ~/.config/systemd/user/ (or /etc/systemd/system/) lab-agent-HOST.service,
+    /// then `systemctl --user daemon-reload && systemctl --user enable --now
+    /// lab-agent-HOST`. Upgrades are drain, replace, start: `systemctl stop` drains
+    /// (SIGTERM: the trials in progress finish, for up to --stop-timeout), replace the
+    /// binary, `systemctl start`. Or replace the binary first and `lab agent drain HOST`
+    /// from anywhere: systemd starts the new one once the old one exits (docs/agents.md).
+    Install {
+        /// Print a systemd unit (the only kind so far).
+        #[arg(long, required = true)]
+        systemd: bool,
+        /// The lab host whose agent the unit runs.
+        #[arg(long, value_name = "NAME", default_value = "local")]
+        host: String,
+        /// How long a stop waits for the trials in progress to finish before the agent is
+        /// killed (their attempts then recorded interrupted): longer than the lab's longest
+        /// trial with its setup, e.g. `2h`, `30m`.
+        #[arg(long, value_name = "DURATION", default_value = "2h", value_parser = parse_stop_timeout)]
+        stop_timeout: std::time::Duration,
+    },
+}
+
+/// `--stop-timeout`'s value; clap prints the error's message after the flag.
+fn parse_stop_timeout(s: &str) -> Result<std::time::Duration, crate::config::ValueError> {
+    crate::config::parse_duration(s)
+}
+
+/// The unit of `lab agent install --systemd`.
+fn install(lab: &crate::config::Lab, host: &str, stop_timeout: std::time::Duration) -> Result<String, CliError> {
+    context::check_host_arg(lab, host)?;
+    if lab.source == std::path::Path::new("<embedded>") {
+        return Err(CliError::bad_input(
+            "an agent serves a lab file's devices, the built-in lab has none to share; fix: pass --lab FILE",
+        ));
+    }
+    let unit = AgentUnit { paths: context::unit_paths(lab)?, host: host.to_string(), stop_timeout };
+    Ok(format!(
+        "# Save the file below into ~/.config/systemd/user/ (or /etc/systemd/system/), then\n\
+         # `systemctl --user daemon-reload && systemctl --user enable --now lab-agent-{host}`.\n\
+         # Upgrade: `systemctl --user stop lab-agent-{host}` (drains), replace the binary, `start`.\n\
+         \n# ==> {} <==\n{}",
+        unit.file_name(),
+        unit.systemd_service()
+    ))
 }
 
 pub async fn run(lab_arg: Option<&std::path::Path>, args: &AgentArgs) -> Result<(String, u8), CliError> {
     let lab = context::load_lab(lab_arg)?;
+    if let Some(AgentAction::Install { systemd: _, host, stop_timeout }) = &args.action {
+        return install(&lab, host, *stop_timeout).map(|s| (s, exit::OK));
+    }
     if let Some(AgentAction::Drain { host }) = &args.action {
         context::check_host_arg(&lab, host)?;
         let store = context::existing_store(&lab)?;

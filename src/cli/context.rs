@@ -48,6 +48,21 @@ pub fn check_host_arg(lab: &Lab, name: &str) -> Result<(), CliError> {
     )))
 }
 
+/// The absolute paths a service unit names: this `lab` binary, the lab file, and its folder
+/// to run in.
+pub fn unit_paths(lab: &Lab) -> Result<crate::schedule::Paths, CliError> {
+    let abs = |p: &Path| -> Result<std::path::PathBuf, CliError> {
+        p.canonicalize().map_err(|e| CliError::bad_input(format!("{}: {e}", p.display())))
+    };
+    let binary = std::env::current_exe().map_err(CliError::internal)?;
+    let lab_file = abs(&lab.source)?;
+    Ok(crate::schedule::Paths {
+        binary: abs(&binary)?,
+        workdir: lab_file.parent().map(Path::to_path_buf).unwrap_or_else(|| "/".into()),
+        lab: lab_file,
+    })
+}
+
 pub fn open_store(lab: &Lab) -> Result<Store, CliError> {
     Ok(Store::open_at(&lab.store)?)
 }

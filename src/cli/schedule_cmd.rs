@@ -1,6 +1,6 @@
 //! `lab schedule list | run-due | daemon | install` (docs/schedule.md).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use chrono::{DateTime, Utc};
 use clap::Subcommand;
@@ -12,7 +12,7 @@ use super::listener::listen;
 use super::reporter::Output;
 use crate::config::{Lab, Schedule};
 use crate::schedule::{
-    CampaignLauncher, Daemon, DaemonEvent, InstallTarget, Listen, Now, Paths, ReviewReport, RunDueReport, SlotAction,
+    CampaignLauncher, Daemon, DaemonEvent, InstallTarget, Listen, Now, ReviewReport, RunDueReport, SlotAction,
     SlotOutcome, SlotReport, SlotRunner, checkpoint, due_slots, parse_utc, utc_text,
 };
 use crate::store::SlotState;
@@ -423,16 +423,7 @@ fn install(lab: &Lab, target: InstallTarget, only: Option<&str>) -> Result<Strin
     if lab.source == Path::new("<embedded>") {
         return Err(CliError::bad_input("the built-in lab has no schedules; fix: pass --lab FILE"));
     }
-    let abs = |p: &Path| -> Result<PathBuf, CliError> {
-        p.canonicalize().map_err(|e| CliError::bad_input(format!("{}: {e}", p.display())))
-    };
-    let binary = std::env::current_exe().map_err(CliError::internal)?;
-    let lab_file = abs(&lab.source)?;
-    let paths = Paths {
-        binary: abs(&binary)?,
-        workdir: lab_file.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("/")),
-        lab: lab_file,
-    };
+    let paths = context::unit_paths(lab)?;
     let mut out = String::new();
     match target {
         InstallTarget::Systemd => {

@@ -1190,8 +1190,12 @@ fn a_monsoon_passthrough_is_a_tether() {
 #[test]
 fn serve_settings_are_read_and_bad_ones_refused_with_the_fix() {
     let lab = parse_lab(LAB, Path::new("/labs/bench/lab.toml")).unwrap();
-    assert_eq!(lab.serve, crate::config::ServeSettings::default());
+    let beside = crate::config::ServeSettings { runbooks: "/labs/bench/runbooks".into(), ..Default::default() };
+    assert_eq!(lab.serve, beside, "the defaults, the runbook folder beside the lab file");
     assert_eq!(lab.serve.bind.to_string(), "127.0.0.1:8470");
+    let text = format!("{LAB}\n[serve]\nrunbooks = \"../shared/runbooks\"\n");
+    let lab = parse_lab(&text, Path::new("/labs/bench/lab.toml")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(lab.serve.runbooks, Path::new("/labs/bench/../shared/runbooks"));
     let text = format!("{LAB}\n[serve]\nbind = \"0.0.0.0:9000\"\ntoken_file = \"serve.token\"\npublic_read = true\n");
     let lab = parse_lab(&text, Path::new("/labs/bench/lab.toml")).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(lab.serve.bind.to_string(), "0.0.0.0:9000");
@@ -1207,7 +1211,7 @@ fn serve_settings_are_read_and_bad_ones_refused_with_the_fix() {
     assert_eq!(lab.serve.public_url, Some(want));
     let text = format!(
         "{LAB}\n[serve]\nbind = \"localhost\"\ntoken = \"x\"\npublic_read = \"yes\"\npublic_url = \"lab.example.org/x\"\n\
-header_timeout = 20\nmax_connections = 0\nmax_body_bytes = 10\n"
+header_timeout = 20\nmax_connections = 0\nmax_body_bytes = 10\nrunbooks = \" \"\n"
     );
     let e = parse_lab(&text, Path::new("lab.toml")).unwrap_err().to_string();
     for want in [
@@ -1219,6 +1223,7 @@ header_timeout = 20\nmax_connections = 0\nmax_body_bytes = 10\n"
         "add a unit and quotes, e.g. `header_timeout = \"20s\"`",
         "serve.max_connections: must be ≥ 1, got 0",
         "serve.max_body_bytes: must be ≥ 1024, got 10",
+        "serve.runbooks: the runbook folder is empty; fix: name the folder",
     ] {
         assert!(e.contains(want), "missing {want:?} in:\n{e}");
     }

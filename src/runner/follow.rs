@@ -69,6 +69,9 @@ pub async fn follow(
             CampaignStatus::Interrupted => return Ok(Followed::Ended(status)),
             _ => {}
         }
+        if *stop.borrow() {
+            return Ok(Followed::Detached);
+        }
         tokio::select! {
             w = wakes.next() => {
                 wakes.drain();
@@ -77,7 +80,11 @@ pub async fn follow(
                     wakes = call(move || s.listen(Channel::Events)).await?;
                 }
             }
-            _ = stop.wait_for(|s| *s) => return Ok(Followed::Detached),
+            // Not `wait_for`: its guard would make this future not Send (the schedule
+            // follows a slot's campaign from a Send future).
+            r = stop.changed() => if r.is_err() || *stop.borrow() {
+                return Ok(Followed::Detached);
+            },
         }
     }
 }

@@ -36,7 +36,7 @@ pub use manifest::{
 };
 pub use monitored::{MonitorPlace, SOURCE as MONITOR_SOURCE, UsbOpener, monitor_place};
 pub use status_board::StatusBoard;
-pub use submit::{Submitted, planned_hosts, submit};
+pub use submit::{Submitted, planned_hosts, submit, submit_planned};
 pub use trial::{AttemptOutcome, RunError, TrialContext, now_rfc3339, traffic_token};
 pub use turns::{StartWhen, Turn, Turns, WaitingTurn, join as join_turn};
 pub use uploads::{Uploads, start_for as start_uploads};

@@ -53,3 +53,19 @@ pub fn submit(lab: &Lab, runbook: &Path, priority: i32) -> Result<Submitted, Lau
     let hosts_without_agent = hosts.iter().filter(|h| !serving.contains(h)).cloned().collect();
     Ok(Submitted { id, runbook: rb.name.clone(), trials: plan.trials.len(), priority, hosts, hosts_without_agent })
 }
+
+/// Stores an already planned campaign queued for the agents under `id`: a schedule's slot
+/// or its confirmation, whose id, seed and (generated) runbook the schedule chose.
+/// Validated and planned by the caller as [`submit`] does itself.
+pub fn submit_planned(
+    lab: &Lab,
+    rb: &config::Runbook,
+    plan: &plan::Plan,
+    id: &str,
+    priority: i32,
+) -> Result<(), LaunchError> {
+    let store = Store::open_at(&lab.store)?;
+    store.submit_campaign(&new_record(id, lab, rb, plan), plan.max_attempts, priority)?;
+    store.notify(Channel::Work)?;
+    Ok(())
+}

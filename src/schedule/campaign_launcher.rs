@@ -1,12 +1,14 @@
 //! The [`Launcher`] of a real lab: a job's campaign started (or resumed) by the runner,
-//! exactly as `lab run` starts one.
+//! exactly as `lab run` starts one, or submitted to the lab's agents where they serve its
+//! devices' hosts (src/schedule/agent_launch.rs).
 
 use futures_util::future::BoxFuture;
 use tokio::sync::watch;
 
+use super::agent_launch::{self, Place};
 use super::slot_runner::{Job, JobRunbook, Launch, Launcher, SlotOutcome};
 use crate::config::Lab;
-use crate::runner::{self, Ending, EventSink, LaunchFailure, Queueing, Start, StartWhen};
+use crate::runner::{self, Ending, EventSink, LaunchError, LaunchFailure, Queueing, Start, StartWhen};
 use crate::store::Store;
 
 /// A sink for one campaign's events, and the wait for their reader once the campaign has
@@ -24,6 +26,17 @@ pub struct CampaignLauncher {
 #[async_trait::async_trait]
 impl Launcher for CampaignLauncher {
     async fn launch(&self, job: &Job) -> Launch {
+        // On the lab's agents where they serve its devices' hosts; else here, as always.
+        match agent_launch::place(&self.lab, job) {
+            Err(outcome) => return Launch { outcome, output: String::new() },
+            Ok(Place::Here) => {}
+            Ok(place) => {
+                let (events, reported) = (self.listen)();
+                let launch = agent_launch::run_on_agents(&self.lab, job, place, events, self.stop.clone()).await;
+                reported.await;
+                return launch;
+            }
+        }
         let id = &job.id;
         let exists = Store::open_existing_at(&self.lab.store).ok().flatten().is_some_and(|st| st.campaign(id).is_ok());
         let start = match (&job.runbook, exists) {
@@ -50,18 +63,21 @@ impl Launcher for CampaignLauncher {
                 };
                 Launch { outcome, output: launched.text() }
             }
-            Err(e) => {
-                let outcome = match e.failure() {
-                    LaunchFailure::Busy => SlotOutcome::Busy(e.to_string()),
-                    // Stopped while waiting for its devices: the next runner goes on with the slot.
-                    LaunchFailure::Interrupted => SlotOutcome::Interrupted,
-                    // The exit codes `lab run` gives these (README).
-                    LaunchFailure::BadInput => SlotOutcome::Failed { code: 2, message: e.to_string() },
-                    LaunchFailure::Unavailable => SlotOutcome::Failed { code: 3, message: e.to_string() },
-                    LaunchFailure::Internal => SlotOutcome::Failed { code: 1, message: e.to_string() },
-                };
-                Launch { outcome, output: String::new() }
-            }
+            Err(e) => failed_launch(&e),
         }
     }
+}
+
+/// A campaign that could not start (or be followed), as its slot records it.
+pub(super) fn failed_launch(e: &LaunchError) -> Launch {
+    let outcome = match e.failure() {
+        LaunchFailure::Busy => SlotOutcome::Busy(e.to_string()),
+        // Stopped while waiting for its devices: the next runner goes on with the slot.
+        LaunchFailure::Interrupted => SlotOutcome::Interrupted,
+        // The exit codes `lab run` gives these (README).
+        LaunchFailure::BadInput => SlotOutcome::Failed { code: 2, message: e.to_string() },
+        LaunchFailure::Unavailable => SlotOutcome::Failed { code: 3, message: e.to_string() },
+        LaunchFailure::Internal => SlotOutcome::Failed { code: 1, message: e.to_string() },
+    };
+    Launch { outcome, output: String::new() }
 }

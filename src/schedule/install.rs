@@ -48,7 +48,7 @@ impl Paths {
     }
 }
 
-fn path_text(p: &Path) -> String {
+pub(super) fn path_text(p: &Path) -> String {
     p.display().to_string()
 }
 
@@ -169,7 +169,7 @@ fn on_calendar(s: &Schedule) -> Vec<String> {
 }
 
 /// systemd's quoting of one ExecStart argument (`%` is a specifier).
-fn systemd_arg(a: &str) -> String {
+pub(super) fn systemd_arg(a: &str) -> String {
     let a = a.replace('%', "%%");
     if a.chars().any(|c| c.is_whitespace() || c == '"' || c == '\\' || c == '\'') {
         format!("\"{}\"", a.replace('\\', "\\\\").replace('"', "\\\""))

@@ -2,6 +2,8 @@
 //! and running them once whatever the number of runners, the daemon that sleeps until
 //! the next one, and the timer units that start `lab schedule run-due`.
 
+mod agent_launch;
+mod agent_unit;
 mod alert;
 mod baseline;
 mod build_cache;
@@ -16,6 +18,7 @@ mod review;
 mod slot_runner;
 mod wake;
 
+pub use agent_unit::AgentUnit;
 pub use baseline::{BASELINE_MAX, baseline_campaigns};
 pub use build_cache::BuildCache;
 pub use campaign_launcher::{CampaignLauncher, Listen};

@@ -11,6 +11,7 @@ mod common;
 
 mod aa_false_positive;
 mod adb_standin;
+mod agent_ops;
 mod agents;
 mod android_campaign;
 mod android_perfetto;
@@ -71,6 +72,7 @@ mod sequential_campaign;
 mod serve;
 mod serve_abuse;
 mod serve_browser;
+mod serve_submit;
 mod shared_lab;
 mod shared_lab_postgres;
 mod sim_monitor;

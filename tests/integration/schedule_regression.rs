@@ -23,12 +23,12 @@ fn seeds() -> u64 {
 }
 
 /// Week `w`'s slot: Mondays 03:00 UTC from 2026-01-05.
-fn slot(w: u32) -> chrono::DateTime<chrono::Utc> {
+pub(crate) fn slot(w: u32) -> chrono::DateTime<chrono::Utc> {
     use chrono::TimeZone;
     chrono::Utc.with_ymd_and_hms(2026, 1, 5, 3, 0, 0).unwrap() + chrono::Duration::days(7 * (i64::from(w) - 1))
 }
 
-fn runbook(seed: u64, week: u32) -> String {
+pub(crate) fn runbook(seed: u64, week: u32) -> String {
     let cpu = if (8..=10).contains(&week) { 203.5 } else { 185.0 };
     format!(
         "name = \"weekly-envoy\"\ndescription = \"the weekly Envoy audit\"\nduration = \"30m\"\nrepeats = 6\n\
@@ -341,6 +341,24 @@ fn wait_for_confirmation(lab: &TempLab, n: i64, child: &mut std::process::Child)
     }
 }
 
+/// A lab with the weekly schedule (and `extra` in it: its confirm and notify tables) whose
+/// runbook `weekly.toml` ran week 1 (seed 5, no change): the baseline of week 2.
+pub(crate) fn after_week_one(extra: &str) -> TempLab {
+    let schedule = format!(
+        "\n[[schedule]]\nname = \"weekly\"\ncron = \"0 3 * * 1\"\ntimezone = \"UTC\"\nrunbook = \"weekly.toml\"\n{extra}"
+    );
+    let lab = TempLab::from_text(&(std::fs::read_to_string(root().join("lab.toml")).unwrap() + &schedule));
+    std::fs::write(lab.dir.path().join("weekly.toml"), runbook(5, 1)).unwrap();
+    assert!(run_due_at(&lab, slot(1) - chrono::Duration::minutes(15)).status.success());
+    assert!(run_due_at(&lab, slot(1) + chrono::Duration::minutes(2)).status.success());
+    lab
+}
+
+/// `lab schedule run-due` at `now`.
+pub(crate) fn run_due_at(lab: &TempLab, now: chrono::DateTime<chrono::Utc>) -> std::process::Output {
+    lab.cmd(&["schedule", "run-due"]).env("LAB_NOW", now.to_rfc3339()).output().unwrap()
+}
+
 #[test]
 fn a_confirmation_stopped_or_killed_is_resumed_by_the_next_runner_and_alerted_once() {
     use nix::sys::signal::{Signal, kill};
@@ -348,20 +366,12 @@ fn a_confirmation_stopped_or_killed_is_resumed_by_the_next_runner_and_alerted_on
     let (port, hooks) = webhook();
     // A long confirmation (400 trials per arm, spread over the two phones), so that it can be
     // stopped in the middle.
-    let schedule = format!(
-        "\n[[schedule]]\nname = \"weekly\"\ncron = \"0 3 * * 1\"\ntimezone = \"UTC\"\nrunbook = \"weekly.toml\"\n\
-         [schedule.confirm]\nmin_trials_per_arm = 400\nmax_trials_per_arm = 400\n\
+    let lab = after_week_one(&format!(
+        "[schedule.confirm]\nmin_trials_per_arm = 400\nmax_trials_per_arm = 400\n\
          [schedule.notify]\nwebhook = \"http://127.0.0.1:{port}/hook/resume\"\n"
-    );
-    let lab = TempLab::from_text(&(std::fs::read_to_string(root().join("lab.toml")).unwrap() + &schedule));
-    let rb = lab.dir.path().join("weekly.toml");
-    std::fs::write(&rb, runbook(5, 1)).unwrap();
-    let run = |now: chrono::DateTime<chrono::Utc>| {
-        lab.cmd(&["schedule", "run-due"]).env("LAB_NOW", now.to_rfc3339()).output().unwrap()
-    };
-    assert!(run(slot(1) - chrono::Duration::minutes(15)).status.success());
-    assert!(run(slot(1) + chrono::Duration::minutes(2)).status.success());
-    std::fs::write(&rb, runbook(5, 8)).unwrap();
+    ));
+    let run = |now| run_due_at(&lab, now);
+    std::fs::write(lab.dir.path().join("weekly.toml"), runbook(5, 8)).unwrap();
     let at = slot(2) + chrono::Duration::minutes(2);
 
     // SIGTERM during the confirmation: it winds down, the slot is left interrupted.

@@ -5,6 +5,7 @@ use super::cancel::QueuedCampaign;
 use super::pages;
 use super::report_cache::ReportCache;
 use super::routes::{campaign_id, lab_view};
+use super::submitted::SubmittedCampaign;
 use crate::cli::lab_view::StatusView;
 use crate::config::Lab;
 use crate::report;
@@ -12,7 +13,7 @@ use crate::store::Store;
 
 /// The live parts of `pages`, rendered from `store` (the watcher's): what `page` events
 /// carry. A path that is no live page is left out. The lab and campaigns pages share one
-/// read of the status and of the queued campaigns.
+/// read of the status and of the queued and submitted campaigns.
 /// A finished campaign's report is drawn once and kept in `reports` while unchanged.
 pub fn live_parts(lab: &Lab, reports: &ReportCache, store: &Store, pages: &[String]) -> Vec<(String, String)> {
     let read = std::cell::OnceCell::new();
@@ -25,11 +26,11 @@ fn live_part<'v>(
     reports: &ReportCache,
     store: &Store,
     path: &str,
-    view: &impl Fn() -> Option<&'v (StatusView, Vec<QueuedCampaign>)>,
+    view: &impl Fn() -> Option<&'v (StatusView, Vec<QueuedCampaign>, Vec<SubmittedCampaign>)>,
 ) -> Option<String> {
     match path {
-        "/" => view().map(|(v, queued)| pages::lab_main(v, queued)),
-        "/campaigns" => view().map(|(v, queued)| pages::campaigns_main(v, queued)),
+        "/" => view().map(|(v, queued, submitted)| pages::lab_main(v, queued, submitted)),
+        "/campaigns" => view().map(|(v, queued, submitted)| pages::campaigns_main(v, queued, submitted)),
         "/steps" => Some(pages::steps_main(&store.pending_steps(None).ok()?)),
         "/history" => Some(pages::histories_main(&store.runbook_names().ok()?)),
         _ => {

@@ -12,5 +12,7 @@ mod raw_file;
 mod report_cache;
 mod routes;
 mod serve_cmd;
+mod submit;
+mod submitted;
 
 pub use serve_cmd::{ServeArgs, run};

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use tabled::Tabled;
 
 use super::cancel::QueuedCampaign;
+use super::submitted::SubmittedCampaign;
 use crate::cli::lab_view::StatusView;
 use crate::report::esc;
 use crate::store::StepRow;
@@ -31,7 +32,7 @@ addEventListener('pagehide',function(){es.close();});addEventListener('pageshow'
 location.reload();}});}</script>\n";
 
 const NAV: &str = "<nav><a href=\"/\">Lab</a> · <a href=\"/campaigns\">Campaigns</a> · <a href=\"/history\">History</a> · \
-<a href=\"/steps\">Operator steps</a></nav>";
+<a href=\"/steps\">Operator steps</a> · <a href=\"/submit\">Submit</a></nav>";
 
 /// A page with the lab's navigation, its `main` live.
 fn page(title: &str, lab: &str, main: &str) -> String {
@@ -88,18 +89,22 @@ fn campaign_link(key: &str, value: &str) -> Option<String> {
 
 /// The lab: devices with their state and current trial, the queues, the steps that wait,
 /// the hosts (`lab status`'s data).
-pub fn lab(v: &StatusView, queued: &[QueuedCampaign]) -> String {
-    page(&format!("Lab {}", v.lab), &v.lab, &lab_main(v, queued))
+pub fn lab(v: &StatusView, queued: &[QueuedCampaign], submitted: &[SubmittedCampaign]) -> String {
+    page(&format!("Lab {}", v.lab), &v.lab, &lab_main(v, queued, submitted))
 }
 
 /// The live part of the lab page.
-pub fn lab_main(v: &StatusView, queued: &[QueuedCampaign]) -> String {
+pub fn lab_main(v: &StatusView, queued: &[QueuedCampaign], submitted: &[SubmittedCampaign]) -> String {
     let mut body = String::new();
     let _ = write!(body, "<h2>Devices</h2>\n{}", table(&v.devices, campaign_link));
     let _ = write!(body, "<h2>Queue</h2>\n{}", table(&v.queues, |_, _| None));
     body.push_str(&queued_section(queued));
+    body.push_str(&submitted_section(submitted));
     if !v.waiting.is_empty() {
         let _ = write!(body, "<h2>Operator steps waiting</h2>\n{}", table(&v.waiting, campaign_link));
+    }
+    if !v.agents.is_empty() {
+        let _ = write!(body, "<h2>Agents</h2>\n{}", table(&v.agents, |_, _| None));
     }
     let _ = write!(body, "<h2>Hosts</h2>\n{}", table(&v.hosts, |_, _| None));
     let _ = writeln!(body, "<p>Store: {}</p>", esc(&v.store));
@@ -112,30 +117,97 @@ fn queued_section(queued: &[QueuedCampaign]) -> String {
     if queued.is_empty() {
         return String::new();
     }
-    let t = table_cells(queued, |key, value| {
-        (key == "campaign").then(|| {
-            format!(
-                "{c} <form method=\"post\" action=\"/campaigns/{c}/cancel\" style=\"display:inline\">\
-<button type=\"submit\">Cancel</button></form>",
-                c = esc(value)
-            )
-        })
-    });
+    let t = table_cells(queued, cancel_button);
     format!(
         "<h2>Queued campaigns</h2>\n{t}<p>Cancelling needs the lab's token (<a href=\"/login\">log in</a>); \
 it is the waiting <code>lab run</code>'s Ctrl-C: it leaves every queue and records nothing.</p>\n"
     )
 }
 
+/// A campaign cell with a Cancel button (a same-origin POST, with the login's cookie).
+fn cancel_button(key: &str, value: &str) -> Option<String> {
+    (key == "campaign").then(|| {
+        format!(
+            "{c} <form method=\"post\" action=\"/campaigns/{c}/cancel\" style=\"display:inline\">\
+<button type=\"submit\">Cancel</button></form>",
+            c = esc(value)
+        )
+    })
+}
+
+/// The campaigns submitted to the agents and not over, each with a Cancel button;
+/// nothing when there are none.
+fn submitted_section(submitted: &[SubmittedCampaign]) -> String {
+    if submitted.is_empty() {
+        return String::new();
+    }
+    format!(
+        "<h2>Submitted campaigns</h2>\n{}<p>Cancelling needs the lab's token (<a href=\"/login\">log in</a>); it is \
+<code>lab cancel</code>: a queued campaign is removed, a running one stops at once and stays resumable \
+(<code>lab submit --resume</code>).</p>\n",
+        table_cells(submitted, cancel_button)
+    )
+}
+
 /// Every campaign: status, progress, ETA.
-pub fn campaigns(v: &StatusView, queued: &[QueuedCampaign]) -> String {
-    page("Campaigns", &v.lab, &campaigns_main(v, queued))
+pub fn campaigns(v: &StatusView, queued: &[QueuedCampaign], submitted: &[SubmittedCampaign]) -> String {
+    page("Campaigns", &v.lab, &campaigns_main(v, queued, submitted))
 }
 
 /// The live part of the campaigns page: those queued for their devices (not in the store
-/// yet), then the store's.
-pub fn campaigns_main(v: &StatusView, queued: &[QueuedCampaign]) -> String {
-    queued_section(queued) + &table(&v.campaigns, campaign_link)
+/// yet), those submitted to the agents and not over, then the store's.
+pub fn campaigns_main(v: &StatusView, queued: &[QueuedCampaign], submitted: &[SubmittedCampaign]) -> String {
+    queued_section(queued) + &submitted_section(submitted) + &table(&v.campaigns, campaign_link)
+}
+
+/// The Submit form: one of the runbook folder's runbooks and a priority, or why the
+/// folder gave none.
+pub fn submit(lab: &str, runbooks: &[String], problem: Option<&str>) -> String {
+    let mut body = String::new();
+    if let Some(p) = problem {
+        let _ = writeln!(body, "<p><b>{}</b></p>", esc(p));
+    }
+    if runbooks.is_empty() {
+        body.push_str(
+            "<p>No runbook to submit: the lab's runbook folder (<code>[serve] runbooks</code>) has no \
+<code>*.toml</code> file.</p>\n",
+        );
+    } else {
+        body.push_str("<form method=\"post\" action=\"/submit\"><label>runbook <select name=\"runbook\" required>");
+        for r in runbooks {
+            let _ = write!(body, "<option>{}</option>", esc(r));
+        }
+        body.push_str(
+            "</select></label> <label>priority <input name=\"priority\" type=\"number\" step=\"1\" \
+placeholder=\"0\"></label> <button type=\"submit\">Submit</button></form>\n",
+        );
+    }
+    body.push_str(
+        "<p>Submitting needs the lab's token (<a href=\"/login\">log in</a>). The campaign is validated and planned \
+as <code>lab submit</code> does and queued for the lab's agents; higher priority goes first.</p>\n",
+    );
+    // Not live: an update would not touch a form, and there is nothing here to update.
+    page_live("Submit", lab, &body, "")
+}
+
+/// What a submit did: the new campaign, linked, and a note on hosts without an agent.
+pub fn submitted(lab: &str, s: &crate::runner::Submitted) -> String {
+    let mut body = format!(
+        "<p>Submitted campaign <a href=\"/campaigns/{id}\">{id}</a> ({}: {} trials, priority {}).</p>\n",
+        esc(&s.runbook),
+        s.trials,
+        s.priority,
+        id = esc(&s.id)
+    );
+    if !s.hosts_without_agent.is_empty() {
+        let _ = writeln!(
+            body,
+            "<p>No agent serves {} now: its trials wait for <code>lab agent --host HOST</code> there.</p>",
+            esc(&s.hosts_without_agent.join(", "))
+        );
+    }
+    body.push_str("<p><a href=\"/campaigns\">Campaigns</a> · <a href=\"/submit\">Submit another</a></p>\n");
+    page_live("Submitted", lab, &body, "")
 }
 
 /// A campaign's report (the renderer's own HTML document) with the lab's navigation and

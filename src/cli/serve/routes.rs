@@ -17,6 +17,7 @@ use super::live_parts::{history_link, percent_decoded};
 use super::pages;
 use super::raw_file::{RawFileError, open_beneath};
 use super::report_cache::ReportCache;
+use super::submitted::SubmittedCampaign;
 use crate::cli::lab_view::{self as status_view, StatusView};
 use crate::config::Lab;
 use crate::report;
@@ -48,6 +49,7 @@ pub fn router(shared: Shared) -> Router {
         .route("/campaigns/{id}", get(campaign_page))
         .route("/campaigns/{id}/{file}", get(campaign_file))
         .route("/campaigns/{id}/cancel", axum::routing::post(cancel))
+        .route("/submit", get(submit_page).post(submit))
         .route("/history", get(history_list))
         .route("/history/{runbook}", get(history_page))
         .route("/artifacts/{*path}", get(artifact))
@@ -111,10 +113,16 @@ pub(super) fn runbook_name(name: &str) -> Result<&str, Failure> {
     Ok(name)
 }
 
-/// What the lab and campaigns pages show: `lab status`'s view and the queued campaigns.
-pub(super) fn lab_view(lab: &Lab, store: &Store) -> Result<(StatusView, Vec<QueuedCampaign>), Failure> {
+/// What the lab and campaigns pages show: `lab status`'s view, the campaigns queued for
+/// their devices by a `lab run`, and those submitted to the agents and not over.
+pub(super) type LabView = (StatusView, Vec<QueuedCampaign>, Vec<SubmittedCampaign>);
+
+/// The [`LabView`] now.
+pub(super) fn lab_view(lab: &Lab, store: &Store) -> Result<LabView, Failure> {
     let view = status_view::collect(lab, Some(store)).map_err(|e| internal(e.message))?;
-    Ok((view, super::cancel::queued_campaigns(store).map_err(internal)?))
+    let queued = super::cancel::queued_campaigns(store).map_err(internal)?;
+    let submitted = super::submitted::submitted_campaigns(&view, store).map_err(internal)?;
+    Ok((view, queued, submitted))
 }
 
 /// A campaign's report page as `lab report --format html` renders it.
@@ -123,17 +131,27 @@ pub(super) fn report_html(data: &report::CampaignData) -> String {
 }
 
 async fn lab_page(State(s): State<Shared>) -> Result<Html<String>, Failure> {
-    let (view, queued) = blocking(move || lab_view(&s.lab, &s.store)).await?;
-    Ok(Html(pages::lab(&view, &queued)))
+    let (view, queued, submitted) = blocking(move || lab_view(&s.lab, &s.store)).await?;
+    Ok(Html(pages::lab(&view, &queued, &submitted)))
 }
 
-/// Cancels a queued campaign (src/cli/serve/cancel.rs): 404 when it is not queued, 409
-/// when it waits on another machine.
+/// Cancels a campaign submitted to the agents as `lab cancel` does
+/// (src/cli/serve/submitted.rs; 409 when it is over), else a campaign a `lab run` keeps
+/// queued (src/cli/serve/cancel.rs): 404 when it is not queued, 409 when it waits on
+/// another machine.
 async fn cancel(State(s): State<Shared>, UrlPath(id): UrlPath<String>) -> Result<Html<String>, Failure> {
     use super::cancel::CancelError;
+    use super::submitted::SubmittedCancelError;
     let id = campaign_id(&id)?.to_string();
     let lab = s.lab.name.clone();
     let said = blocking(move || {
+        let at = crate::runner::now_rfc3339();
+        match super::submitted::cancel_submitted(&s.store, &id, &at) {
+            Ok(Some(said)) => return Ok(said),
+            Ok(None) => {}
+            Err(e @ SubmittedCancelError::Ended { .. }) => return Err(Failure(StatusCode::CONFLICT, e.to_string())),
+            Err(e @ SubmittedCancelError::Store(_)) => return Err(internal(e)),
+        }
         super::cancel::cancel(&s.store, &id, &crate::store::this_host(), &s.asked).map_err(|e| match e {
             CancelError::NotQueued(_) => not_found(e.to_string()),
             CancelError::Elsewhere { .. }
@@ -145,6 +163,42 @@ async fn cancel(State(s): State<Shared>, UrlPath(id): UrlPath<String>) -> Result
     })
     .await?;
     Ok(Html(pages::said("Cancelled", &lab, &said, "/")))
+}
+
+/// The Submit form: the runbook folder's runbooks and a priority.
+async fn submit_page(State(s): State<Shared>) -> Result<Html<String>, Failure> {
+    let (lab, dir) = (s.lab.name.clone(), s.lab.serve.runbooks.clone());
+    // A folder that cannot be read is said on the page, with its fix.
+    let names = blocking(move || Ok(super::submit::runbooks(&dir))).await?;
+    Ok(Html(match names {
+        Ok(names) => pages::submit(&lab, &names, None),
+        Err(e) => pages::submit(&lab, &[], Some(&e.to_string())),
+    }))
+}
+
+/// A runbook of the folder submitted to the agents (src/cli/serve/submit.rs): 400 for a
+/// name the folder does not list, a bad priority or a runbook `lab submit` would refuse.
+async fn submit(
+    State(s): State<Shared>,
+    axum::Form(form): axum::Form<std::collections::BTreeMap<String, String>>,
+) -> Result<Html<String>, Failure> {
+    use super::submit::SubmitError;
+    let lab = s.lab.name.clone();
+    let name = form.get("runbook").cloned().unwrap_or_default();
+    let priority = form.get("priority").cloned().unwrap_or_default();
+    let done = blocking(move || {
+        super::submit::submit(&s.lab, &name, &priority).map_err(|e| match &e {
+            SubmitError::NotListed { .. } | SubmitError::Priority(_) => bad(e.to_string()),
+            SubmitError::Launch(l) => match l.failure() {
+                crate::runner::LaunchFailure::BadInput => bad(e.to_string()),
+                crate::runner::LaunchFailure::Unavailable => Failure(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+                _ => internal(e),
+            },
+            SubmitError::Folder { .. } => internal(e),
+        })
+    })
+    .await?;
+    Ok(Html(pages::submitted(&lab, &done)))
 }
 
 /// Every runbook with campaigns in the store, each linking its history.
@@ -178,8 +232,8 @@ async fn status_json(State(s): State<Shared>) -> Result<Response, Failure> {
 }
 
 async fn campaigns_page(State(s): State<Shared>) -> Result<Html<String>, Failure> {
-    let (view, queued) = blocking(move || lab_view(&s.lab, &s.store)).await?;
-    Ok(Html(pages::campaigns(&view, &queued)))
+    let (view, queued, submitted) = blocking(move || lab_view(&s.lab, &s.store)).await?;
+    Ok(Html(pages::campaigns(&view, &queued, &submitted)))
 }
 
 /// Campaign `id` is in the store: else 404 (a store error is a 500).

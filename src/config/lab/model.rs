@@ -66,6 +66,9 @@ pub struct ServeSettings {
     pub max_connections: u32,
     /// The largest request body (a form) read, in bytes: 413 beyond it.
     pub max_body_bytes: u32,
+    /// The folder whose runbooks (`*.toml` directly in it) the Submit page offers:
+    /// `runbooks` beside the lab file unless `[serve] runbooks` says otherwise.
+    pub runbooks: PathBuf,
 }
 
 /// `[serve] public_url`, split.
@@ -86,6 +89,7 @@ impl Default for ServeSettings {
             header_timeout: std::time::Duration::from_secs(20),
             max_connections: 1024,
             max_body_bytes: 64 * 1024,
+            runbooks: PathBuf::from("runbooks"),
         }
     }
 }

@@ -8,13 +8,22 @@ use crate::config::syntax::problems::Problems;
 use crate::config::syntax::table::Table;
 use crate::config::{PublicUrl, ServeSettings};
 
-const SERVE_KEYS: &[&str] =
-    &["bind", "token_file", "public_read", "public_url", "header_timeout", "max_connections", "max_body_bytes"];
+const SERVE_KEYS: &[&str] = &[
+    "bind",
+    "token_file",
+    "public_read",
+    "public_url",
+    "header_timeout",
+    "max_connections",
+    "max_body_bytes",
+    "runbooks",
+];
 
 /// Reads `[serve]`; the defaults where it (or a key) is missing or wrong (then reported).
-/// `token_file` is relative to the lab file's folder.
+/// `token_file` and `runbooks` are relative to the lab file's folder.
 pub(crate) fn read_serve(root: &Table, p: &mut Problems, base: &Path) -> ServeSettings {
     let mut serve = ServeSettings::default();
+    serve.runbooks = base.join(&serve.runbooks);
     let Some(t) = root.get("serve").and_then(|f| f.table(p)) else {
         return serve;
     };
@@ -42,6 +51,19 @@ pub(crate) fn read_serve(root: &Table, p: &mut Problems, base: &Path) -> ServeSe
             );
         } else {
             serve.token_file = Some(base.join(text));
+        }
+    }
+    if let Some(f) = t.get("runbooks")
+        && let Some(text) = f.str(p)
+    {
+        if text.trim().is_empty() {
+            f.problem(
+                p,
+                "the runbook folder is empty",
+                "name the folder whose runbooks the Submit page offers, e.g. `runbooks = \"runbooks\"`",
+            );
+        } else {
+            serve.runbooks = base.join(text);
         }
     }
     if let Some(b) = t.get("public_read").and_then(|f| f.bool(p)) {
