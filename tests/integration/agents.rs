@@ -35,6 +35,11 @@ impl Db {
 /// sim-pixel-2, h2: sim-iphone-2, h3: sim-pixel-1 with its monitor) and `this-host` on
 /// `local`; its store `db` (SQLite: `store`, a file shared with the other lab files).
 fn spread_lab(db: &Db) -> TempLab {
+    TempLab::from_text(&spread_text(db))
+}
+
+/// [`spread_lab`]'s text.
+fn spread_text(db: &Db) -> String {
     let mut text = std::fs::read_to_string(common::root().join("lab.toml")).unwrap();
     let store = match db {
         Db::Sqlite(p) => p.display().to_string(),
@@ -48,7 +53,7 @@ fn spread_lab(db: &Db) -> TempLab {
         "[[host]]\nname = \"local\"",
         "[[host]]\nname = \"h1\"\n[[host]]\nname = \"h2\"\n[[host]]\nname = \"h3\"\n[[host]]\nname = \"local\"",
     );
-    TempLab::from_text(&text)
+    text
 }
 
 /// A running `lab agent`, killed if the test ends first; its output in `log`.
@@ -63,6 +68,9 @@ impl Agent {
         let out = std::fs::File::create(&log).unwrap();
         let child = lab
             .process(&["agent", "--host", host])
+            // moto's (unchecked) credentials, for labs whose raw files go to its bucket.
+            .env("AWS_ACCESS_KEY_ID", "lab-test")
+            .env("AWS_SECRET_ACCESS_KEY", "lab-test-secret")
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out)
@@ -674,4 +682,62 @@ fn ctrl_c_detaches_lab_wait_and_cancels_lab_run_on_agents() {
     assert_eq!(cancelled.status, lab::store::CampaignStatus::Interrupted, "{text}");
     assert!(text.contains(&format!("lab submit --resume {}", cancelled.id)), "{text}");
     wait_until("the attempt in progress is recorded interrupted", || store.attempts(&cancelled.id).unwrap().len() == 1);
+}
+
+/// [`spread_lab`] with its raw files in `bucket` of moto's S3 server, written first to the
+/// folder `local` beside the lab file.
+fn spread_bucket_lab(db: &Db, s3: &common::s3::S3, bucket: &str, local: &str) -> TempLab {
+    let text = spread_text(db).replace("artifacts = \"artifacts\"", &format!("artifacts = \"s3://{bucket}/runs\""));
+    assert!(text.contains("s3://"));
+    TempLab::from_text(&format!(
+        "{text}\n[lab.object_store]\nendpoint = \"{}\"\nallow_http = true\nregion = \"us-east-1\"\nlocal = \"{local}\"\n",
+        s3.endpoint
+    ))
+}
+
+/// The scenario with the raw files: three agents put every raw file of a campaign
+/// submitted from another lab file in the bucket, each with the size and SHA-256 the store
+/// keeps (computed here from the object's bytes, read back by boto3), and `lab serve` on a
+/// third lab file, with nothing local, downloads one.
+#[test_needs::needs(postgres, s3)]
+#[test]
+fn three_agents_put_every_raw_file_in_the_bucket_and_lab_serve_elsewhere_downloads_one() {
+    let s3 = common::s3::S3::shared();
+    let bucket = s3.bucket("agents");
+    let db = Db::Postgres(common::fresh_postgres_database());
+    let (one, two) = (spread_bucket_lab(&db, &s3, &bucket, "raw"), spread_bucket_lab(&db, &s3, &bucket, "raw"));
+    let _agents: Vec<Agent> = ["h1", "h2", "h3"].iter().map(|h| Agent::start(&one, h)).collect();
+    let id = submit(&two, &phones_runbook(&two, "phones", 7));
+    let (code, out) = wait(&two, &id);
+    assert_eq!(code, 0, "{out}");
+    let store = db.open();
+    each_trial_once(&store, &id);
+    let rows = store.raw_files(&id).unwrap();
+    let objects = s3.objects(&bucket);
+    for a in store.attempts(&id).unwrap() {
+        let folder = a.artifact_dir.rsplit('/').next().unwrap().to_string();
+        assert!(rows.iter().any(|r| r.path.starts_with(&format!("{folder}/"))), "no raw file of {folder}");
+    }
+    for r in &rows {
+        assert!(r.confirmed_at.is_some(), "{} not confirmed", r.path);
+        assert_eq!(objects.get(&r.key), Some(&(r.size, r.sha256.clone())), "{}", r.key);
+    }
+    let row = rows.iter().find(|r| r.path.contains('/')).unwrap();
+    let original = std::fs::read(one.dir.path().join("raw").join(&id).join(&row.path)).unwrap();
+
+    let elsewhere = spread_bucket_lab(&db, &s3, &bucket, "elsewhere");
+    let mut serve = elsewhere
+        .process(&["serve", "--bind", "127.0.0.1:0"])
+        .env("AWS_ACCESS_KEY_ID", "lab-test")
+        .env("AWS_SECRET_ACCESS_KEY", "lab-test-secret")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = crate::serve::address_said(&mut serve);
+    let got = crate::artifacts_s3::http_get(&addr, &format!("/artifacts/{id}/{}", row.path));
+    let _ = serve.kill();
+    let _ = serve.wait();
+    assert_eq!(got, original, "{}", row.path);
+    assert!(!elsewhere.dir.path().join("elsewhere").join(&id).exists(), "nothing of it is local there");
 }

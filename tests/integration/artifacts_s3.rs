@@ -215,7 +215,7 @@ fn serve_from_the_bucket(store_at: &str, open: impl Fn() -> Store) {
 }
 
 /// The body of a 200 answer to `GET path` (with a Content-Length, never chunked).
-fn http_get(addr: &str, path: &str) -> Vec<u8> {
+pub(crate) fn http_get(addr: &str, path: &str) -> Vec<u8> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();

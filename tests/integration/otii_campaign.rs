@@ -255,10 +255,17 @@ fn the_server_killed_mid_soak_spoils_the_attempt_and_the_device_goes_offline_wit
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for("a recording running", Duration::from_secs(60), || {
-        server.as_ref().unwrap().state()["recordings"]
-            .as_array()
-            .is_some_and(|r| r.iter().any(|r| r["running"] == true))
+    // Mid-soak: the soak's start marker placed (a recording merely started may still be
+    // waiting for its first samples, and a kill then fails the start, not the recording).
+    wait_for("a recording soaking", Duration::from_secs(60), || {
+        server.as_ref().unwrap().state()["recordings"].as_array().is_some_and(|r| {
+            r.iter().any(|r| {
+                r["running"] == true
+                    && r["markers"].as_array().is_some_and(|m| {
+                        m.iter().any(|m| m["text"].as_str().is_some_and(|t| t.starts_with("soak start")))
+                    })
+            })
+        })
     });
     drop(server.take()); // killed
     let out = child.wait_with_output().unwrap();
