@@ -360,11 +360,39 @@ fn sigterm_drains_the_trial_in_progress_and_takes_nothing_new() {
     assert_eq!(soaks_started(&lab), 1, "nothing new was started");
     assert_eq!(store.outcome_counts(&id).unwrap().pending, 2);
     assert_eq!(agent_state(&lab, "local").as_deref(), Some("stopped"));
-    // The next agent runs the rest.
-    let _local = Agent::start(&lab, "local");
+    // The next agent runs the rest, then drains when told from anywhere.
+    let local = Agent::start(&lab, "local");
     let (code, out) = wait(&lab, &id);
     assert_eq!(code, 0, "{out}");
     each_trial_once(&store, &id);
+    let out = lab.cmd(&["agent", "drain", "local"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let (code, log) = local.exit(Duration::from_secs(30));
+    assert_eq!(code, 0, "{log}");
+    let out = lab.cmd(&["agent", "drain", "local"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "no agent serves it any more");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no agent serves host local"));
+}
+
+/// Bad input to `lab submit` is exit 2 with the file and the fix, and stores nothing.
+#[test]
+fn lab_submit_of_a_bad_runbook_is_exit_2_and_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::Sqlite(dir.path().join("lab.db"));
+    let lab = spread_lab(&db);
+    let bad = write(
+        &lab,
+        "bad.toml",
+        "name = \"bad\"\nduration = \"1s\"\nrepeats = 2\ndevices = [\"no-such-phone\"]\n[builds.only]\nbaseline = true\n[builds.only.sim]\ncpu_pct = 5\nwakeups_per_s = 5\nmemory_mb = 20\n",
+    );
+    let out = lab.cmd(&["submit", bad.to_str().unwrap()]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("bad.toml") && stderr.contains("no-such-phone"), "{stderr}");
+    assert!(!dir.path().join("lab.db").exists(), "no store was made");
+    let missing = lab.cmd(&["submit", "no/such/runbook.toml"]).output().unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(!dir.path().join("lab.db").exists());
 }
 
 #[test_needs::needs(postgres)]
