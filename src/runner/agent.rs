@@ -149,10 +149,15 @@ pub async fn serve(
             w = wakes.next() => {
                 wakes.drain();
                 if w.is_none() {
-                    // The listener is gone for good: listen again.
+                    // The listener is gone for good: listen again, or wait a while to.
                     let s = store.clone();
-                    if let Ok(again) = call(move || s.listen(Channel::Work)).await {
-                        wakes = again;
+                    match call(move || s.listen(Channel::Work)).await {
+                        Ok(again) => wakes = again,
+                        Err(e) => {
+                            say(None, format!("cannot listen to the store ({e}); looking again in {} s", retry.as_secs_f64()));
+                            tokio::time::sleep(retry).await;
+                            retry = (retry * 2).min(RETRY_MAX);
+                        }
                     }
                 }
                 if w == Some(Wake::Lost) {
