@@ -24,9 +24,10 @@
 //! Environment:
 //! - `LAB_BENCH_POSTGRES` (else `LAB_TEST_POSTGRES`): a server URL whose user may create a
 //!   database (`eval "$(tests/pg-cluster.sh)"` starts a throwaway one); without either the
-//!   bench says so and exits 0. 20 agents hold about 250 connections at once (a device's
-//!   lease, a place in its queue and each campaign's part hold one each): the server's
-//!   `max_connections` must allow them;
+//!   bench says so and exits 0. The 20 agents hold about 1 600 sessions at once (a
+//!   device's lease, each place in a device's queue, each campaign part's store: one or
+//!   two each), more than `tests/pg-cluster.sh`'s `max_connections = 200`: the server
+//!   must allow them (docs/benchmarks.md says how);
 //! - `LAB_BENCH_TRIALS` (5000): the trials, over 4 campaigns of 2 builds;
 //! - `LAB_BENCH_SETTLE_S` (12): the pause after the campaigns before the idle window (an
 //!   idle PostgreSQL backend reports its counters within 10 s);
