@@ -40,8 +40,8 @@ pub async fn follow(
         // The status first, then the events: a campaign seen over has all its events
         // stored but its last one, which the finishing agent appends last.
         let (s, i) = (store.clone(), id.to_string());
-        let status = match call(move || s.campaign_without_plan(&i)).await {
-            Ok(c) => c.status,
+        let status = match call(move || s.campaign_status(&i)).await {
+            Ok(status) => status,
             Err(StoreError::NoCampaign(_)) => return Ok(Followed::Removed),
             Err(e) => return Err(e.into()),
         };

@@ -193,6 +193,16 @@ impl Store {
             .ok_or_else(|| StoreError::NoCampaign(id.to_string()))
     }
 
+    /// A campaign's status alone: what `lab wait` reads at each wake-up (the whole row
+    /// carries the runbook's and the lab file's text). Read as `campaign_without_plan`
+    /// reads it (an unknown status is `Interrupted`).
+    pub fn campaign_status(&self, id: &str) -> Result<CampaignStatus, StoreError> {
+        let params = vals![id];
+        let row = self.db.call(move |c| c.query_opt("SELECT status FROM campaigns WHERE id = ?1", &params))?;
+        let status: String = row.ok_or_else(|| StoreError::NoCampaign(id.into()))?.read()?;
+        Ok(CampaignStatus::parse(&status).unwrap_or(CampaignStatus::Interrupted))
+    }
+
     /// A campaign with its `plan_json` left `Null`, and the text of its plan's head (the
     /// plan without its trials, for `Plan::head_from_json`; the whole plan's text for a
     /// campaign whose head is not stored): a plan of 144 000 trials is 29 MB of text, and
