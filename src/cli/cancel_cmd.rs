@@ -31,6 +31,6 @@ terminal"
         }
     };
     store.notify(Channel::Work)?;
-    store.notify(Channel::Events)?;
+    store.notify_about(Channel::Events, id)?;
     Ok((text, exit::OK))
 }

@@ -395,7 +395,7 @@ async fn run_part(
                 let (s, id) = (store.clone(), id.clone());
                 let _ = call(move || {
                     s.append_events(&id, &now_rfc3339(), &lines)?;
-                    s.notify(Channel::Events)
+                    s.notify_about(Channel::Events, &id)
                 })
                 .await;
             }
@@ -406,7 +406,7 @@ async fn run_part(
     let _ = forward.await;
     // `lab wait` looks again: the campaign may have ended.
     let s = store.clone();
-    let _ = call(move || s.notify(Channel::Events)).await;
+    let _ = call(move || s.notify_about(Channel::Events, &id)).await;
     result
 }
 

@@ -7,7 +7,7 @@ use tokio::sync::watch;
 
 use super::event::{Event, EventSink};
 use super::launch::LaunchError;
-use crate::store::{CampaignStatus, Channel, Store, StoreError};
+use crate::store::{CampaignStatus, Channel, Store, StoreError, Wake};
 
 /// How following a campaign ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,19 +72,27 @@ pub async fn follow(
         if *stop.borrow() {
             return Ok(Followed::Detached);
         }
-        tokio::select! {
-            w = wakes.next() => {
-                wakes.drain();
-                if w.is_none() {
-                    let s = store.clone();
-                    wakes = call(move || s.listen(Channel::Events)).await?;
-                }
+        loop {
+            tokio::select! {
+                w = wakes.next() => match w {
+                    None => {
+                        let s = store.clone();
+                        wakes = call(move || s.listen(Channel::Events)).await?;
+                        break;
+                    }
+                    // Another campaign's events: nothing here to read.
+                    Some(Wake::Notified(about)) if !about.is_empty() && about != id => continue,
+                    Some(_) => {
+                        wakes.drain();
+                        break;
+                    }
+                },
+                // Not `wait_for`: its guard would make this future not Send (the schedule
+                // follows a slot's campaign from a Send future).
+                r = stop.changed() => if r.is_err() || *stop.borrow() {
+                    return Ok(Followed::Detached);
+                },
             }
-            // Not `wait_for`: its guard would make this future not Send (the schedule
-            // follows a slot's campaign from a Send future).
-            r = stop.changed() => if r.is_err() || *stop.borrow() {
-                return Ok(Followed::Detached);
-            },
         }
     }
 }

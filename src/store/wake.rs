@@ -62,10 +62,16 @@ impl Store {
     /// Tells the channel's sleepers (best effort: a sleeper that misses it looks again on
     /// its next wake-up).
     pub fn notify(&self, channel: Channel) -> Result<(), StoreError> {
+        self.notify_about(channel, "")
+    }
+
+    /// [`Store::notify`] about `subject` (a campaign's id): on PostgreSQL a sleeper that
+    /// follows another subject need not look. Empty: about anything.
+    pub fn notify_about(&self, channel: Channel, subject: &str) -> Result<(), StoreError> {
         match (&self.db, self.location()) {
             (Db::Postgres(_), _) => {
-                let c = vals![channel.name()];
-                self.db.call(move |conn| conn.execute("SELECT pg_notify(?1, '')", &c).map(drop))?;
+                let c = vals![channel.name(), subject];
+                self.db.call(move |conn| conn.execute("SELECT pg_notify(?1, ?2)", &c).map(drop))?;
             }
             (_, Location::Sqlite(path)) => {
                 let file = wake_file(path, channel);
@@ -108,7 +114,8 @@ fn watch_file(file: &Path, tx: mpsc::UnboundedSender<Wake>) -> Result<(), StoreE
         .spawn(move || {
             // Sleeps in read(2) until the file is touched.
             while let Ok(events) = inotify.read_events() {
-                if !events.is_empty() && tx.send(Heard::Notified).is_err() {
+                // A file says nothing of what changed: every sleeper looks.
+                if !events.is_empty() && tx.send(Heard::Notified(String::new())).is_err() {
                     return;
                 }
             }

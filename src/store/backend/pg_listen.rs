@@ -15,10 +15,10 @@ use super::conn::DbError;
 use crate::config::PgUrl;
 
 /// What a listener heard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Heard {
-    /// A notification on the channel.
-    Notified,
+    /// A notification on the channel, with its payload (what it is about; empty: anything).
+    Notified(String),
     /// The session ended (the server restarted, the network went away).
     Lost,
     /// Listening again after a lost session: anything may have changed.
@@ -104,8 +104,8 @@ where
         let mut stream = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
         while let Some(m) = stream.next().await {
             match m {
-                Ok(AsyncMessage::Notification(_)) => {
-                    if msg_tx.send(()).is_err() {
+                Ok(AsyncMessage::Notification(n)) => {
+                    if msg_tx.send(n.payload().to_string()).is_err() {
                         return;
                     }
                 }
@@ -124,8 +124,8 @@ where
                 }
             }
         }
-        while messages.recv().await.is_some() {
-            if tx.send(Heard::Notified).is_err() {
+        while let Some(payload) = messages.recv().await {
+            if tx.send(Heard::Notified(payload)).is_err() {
                 return Ok(());
             }
         }
