@@ -399,24 +399,20 @@ impl Attempt<'_> {
         // cost a fifth of a simulated campaign's time on a journaled disk.)
         let dir = self.ctx.artifacts.join(attempt_folder(&self.trial.key, self.attempt));
         fresh_dir(&dir)?;
-        let in_flight = match &self.ctx.agent_host {
-            Some(host) => {
-                let row = InFlight {
-                    campaign: self.ctx.campaign.clone(),
-                    trial_idx: self.trial.idx,
-                    attempt: self.attempt,
-                    device: self.device.name().into(),
-                    host: host.clone(),
-                    pid: std::process::id(),
-                    started_at: started_at.clone(),
-                    artifact_dir: self.relative_dir(&dir),
-                };
-                let store = self.ctx.store.clone();
-                blocking(move || store.begin_attempt(&row)).await?;
-                true
-            }
-            None => false,
-        };
+        if let Some(host) = &self.ctx.agent_host {
+            let row = InFlight {
+                campaign: self.ctx.campaign.clone(),
+                trial_idx: self.trial.idx,
+                attempt: self.attempt,
+                device: self.device.name().into(),
+                host: host.clone(),
+                pid: std::process::id(),
+                started_at: started_at.clone(),
+                artifact_dir: self.relative_dir(&dir),
+            };
+            let store = self.ctx.store.clone();
+            blocking(move || store.begin_attempt(&row)).await?;
+        }
 
         let result = self.steps(&mut p, &dir).await;
         // Whatever ended the steps (a failure, Ctrl-C, a device gone), the phone gets its
@@ -495,13 +491,8 @@ impl Attempt<'_> {
             series: series.into_iter().map(SeriesRow::of).collect(),
             attestations: self.ctx.desk.attested(self.device.name()),
         };
+        // Its `attempts_in_flight` row, if any, goes in the same transaction.
         self.ctx.recorder.record(record).await?;
-        if in_flight {
-            // Recorded: no longer in flight. (A death between the two leaves a row whose
-            // attempt is recorded; the agent's recovery skips it.)
-            let (store, c, idx, n) = (self.ctx.store.clone(), self.ctx.campaign.clone(), self.trial.idx, self.attempt);
-            blocking(move || store.end_attempt(&c, idx, n)).await?;
-        }
         // Recorded: its files may go to the bucket now (in the background).
         if let (Some(u), Some(folder)) = (&self.ctx.uploads, dir.file_name()) {
             u.recorded(&self.ctx.campaign, &folder.to_string_lossy());

@@ -178,7 +178,16 @@ impl Store {
                 .map_or(Ok(None), |r| r.get::<Option<i64>>(0))
         })?;
         let last = to.db.call(move |c| {
-            c.query_opt(&format!("SELECT max(id) FROM {table}"), &[])?.map_or(Ok(None), |r| r.get::<Option<i64>>(0))
+            // On PostgreSQL, past the ids recorders have reserved too (`pg_record::reserve`):
+            // those may not be committed yet.
+            let sql = match c.dialect() {
+                Dialect::Postgres => format!(
+                    "SELECT GREATEST(max(id), pg_sequence_last_value(CAST(pg_get_serial_sequence('{table}', 'id') AS regclass)))
+                     FROM {table}"
+                ),
+                _ => format!("SELECT max(id) FROM {table}"),
+            };
+            c.query_opt(&sql, &[])?.map_or(Ok(None), |r| r.get::<Option<i64>>(0))
         })?;
         Ok(first.map_or(0, |f| last.unwrap_or(0) + 1 - f))
     }

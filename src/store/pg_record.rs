@@ -2,8 +2,10 @@
 //! SQLite, with PostgreSQL's bulk path. One transaction per batch of attempts, each in a
 //! savepoint when one of them fails; measurements and series go in as multi-row inserts
 //! that return their ids. An attempt's `attempt_report` row holds the id ranges of its
-//! rows, so they must be consecutive: the transaction takes an advisory lock first, and
-//! recorders of other processes take turns (their transactions are short).
+//! rows, so they must be consecutive: a batch reserves its ids in one statement of its
+//! own under an advisory lock, held for that statement only, so recorders of other
+//! processes take turns for a moment, not for a whole transaction. A recorded attempt's
+//! `attempts_in_flight` row goes in the same transaction.
 
 use super::backend::{Conn, DbError, Value, vals};
 use super::batch::Ticket;
@@ -39,9 +41,15 @@ fn record_together(
     c: &mut dyn Conn,
     jobs: &[(EncodedAttempt, Ticket)],
 ) -> Result<Vec<Result<(), StoreError>>, StoreError> {
+    // Before the transaction: its lock ends with this statement. Ids of attempts that turn
+    // out duplicates are left unused (a gap, as a rolled-back insert leaves).
+    let (mut m_next, mut s_next) = reserve(
+        c,
+        jobs.iter().map(|(a, _)| a.measurements.len()).sum(),
+        jobs.iter().map(|(a, _)| a.series.len()).sum(),
+    )?;
     c.begin()?;
     let body = (|| -> Result<Vec<Result<(), StoreError>>, StoreError> {
-        c.execute("SELECT pg_advisory_xact_lock(?1)", &vals![RECORD_LOCK])?;
         let mut inserted = std::collections::HashSet::new();
         for chunk in jobs.chunks(CHUNK / 16) {
             let rows: Vec<Vec<Value>> = chunk.iter().map(|(a, _)| attempt_row(a)).collect();
@@ -71,8 +79,17 @@ fn record_together(
                 }));
             }
         }
-        let mut m_next = reserve(c, "measurements", fresh.iter().map(|a| a.measurements.len()).sum())?;
-        let mut s_next = reserve(c, "series", fresh.iter().map(|a| a.series.len()).sum())?;
+        if !fresh.is_empty() {
+            let keys: Vec<Value> = fresh.iter().flat_map(|a| key(a)).collect();
+            let sql = format!(
+                "DELETE FROM attempts_in_flight WHERE (campaign, trial_idx, attempt) IN ({})",
+                (0..fresh.len())
+                    .map(|i| format!("(?{}, ?{}, ?{})", 3 * i + 1, 3 * i + 2, 3 * i + 3))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            c.execute(&sql, &keys)?;
+        }
         let (mut m_rows, mut s_rows, mut reports, mut attested) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for a in &fresh {
             let m = span(&mut m_next, a.measurements.len());
@@ -104,18 +121,29 @@ fn record_together(
     }
 }
 
-/// `n` new ids of `table`, reserved in one statement (under the recording lock, so no
-/// other writer takes one between); the next id to give.
-fn reserve(c: &mut dyn Conn, table: &str, n: usize) -> Result<i64, StoreError> {
-    if n == 0 {
-        return Ok(0);
+/// `m` new ids of `measurements` and `s` of `series`, reserved in one statement that takes
+/// the recording lock first and lets it go when it ends (outside any transaction): every
+/// writer of those ids takes it, so the ids a batch gets are consecutive. The next id of
+/// each to give.
+fn reserve(c: &mut dyn Conn, m: usize, s: usize) -> Result<(i64, i64), StoreError> {
+    if m == 0 && s == 0 {
+        return Ok((0, 0));
     }
-    let seq = format!("pg_get_serial_sequence('{table}', 'id')");
-    let last: i64 = c
-        .query_opt(&format!("SELECT setval({seq}, nextval({seq}) + ?1 - 1)"), &vals![n as i64])?
-        .ok_or_else(|| StoreError::Internal(format!("no id reserved for {table}")))?
+    let take = |t: &str, p: &str| {
+        let seq = format!("pg_get_serial_sequence('{t}', 'id')");
+        format!("CASE WHEN {p} > 0 THEN setval({seq}, nextval({seq}) + {p} - 1) ELSE 0 END")
+    };
+    // The lock is taken in FROM, before the target list is computed.
+    let sql = format!(
+        "SELECT {}, {} FROM (SELECT pg_advisory_xact_lock(?3)) AS turn",
+        take("measurements", "CAST(?1 AS BIGINT)"),
+        take("series", "CAST(?2 AS BIGINT)")
+    );
+    let (m_last, s_last): (i64, i64) = c
+        .query_opt(&sql, &vals![m as i64, s as i64, RECORD_LOCK])?
+        .ok_or_else(|| StoreError::Internal("no ids reserved for measurements and series".into()))?
         .read()?;
-    Ok(last - n as i64 + 1)
+    Ok((m_last - m as i64 + 1, s_last - s as i64 + 1))
 }
 
 /// The next `n` ids from `next` as (first, last); `None` for none.
@@ -190,6 +218,7 @@ fn insert_attempt(c: &mut dyn Conn, a: &EncodedAttempt) -> Result<(), StoreError
     if inserted == 0 {
         return Err(StoreError::Duplicate { campaign: a.campaign.clone(), trial: a.trial_idx, attempt: a.attempt });
     }
+    c.execute("DELETE FROM attempts_in_flight WHERE campaign = ?1 AND trial_idx = ?2 AND attempt = ?3", &key(a))?;
     let measurements = insert_rows(
         c,
         "measurements (campaign, trial_idx, attempt, seq, metric, value, unit, source)",

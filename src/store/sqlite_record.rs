@@ -39,6 +39,10 @@ pub(super) fn insert_attempt(tx: &rusqlite::Transaction<'_>, a: &EncodedAttempt)
     if inserted == 0 {
         return Err(StoreError::Duplicate { campaign: a.campaign.clone(), trial: a.trial_idx, attempt: a.attempt });
     }
+    // Recorded, so no longer in flight (an agent's attempt): in the same transaction, so
+    // that it is never both, nor neither.
+    tx.prepare_cached("DELETE FROM attempts_in_flight WHERE campaign = ?1 AND trial_idx = ?2 AND attempt = ?3")?
+        .execute(params![a.campaign, a.trial_idx, a.attempt])?;
     // The attempt's rows get consecutive ids (one connection writes them, in a row); its
     // `attempt_report` row holds their ranges.
     let mut measurements = None;

@@ -27,7 +27,61 @@ crate::testing::postgres::on_both!(
     attempts_recorded_at_once_by_two_writers_keep_their_rows_in_their_ranges,
     the_data_version_moves_when_another_connection_writes,
     an_attempt_refused_on_its_own_fails_alone_in_its_batch,
+    recording_an_attempt_ends_its_in_flight_row_in_the_same_transaction,
+    events_appended_at_once_by_two_writers_are_numbered_once_each_in_order,
 );
+
+/// Two handles (two agents) append bursts to one campaign's events at once: the numbers
+/// run 1, 2, 3… with no gap and none twice, and each writer's events keep its order.
+fn events_appended_at_once_by_two_writers_are_numbered_once_each_in_order(s: &Store) {
+    let other = other_handle(s);
+    let writers: Vec<_> = [(s.clone(), "a"), (other, "b")]
+        .into_iter()
+        .map(|(st, who)| {
+            std::thread::spawn(move || {
+                for burst in 0..30 {
+                    let events: Vec<String> = (0..3).map(|k| format!("{who}{:03}", burst * 3 + k)).collect();
+                    st.append_events("c-1", "t", &events).unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    let all = s.events_after("c-1", 0, 1000).unwrap();
+    assert_eq!(all.iter().map(|(n, _)| *n).collect::<Vec<_>>(), (1..=180).collect::<Vec<i64>>());
+    for who in ["a", "b"] {
+        let mine: Vec<&String> = all.iter().map(|(_, e)| e).filter(|e| e.starts_with(who)).collect();
+        assert_eq!(mine.len(), 90);
+        assert!(mine.windows(2).all(|w| w[0] < w[1]), "{who}'s events out of order");
+    }
+    assert_eq!(s.events_after("c-1", 178, 10).unwrap().len(), 2);
+}
+
+/// An agent's attempt is in `attempts_in_flight` from its start until it is recorded: the
+/// recording removes the row (in its own transaction), and leaves the others' rows.
+fn recording_an_attempt_ends_its_in_flight_row_in_the_same_transaction(s: &Store) {
+    s.create_campaign(&campaign("c-1", 4), 2, 1).unwrap();
+    for idx in [0, 1] {
+        s.begin_attempt(&crate::store::InFlight {
+            campaign: "c-1".into(),
+            trial_idx: idx,
+            attempt: 0,
+            device: "dev".into(),
+            host: "h1".into(),
+            pid: 7,
+            started_at: "s".into(),
+            artifact_dir: format!("c-1/t{idx}.attempt-0"),
+        })
+        .unwrap();
+    }
+    let flying = |s: &Store| s.in_flight_on("dev").unwrap().into_iter().map(|(f, _)| f.trial_idx).collect::<Vec<_>>();
+    assert_eq!(flying(s), [0, 1]);
+    s.record_attempt(attempt("c-1", 0, 0, true)).unwrap();
+    s.record_attempt(attempt("c-1", 2, 0, true)).unwrap();
+    assert_eq!(flying(s), [1], "trial 0 recorded, trial 1 still in flight, trial 2 never was");
+}
 
 /// One transaction records a batch: an attempt of a trial never planned, and one
 /// recorded twice, are refused alone; the others are recorded with all their rows.
