@@ -33,12 +33,8 @@ pub async fn join(store: &Store, device: &str, req: LeaseRequest, events: &Event
     let (s, dev) = (store.clone(), device.to_string());
     let (ticket, first) = blocking(move || {
         let ticket = s.enqueue(&dev, &req)?;
-        let first = ticket.try_take()?;
-        let ahead = match &first {
-            Ok(_) => 0,
-            Err(_) => ticket.ahead()?.len(),
-        };
-        Ok((ticket, first.map_err(|busy| (busy.describe(), ahead))))
+        let first = ticket.try_take_counting()?;
+        Ok((ticket, first.map_err(|(busy, ahead)| (busy.describe(), ahead))))
     })
     .await?;
     Ok(match first {

@@ -180,7 +180,8 @@ impl LeaseSpace {
 
     fn live(&self, rows: Vec<Row>) -> Result<Vec<LeaseHolder>, StoreError> {
         let holders: Vec<LeaseHolder> = read_all(&rows)?;
-        Ok(holders.into_iter().filter(|h| self.locks.alive(&h.owner())).collect())
+        let alive = self.locks.alive_all(&holders.iter().map(LeaseHolder::owner).collect::<Vec<_>>());
+        Ok(holders.into_iter().zip(alive).filter_map(|(h, a)| a.then_some(h)).collect())
     }
 }
 

@@ -112,12 +112,8 @@ impl LeaseSpace {
                 break (token, held);
             }
         };
-        // Rows of waiters that died are no one's place.
-        for w in self.waiters("WHERE device = ?1", vals![device].to_vec())? {
-            if !self.locks.alive(&w.owner()) {
-                self.forget_waiter(&w)?;
-            }
-        }
+        // Rows of waiters that died are no one's place: `ahead` removes those it meets, and
+        // a wait on a dead waiter's lock returns at once (`wait`).
         let me = ProcessId::current();
         let (d, r, t) = (device.to_string(), req.clone(), token.clone());
         let ticket = self
@@ -158,7 +154,14 @@ impl LeaseSpace {
     /// Every live waiter, by device, each device's in queue order.
     pub fn queued(&self) -> Result<Vec<Waiter>, StoreError> {
         let all = self.waiters("ORDER BY device, priority DESC, ticket", Vec::new())?;
-        Ok(all.into_iter().filter(|w| self.locks.alive(&w.owner())).collect())
+        Ok(self.live_waiters(all))
+    }
+
+    /// The waiters of `all` that are alive, asked in one go.
+    fn live_waiters(&self, all: Vec<Waiter>) -> Vec<Waiter> {
+        let owners: Vec<Owner> = all.iter().map(Waiter::owner).collect();
+        let alive = self.locks.alive_all(&owners);
+        all.into_iter().zip(alive).filter_map(|(w, a)| a.then_some(w)).collect()
     }
 
     fn waiters(&self, tail: &str, params: Vec<super::backend::Value>) -> Result<Vec<Waiter>, StoreError> {
@@ -199,13 +202,33 @@ impl QueueTicket {
         &self.device
     }
 
-    /// The live waiters ahead of this one, in queue order.
+    /// The live waiters ahead of this one, in queue order; the rows of dead ones ahead are
+    /// removed.
     pub fn ahead(&self) -> Result<Vec<Waiter>, StoreError> {
-        let rows = self.space.waiters(
+        let rows = self.rows_ahead()?;
+        if rows.is_empty() {
+            return Ok(rows);
+        }
+        let owners: Vec<Owner> = rows.iter().map(Waiter::owner).collect();
+        let alive = self.space.locks.alive_all(&owners);
+        let mut live = Vec::with_capacity(rows.len());
+        for (w, a) in rows.into_iter().zip(alive) {
+            if a {
+                live.push(w);
+            } else {
+                self.space.forget_waiter(&w)?;
+            }
+        }
+        Ok(live)
+    }
+
+    /// The rows ahead of this one, live or not, in queue order: for `wait`, where a dead
+    /// one's lock is had at once (and its row then removed), no liveness is asked.
+    fn rows_ahead(&self) -> Result<Vec<Waiter>, StoreError> {
+        self.space.waiters(
             "WHERE device = ?1 AND (priority > ?2 OR (priority = ?2 AND ticket < ?3)) ORDER BY priority DESC, ticket",
             vals![&self.device, self.req.priority, self.ticket].to_vec(),
-        )?;
-        Ok(rows.into_iter().filter(|w| self.space.locks.alive(&w.owner())).collect())
+        )
     }
 
     fn lock_err(&self, source: LockError) -> StoreError {
@@ -215,8 +238,15 @@ impl QueueTicket {
     /// The device's lease if it is free and nobody is ahead; else who has it or its turn.
     /// The ticket keeps its place either way (until dropped).
     pub fn try_take(&self) -> Result<Result<DeviceLease, Busy>, StoreError> {
-        if let Some(first) = self.ahead()?.into_iter().next() {
-            return Ok(Err(Busy::Queued(first)));
+        Ok(self.try_take_counting()?.map_err(|(busy, _)| busy))
+    }
+
+    /// [`QueueTicket::try_take`], and when busy how many live waiters are ahead.
+    pub fn try_take_counting(&self) -> Result<Result<DeviceLease, (Busy, usize)>, StoreError> {
+        let ahead = self.ahead()?;
+        let n = ahead.len();
+        if let Some(first) = ahead.into_iter().next() {
+            return Ok(Err((Busy::Queued(first), n)));
         }
         let name = LockName::Device(self.device.clone());
         match self.space.locks.lock(&name, false).map_err(|e| self.lock_err(e))? {
@@ -224,7 +254,7 @@ impl QueueTicket {
                 Some(lease) => Ok(Ok(lease)),
                 None => Err(self.lock_err(LockError::Cancelled)),
             },
-            None => Ok(Err(Busy::Held(self.space.lease_holder(&self.device)?))),
+            None => Ok(Err((Busy::Held(self.space.lease_holder(&self.device)?), 0))),
         }
     }
 
@@ -235,7 +265,7 @@ impl QueueTicket {
             if self.is_cancelled() {
                 return Ok(None);
             }
-            if let Some(pred) = self.ahead()?.pop() {
+            if let Some(pred) = self.rows_ahead()?.pop() {
                 // Sleep until the one just ahead is gone from the queue (it got the device,
                 // left, or died).
                 let held = self.space.locks.lock(&pred.lock(), true).map_err(|e| self.lock_err(e))?;
@@ -247,7 +277,7 @@ impl QueueTicket {
             let held = self.space.locks.lock(&name, true).map_err(|e| self.lock_err(e))?;
             let Some(held) = held else { continue };
             // One with a higher priority may have come while this one slept on the lock.
-            if !self.is_cancelled() && !self.ahead()?.is_empty() {
+            if !self.is_cancelled() && !self.rows_ahead()?.is_empty() {
                 continue;
             }
             return self.promote(held);
