@@ -493,6 +493,15 @@ pub const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX raw_files_pending ON raw_files (bucket, host) WHERE confirmed_at IS NULL;
     "#,
+    // 20: a campaign's last event number, which appending agents take turns on (its row's
+    // lock) rather than on a lock over the campaign's events for a whole transaction.
+    r#"
+    CREATE TABLE event_counters (
+        campaign    TEXT PRIMARY KEY,
+        seq         INTEGER NOT NULL
+    );
+    INSERT INTO event_counters (campaign, seq) SELECT campaign, MAX(seq) FROM campaign_events GROUP BY campaign;
+    "#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<u32> {
@@ -525,6 +534,27 @@ mod tests {
     use super::*;
     use crate::measure::{BATTERY_PCT, Series};
     use crate::store::{CampaignStatus, Store};
+
+    /// A store whose campaign has events from before migration 20 numbers the next ones
+    /// after them: its counter starts at the last number there.
+    #[test]
+    fn a_version_19_store_numbers_new_events_after_its_old_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lab.db");
+        {
+            let conn = open_at_version(&path, 19);
+            conn.execute_batch(
+                "INSERT INTO campaign_events (campaign, seq, at, event) VALUES ('c', 1, 't', 'a'), ('c', 2, 't', 'b');",
+            )
+            .unwrap();
+        }
+        let s = crate::store::Store::open(&path).unwrap();
+        s.append_events("c", "t2", &["c".into(), "d".into()]).unwrap();
+        s.append_events("other", "t2", &["x".into()]).unwrap();
+        let seqs: Vec<(i64, String)> = s.events_after("c", 0, 10).unwrap();
+        assert_eq!(seqs, [(1, "a".into()), (2, "b".into()), (3, "c".into()), (4, "d".into())]);
+        assert_eq!(s.events_after("other", 0, 10).unwrap(), [(1, "x".to_string())]);
+    }
 
     #[test]
     fn a_version_8_store_gains_summaries_findings_and_alerts_and_keeps_its_rows() {
@@ -589,6 +619,7 @@ mod tests {
     /// keyed by (campaign, trial_idx, attempt, seq), their rowids in the order written,
     /// no id ranges in `attempt_report`.
     const BACK_TO_12: &str = "
+        DROP TABLE event_counters;
         DROP TABLE raw_files;
         DROP TABLE agents;
         DROP TABLE attempts_in_flight;

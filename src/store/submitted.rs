@@ -163,7 +163,7 @@ impl Store {
                 let status = CampaignStatus::parse(&status).unwrap_or(CampaignStatus::Done);
                 Ok(Some(match (status, submitted != 0) {
                     (CampaignStatus::Queued, _) => {
-                        for table in ["campaign_events", "campaign_looks", "trials"] {
+                        for table in ["campaign_events", "event_counters", "campaign_looks", "trials"] {
                             c.execute(&format!("DELETE FROM {table} WHERE campaign = ?1"), &r[..1])?;
                         }
                         c.execute("DELETE FROM campaigns WHERE id = ?1", &r[..1])?;
@@ -276,31 +276,10 @@ impl Store {
     pub fn append_events(&self, campaign: &str, at: &str, events: &[String]) -> Result<(), StoreError> {
         let (campaign, at, events) = (campaign.to_string(), at.to_string(), events.to_vec());
         self.db.call(move |c| {
-            c.transaction(|c| {
-                // Agents append to one campaign at once: its numbers are taken one writer at
-                // a time (SQLite's writes are one at a time already).
-                if c.dialect() == super::Dialect::Postgres {
-                    c.execute("SELECT pg_advisory_xact_lock(hashtext(?1))", &vals![&campaign])?;
-                }
-                let mut next = next_seq(c, &campaign)?;
-                // A burst in one statement: the campaign's lock above is held for fewer round
-                // trips (its agents wait on it).
-                for chunk in events.chunks(EVENTS_PER_INSERT) {
-                    let rows: Vec<String> =
-                        (0..chunk.len()).map(|k| format!("(?1, ?2, ?{}, ?{})", 3 + 2 * k, 4 + 2 * k)).collect();
-                    let mut params = vals![&campaign, &at].to_vec();
-                    for (k, e) in chunk.iter().enumerate() {
-                        params.push(Value::from(next + k as i64));
-                        params.push(Value::from(e));
-                    }
-                    c.execute(
-                        &format!("INSERT INTO campaign_events (campaign, at, seq, event) VALUES {}", rows.join(", ")),
-                        &params,
-                    )?;
-                    next += chunk.len() as i64;
-                }
-                Ok(())
-            })
+            for chunk in events.chunks(EVENTS_PER_INSERT) {
+                append_chunk(c, &campaign, &at, chunk)?;
+            }
+            Ok(())
         })?;
         Ok(())
     }
@@ -318,7 +297,38 @@ impl Store {
 /// Events per `INSERT` (2 parameters each, within SQLite's and PostgreSQL's limits).
 const EVENTS_PER_INSERT: usize = 500;
 
-fn next_seq(c: &mut dyn Conn, campaign: &str) -> Result<i64, DbError> {
-    let row = c.query("SELECT COALESCE(MAX(seq), 0) FROM campaign_events WHERE campaign = ?1", &vals![campaign])?;
-    Ok(row[0].read::<i64>()? + 1)
+/// Appends `events` (at most [`EVENTS_PER_INSERT`]) with the campaign's next numbers,
+/// taken from its `event_counters` row. Agents append to one campaign at once: the row's
+/// lock makes them take turns, each until its commit, so the numbers are committed in
+/// order and a reader that has seen number n has seen every number below it. On
+/// PostgreSQL it is one statement (the row locked for that statement alone: the agents'
+/// turns are short); on SQLite, whose writes take turns anyway, a transaction.
+fn append_chunk(c: &mut dyn Conn, campaign: &str, at: &str, events: &[String]) -> Result<(), DbError> {
+    let n = events.len() as i64;
+    let bump = "INSERT INTO event_counters (campaign, seq) VALUES (?1, ?3)
+                ON CONFLICT (campaign) DO UPDATE SET seq = event_counters.seq + excluded.seq";
+    let mut params = vals![campaign, at, n].to_vec();
+    params.extend(events.iter().map(Value::from));
+    if c.dialect() == super::Dialect::Postgres {
+        let rows: Vec<String> = (0..events.len()).map(|k| format!("({}, CAST(?{} AS TEXT))", k + 1, k + 4)).collect();
+        c.execute(
+            &format!(
+                "WITH n AS ({bump} RETURNING seq)
+                 INSERT INTO campaign_events (campaign, at, seq, event)
+                 SELECT ?1, ?2, n.seq - ?3 + x.k, x.e FROM n, (VALUES {}) AS x (k, e)",
+                rows.join(", ")
+            ),
+            &params,
+        )?;
+        return Ok(());
+    }
+    c.transaction(|c| {
+        c.execute(bump, &params[..3])?;
+        let last: i64 = c.query("SELECT seq FROM event_counters WHERE campaign = ?1", &params[..1])?[0].read()?;
+        let rows: Vec<String> = (0..events.len()).map(|k| format!("(?1, ?2, ?3 + {k}, ?{})", k + 4)).collect();
+        let mut p = vals![campaign, at, last - n + 1].to_vec();
+        p.extend(events.iter().map(Value::from));
+        c.execute(&format!("INSERT INTO campaign_events (campaign, at, seq, event) VALUES {}", rows.join(", ")), &p)?;
+        Ok(())
+    })
 }

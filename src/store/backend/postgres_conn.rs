@@ -250,7 +250,17 @@ impl Conn for PgClient {
                 n
             }
             None => {
-                self.client.batch_execute("LISTEN lab_changes")?;
+                // Listening first, then a watcher (`pg_schema`'s last `lab_notify` notifies only
+                // while one is): its lock ends with this session, and rows of watchers gone
+                // are removed.
+                self.client.batch_execute(&format!(
+                    "LISTEN lab_changes;
+                     SELECT pg_advisory_lock({lock} + pg_backend_pid());
+                     DELETE FROM lab_watchers w WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = w.pid);
+                     INSERT INTO lab_watchers (pid, since) VALUES (pg_backend_pid(), CAST(now() AS TEXT))
+                         ON CONFLICT (pid) DO NOTHING;",
+                    lock = super::pg_schema::WATCHER_LOCK
+                ))?;
                 CONNECTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) << 40
             }
         };
