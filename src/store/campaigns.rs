@@ -44,25 +44,40 @@ pub(crate) fn plan_head(plan_json: &str) -> Option<String> {
     serde_json::to_string(&head.0).ok()
 }
 
+/// Trials per `INSERT` (11 parameters each: within SQLite's and PostgreSQL's limits). A
+/// statement a row cost `lab submit` a round trip a trial on PostgreSQL.
+const TRIALS_PER_INSERT: usize = 500;
+
 fn insert_trials(c: &mut dyn Conn, id: &str, trials: &[PlannedTrialRow]) -> Result<(), DbError> {
-    for t in trials {
+    for chunk in trials.chunks(TRIALS_PER_INSERT) {
+        let rows: Vec<String> = (0..chunk.len())
+            .map(|r| format!("({})", (1..=11).map(|k| format!("?{}", r * 11 + k)).collect::<Vec<_>>().join(", ")))
+            .collect();
+        let params: Vec<Value> = chunk
+            .iter()
+            .flat_map(|t| {
+                vals![
+                    id,
+                    t.idx,
+                    &t.key,
+                    &t.device,
+                    &t.device_model,
+                    &t.variant,
+                    &t.build,
+                    &t.config,
+                    t.repeat,
+                    t.block,
+                    t.device_order
+                ]
+            })
+            .collect();
         c.execute(
-            "INSERT INTO trials (campaign, idx, key, device, device_model, variant, build, config, repeat, block,
-                device_order)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            &vals![
-                id,
-                t.idx,
-                &t.key,
-                &t.device,
-                &t.device_model,
-                &t.variant,
-                &t.build,
-                &t.config,
-                t.repeat,
-                t.block,
-                t.device_order
-            ],
+            &format!(
+                "INSERT INTO trials (campaign, idx, key, device, device_model, variant, build, config, repeat, block,
+                    device_order) VALUES {}",
+                rows.join(", ")
+            ),
+            &params,
         )?;
     }
     Ok(())
