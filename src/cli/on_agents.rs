@@ -32,10 +32,14 @@ pub async fn follow(
     verbose: bool,
     ctrl_c: OnCtrlC,
 ) -> Result<RunOutcome, CliError> {
+    // Registered before anything else, not when a task first runs: a Ctrl-C from the first
+    // moment detaches (or cancels) rather than killing the process.
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|e| CliError::internal(format!("cannot catch Ctrl-C: {e}")))?;
     let store = context::existing_store(&lab)?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let signal = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
+        if interrupt.recv().await.is_some() {
             let _ = stop_tx.send(true);
         }
     });
