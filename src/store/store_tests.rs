@@ -111,7 +111,7 @@ fn an_attempt_refused_on_its_own_fails_alone_in_its_batch(s: &Store) {
 }
 
 /// A second handle on the same store: another process, as `lab status --watch` sees it.
-fn other_handle(s: &Store) -> Store {
+pub(crate) fn other_handle(s: &Store) -> Store {
     match &s.db {
         crate::store::backend::Db::Sqlite(_) => Store::open(s.location().sqlite_file().unwrap()).unwrap(),
         crate::store::backend::Db::Postgres(owner) => Store::open_postgres(owner.url()).unwrap(),

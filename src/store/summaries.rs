@@ -158,6 +158,13 @@ impl Store {
         let campaign = vals![campaign];
         self.db.call(move |c| {
             c.transaction(|c| {
+                // Writers of one campaign's summaries take turns (an agent that recorded the
+                // last trial and a `lab wait` both write the report files): on PostgreSQL the
+                // second's DELETE would not see the first's rows, and its INSERT would
+                // collide with them. SQLite's writes take turns already.
+                if c.dialect() == super::Dialect::Postgres {
+                    c.execute("SELECT pg_advisory_xact_lock(hashtext('lab summaries ' || ?1))", &campaign)?;
+                }
                 c.execute("DELETE FROM campaign_summaries WHERE campaign = ?1", &campaign)?;
                 for row in &values {
                     c.execute(
@@ -320,7 +327,31 @@ pub(crate) mod tests {
         assert!(s.summaries("other").unwrap().is_empty());
     }
 
+    /// Two writers (an agent and a `lab wait`) put one campaign's summaries at once, again
+    /// and again: none fails, and the rows are one writer's whole.
+    fn summaries_put_at_once_by_two_writers_neither_fails(s: &Store) {
+        s.create_campaign(&new_campaign("c1", "rb", "2026-01-01T00:00:00Z"), 3, 1).unwrap();
+        let rows = vec![row("c1", "control", "cpu_pct", &[12.0, 13.0]), row("c1", "control", "memory_mb", &[1.0])];
+        let other = crate::store::store::tests::other_handle(s);
+        let writers: Vec<_> = [s.clone(), other]
+            .into_iter()
+            .map(|st| {
+                let rows = rows.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..30 {
+                        st.put_summaries("c1", &rows).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        assert_eq!(s.summaries("c1").unwrap(), rows);
+    }
+
     crate::testing::postgres::on_both!(
+        summaries_put_at_once_by_two_writers_neither_fails,
         summaries_come_back_bit_for_bit_and_are_replaced_whole,
         history_is_in_slot_time_order_with_hand_runs_by_creation,
         summaries_are_current_when_present_up_to_date_and_not_taken_during_the_run,
