@@ -15,7 +15,9 @@ use serde::Serialize;
 
 use super::ProcessId;
 use super::backend::vals;
-use super::backend::{Columns, Conn, Db, DbError, FromRow, Held, LockError, LockName, Locks, Owner, Row, read_all};
+use super::backend::{
+    Columns, Conn, Db, DbError, FromRow, Held, LockError, LockName, Locks, Owner, Row, read_all, split_alive,
+};
 use super::error::StoreError;
 use super::process_id::start_from_column;
 use super::queue::Busy;
@@ -180,8 +182,7 @@ impl LeaseSpace {
 
     fn live(&self, rows: Vec<Row>) -> Result<Vec<LeaseHolder>, StoreError> {
         let holders: Vec<LeaseHolder> = read_all(&rows)?;
-        let alive = self.locks.alive_all(&holders.iter().map(LeaseHolder::owner).collect::<Vec<_>>());
-        Ok(holders.into_iter().zip(alive).filter_map(|(h, a)| a.then_some(h)).collect())
+        Ok(split_alive(self.locks.as_ref(), holders, LeaseHolder::owner).0)
     }
 }
 

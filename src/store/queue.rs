@@ -15,7 +15,9 @@ use serde::Serialize;
 
 use super::ProcessId;
 use super::backend::vals;
-use super::backend::{Columns, Conn, DbError, FromRow, Held, LockError, LockName, Owner, new_token, read_all};
+use super::backend::{
+    Columns, Conn, DbError, FromRow, Held, LockError, LockName, Owner, new_token, read_all, split_alive,
+};
 use super::error::StoreError;
 use super::lease::{DeviceLease, LeaseHolder, LeaseRequest, LeaseSpace, now_rfc3339, who, write_holder};
 use super::store::Store;
@@ -154,14 +156,7 @@ impl LeaseSpace {
     /// Every live waiter, by device, each device's in queue order.
     pub fn queued(&self) -> Result<Vec<Waiter>, StoreError> {
         let all = self.waiters("ORDER BY device, priority DESC, ticket", Vec::new())?;
-        Ok(self.live_waiters(all))
-    }
-
-    /// The waiters of `all` that are alive, asked in one go.
-    fn live_waiters(&self, all: Vec<Waiter>) -> Vec<Waiter> {
-        let owners: Vec<Owner> = all.iter().map(Waiter::owner).collect();
-        let alive = self.locks.alive_all(&owners);
-        all.into_iter().zip(alive).filter_map(|(w, a)| a.then_some(w)).collect()
+        Ok(split_alive(self.locks.as_ref(), all, Waiter::owner).0)
     }
 
     fn waiters(&self, tail: &str, params: Vec<super::backend::Value>) -> Result<Vec<Waiter>, StoreError> {
@@ -209,15 +204,9 @@ impl QueueTicket {
         if rows.is_empty() {
             return Ok(rows);
         }
-        let owners: Vec<Owner> = rows.iter().map(Waiter::owner).collect();
-        let alive = self.space.locks.alive_all(&owners);
-        let mut live = Vec::with_capacity(rows.len());
-        for (w, a) in rows.into_iter().zip(alive) {
-            if a {
-                live.push(w);
-            } else {
-                self.space.forget_waiter(&w)?;
-            }
+        let (live, dead) = split_alive(self.space.locks.as_ref(), rows, Waiter::owner);
+        for w in &dead {
+            self.space.forget_waiter(w)?;
         }
         Ok(live)
     }

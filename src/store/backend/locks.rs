@@ -73,6 +73,14 @@ pub trait Locks: Send + Sync + std::fmt::Debug {
     fn forget(&self, name: &LockName);
 }
 
+/// `items` split by whether their owners are alive, asked of `locks` at once: (alive,
+/// dead), each in the order given.
+pub fn split_alive<T>(locks: &dyn Locks, items: Vec<T>, owner: impl Fn(&T) -> Owner) -> (Vec<T>, Vec<T>) {
+    let alive = locks.alive_all(&items.iter().map(owner).collect::<Vec<_>>());
+    let (live, dead): (Vec<_>, Vec<_>) = items.into_iter().zip(alive).partition(|(_, a)| *a);
+    (live.into_iter().map(|(t, _)| t).collect(), dead.into_iter().map(|(t, _)| t).collect())
+}
+
 /// A new waiter's token: two random 31-bit numbers (a file name, and PostgreSQL's two-key
 /// advisory lock). A token already held by someone makes `enqueue` draw again.
 pub fn new_token() -> String {

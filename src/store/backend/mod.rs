@@ -25,7 +25,7 @@ pub use conn::{Conn, DbError, Dialect};
 pub use db::Db;
 pub use file_locks::FileLocks;
 pub use from_row::{Columns, FromRow, read_all};
-pub use locks::{Held, LockError, LockName, Locks, Owner, new_token};
+pub use locks::{Held, LockError, LockName, Locks, Owner, new_token, split_alive};
 pub use pg_copy::{copy_out_async, float8, int8, text as copy_text};
 pub use pg_listen::{Heard, listen as pg_listen};
 pub use pg_locks::PgLocks;

@@ -1,6 +1,7 @@
-//! [`Locks`] on a PostgreSQL store: session-level advisory locks, each held by a
-//! connection of its own, which the server drops with the session (the holder's process
-//! dying closes it). A device's lock is `pg_advisory_lock(key)`, its key from
+//! [`Locks`] on a PostgreSQL store: session-level advisory locks, which the server drops
+//! with the session (the holder's process dying closes it). A lock waited for is held by
+//! a connection of its own; the locks a process takes without waiting share one
+//! ([`AtOnce`]). A device's lock is `pg_advisory_lock(key)`, its key from
 //! `device_keys` (one number per device name, no collisions); a waiter's is the two-key
 //! `pg_advisory_lock(a, b)` of its token. Whether a row's owner is alive is whether the
 //! server shows its lock granted (`pg_locks`), whichever machine it runs on.
