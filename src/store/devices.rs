@@ -13,7 +13,10 @@ impl Store {
     }
 
     /// Writes what `lab status` shows for several devices in one transaction. A row
-    /// without a battery reading keeps the last one stored.
+    /// without a battery reading keeps the last one stored. A row older than the stored one
+    /// (`updated_at`, RFC 3339 UTC to the millisecond) is not written: a worker writes its
+    /// device's last state after letting the device go, stamped before, and the next
+    /// holder's first row must not be overwritten by it.
     pub fn set_device_statuses(&self, rows: &[DeviceStatusRow]) -> Result<(), StoreError> {
         if rows.is_empty() {
             return Ok(());
@@ -40,7 +43,8 @@ impl Store {
                          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                          ON CONFLICT(device) DO UPDATE SET state = ?2,
                             battery_pct = COALESCE(?3, device_status.battery_pct), campaign = ?4, trial_key = ?5,
-                            phase = ?6, updated_at = ?7",
+                            phase = ?6, updated_at = ?7
+                         WHERE device_status.updated_at <= ?7",
                         row,
                     )?;
                 }

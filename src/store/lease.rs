@@ -19,6 +19,7 @@ use super::backend::{
     Columns, Conn, Db, DbError, FromRow, Held, LockError, LockName, Locks, Owner, Row, read_all, split_alive,
 };
 use super::error::StoreError;
+use super::port_cuts::PortCut;
 use super::process_id::start_from_column;
 use super::queue::Busy;
 use super::store::Store;
@@ -153,7 +154,7 @@ impl LeaseSpace {
     /// The lease of a device whose lock `held` is this process's and whose holder's row
     /// is written ([`write_holder`]).
     pub(super) fn lease_of(&self, device: &str, held: Box<dyn Held>) -> DeviceLease {
-        DeviceLease { device: device.to_string(), db: self.db.clone(), _held: held }
+        DeviceLease { device: device.to_string(), db: self.db.clone(), _held: held, port_cut: None }
     }
 
     /// The live holder of `device`'s lease, if any (a row whose owner let go of its lock is stale).
@@ -189,7 +190,7 @@ impl LeaseSpace {
 impl Store {
     /// This store's leases: its rows, and its locks.
     pub fn leases(&self) -> LeaseSpace {
-        LeaseSpace { db: self.db.clone(), locks: self.locks.clone() }
+        LeaseSpace { db: self.lease_db(), locks: self.locks.clone() }
     }
 
     /// [`LeaseSpace::try_lease`] on this store.
@@ -220,11 +221,25 @@ pub struct DeviceLease {
     db: Db,
     /// The device's lock: dropping it releases it.
     _held: Box<dyn Held>,
+    /// The port `lab care` left off, as read when the lease was taken from the device's
+    /// queue; `None` where it was not read.
+    port_cut: Option<Option<PortCut>>,
 }
 
 impl DeviceLease {
     pub fn device(&self) -> &str {
         &self.device
+    }
+
+    pub(super) fn with_port_cut(mut self, cut: Option<PortCut>) -> DeviceLease {
+        self.port_cut = Some(cut);
+        self
+    }
+
+    /// The port `lab care` left off when the lease was taken (`Some(None)`: none), if it
+    /// was read then: the holder switches it on before anything else.
+    pub fn port_cut(&self) -> Option<Option<PortCut>> {
+        self.port_cut.clone()
     }
 
     /// Turns `true` if the lease is lost while its holder lives ([`Held::lost`]: on

@@ -16,10 +16,11 @@ use serde::Serialize;
 use super::ProcessId;
 use super::backend::vals;
 use super::backend::{
-    Columns, Conn, DbError, FromRow, Held, LockError, LockName, Owner, new_token, read_all, split_alive,
+    Columns, Conn, DbError, FromRow, Held, LockError, LockName, Owner, Row, new_token, read_all, split_alive,
 };
 use super::error::StoreError;
 use super::lease::{DeviceLease, LeaseHolder, LeaseRequest, LeaseSpace, now_rfc3339, who, write_holder};
+use super::port_cuts::PortCut;
 use super::store::Store;
 
 /// One waiter's row: a would-be holder (since when it waits, how long it expects to hold
@@ -239,9 +240,9 @@ impl QueueTicket {
         }
         let name = LockName::Device(self.device.clone());
         match self.space.locks.lock(&name, false).map_err(|e| self.lock_err(e))? {
-            Some(held) => match self.promote(held)? {
-                Some(lease) => Ok(Ok(lease)),
-                None => Err(self.lock_err(LockError::Cancelled)),
+            Some(held) => match self.promote(held, false)? {
+                Promoted::Lease(lease) => Ok(Ok(lease)),
+                Promoted::Cancelled | Promoted::Behind => Err(self.lock_err(LockError::Cancelled)),
             },
             None => Ok(Err((Busy::Held(self.space.lease_holder(&self.device)?), 0))),
         }
@@ -265,11 +266,13 @@ impl QueueTicket {
             let name = LockName::Device(self.device.clone());
             let held = self.space.locks.lock(&name, true).map_err(|e| self.lock_err(e))?;
             let Some(held) = held else { continue };
-            // One with a higher priority may have come while this one slept on the lock.
-            if !self.is_cancelled() && !self.rows_ahead()?.is_empty() {
-                continue;
+            // One with a higher priority may have come while this one slept on the lock:
+            // asked in the promotion's own transaction.
+            match self.promote(held, true)? {
+                Promoted::Lease(lease) => return Ok(Some(lease)),
+                Promoted::Cancelled => return Ok(None),
+                Promoted::Behind => continue,
             }
-            return self.promote(held);
         }
     }
 
@@ -285,29 +288,51 @@ impl QueueTicket {
     }
 
     /// The device's lock is held: the queue row becomes the holder's row, and the
-    /// waiter's own lock is let go (the one behind wakes, and sleeps on the device).
-    fn promote(&self, held: Box<dyn Held>) -> Result<Option<DeviceLease>, StoreError> {
+    /// waiter's own lock is let go (the one behind wakes, and sleeps on the device). In the
+    /// same call (one turn on the store's connection, which the holder's other work
+    /// shares): when `check_ahead`, whether a waiter came ahead meanwhile (then nothing is
+    /// changed, and the lock goes back), and the port `lab care` left off, which the new
+    /// holder switches on before anything else.
+    fn promote(&self, held: Box<dyn Held>, check_ahead: bool) -> Result<Promoted, StoreError> {
         let mut own = self.own.lock().unwrap_or_else(|p| p.into_inner());
         if self.is_cancelled() || own.is_none() {
-            return Ok(None);
+            return Ok(Promoted::Cancelled);
         }
         let (device, req, ticket) = (self.device.clone(), self.req.clone(), self.ticket);
-        self.space
+        let taken = self
+            .space
             .db
             .call(move |c: &mut dyn Conn| {
                 c.transaction(|c| {
+                    if check_ahead {
+                        let ahead = c.query_opt(
+                            "SELECT ticket FROM device_queue WHERE device = ?1
+                               AND (priority > ?2 OR (priority = ?2 AND ticket < ?3)) LIMIT 1",
+                            &vals![&device, req.priority, ticket],
+                        )?;
+                        if ahead.is_some() {
+                            return Ok(None);
+                        }
+                    }
                     c.execute("DELETE FROM device_queue WHERE ticket = ?1", &vals![ticket])?;
-                    write_holder(c, &device, &req)
+                    write_holder(c, &device, &req)?;
+                    let cut =
+                        c.query_opt("SELECT device, port, since FROM port_cuts WHERE device = ?1", &vals![&device])?;
+                    Ok(Some(cut.as_ref().map(Row::read::<PortCut>).transpose()?))
                 })
             })
             .map_err(StoreError::from)?;
+        let Some(cut) = taken else {
+            drop(held);
+            return Ok(Promoted::Behind);
+        };
         // Made outside the call: a lease dropped there would wait on the connection it is in.
-        let lease = self.space.lease_of(&self.device, held);
+        let lease = self.space.lease_of(&self.device, held).with_port_cut(cut);
         if let Some(held) = own.take() {
             self.space.locks.forget(&LockName::Waiter { device: self.device.clone(), token: self.token.clone() });
             drop(held);
         }
-        Ok(Some(lease))
+        Ok(Promoted::Lease(lease))
     }
 
     /// Removes the row, then lets go of the waiter's own lock.
@@ -322,6 +347,15 @@ impl QueueTicket {
             drop(held);
         }
     }
+}
+
+/// What [`QueueTicket::promote`] came to.
+enum Promoted {
+    Lease(DeviceLease),
+    /// The ticket was cancelled (or has left the queue): nothing taken.
+    Cancelled,
+    /// A waiter came ahead while this one slept on the device's lock: it waits again.
+    Behind,
 }
 
 impl Drop for QueueTicket {
@@ -589,5 +623,91 @@ mod tests {
     #[test]
     fn the_dead_free_their_places_and_devices_at_once_on_postgres() {
         the_dead_free_their_places_and_devices_at_once(postgres());
+    }
+
+    /// A lease taken from the queue says which port `lab care` left off, read in the same
+    /// call as the lease (whether the device was free at once or waited for): the new
+    /// holder switches it on before anything else.
+    fn a_lease_from_the_queue_carries_the_port_care_left_off(p: Pair) {
+        let (a, b) = (&p.a, &p.b);
+        let cut = |sql: &'static str| a.db.call(move |c| c.execute(sql, &[])).unwrap();
+        cut("INSERT INTO port_cuts (device, port, since) VALUES ('pixel-1', '1-1:2', 't')");
+        let first = a.try_lease("pixel-1", &req("c-0")).unwrap().unwrap();
+        assert_eq!(first.port_cut().unwrap().map(|c| c.port).as_deref(), Some("1-1:2"));
+        // Its holder switched it on; the next, who waited, is told there is none.
+        cut("DELETE FROM port_cuts WHERE device = 'pixel-1'");
+        let ticket = b.enqueue("pixel-1", &req("c-1")).unwrap();
+        let next = std::thread::spawn(move || ticket.wait().unwrap().unwrap().port_cut());
+        drop(first);
+        assert_eq!(next.join().unwrap(), Some(None));
+    }
+
+    #[test]
+    fn a_lease_from_the_queue_carries_the_port_care_left_off_on_sqlite() {
+        a_lease_from_the_queue_carries_the_port_care_left_off(sqlite());
+    }
+
+    #[test_needs::needs(postgres)]
+    #[test]
+    fn a_lease_from_the_queue_carries_the_port_care_left_off_on_postgres() {
+        a_lease_from_the_queue_carries_the_port_care_left_off(postgres());
+    }
+
+    /// On PostgreSQL the leases and queues have a connection of their own: a device is
+    /// taken while the store's own connection waits on something else (a campaign's write
+    /// behind a lock), not after it.
+    #[test_needs::needs(postgres)]
+    #[test]
+    fn leases_are_taken_while_the_stores_own_connection_is_busy() {
+        let url = crate::testing::postgres::fresh_database();
+        let store = Store::open_postgres(&crate::store::PgUrl::parse(&url).unwrap()).unwrap();
+        let mut blocker = Command::new("psql")
+            .args([url.as_str(), "-q", "-v", "ON_ERROR_STOP=1"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("psql (Debian: apt-get install postgresql-client)");
+        writeln!(blocker.stdin.as_mut().unwrap(), "SELECT pg_advisory_lock(4242);").unwrap();
+        let waits = |granted: bool| {
+            let other = Store::open_postgres(&crate::store::PgUrl::parse(&url).unwrap()).unwrap();
+            move || {
+                other
+                    .db
+                    .call(move |c| {
+                        c.query(
+                            "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND granted = ?1",
+                            &vals![granted],
+                        )
+                    })
+                    .unwrap()
+                    .len()
+            }
+        };
+        let held = waits(true);
+        let until = Instant::now() + Duration::from_secs(10);
+        while held() == 0 {
+            assert!(Instant::now() < until, "psql never took the lock");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let busy = {
+            let s = store.clone();
+            std::thread::spawn(move || {
+                s.db.call(|c| c.query("SELECT 1 FROM (SELECT pg_advisory_lock(4242)) AS l", &[]).map(|_| ()))
+            })
+        };
+        let waiting = waits(false);
+        while waiting() == 0 {
+            assert!(Instant::now() < until, "the store's connection never waited");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let (tx, rx) = mpsc::channel();
+        let s = store.clone();
+        std::thread::spawn(move || tx.send(s.try_lease("pixel-1", &req("c-0")).map(|l| l.is_ok())).unwrap());
+        let took = rx.recv_timeout(Duration::from_secs(60)).expect("the lease waited behind the busy connection");
+        assert!(took.unwrap(), "the device was free");
+        assert!(!busy.is_finished(), "the store's own connection was still waiting");
+        blocker.kill().unwrap();
+        let _ = blocker.wait();
+        busy.join().unwrap().unwrap();
     }
 }

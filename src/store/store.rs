@@ -31,6 +31,10 @@ pub struct Store {
     pub(super) db: Db,
     /// What leases are made of: lock files next to a SQLite store, advisory locks on PostgreSQL.
     pub(super) locks: Arc<dyn Locks>,
+    /// On PostgreSQL, the connection of the leases and the devices' queues, made at their
+    /// first use: a device handed from one campaign to the next must not wait behind the
+    /// campaign's own writes on `db` (docs/benchmarks.md, `agents`). SQLite's is `db`.
+    lease_db: Arc<std::sync::OnceLock<Db>>,
     /// The SQLite file, or the PostgreSQL URL as shown (without its password).
     location: Location,
     /// Attempts waiting to be committed together (`record_attempt`).
@@ -78,6 +82,7 @@ impl Store {
             db: Db::Sqlite(conn.clone()),
             conn: Some(conn),
             locks: Arc::new(backend::FileLocks { dir: backend::lock_dir(path) }),
+            lease_db: Arc::default(),
             location: Location::Sqlite(path.to_path_buf()),
             attempts: Arc::default(),
             commits: Arc::default(),
@@ -95,6 +100,7 @@ impl Store {
             db: Db::Postgres(Arc::new(owner)),
             conn: None,
             locks: Arc::new(backend::PgLocks::new(url)?),
+            lease_db: Arc::default(),
             location: Location::Postgres(url.shown().to_string()),
             attempts: Arc::default(),
             commits: Arc::default(),
@@ -106,6 +112,21 @@ impl Store {
     /// password).
     pub fn location(&self) -> &Location {
         &self.location
+    }
+
+    /// The connection leases and queues use: on PostgreSQL a second one, connected at the
+    /// first call (if that fails, the store's own); on SQLite the store's own.
+    pub(super) fn lease_db(&self) -> Db {
+        match &self.db {
+            Db::Sqlite(_) => self.db.clone(),
+            Db::Postgres(owner) => self
+                .lease_db
+                .get_or_init(|| match super::PgOwner::connect_reconnecting(owner.url()) {
+                    Ok(o) => Db::Postgres(Arc::new(o)),
+                    Err(_) => self.db.clone(),
+                })
+                .clone(),
+        }
     }
 
     /// Which backend this store is on.

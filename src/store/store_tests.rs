@@ -29,7 +29,27 @@ crate::testing::postgres::on_both!(
     an_attempt_refused_on_its_own_fails_alone_in_its_batch,
     recording_an_attempt_ends_its_in_flight_row_in_the_same_transaction,
     events_appended_at_once_by_two_writers_are_numbered_once_each_in_order,
+    a_status_row_stamped_before_the_stored_one_does_not_replace_it,
 );
+
+/// A worker writes its device's last state after letting the device go, stamped before: the
+/// next holder's row, stamped later but perhaps written first, stays.
+fn a_status_row_stamped_before_the_stored_one_does_not_replace_it(s: &Store) {
+    let row = |state: &str, at: &str| DeviceStatusRow {
+        device: "dev".into(),
+        state: state.into(),
+        battery_pct: None,
+        campaign: Some("c-2".into()),
+        trial_key: None,
+        phase: None,
+        updated_at: at.into(),
+    };
+    s.set_device_statuses(&[row("busy", "2026-12-07T07:00:00.200Z")]).unwrap();
+    s.set_device_statuses(&[row("idle", "2026-12-07T07:00:00.100Z")]).unwrap();
+    assert_eq!(s.device_statuses().unwrap()[0].state, "busy", "the older row is not written");
+    s.set_device_statuses(&[row("idle", "2026-12-07T07:00:00.300Z")]).unwrap();
+    assert_eq!(s.device_statuses().unwrap()[0].state, "idle");
+}
 
 /// Two handles (two agents) append bursts to one campaign's events at once: the numbers
 /// run 1, 2, 3… with no gap and none twice, and each writer's events keep its order.
