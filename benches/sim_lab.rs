@@ -108,6 +108,7 @@ fn main() {
         monitors: Default::default(),
         instruments: Default::default(),
         agent: None,
+        gate: None,
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let (cpu_before, machine_before, threads_before) = (process_cpu(), machine_cpu(), thread_cpu());

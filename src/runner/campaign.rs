@@ -16,6 +16,7 @@ use super::footprint::Footprint;
 use super::manifest::{MANIFEST_FILE, Manifest};
 use super::monitored::MonitorPlace;
 use super::recorder::Recorder;
+use super::start_gate::StartGate;
 use super::status_board::StatusBoard;
 use super::trial::{RunError, TrialContext, blocking, now_rfc3339};
 use super::turns::{Turn, Turns};
@@ -57,6 +58,9 @@ pub struct Campaign {
     /// An agent's part of a submitted campaign: only its devices run here, and a look (or
     /// the end) is decided by whichever agent's part completes it (docs/agents.md).
     pub agent: Option<super::launch::AgentPart>,
+    /// An agent's part that got ready before any of its devices was free: the campaign
+    /// starts when the first is (`start_gate.rs`). `None`: it has started.
+    pub gate: Option<Arc<StartGate>>,
 }
 
 /// What an agent's part does after its round.
@@ -175,9 +179,19 @@ impl Campaign {
             std::fs::remove_dir_all(&partial)
                 .map_err(|source| RunError::Artifacts { path: partial.clone(), source })?;
         }
-        // The manifest first, so a campaign can be run again however this run ends.
+        // The manifest first, so a campaign can be run again however this run ends (an
+        // agent's waiting part: once it starts, before any device begins).
         let mut observed = Manifest::read(&artifacts.join(MANIFEST_FILE)).map(|m| m.observed()).unwrap_or_default();
-        self.write_manifest(&artifacts, &self.plan, &observed).await?;
+        let manifest = self.manifest(&artifacts, &self.plan, &observed).await?;
+        let path = artifacts.join(MANIFEST_FILE);
+        let write = {
+            let dir = artifacts.clone();
+            move || manifest.write(&dir).map_err(|source| RunError::Artifacts { path, source })
+        };
+        match &self.gate {
+            Some(gate) => gate.write_on_open(write),
+            None => write()?,
+        }
         // … and so are the steps it left waiting: nobody waits for their answers any more
         // (an agent's part leaves them: another agent's device may be waiting for one).
         if self.agent.is_none() {
@@ -230,6 +244,7 @@ impl Campaign {
             monitors: self.monitors.clone(),
             instruments: self.instruments.clone(),
             agent_host: self.agent.as_ref().map(|a| a.host.clone()),
+            gate: self.gate.clone(),
             drain: self.agent.as_ref().map(|a| a.drain.clone()),
         });
         // Tethers are shared so that adaptive rounds can hand them to new workers.
@@ -345,11 +360,21 @@ impl Campaign {
         };
         forward.abort();
         let offline: Vec<String> = down.iter().map(|(d, why)| format!("{d}: {why}")).collect();
+        // A waiting part stopped before any of its devices was free started nothing, and
+        // leaves nothing (its folder, made empty at the start).
+        let started = self.gate.as_ref().is_none_or(|g| g.is_open());
+        if !started {
+            let _ = std::fs::remove_dir(&artifacts);
+        }
         // With what the devices said they are, and the trials adaptive rounds added.
         observed.extend(ctx.identities.lock().unwrap_or_else(|p| p.into_inner()).clone());
-        self.write_manifest(&artifacts, &plan, &observed).await?;
+        if started {
+            self.write_manifest(&artifacts, &plan, &observed).await?;
+        }
         if let Some(u) = &uploads {
-            u.recorded(&self.id, crate::store::MANIFEST);
+            if started {
+                u.recorded(&self.id, crate::store::MANIFEST);
+            }
             u.finish(&self.events, self.shutdown.clone()).await;
         }
 
@@ -538,6 +563,18 @@ impl Campaign {
         plan: &Plan,
         observed: &BTreeMap<String, Identity>,
     ) -> Result<(), RunError> {
+        let manifest = self.manifest(artifacts, plan, observed).await?;
+        manifest.write(artifacts).map_err(|source| RunError::Artifacts { path: artifacts.join(MANIFEST_FILE), source })
+    }
+
+    /// The campaign's manifest as it stands: its stored record, this plan, what the devices
+    /// and monitors said they are.
+    async fn manifest(
+        &self,
+        artifacts: &std::path::Path,
+        plan: &Plan,
+        observed: &BTreeMap<String, Identity>,
+    ) -> Result<Manifest, RunError> {
         // Without its plan: the plan is here, and a big one is megabytes of text.
         let (store, id) = (self.store.clone(), self.id.clone());
         let record = blocking(move || store.campaign_without_plan(&id)).await?;
@@ -553,7 +590,7 @@ impl Campaign {
                 m.insert("instrument".into(), said);
             }
         }
-        manifest.write(artifacts).map_err(|source| RunError::Artifacts { path: artifacts.join(MANIFEST_FILE), source })
+        Ok(manifest)
     }
 }
 
@@ -610,13 +647,17 @@ impl Campaign {
             .map(|q| DeviceProgress { device: q.device.clone(), planned: q.planned, done: q.done })
             .collect();
         if first {
-            self.events.emit(Event::CampaignStarted {
+            let started = Event::CampaignStarted {
                 id: self.id.clone(),
                 runbook: self.runbook.name.clone(),
                 resumed,
                 devices: progress,
                 artifacts: artifacts.display().to_string(),
-            });
+            };
+            match &self.gate {
+                Some(gate) => gate.tell_on_open(started),
+                None => self.events.emit(started),
+            }
         }
 
         let mut set = JoinSet::new();

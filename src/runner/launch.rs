@@ -15,6 +15,7 @@ use super::desk::OperatorDesk;
 use super::event::EventSink;
 use super::manifest::{Manifest, RerunOf};
 use super::monitored::{MonitorPlace, monitor_place};
+use super::start_gate::StartGate;
 use super::trial::RunError;
 use super::turns::{StartWhen, Turns};
 use crate::config::{self, ConfigError, Lab, Runbook};
@@ -409,10 +410,17 @@ async fn execute(
         .filter(|d| pending.as_ref().is_none_or(|p| p.contains(&d.name)))
         .map(|d| (d.name.clone(), d.device_time_s))
         .collect();
+    // An agent's part gets ready while its devices are others' (`start_gate.rs`): it
+    // starts with its first device, and its other devices begin as each is free.
+    let gate = match (&agent, queueing.start) {
+        (Some(_), StartWhen::AnyFree) => Some(Arc::new(StartGate::new(store.clone(), id.clone(), events.clone()))),
+        _ => None,
+    };
     let got = match queueing.start {
         StartWhen::All(deadline) => {
             Turns::join_all_in_order(&store, &expect, &req, &events, deadline, &mut stop_rx.clone()).await?
         }
+        _ if gate.is_some() => Ok(Turns::join(&store, &expect, &req, &events).await?),
         start => {
             let mut turns = Turns::join(&store, &expect, &req, &events).await?;
             match turns.until(start, &mut stop_rx.clone(), &events).await? {
@@ -438,6 +446,8 @@ async fn execute(
     };
     match new {
         Some(record) => store.create_campaign(&record, plan.max_attempts, std::process::id())?,
+        // The gate starts it (or finds it cancelled) when its first device is free.
+        None if gate.is_some() => {}
         None if agent.is_some() => {
             // Cancelled while this agent waited for its devices: it does not start.
             if !store.start_submitted(&id)? {
@@ -469,8 +479,13 @@ async fn execute(
         monitors,
         instruments: Default::default(),
         agent: agent.clone(),
+        gate: gate.clone(),
     };
     let summary = campaign.run(resumed).await?;
+    if gate.is_some_and(|g| !g.is_open()) {
+        // Stopped (or cancelled) before any of its devices was free: nothing ran.
+        return Err(LaunchError::StoppedWaiting { id });
+    }
     if agent.is_some() && summary.status != CampaignStatus::Done {
         // Not this agent's to end: others run the rest, or its devices come back.
         let ending = if summary.pending > 0 { Ending::Pending } else { Ending::Complete };

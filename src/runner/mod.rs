@@ -12,6 +12,7 @@ mod look;
 mod manifest;
 mod monitored;
 mod recorder;
+mod start_gate;
 mod state_row;
 mod status_board;
 mod submit;

@@ -46,10 +46,27 @@ impl Recorder {
 
     /// Records `a`; returns once it is committed (or refused).
     pub async fn record(&self, a: EncodedAttempt) -> Result<(), StoreError> {
+        committed(self.submit(a)?).await
+    }
+
+    /// Sends `a` to be recorded and returns at once: [`committed`] of the answer resolves
+    /// once it is committed (or refused).
+    pub fn submit(&self, a: EncodedAttempt) -> Result<Answer, StoreError> {
         let (tx, rx) = oneshot::channel();
         self.jobs.send((a, tx)).map_err(|_| StoreError::Internal("the recording thread has stopped".into()))?;
-        rx.await.unwrap_or_else(|_| Err(StoreError::Internal("the recording thread stopped before the commit".into())))
+        Ok(Answer(rx))
     }
+}
+
+/// The recording thread's answer for one attempt it was sent.
+pub struct Answer(oneshot::Receiver<Result<(), StoreError>>);
+
+/// Waits for `answer`: the attempt committed, or why not.
+pub async fn committed(answer: Answer) -> Result<(), StoreError> {
+    answer
+        .0
+        .await
+        .unwrap_or_else(|_| Err(StoreError::Internal("the recording thread stopped before the commit".into())))
 }
 
 /// How long attempts whose recording lost the store's connection are tried again.

@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use super::desk::{OperatorDesk, StepAsk, StepError};
 use super::event::{Event, EventSink, Phase};
 use super::footprint::Footprint;
-use super::recorder::Recorder;
+use super::recorder::{Recorder, committed};
 use super::state_row::{state_digest, state_json};
 use super::status_board::{StatusBoard, When};
 use super::validity;
@@ -83,6 +83,21 @@ pub struct TrialContext {
     pub agent_host: Option<String>,
     /// An agent's drain: once `true`, no new attempt starts (the ones running finish).
     pub drain: Option<watch::Receiver<bool>>,
+    /// A waiting part's start, which each worker passes once its device is its own.
+    pub gate: Option<Arc<super::start_gate::StartGate>>,
+}
+
+/// An attempt's record on its way to the store, and what follows its commit: its raw files
+/// handed to the uploads, its `AttemptRecorded` event. Until it is committed the attempt is
+/// not recorded: a crash leaves its trial pending (and an agent's attempt in
+/// `attempts_in_flight`, recorded interrupted by whoever recovers it), as during a commit.
+pub struct Recording(tokio::task::JoinHandle<Result<(), RunError>>);
+
+impl Recording {
+    /// Waits for the commit (and every earlier record of the device's).
+    pub async fn committed(self) -> Result<(), RunError> {
+        self.0.await.map_err(|e| RunError::Internal(format!("recording task: {e}")))?
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -377,7 +392,24 @@ impl Attempt<'_> {
         }
     }
 
+    /// Runs the attempt and waits for its record's commit (the tests' way; the worker
+    /// pipelines).
+    #[cfg(test)]
     pub async fn run(self) -> Result<AttemptOutcome, RunError> {
+        let mut recording = None;
+        let outcome = self.run_pipelined(&mut recording).await?;
+        match recording {
+            Some(r) => r.committed().await.map(|()| outcome),
+            None => Ok(outcome),
+        }
+    }
+
+    /// Runs the attempt and sends its record to the store without waiting for the commit:
+    /// the device can begin its next attempt meanwhile. `recording` holds the device's
+    /// record still on its way, if any; the new one follows it (events in the device's order),
+    /// and takes its place there. Whoever holds the slot waits for it before the device is
+    /// let go ([`Recording::committed`]).
+    pub async fn run_pipelined(self, recording: &mut Option<Recording>) -> Result<AttemptOutcome, RunError> {
         let started_at = now_rfc3339();
         self.ctx.desk.begin_attempt(self.device.name(), &self.trial.key, self.attempt);
         let mut p = Progress {
@@ -492,13 +524,9 @@ impl Attempt<'_> {
             attestations: self.ctx.desk.attested(self.device.name()),
         };
         // Its `attempts_in_flight` row, if any, goes in the same transaction.
-        self.ctx.recorder.record(record).await?;
-        // Recorded: its files may go to the bucket now (in the background).
-        if let (Some(u), Some(folder)) = (&self.ctx.uploads, dir.file_name()) {
-            u.recorded(&self.ctx.campaign, &folder.to_string_lossy());
-        }
+        let answer = self.ctx.recorder.submit(record)?;
         let will_retry = !valid && offline.is_none() && self.attempt + 1 < self.ctx.max_attempts;
-        self.ctx.events.emit(Event::AttemptRecorded {
+        let event = Event::AttemptRecorded {
             device: self.device.name().into(),
             trial: self.trial.key.clone(),
             attempt: self.attempt,
@@ -506,7 +534,22 @@ impl Attempt<'_> {
             reasons,
             will_retry,
             device_offline: offline.is_some(),
-        });
+        };
+        let upload = self.ctx.uploads.clone().zip(dir.file_name().map(|f| f.to_string_lossy().into_owned()));
+        let (events, campaign, before) = (self.ctx.events.clone(), self.ctx.campaign.clone(), recording.take());
+        *recording = Some(Recording(tokio::spawn(async move {
+            let before = match before {
+                Some(r) => r.committed().await,
+                None => Ok(()),
+            };
+            committed(answer).await?;
+            // Recorded: its files may go to the bucket now (in the background).
+            if let Some((u, folder)) = upload {
+                u.recorded(&campaign, &folder);
+            }
+            events.emit(event);
+            before
+        })));
         Ok(match offline {
             Some(reason) => AttemptOutcome::DeviceOffline { reason },
             None => AttemptOutcome::Recorded { valid },

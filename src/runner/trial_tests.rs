@@ -116,6 +116,7 @@ impl Bench {
             instruments: Default::default(),
             agent_host: None,
             drain: None,
+            gate: None,
         };
         Bench { _dir: dir, ctx, trial, host, tether, events, stop }
     }
@@ -201,6 +202,30 @@ async fn still_charging_after_untether_is_invalid_and_the_port_goes_back_on() {
     assert_eq!(b.port(), ["off", "on"], "re-tethered before the attempt returned");
     assert!(!phone.calls().contains(&"collect".to_string()), "no soak, no collect");
     assert!(phone.calls().contains(&"stop".to_string()), "the app was stopped");
+}
+
+/// Pipelined attempts (an agent's device goes on while its record commits): each is
+/// recorded once the last one's slot is waited for, and their `attempt_recorded` events
+/// come in the device's order.
+#[tokio::test(start_paused = true)]
+async fn pipelined_attempts_are_recorded_and_told_in_the_devices_order() {
+    let mut b = Bench::new("");
+    let phone = b.phone();
+    let mut recording = None;
+    for attempt in 0..3 {
+        let a = Attempt { attempt, ..b.attempt(&phone, &b.tether) };
+        assert_eq!(a.run_pipelined(&mut recording).await.unwrap(), AttemptOutcome::Recorded { valid: true });
+    }
+    recording.take().expect("the last record's slot").committed().await.unwrap();
+    let stored: Vec<u32> = b.ctx.store.attempts("c1").unwrap().iter().map(|a| a.attempt).collect();
+    assert_eq!(stored, [0, 1, 2]);
+    let mut told = Vec::new();
+    while let Ok(e) = b.events.try_recv() {
+        if let Event::AttemptRecorded { attempt, .. } = e {
+            told.push(attempt);
+        }
+    }
+    assert_eq!(told, [0, 1, 2]);
 }
 
 /// One attempt of the bench's trial with the phone unplugged in software.
@@ -445,6 +470,7 @@ async fn a_worker_that_fails_stops_its_siblings() {
         monitors: Default::default(),
         instruments: Default::default(),
         agent: None,
+        gate: None,
     };
     let start = tokio::time::Instant::now();
     let err = c.run(false).await.expect_err("a panicking worker is fatal");

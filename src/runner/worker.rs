@@ -7,14 +7,14 @@ use super::event::Event;
 use super::monitored::open_monitor;
 use super::status_board::When;
 use super::trial::{
-    Attempt, AttemptOutcome, RunError, TrialContext, blocking, now_rfc3339, sleep_or_cancel, wait_for_device,
-    write_status,
+    Attempt, AttemptOutcome, Recording, RunError, TrialContext, blocking, now_rfc3339, sleep_or_cancel,
+    wait_for_device, write_status,
 };
 use super::turns::Turn;
 use crate::device::Device;
 use crate::monitor::SharedMonitor;
 use crate::plan::Plan;
-use crate::store::{BatteryReadingRow, PlannedTrialRow};
+use crate::store::{BatteryReadingRow, DeviceStatusRow, PlannedTrialRow, PortCut};
 use crate::tether::Tether;
 
 /// The planned trials, found by index: the plan's own rows (no copy per round or per
@@ -69,12 +69,55 @@ pub async fn run_device(
     rows: Arc<TrialRows>,
     queue: Vec<(u32, u32)>,
 ) -> Result<WorkerEnd, RunError> {
-    let end = run_held(ctx, device, tether, turn.clone(), rows, queue).await;
+    // The device's last record, still committing while its next attempt runs (or while
+    // the next holder of the device begins): waited for before the worker ends.
+    let mut left = Leftover::default();
+    let name = device.name().to_string();
+    let end = run_held(ctx.clone(), device, tether, turn.clone(), rows, queue, &mut left).await;
+    // Taken while the device is still held: the next holder's rows are newer, and the store
+    // keeps the newest (`set_device_statuses`).
+    let at = now_rfc3339();
     // Done with the device, however the worker ended: the next in its queue may have it (a
     // worker holds one device only while it works on it, so two campaigns that want each
     // other's devices both finish).
-    *turn.lock().await = Turn::Released;
-    end
+    // Off the async threads: letting go writes to the store (`DeviceLease`'s drop), which
+    // on a busy server held up every device task of the process behind it.
+    let held = std::mem::replace(&mut *turn.lock().await, Turn::Released);
+    let _ = tokio::task::spawn_blocking(move || drop(held)).await;
+    // Its last word in `lab status`, after the next holder could begin. Informational: a
+    // failure to write it must not end the campaign.
+    if let Some(state) = left.status {
+        let row = DeviceStatusRow {
+            device: name.clone(),
+            state: state.into(),
+            battery_pct: None,
+            campaign: Some(ctx.campaign.clone()),
+            trial_key: None,
+            phase: None,
+            updated_at: at,
+        };
+        let _ = ctx.status.set(row, When::Now).await;
+    }
+    let committed = match left.recording {
+        Some(r) => r.committed().await,
+        None => Ok(()),
+    };
+    let end = end?;
+    committed?;
+    // After its last `AttemptRecorded`.
+    if end == WorkerEnd::Finished {
+        ctx.events.emit(Event::DeviceDone { device: name });
+    }
+    Ok(end)
+}
+
+/// What a worker leaves for after its device is let go.
+#[derive(Default)]
+struct Leftover {
+    /// The device's last record, still on its way to the store.
+    recording: Option<Recording>,
+    /// The state `lab status` shows once the worker is done with the device.
+    status: Option<&'static str>,
 }
 
 /// [`run_device`] once its lease is taken (or waited for here).
@@ -85,13 +128,14 @@ async fn run_held(
     turn: Arc<tokio::sync::Mutex<Turn>>,
     rows: Arc<TrialRows>,
     queue: Vec<(u32, u32)>,
+    left: &mut Leftover,
 ) -> Result<WorkerEnd, RunError> {
     let queue: VecDeque<(u32, u32)> = queue.into();
     let name = device.name().to_string();
     let mut shutdown = ctx.shutdown.clone();
 
     // Nothing touches the device before its lease is the campaign's.
-    let lease_lost = {
+    let (lease_lost, cut) = {
         let mut slot = turn.lock().await;
         if let Turn::Released = *slot {
             // A later round: the device was given back when its last worker was done.
@@ -109,10 +153,16 @@ async fn run_held(
             }
         }
         match &*slot {
-            Turn::Held(lease) => lease.lost(),
-            _ => None,
+            Turn::Held(lease) => (lease.lost(), lease.port_cut()),
+            _ => (None, None),
         }
     };
+    // A waiting part's campaign starts with its first device: none begins before.
+    if let Some(gate) = &ctx.gate
+        && !gate.open().await?
+    {
+        return Ok(WorkerEnd::Cancelled);
+    }
     // The attempts stop on the campaign's shutdown, and on the lease lost: then another
     // holder may have the device. Both wake this only when they happen.
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
@@ -137,7 +187,7 @@ async fn run_held(
             let _ = stop_tx.send(true);
         })
     };
-    let end = run_leased(&ctx, &device, tether.as_ref(), &rows, queue, stop, &lost_flag).await;
+    let end = run_leased(&ctx, &device, tether.as_ref(), &rows, queue, stop, &lost_flag, cut, left).await;
     watcher.abort();
     end
 }
@@ -148,6 +198,7 @@ const LEASE_LOST: &str = "its lease in the store was lost (the database session 
 
 /// [`run_held`] with the lease held: `stop` turns `true` on shutdown or when the lease
 /// is lost (`lost` says which).
+#[expect(clippy::too_many_arguments, reason = "the worker's parts, and the slot of the record on its way")]
 async fn run_leased(
     ctx: &Arc<TrialContext>,
     device: &Arc<dyn Device>,
@@ -156,6 +207,8 @@ async fn run_leased(
     queue: VecDeque<(u32, u32)>,
     stop: tokio::sync::watch::Receiver<bool>,
     lost: &std::sync::atomic::AtomicBool,
+    cut: Option<Option<PortCut>>,
+    left: &mut Leftover,
 ) -> Result<WorkerEnd, RunError> {
     let name = device.name().to_string();
     let stopped = |name: &str| {
@@ -167,9 +220,16 @@ async fn run_leased(
         }
     };
 
-    // A port `lab care` left off is switched on before anything else.
-    let (store, dev) = (ctx.store.clone(), name.clone());
-    if let Some(cut) = blocking(move || store.port_cut(&dev)).await? {
+    // A port `lab care` left off is switched on before anything else (read with the lease
+    // when it was taken from the queue).
+    let cut = match cut {
+        Some(cut) => cut,
+        None => {
+            let (store, dev) = (ctx.store.clone(), name.clone());
+            blocking(move || store.port_cut(&dev)).await?
+        }
+    };
+    if let Some(cut) = cut {
         match tokio::time::timeout(ctx.runbook.timeouts.tether, tether.retether(device.as_ref())).await {
             Ok(Ok(())) => {
                 let (store, dev) = (ctx.store.clone(), name.clone());
@@ -204,7 +264,7 @@ async fn run_leased(
         }
     }
 
-    record_health(ctx, device.as_ref()).await;
+    let health = record_health(ctx, device.as_ref()).await;
 
     // Its power monitor, before any trial: one that cannot be opened keeps its trials pending.
     let monitor = match ctx.monitors.get(&name) {
@@ -221,7 +281,10 @@ async fn run_leased(
             }
         },
     };
-    let end = run_queue(ctx, device, tether, monitor.as_ref(), rows, queue, &stop, stopped).await;
+    let end = run_queue(ctx, device, tether, monitor.as_ref(), rows, queue, &stop, stopped, &mut left.recording).await;
+    if let Some(h) = health {
+        let _ = h.await;
+    }
     // Closed however the trials ended (done, Ctrl-C, an error): its licence goes back.
     let opened = match monitor {
         Some(slot) => slot.lock().await.take(),
@@ -239,17 +302,15 @@ async fn run_leased(
         }
     }
     let end = end?;
-    set_status(ctx, &name, if matches!(end, WorkerEnd::Offline(_)) { "offline" } else { "idle" }).await;
-    if end == WorkerEnd::Finished {
-        ctx.events.emit(Event::DeviceDone { device: name });
-    }
+    left.status = Some(if matches!(end, WorkerEnd::Offline(_)) { "offline" } else { "idle" });
     Ok(end)
 }
 
 /// How long opening or closing a power monitor may take.
 const MONITOR_CALL: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// The device's queue of attempts, one after the other.
+/// The device's queue of attempts, one after the other: on an agent, each begins as soon as
+/// the one before is sent to the store (its record left in `recording`).
 #[expect(clippy::too_many_arguments, reason = "the worker's parts, each borrowed from it for the loop")]
 async fn run_queue(
     ctx: &Arc<TrialContext>,
@@ -260,6 +321,7 @@ async fn run_queue(
     mut queue: VecDeque<(u32, u32)>,
     stop: &tokio::sync::watch::Receiver<bool>,
     stopped: impl Fn(&str) -> WorkerEnd,
+    recording: &mut Option<Recording>,
 ) -> Result<WorkerEnd, RunError> {
     let name = device.name().to_string();
     let mut shutdown = stop.clone();
@@ -282,8 +344,18 @@ async fn run_queue(
             break stopped(&name);
         }
         first = false;
-        let outcome =
-            Attempt { ctx, device: device.as_ref(), tether, monitor, trial, attempt, stop: stop.clone() }.run().await?;
+        let outcome = Attempt { ctx, device: device.as_ref(), tether, monitor, trial, attempt, stop: stop.clone() }
+            .run_pipelined(recording)
+            .await?;
+        // Only an agent's device goes on before the commit: its attempt is in
+        // `attempts_in_flight` until then (recorded interrupted if the agent dies), and its
+        // store is a server's round trips away. `lab run` keeps each attempt's events
+        // (`attempt_recorded`) before the next attempt's, as its event stream always had them.
+        if ctx.agent_host.is_none()
+            && let Some(r) = recording.take()
+        {
+            r.committed().await?;
+        }
         match outcome {
             AttemptOutcome::Recorded { valid: true } => {}
             AttemptOutcome::Recorded { valid: false } => {
@@ -303,9 +375,10 @@ async fn run_queue(
 
 /// Each campaign run adds a battery reading (health, cycles) per phone where the platform
 /// gives them, so `lab status` has a trend even without `lab care`. Informational: a phone
-/// that does not answer in time, or a store that fails, does not hold the campaign.
-async fn record_health(ctx: &TrialContext, device: &dyn Device) {
-    let Ok(Ok(h)) = tokio::time::timeout(HEALTH_READ, device.battery_health()).await else { return };
+/// that does not answer in time, or a store that fails, does not hold the campaign; the
+/// reading goes to the store while the trials begin (the returned task, joined by the worker).
+async fn record_health(ctx: &TrialContext, device: &dyn Device) -> Option<tokio::task::JoinHandle<()>> {
+    let Ok(Ok(h)) = tokio::time::timeout(HEALTH_READ, device.battery_health()).await else { return None };
     let row = BatteryReadingRow {
         device: device.name().into(),
         at: now_rfc3339(),
@@ -315,7 +388,9 @@ async fn record_health(ctx: &TrialContext, device: &dyn Device) {
         source: if h.source.is_empty() { device.spec().platform().to_string() } else { h.source },
     };
     let store = ctx.store.clone();
-    let _ = blocking(move || store.add_battery_reading(&row)).await;
+    Some(tokio::spawn(async move {
+        let _ = blocking(move || store.add_battery_reading(&row)).await;
+    }))
 }
 
 /// How long reading a phone's battery health may take at the start of a campaign.

@@ -431,6 +431,40 @@ fn lab_cancel_removes_a_queued_campaign_and_stops_a_running_one_resumably() {
     each_trial_once(&store, &id);
 }
 
+/// A campaign submitted while the agent's device runs another: the agent's part of it gets
+/// ready and waits in the device's queue, the campaign still queued (no manifest, nothing
+/// running); it starts when the device is free. A cancel of another such waiting campaign
+/// removes it, and its part leaves nothing behind.
+#[test_needs::needs(postgres)]
+#[test]
+fn a_campaign_waiting_on_an_agents_busy_device_starts_when_it_is_free_and_a_cancel_leaves_nothing() {
+    let db = Db::Postgres(common::fresh_postgres_database());
+    let lab = spread_lab(&db);
+    let _local = Agent::start(&lab, "local");
+    let first = submit(&lab, &soak_runbook(&lab, "first", "4s", 1, 0));
+    wait_until("the first trial soaks", || soaks_started(&lab) == 1);
+    let behind = submit(&lab, &soak_runbook(&lab, "behind", "1s", 1, 0));
+    let gone = submit(&lab, &soak_runbook(&lab, "gone", "1s", 1, 0));
+    let store = db.open();
+    let waits = |id: &str| store.queued().unwrap().iter().any(|w| w.campaign.as_deref() == Some(id));
+    wait_until("the agent's parts wait in this-host's queue", || waits(&behind) && waits(&gone));
+    for id in [&behind, &gone] {
+        assert_eq!(store.campaign_without_plan(id).unwrap().status, lab::store::CampaignStatus::Queued);
+        assert!(!lab.artifacts().join(id).join("manifest.json").exists(), "{id} has not started");
+    }
+    let out = lab.cmd(&["cancel", &gone]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    wait_until("the cancelled part has left the queue", || !waits(&gone));
+    wait_until("… and its folder", || !lab.artifacts().join(&gone).exists());
+    assert_eq!(wait(&lab, &first).0, 0);
+    let (code, out) = wait(&lab, &behind);
+    assert_eq!(code, 0, "{out}");
+    each_trial_once(&store, &behind);
+    assert!(lab.artifacts().join(&behind).join("manifest.json").exists());
+    assert!(store.campaign_without_plan(&gone).is_err(), "nothing of the cancelled one is left");
+    assert_eq!(soaks_started(&lab), 2, "the cancelled campaign ran nothing");
+}
+
 #[test_needs::needs(postgres)]
 #[test]
 fn a_killed_lab_wait_leaves_the_campaign_running() {

@@ -131,6 +131,7 @@ fn bench_with(runbook: &str, draw: Draw, tune: impl FnOnce(&mut FakeConfig)) -> 
         monitors: BTreeMap::from([("board-1".to_string(), place)]),
         instruments: Default::default(),
         agent: None,
+        gate: None,
     };
     Bench { campaign, log, lab, store, stop, _dir: dir }
 }

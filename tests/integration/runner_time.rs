@@ -75,6 +75,7 @@ fn campaign_on(
         monitors: Default::default(),
         instruments: Default::default(),
         agent: None,
+        gate: None,
     }
 }
 
