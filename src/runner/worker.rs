@@ -111,6 +111,16 @@ pub async fn run_device(
     Ok(end)
 }
 
+/// Resolves when the agent running this part drains; never elsewhere.
+async fn drained(ctx: &TrialContext) {
+    if let Some(mut d) = ctx.drain.clone()
+        && d.wait_for(|draining| *draining).await.is_ok()
+    {
+        return;
+    }
+    std::future::pending::<()>().await
+}
+
 /// What a worker leaves for after its device is let go.
 #[derive(Default)]
 struct Leftover {
@@ -143,7 +153,13 @@ async fn run_held(
         }
         if let Turn::Waiting(w) = &mut *slot {
             let since = std::time::Instant::now();
-            match w.taken(&mut shutdown).await? {
+            // An agent that drains takes no device it waits for (its place is left when the
+            // turn is let go).
+            let got = tokio::select! {
+                got = w.taken(&mut shutdown) => got?,
+                _ = drained(&ctx) => None,
+            };
+            match got {
                 Some(lease) => {
                     ctx.events
                         .emit(Event::DeviceAcquired { device: name.clone(), waited_s: since.elapsed().as_secs_f64() });
@@ -157,9 +173,10 @@ async fn run_held(
             _ => (None, None),
         }
     };
-    // A waiting part's campaign starts with its first device: none begins before.
+    // A waiting part's campaign starts with its first device: none begins before, and
+    // none once the agent drains (the campaign stays queued for another).
     if let Some(gate) = &ctx.gate
-        && !gate.open().await?
+        && (ctx.drain.as_ref().is_some_and(|d| *d.borrow()) || !gate.open().await?)
     {
         return Ok(WorkerEnd::Cancelled);
     }

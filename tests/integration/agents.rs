@@ -349,11 +349,21 @@ fn sigterm_drains_the_trial_in_progress_and_takes_nothing_new() {
     let local = Agent::start(&lab, "local");
     let id = submit(&lab, &soak_runbook(&lab, "drain", "2s", 3, 0));
     wait_until("the first trial soaks", || soaks_started(&lab) == 1);
+    // Another campaign, whose part waits for the phone the first one holds.
+    let behind = submit(&lab, &soak_runbook(&lab, "behind", "1s", 1, 0));
+    let store = db.open();
+    wait_until("its part waits for this-host", || {
+        store.queued().unwrap().iter().any(|w| w.campaign.as_deref() == Some(behind.as_str()))
+    });
     local.signal(Signal::SIGTERM);
     let (code, out) = local.exit(Duration::from_secs(60));
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("draining"), "{out}");
-    let store = db.open();
+    assert_eq!(
+        store.campaign_without_plan(&behind).unwrap().status,
+        lab::store::CampaignStatus::Queued,
+        "the waiting part took nothing: its campaign waits for another agent"
+    );
     let attempts = store.attempts(&id).unwrap();
     assert_eq!(attempts.len(), 1, "the trial in progress, and no other: {attempts:?}");
     assert_eq!(attempts[0].status, AttemptStatus::Valid, "{:?}", attempts[0].reasons);
@@ -362,9 +372,11 @@ fn sigterm_drains_the_trial_in_progress_and_takes_nothing_new() {
     assert_eq!(agent_state(&lab, "local").as_deref(), Some("stopped"));
     // The next agent runs the rest, then drains when told from anywhere.
     let local = Agent::start(&lab, "local");
-    let (code, out) = wait(&lab, &id);
-    assert_eq!(code, 0, "{out}");
-    each_trial_once(&store, &id);
+    for id in [&id, &behind] {
+        let (code, out) = wait(&lab, id);
+        assert_eq!(code, 0, "{out}");
+        each_trial_once(&store, id);
+    }
     let out = lab.cmd(&["agent", "drain", "local"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let (code, log) = local.exit(Duration::from_secs(30));
