@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::event::{Event, EventSink};
 use super::launch::{AgentPart, LaunchError, LaunchFailure, Launched, Queueing, Start, launch};
-use super::trial::now_rfc3339;
+use super::trial::{call, now_rfc3339};
 use super::turns::StartWhen;
 use crate::config::Lab;
 use crate::store::{
@@ -431,9 +431,4 @@ fn already_served(store: &Store, host: &str) -> AgentError {
             since: "now".into(),
         },
     }
-}
-
-/// A store operation on the blocking pool.
-async fn call<T: Send + 'static>(f: impl FnOnce() -> Result<T, StoreError> + Send + 'static) -> Result<T, StoreError> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| StoreError::Internal(format!("store task: {e}")))?
 }

@@ -7,6 +7,7 @@ use tokio::sync::watch;
 
 use super::event::{Event, EventSink};
 use super::launch::LaunchError;
+use super::trial::call;
 use crate::store::{CampaignStatus, Channel, Store, StoreError, Wake};
 
 /// How following a campaign ended.
@@ -95,8 +96,4 @@ pub async fn follow(
             }
         }
     }
-}
-
-async fn call<T: Send + 'static>(f: impl FnOnce() -> Result<T, StoreError> + Send + 'static) -> Result<T, StoreError> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| StoreError::Internal(format!("store task: {e}")))?
 }

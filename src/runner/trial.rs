@@ -1033,6 +1033,13 @@ pub fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
+/// Runs a blocking store call off the async threads, its error kept a store error.
+pub(super) async fn call<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| StoreError::Internal(format!("store task: {e}")))?
+}
+
 /// Runs a blocking store call off the async threads.
 pub async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
