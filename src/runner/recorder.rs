@@ -13,9 +13,16 @@ use tokio::sync::oneshot;
 
 use std::time::{Duration, Instant};
 
-use crate::store::{Dialect, EncodedAttempt, Store, StoreError};
+use crate::store::{Dialect, EncodedAttempt, InFlight, Store, StoreError};
 
-type Job = (EncodedAttempt, oneshot::Sender<Result<(), StoreError>>);
+type Reply = oneshot::Sender<Result<(), StoreError>>;
+
+/// What the recording thread is sent: an attempt to record, or an agent's attempt that
+/// begins (its `attempts_in_flight` row).
+enum Job {
+    Record(Box<EncodedAttempt>, Reply),
+    Begin(InFlight, Reply),
+}
 
 pub struct Recorder {
     jobs: std::sync::mpsc::Sender<Job>,
@@ -28,8 +35,35 @@ impl Recorder {
         let (jobs, rx) = std::sync::mpsc::channel::<Job>();
         std::thread::Builder::new().name("lab-recorder".into()).spawn(move || {
             while let Ok(first) = rx.recv() {
-                let (rows, replies): (Vec<EncodedAttempt>, Vec<_>) =
-                    std::iter::once(first).chain(rx.try_iter()).unzip();
+                let (mut rows, mut replies, mut begins, mut begun) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+                for job in std::iter::once(first).chain(rx.try_iter()) {
+                    match job {
+                        Job::Record(a, reply) => {
+                            rows.push(*a);
+                            replies.push(reply);
+                        }
+                        Job::Begin(a, reply) => {
+                            begins.push(a);
+                            begun.push(reply);
+                        }
+                    }
+                }
+                // The attempts that begin first: their devices wait for it. One commit for
+                // all of them, where each was a commit on the store's connection.
+                if !begins.is_empty() {
+                    let result = store.begin_attempts(&begins);
+                    for reply in begun {
+                        // Each is told; a lost connection stays one (the error is not `Clone`).
+                        let _ = reply.send(match &result {
+                            Ok(()) => Ok(()),
+                            Err(StoreError::Unreachable(m)) => Err(StoreError::Unreachable(m.clone())),
+                            Err(e) => Err(StoreError::Internal(e.to_string())),
+                        });
+                    }
+                }
+                if rows.is_empty() {
+                    continue;
+                }
                 // Kept for a retry only where a connection can be lost (PostgreSQL).
                 let kept = (store.dialect() == Dialect::Postgres).then(|| rows.clone());
                 let mut results = store.record_rows(rows);
@@ -53,8 +87,20 @@ impl Recorder {
     /// once it is committed (or refused).
     pub fn submit(&self, a: EncodedAttempt) -> Result<Answer, StoreError> {
         let (tx, rx) = oneshot::channel();
-        self.jobs.send((a, tx)).map_err(|_| StoreError::Internal("the recording thread has stopped".into()))?;
+        self.send(Job::Record(Box::new(a), tx))?;
         Ok(Answer(rx))
+    }
+
+    /// Stores that an agent's attempt begins (`attempts_in_flight`), with whatever else
+    /// the thread has waiting; returns once committed.
+    pub async fn begin(&self, a: InFlight) -> Result<(), StoreError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Job::Begin(a, tx))?;
+        committed(Answer(rx)).await
+    }
+
+    fn send(&self, job: Job) -> Result<(), StoreError> {
+        self.jobs.send(job).map_err(|_| StoreError::Internal("the recording thread has stopped".into()))
     }
 }
 
@@ -125,6 +171,42 @@ mod tests {
         assert_eq!(stored.len(), 300);
         assert_eq!(stored.iter().filter(|a| a.status == AttemptStatus::Valid).count(), 240);
         assert!(store.commits() < 300, "sent together, committed together: {} commits", store.commits());
+    }
+
+    /// Agents' attempts that begin at once are stored together, each told once its row is
+    /// committed; recording them ends their rows.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn attempts_that_begin_together_are_in_flight_until_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("lab.db")).unwrap();
+        store.create_campaign(&test_campaign("c1", 40), 2, 1).unwrap();
+        let recorder = std::sync::Arc::new(Recorder::start(store.clone()).unwrap());
+        let begun = |i: u32| InFlight {
+            campaign: "c1".into(),
+            trial_idx: i,
+            attempt: 0,
+            device: format!("d{}", i % 4),
+            host: "h".into(),
+            pid: 1,
+            started_at: "t".into(),
+            artifact_dir: format!("a/{i}"),
+        };
+        let tasks: Vec<_> = (0..40u32)
+            .map(|i| {
+                let r = recorder.clone();
+                tokio::spawn(async move { r.begin(begun(i)).await })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap().unwrap();
+        }
+        let in_flight = |d: &str| store.in_flight_on(d).unwrap().len();
+        assert_eq!((0..4).map(|d| in_flight(&format!("d{d}"))).sum::<usize>(), 40);
+        for i in 0..40u32 {
+            recorder.record(EncodedAttempt::encode(test_attempt("c1", i, 0, true))).await.unwrap();
+        }
+        assert_eq!((0..4).map(|d| in_flight(&format!("d{d}"))).sum::<usize>(), 0, "recorded: no longer in flight");
+        assert_eq!(store.attempts("c1").unwrap().len(), 40);
     }
 
     /// Attempts whose recording lost the connection are recorded once it is back: the one

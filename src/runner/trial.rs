@@ -442,8 +442,8 @@ impl Attempt<'_> {
                 started_at: started_at.clone(),
                 artifact_dir: self.relative_dir(&dir),
             };
-            let store = self.ctx.store.clone();
-            blocking(move || store.begin_attempt(&row)).await?;
+            // Before the device is touched: gathered with the other devices' by the recorder.
+            self.ctx.recorder.begin(row).await?;
         }
 
         let result = self.steps(&mut p, &dir).await;

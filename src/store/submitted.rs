@@ -200,19 +200,44 @@ impl Store {
         Ok((submitted != 0).then_some(priority))
     }
 
-    /// An agent begins an attempt: until it is recorded (`end_attempt`), a death leaves it here.
-    pub fn begin_attempt(&self, a: &InFlight) -> Result<(), StoreError> {
-        let r = vals![&a.campaign, a.trial_idx, a.attempt, &a.device, &a.host, a.pid, &a.started_at, &a.artifact_dir];
+    /// Agents' attempts begin: [`Store::begin_attempt`] of each, in one statement (per
+    /// hundred) and one commit, as the recording thread gathers them.
+    pub fn begin_attempts(&self, rows: &[InFlight]) -> Result<(), StoreError> {
+        let rows: Vec<InFlight> = rows.to_vec();
         self.db.call(move |c| {
-            c.execute(
-                "INSERT INTO attempts_in_flight (campaign, trial_idx, attempt, device, host, pid, started_at,
-                    artifact_dir) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                 ON CONFLICT (campaign, trial_idx, attempt) DO UPDATE SET device = ?4, host = ?5, pid = ?6,
-                    started_at = ?7, artifact_dir = ?8",
-                &r,
-            )
+            c.transaction(|c| {
+                for chunk in rows.chunks(100) {
+                    let values: Vec<String> = (0..chunk.len())
+                        .map(|i| format!("({})", (1..=8).map(|k| format!("?{}", 8 * i + k)).collect::<Vec<_>>().join(", ")))
+                        .collect();
+                    let params: Vec<_> = chunk
+                        .iter()
+                        .flat_map(|a| {
+                            vals![&a.campaign, a.trial_idx, a.attempt, &a.device, &a.host, a.pid, &a.started_at, &a.artifact_dir]
+                                .to_vec()
+                        })
+                        .collect();
+                    c.execute(
+                        &format!(
+                            "INSERT INTO attempts_in_flight (campaign, trial_idx, attempt, device, host, pid, started_at,
+                                artifact_dir) VALUES {}
+                             ON CONFLICT (campaign, trial_idx, attempt) DO UPDATE SET device = excluded.device,
+                                host = excluded.host, pid = excluded.pid, started_at = excluded.started_at,
+                                artifact_dir = excluded.artifact_dir",
+                            values.join(", ")
+                        ),
+                        &params,
+                    )?;
+                }
+                Ok(())
+            })
         })?;
         Ok(())
+    }
+
+    /// An agent begins an attempt: until it is recorded (`end_attempt`), a death leaves it here.
+    pub fn begin_attempt(&self, a: &InFlight) -> Result<(), StoreError> {
+        self.begin_attempts(std::slice::from_ref(a))
     }
 
     /// The attempt is recorded (or was abandoned and recorded as such).
