@@ -253,15 +253,24 @@ pub async fn launch(
             (runbook, plan, Some((store, id)), None)
         }
         Start::Part { id, part } => {
-            let store = Store::open_existing_at(&lab.store)?
-                .ok_or_else(|| LaunchError::NothingToResume { store: crate::store::shown_location(&lab.store) })?;
-            let c = store.campaign(&id)?;
-            let mut runbook = config::parse_runbook(&c.runbook_text, Path::new(&c.runbook_path), &lab)?;
-            runbook.seed = c.seed;
-            let plan = Plan::deserialize(&c.plan_json)
-                .map_err(|source| LaunchError::PlanUnreadable { id: id.clone(), source })?;
+            // Off the async threads: a store's connections, the campaign's row and its plan
+            // (thousands of trials) held up the agent's running devices behind them.
+            let l = lab.clone();
+            let read = tokio::task::spawn_blocking(move || {
+                let store = Store::open_existing_at(&l.store)?
+                    .ok_or_else(|| LaunchError::NothingToResume { store: crate::store::shown_location(&l.store) })?;
+                let c = store.campaign(&id)?;
+                let mut runbook = config::parse_runbook(&c.runbook_text, Path::new(&c.runbook_path), &l)?;
+                runbook.seed = c.seed;
+                let plan = Plan::deserialize(&c.plan_json)
+                    .map_err(|source| LaunchError::PlanUnreadable { id: id.clone(), source })?;
+                Ok::<_, LaunchError>((store, id, runbook, plan, c.status))
+            });
+            let (store, id, runbook, plan, status) = read.await.map_err(|e| {
+                LaunchError::Run(RunError::Internal(format!("reading the campaign's part stopped: {e}")))
+            })??;
             // The first part of a queued campaign starts it; later ones go on with it.
-            fresh_part = c.status == CampaignStatus::Queued;
+            fresh_part = status == CampaignStatus::Queued;
             agent = Some(part);
             (runbook, plan, Some((store, id)), None)
         }

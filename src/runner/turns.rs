@@ -31,12 +31,22 @@ pub enum Turn {
 /// wait, announced with who has it.
 pub async fn join(store: &Store, device: &str, req: LeaseRequest, events: &EventSink) -> Result<Turn, RunError> {
     let (s, dev) = (store.clone(), device.to_string());
-    let (ticket, first) = blocking(move || {
-        let ticket = s.enqueue(&dev, &req)?;
-        let first = ticket.try_take_counting()?;
-        Ok((ticket, first.map_err(|(busy, ahead)| (busy.describe(), ahead))))
-    })
-    .await?;
+    let joined = blocking(move || join_now(&s, &dev, &req)).await?;
+    turn(device, joined, events)
+}
+
+/// What joining a queue came to: the ticket, and the lease or (who has it, how many are ahead).
+type Joined = (Arc<QueueTicket>, Result<DeviceLease, (String, usize)>);
+
+/// [`join`]'s store calls (blocking).
+fn join_now(store: &Store, device: &str, req: &LeaseRequest) -> Result<Joined, StoreError> {
+    let ticket = store.enqueue(device, req)?;
+    let first = ticket.try_take_counting()?;
+    Ok((ticket, first.map_err(|(busy, ahead)| (busy.describe(), ahead))))
+}
+
+/// The turn a join came to; a wait is announced with who has the device.
+fn turn(device: &str, (ticket, first): Joined, events: &EventSink) -> Result<Turn, RunError> {
     Ok(match first {
         Ok(lease) => Turn::Held(lease),
         Err((busy, ahead)) => {
@@ -63,12 +73,30 @@ pub struct WaitingTurn {
 impl WaitingTurn {
     fn start(ticket: Arc<QueueTicket>, busy: String) -> Result<WaitingTurn, RunError> {
         let (tx, rx) = oneshot::channel();
+        // One answer, from whichever comes first: the waiting thread, or a holder of this
+        // process that hands the device on straight to this task (no thread to wake between).
+        let tx = Arc::new(std::sync::Mutex::new(Some(tx)));
+        let take = |tx: &std::sync::Mutex<Option<_>>| tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let handed = tx.clone();
+        ticket.deliver_to(Box::new(move |lease| match take(&handed) {
+            Some(tx) => tx.send(Ok(Some(lease))).map_err(|back| match back {
+                Ok(Some(lease)) => Box::new(lease),
+                _ => unreachable!("the lease sent is the one given back"),
+            }),
+            None => Err(Box::new(lease)),
+        }));
         let t = ticket.clone();
         std::thread::Builder::new()
             .name(format!("queue {}", ticket.device()))
             .spawn(move || {
-                // A lease nobody is there to take any more (the wait was dropped) is given back.
-                if let Err(Ok(Some(lease))) = tx.send(t.wait()) {
+                let got = t.wait();
+                // A lease nobody is there to take any more (the wait was dropped, or answered)
+                // is given back.
+                let unsent = match take(&tx) {
+                    Some(tx) => tx.send(got).err(),
+                    None => Some(got),
+                };
+                if let Some(Ok(Some(lease))) = unsent {
                     drop(lease);
                 }
             })
@@ -128,10 +156,23 @@ impl Turns {
         req: &LeaseRequest,
         events: &EventSink,
     ) -> Result<Turns, RunError> {
+        // In one blocking call, not one a device: under load each call's hand-over to a
+        // thread and back cost tens of milliseconds, and a part of ten phones got ready
+        // seconds after it was claimed (docs/benchmarks.md, `agents`).
+        let (s, all, r) = (store.clone(), devices.to_vec(), req.clone());
+        let joined = blocking(move || {
+            let mut out = Vec::with_capacity(all.len());
+            for (device, expect_s) in all {
+                let req = LeaseRequest { expect_s: Some(expect_s), ..r.clone() };
+                out.push((device.clone(), join_now(&s, &device, &req)?));
+            }
+            Ok(out)
+        })
+        .await?;
         let mut turns = BTreeMap::new();
-        for (device, expect_s) in devices {
-            let req = LeaseRequest { expect_s: Some(*expect_s), ..req.clone() };
-            turns.insert(device.clone(), join(store, device, req, events).await?);
+        for (device, j) in joined {
+            let t = turn(&device, j, events)?;
+            turns.insert(device, t);
         }
         Ok(Turns { turns, request: req.clone() })
     }

@@ -19,6 +19,7 @@ use super::backend::{
     Columns, Conn, Db, DbError, FromRow, Held, LockError, LockName, Locks, Owner, Row, read_all, split_alive,
 };
 use super::error::StoreError;
+use super::handover;
 use super::port_cuts::PortCut;
 use super::process_id::start_from_column;
 use super::queue::Busy;
@@ -134,6 +135,9 @@ impl LeaseHolder {
 pub struct LeaseSpace {
     pub(super) db: Db,
     pub(super) locks: Arc<dyn Locks>,
+    /// The store, as this process's devices handed on in it are known by ([`handover`]):
+    /// every store opened on one database in a process is one (the process holds the locks).
+    pub(super) place: Arc<str>,
 }
 
 impl LeaseSpace {
@@ -154,7 +158,106 @@ impl LeaseSpace {
     /// The lease of a device whose lock `held` is this process's and whose holder's row
     /// is written ([`write_holder`]).
     pub(super) fn lease_of(&self, device: &str, held: Box<dyn Held>) -> DeviceLease {
-        DeviceLease { device: device.to_string(), db: self.db.clone(), _held: held, port_cut: None }
+        handover::hold(&self.key(device));
+        DeviceLease { device: device.to_string(), space: self.clone(), held: Some(held), port_cut: None }
+    }
+
+    /// `device` of this store, in this process ([`handover`]).
+    pub(super) fn key(&self, device: &str) -> handover::Key {
+        (self.place.clone(), device.to_string())
+    }
+
+    /// The same store's leases as another process would have them (tests run two "processes"
+    /// in one): nothing is handed between the two in the process.
+    #[cfg(test)]
+    pub(crate) fn apart(mut self) -> LeaseSpace {
+        static APART: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = APART.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.place = format!("{} (apart {n})", self.place).into();
+        self
+    }
+
+    /// Makes the first of `device`'s queue its holder if it is one of `tickets` (waiters of
+    /// this process, [`handover`]): its row leaves the queue and becomes the holder's, in
+    /// one statement on PostgreSQL. Its ticket and the port `lab care` left off; `None`
+    /// when the first is another (or nobody), and then nothing changed.
+    pub(super) fn hand_over(
+        &self,
+        device: &str,
+        tickets: &[i64],
+    ) -> Result<Option<(i64, Option<PortCut>)>, StoreError> {
+        if tickets.is_empty() {
+            return Ok(None);
+        }
+        let mut params = vals![device, now_rfc3339()].to_vec();
+        let first = params.len() + 1;
+        params.extend(tickets.iter().map(|t| super::backend::Value::from(*t)));
+        let listed: Vec<String> = (first..first + tickets.len()).map(|i| format!("?{i}")).collect();
+        let listed = listed.join(", ");
+        let head = "SELECT ticket, device, purpose, campaign, runbook, host, pid, pid_start, priority, expect_s
+                      FROM device_queue WHERE device = ?1 ORDER BY priority DESC, ticket LIMIT 1";
+        let postgres = matches!(self.db, Db::Postgres(_));
+        let got = self
+            .db
+            .call(move |c| {
+                if postgres {
+                    let sql = format!(
+                        "WITH head AS ({head}),
+                         taken AS (DELETE FROM device_queue q USING head
+                                    WHERE q.ticket = head.ticket AND q.ticket IN ({listed}) RETURNING head.*),
+                         holder AS (INSERT INTO device_leases (device, purpose, campaign, runbook, host, pid, pid_start,
+                                        since, priority, expect_s)
+                                    SELECT device, purpose, campaign, runbook, host, pid, pid_start, ?2, priority, expect_s
+                                      FROM taken
+                                    ON CONFLICT (device) DO UPDATE SET purpose = excluded.purpose,
+                                       campaign = excluded.campaign, runbook = excluded.runbook, host = excluded.host,
+                                       pid = excluded.pid, pid_start = excluded.pid_start, since = excluded.since,
+                                       priority = excluded.priority, expect_s = excluded.expect_s)
+                         SELECT taken.ticket, cut.device, cut.port, cut.since
+                           FROM taken LEFT JOIN port_cuts cut ON cut.device = taken.device"
+                    );
+                    return c.query_opt(&sql, &params)?.map(|r| read_handed(&r)).transpose();
+                }
+                c.transaction(|c| {
+                    let Some(first) = c.query_opt(head, &params[..1])? else { return Ok(None) };
+                    let ticket = first.get::<i64>(0)?;
+                    if !tickets_has(&params[2..], ticket) {
+                        return Ok(None);
+                    }
+                    c.execute("DELETE FROM device_queue WHERE ticket = ?1", &vals![ticket])?;
+                    c.execute(
+                        "INSERT INTO device_leases (device, purpose, campaign, runbook, host, pid, pid_start, since,
+                            priority, expect_s)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                         ON CONFLICT (device) DO UPDATE SET purpose = excluded.purpose,
+                            campaign = excluded.campaign, runbook = excluded.runbook, host = excluded.host,
+                            pid = excluded.pid, pid_start = excluded.pid_start, since = excluded.since,
+                            priority = excluded.priority, expect_s = excluded.expect_s",
+                        &[
+                            first.0[1].clone(),
+                            first.0[2].clone(),
+                            first.0[3].clone(),
+                            first.0[4].clone(),
+                            first.0[5].clone(),
+                            first.0[6].clone(),
+                            first.0[7].clone(),
+                            params[1].clone(),
+                            first.0[8].clone(),
+                            first.0[9].clone(),
+                        ],
+                    )?;
+                    let cut = c.query_opt(
+                        "SELECT ?2, device, port, since FROM port_cuts WHERE device = ?1",
+                        &vals![first.0[1].clone(), ticket],
+                    )?;
+                    Ok(Some(match cut {
+                        Some(r) => read_handed(&r)?,
+                        None => (ticket, None),
+                    }))
+                })
+            })
+            .map_err(StoreError::from)?;
+        Ok(got)
     }
 
     /// The live holder of `device`'s lease, if any (a row whose owner let go of its lock is stale).
@@ -190,7 +293,7 @@ impl LeaseSpace {
 impl Store {
     /// This store's leases: its rows, and its locks.
     pub fn leases(&self) -> LeaseSpace {
-        LeaseSpace { db: self.lease_db(), locks: self.locks.clone() }
+        LeaseSpace { db: self.lease_db(), locks: self.locks.clone(), place: format!("{:?}", self.location()).into() }
     }
 
     /// [`LeaseSpace::try_lease`] on this store.
@@ -218,9 +321,10 @@ impl Store {
 #[derive(Debug)]
 pub struct DeviceLease {
     device: String,
-    db: Db,
-    /// The device's lock: dropping it releases it.
-    _held: Box<dyn Held>,
+    space: LeaseSpace,
+    /// The device's lock: let go of when the lease is dropped, unless it is handed on
+    /// ([`handover`]); `None` once it was.
+    held: Option<Box<dyn Held>>,
     /// The port `lab care` left off, as read when the lease was taken from the device's
     /// queue; `None` where it was not read.
     port_cut: Option<Option<PortCut>>,
@@ -245,19 +349,58 @@ impl DeviceLease {
     /// Turns `true` if the lease is lost while its holder lives ([`Held::lost`]: on
     /// PostgreSQL, the session that holds it ended); `None` where it cannot be.
     pub fn lost(&self) -> Option<tokio::sync::watch::Receiver<bool>> {
-        self._held.lost()
+        self.held.as_ref().and_then(|h| h.lost())
     }
 }
 
 impl Drop for DeviceLease {
     fn drop(&mut self) {
-        // The row first, then the lock (when `_held` goes): the next holder writes its own.
+        let Some(mut held) = self.held.take() else { return };
+        let key = self.space.key(&self.device);
+        // To the next in the device's queue, if it waits in this process: its lock kept. A
+        // waiter that left meanwhile gives the lease back, and the next is asked.
+        loop {
+            let Ok(Some((ticket, cut))) = self.space.hand_over(&self.device, &handover::waiting(&key)) else { break };
+            let next = DeviceLease {
+                device: self.device.clone(),
+                space: self.space.clone(),
+                held: Some(held),
+                port_cut: Some(cut),
+            };
+            match handover::give(&key, ticket, next) {
+                Ok(()) => return,
+                Err(mut back) => match back.held.take() {
+                    Some(h) => held = h,
+                    None => return,
+                },
+            }
+        }
+        let waiters = handover::let_go(&key);
+        // The row first, then the lock: the next holder writes its own.
         let (device, me) = (self.device.clone(), std::process::id());
         // Best effort: a row left behind names a holder without its lock, and is replaced.
         let _ = self
+            .space
             .db
             .call(move |c| c.execute("DELETE FROM device_leases WHERE device = ?1 AND pid = ?2", &vals![&device, me]));
+        drop(held);
+        handover::released(waiters);
     }
+}
+
+/// A handed device's ticket and port cut, from `ticket`, then `port_cuts`' columns (all
+/// null: none).
+fn read_handed(r: &Row) -> Result<(i64, Option<PortCut>), DbError> {
+    let ticket = r.get::<i64>(0)?;
+    let cut = match r.get::<Option<String>>(1)? {
+        Some(_) => Some(PortCut { device: r.get(1)?, port: r.get(2)?, since: r.get(3)? }),
+        None => None,
+    };
+    Ok((ticket, cut))
+}
+
+fn tickets_has(tickets: &[super::backend::Value], ticket: i64) -> bool {
+    tickets.iter().any(|t| *t == super::backend::Value::from(ticket))
 }
 
 /// Writes (in `c`) the holder's row of a device whose lock this process holds.

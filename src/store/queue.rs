@@ -19,6 +19,7 @@ use super::backend::{
     Columns, Conn, DbError, FromRow, Held, LockError, LockName, Owner, Row, new_token, read_all, split_alive,
 };
 use super::error::StoreError;
+use super::handover::{self, Ended};
 use super::lease::{DeviceLease, LeaseHolder, LeaseRequest, LeaseSpace, now_rfc3339, who, write_holder};
 use super::port_cuts::PortCut;
 use super::store::Store;
@@ -101,6 +102,8 @@ pub struct QueueTicket {
     /// The waiter's own lock, until it leaves the queue.
     own: Mutex<Option<Box<dyn Held>>>,
     cancelled: AtomicBool,
+    /// Where a device handed on in this process goes ([`handover`]): `None`, to `wait`'s caller.
+    deliver: handover::DeliverSlot,
 }
 
 impl LeaseSpace {
@@ -151,6 +154,7 @@ impl LeaseSpace {
             token,
             own: Mutex::new(Some(own)),
             cancelled: AtomicBool::new(false),
+            deliver: Default::default(),
         }))
     }
 
@@ -263,6 +267,22 @@ impl QueueTicket {
                 drop(held);
                 continue;
             }
+            // Held by this process: handed on here when its holder is done (`handover`).
+            let key = self.space.key(&self.device);
+            if let Some(slot) = handover::wait_here(&key, self.ticket, &self.deliver) {
+                if self.is_cancelled() {
+                    handover::cancel(&key, self.ticket);
+                    return Ok(None);
+                }
+                match slot.wait() {
+                    Ended::Handed(lease) => {
+                        self.let_own_go();
+                        return Ok(lease.filter(|_| !self.is_cancelled()));
+                    }
+                    Ended::Released => continue,
+                    Ended::Cancelled => return Ok(None),
+                }
+            }
             let name = LockName::Device(self.device.clone());
             let held = self.space.locks.lock(&name, true).map_err(|e| self.lock_err(e))?;
             let Some(held) = held else { continue };
@@ -280,7 +300,14 @@ impl QueueTicket {
     /// wakes (and gives back whatever it got).
     pub fn cancel(&self) {
         self.cancelled.store(true, Ordering::SeqCst);
+        handover::cancel(&self.space.key(&self.device), self.ticket);
         self.leave();
+    }
+
+    /// A device handed on in this process ([`handover`]) goes to `deliver` rather than to
+    /// `wait`'s caller, which then gets `None`.
+    pub fn deliver_to(&self, deliver: handover::Deliver) {
+        self.deliver.set(deliver);
     }
 
     fn is_cancelled(&self) -> bool {
@@ -294,7 +321,7 @@ impl QueueTicket {
     /// changed, and the lock goes back), and the port `lab care` left off, which the new
     /// holder switches on before anything else.
     fn promote(&self, held: Box<dyn Held>, check_ahead: bool) -> Result<Promoted, StoreError> {
-        let mut own = self.own.lock().unwrap_or_else(|p| p.into_inner());
+        let own = self.own.lock().unwrap_or_else(|p| p.into_inner());
         if self.is_cancelled() || own.is_none() {
             return Ok(Promoted::Cancelled);
         }
@@ -328,11 +355,19 @@ impl QueueTicket {
         };
         // Made outside the call: a lease dropped there would wait on the connection it is in.
         let lease = self.space.lease_of(&self.device, held).with_port_cut(cut);
+        drop(own);
+        self.let_own_go();
+        Ok(Promoted::Lease(lease))
+    }
+
+    /// The ticket's row is gone (it holds the device): its own lock is let go, and the one
+    /// behind wakes (and then waits for the device).
+    fn let_own_go(&self) {
+        let mut own = self.own.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(held) = own.take() {
             self.space.locks.forget(&LockName::Waiter { device: self.device.clone(), token: self.token.clone() });
             drop(held);
         }
-        Ok(Promoted::Lease(lease))
     }
 
     /// Removes the row, then lets go of the waiter's own lock.
@@ -374,8 +409,9 @@ mod tests {
     use super::*;
     use crate::store::lease::tests::req;
 
-    /// Two handles on one store's leases, as two processes have them, and what keeps the
-    /// store alive (SQLite: its folder).
+    /// Two handles on one store's leases, as two processes have them (`b` apart: nothing
+    /// is handed on between them in this process), and what keeps the store alive (SQLite:
+    /// its folder).
     struct Pair {
         a: LeaseSpace,
         b: LeaseSpace,
@@ -386,14 +422,15 @@ mod tests {
     fn sqlite() -> Pair {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("lab.db");
-        let (a, b) = (Store::open(&path).unwrap().leases(), Store::open(&path).unwrap().leases());
+        let (a, b) = (Store::open(&path).unwrap().leases(), Store::open(&path).unwrap().leases().apart());
         Pair { a, b, dir: Some(dir), url: None }
     }
 
     fn postgres() -> Pair {
         let url = crate::testing::postgres::fresh_database();
         let parsed = crate::store::PgUrl::parse(&url).unwrap();
-        let (a, b) = (Store::open_postgres(&parsed).unwrap().leases(), Store::open_postgres(&parsed).unwrap().leases());
+        let a = Store::open_postgres(&parsed).unwrap().leases();
+        let b = Store::open_postgres(&parsed).unwrap().leases().apart();
         Pair { a, b, dir: None, url: Some(url) }
     }
 
@@ -651,6 +688,100 @@ mod tests {
     #[test]
     fn a_lease_from_the_queue_carries_the_port_care_left_off_on_postgres() {
         a_lease_from_the_queue_carries_the_port_care_left_off(postgres());
+    }
+
+    /// Waits until `n` waiters of `space` wait in this process for `pixel-1`.
+    fn waiting_here(space: &LeaseSpace, n: usize) {
+        let key = space.key("pixel-1");
+        let until = Instant::now() + Duration::from_secs(10);
+        while handover::waiting(&key).len() != n {
+            assert!(Instant::now() < until, "{n} waiters never waited here: {:?}", handover::waiting(&key));
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// A holder done with a device hands it to the next in its queue when that one waits in
+    /// the same process: its lock kept, the waiter's row made the holder's, the lease given
+    /// straight to the waiter's `deliver` (not to its waiting thread), with the port `lab
+    /// care` left off. A waiter of this process that left meanwhile is passed over.
+    fn a_device_goes_to_the_next_waiter_of_this_process_with_its_lock_held(p: Pair) {
+        let (a, b) = (&p.a, &p.b);
+        let held = a.try_lease("pixel-1", &req("c-0")).unwrap().unwrap();
+        let (tx, rx) = mpsc::channel::<DeviceLease>();
+        let ticket = a.enqueue("pixel-1", &req("c-1")).unwrap();
+        ticket.deliver_to(Box::new(move |lease| tx.send(lease).map_err(|e| Box::new(e.0))));
+        let t = ticket.clone();
+        let waiting = std::thread::spawn(move || t.wait().unwrap().is_none());
+        waiting_here(a, 1);
+        // One more here, which leaves before the device is free.
+        let (gone_tx, gone_rx) = mpsc::channel::<DeviceLease>();
+        let gone = a.enqueue("pixel-1", &with_priority("c-gone", 9)).unwrap();
+        gone.deliver_to(Box::new(move |lease| gone_tx.send(lease).map_err(|e| Box::new(e.0))));
+        let g = gone.clone();
+        let leaving = std::thread::spawn(move || g.wait().unwrap().is_none());
+        waiting_here(a, 2);
+        gone.cancel();
+        assert!(leaving.join().unwrap(), "a waiter that left got the device");
+        waiting_here(a, 1);
+        a.db.call(|c| c.execute("INSERT INTO port_cuts (device, port, since) VALUES ('pixel-1', '1-1:2', 't')", &[]))
+            .unwrap();
+        drop(held);
+        let lease = rx.recv_timeout(Duration::from_secs(10)).expect("the device was not handed on");
+        assert!(waiting.join().unwrap(), "the waiting thread got the device as well");
+        assert!(gone_rx.try_recv().is_err(), "the waiter that left was handed the device");
+        assert_eq!(lease.port_cut().unwrap().map(|c| c.port).as_deref(), Some("1-1:2"));
+        let holder = a.lease_holder("pixel-1").unwrap().expect("the new holder's row");
+        assert_eq!((holder.campaign.as_deref(), holder.pid), (Some("c-1"), std::process::id()));
+        assert!(a.queued().unwrap().is_empty(), "the waiter's row left the queue");
+        assert!(
+            matches!(b.try_lease("pixel-1", &req("c-2")).unwrap(), Err(Busy::Held(Some(h))) if h.campaign.as_deref() == Some("c-1")),
+            "another process finds it held by c-1"
+        );
+        drop(lease);
+        assert!(a.lease_holders().unwrap().is_empty() && a.queued().unwrap().is_empty(), "nothing left behind");
+        assert!(b.try_lease("pixel-1", &req("c-3")).unwrap().is_ok(), "let go when nobody here waits");
+    }
+
+    #[test]
+    fn a_device_goes_to_the_next_waiter_of_this_process_with_its_lock_held_on_sqlite() {
+        a_device_goes_to_the_next_waiter_of_this_process_with_its_lock_held(sqlite());
+    }
+
+    #[test_needs::needs(postgres)]
+    #[test]
+    fn a_device_goes_to_the_next_waiter_of_this_process_with_its_lock_held_on_postgres() {
+        a_device_goes_to_the_next_waiter_of_this_process_with_its_lock_held(postgres());
+    }
+
+    /// A waiter of another process first in the queue is served before one of this
+    /// process: the device is let go, and this one waits for it again.
+    fn a_waiter_of_another_process_ahead_is_served_before_this_ones(p: Pair) {
+        let (a, b) = (&p.a, &p.b);
+        let held = a.try_lease("pixel-1", &req("c-0")).unwrap().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let hold = Duration::from_millis(50);
+        let mine = waiter(a, with_priority("c-1", 0), tx.clone(), hold);
+        waiting_here(a, 1);
+        let urgent = waiter(b, with_priority("c-2", 5), tx.clone(), hold);
+        std::thread::sleep(Duration::from_millis(300));
+        drop(held);
+        let order: Vec<String> = (0..2).map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap()).collect();
+        assert_eq!(order, ["c-2", "c-1"]);
+        for t in [mine, urgent] {
+            t.join().unwrap();
+        }
+        assert!(a.queued().unwrap().is_empty() && a.lease_holders().unwrap().is_empty(), "nothing left behind");
+    }
+
+    #[test]
+    fn a_waiter_of_another_process_ahead_is_served_before_this_ones_on_sqlite() {
+        a_waiter_of_another_process_ahead_is_served_before_this_ones(sqlite());
+    }
+
+    #[test_needs::needs(postgres)]
+    #[test]
+    fn a_waiter_of_another_process_ahead_is_served_before_this_ones_on_postgres() {
+        a_waiter_of_another_process_ahead_is_served_before_this_ones(postgres());
     }
 
     /// On PostgreSQL the leases and queues have a connection of their own: a device is
