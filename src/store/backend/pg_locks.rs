@@ -29,8 +29,16 @@ pub struct PgLocks {
     /// Which of the process's kept sessions may take this store's locks: its server,
     /// database and role.
     kept_key: String,
-    /// `device_keys` numbers already read: a name's number never changes.
-    numbers: std::sync::Mutex<std::collections::HashMap<String, i64>>,
+}
+
+/// `device_keys` numbers already read in this process, by [`PgLocks::kept_key`] and name: a
+/// name's number never changes, and each campaign's part opens a store of its own (one read
+/// a device a part was two statements a device a campaign: docs/benchmarks.md, `agents`).
+static NUMBERS: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<(String, String), i64>>> =
+    std::sync::LazyLock::new(Default::default);
+
+fn numbers() -> std::sync::MutexGuard<'static, std::collections::HashMap<(String, String), i64>> {
+    NUMBERS.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// How many sessions that hold nothing a process keeps for its next locks, in all.
@@ -128,7 +136,6 @@ impl PgLocks {
             url: url.clone(),
             admin: PgOwner::connect_reconnecting(&url.named("lab-admin"))?,
             kept_key: format!("{:?}", url.config),
-            numbers: Default::default(),
         })
     }
 
@@ -154,7 +161,7 @@ impl PgLocks {
     /// The one-key lock of `name` (its number from `device_keys`); `sub`: `pg_locks`'
     /// `objsubid` for it (1: the one-key form).
     fn named_key(&self, name: String, sub: i64) -> Result<(&'static str, Vec<i64>, [i64; 3]), LockError> {
-        let known = self.numbers.lock().unwrap_or_else(|p| p.into_inner()).get(&name).copied();
+        let known = numbers().get(&(self.kept_key.clone(), name.clone())).copied();
         let key = match known {
             Some(key) => key,
             None => {
@@ -166,7 +173,7 @@ impl PgLocks {
                     )?;
                     c.query("SELECT key FROM device_keys WHERE device = ?1", &vals![&n])?[0].read::<i64>()
                 })?;
-                self.numbers.lock().unwrap_or_else(|p| p.into_inner()).insert(name, key);
+                numbers().insert((self.kept_key.clone(), name), key);
                 key
             }
         };
