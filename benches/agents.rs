@@ -9,7 +9,10 @@
 //! - the delay from a device coming free to its next trial starting: from the store, each
 //!   attempt's `started_at` less the `ended_at` of the attempt before it on the same device
 //!   (all four campaigns' attempts on a device in order of start), p50 and p99, also split
-//!   into hand-offs within a campaign and between two campaigns;
+//!   into hand-offs within a campaign and between two campaigns. A device that came free
+//!   before the next campaign was submitted (its `lab submit` returned) had no trial to
+//!   start: its delay counts from the submit (and how many such hand-offs there were is
+//!   printed);
 //! - database round trips per trial: PostgreSQL's own counters for the bench's database
 //!   over the run (`pg_stat_statements` calls where the server preloads it, and always
 //!   `pg_stat_database` xact_commit + xact_rollback), over the trials;
@@ -138,14 +141,37 @@ fn run() -> i32 {
 
     let started = Instant::now();
     let mut ids = Vec::new();
-    for (k, r) in repeats.iter().enumerate() {
-        let runbook = write_runbook(dir, k, *r);
-        let out = lab(&lab_file, &["submit", runbook.to_str().unwrap(), "--json"]).output().expect("lab submit");
+    // When each campaign's `lab submit` returned: its trials exist from then (µs since the epoch).
+    let mut submitted = std::collections::HashMap::new();
+    // The four at once, as four teams would: one after the other, each `lab submit` took
+    // longer on the busy machine than the campaign before it took to run.
+    // Each one's time is taken by a thread of its own the moment it exits.
+    let submits: Vec<std::thread::JoinHandle<(std::process::Output, i64)>> = repeats
+        .iter()
+        .enumerate()
+        .map(|(k, r)| {
+            let runbook = write_runbook(dir, k, *r);
+            let child = lab(&lab_file, &["submit", runbook.to_str().unwrap(), "--json"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("lab submit");
+            std::thread::spawn(move || {
+                let out = child.wait_with_output().expect("lab submit");
+                (out, chrono::Utc::now().timestamp_micros())
+            })
+        })
+        .collect();
+    for handle in submits {
+        let (out, returned) = handle.join().expect("lab submit's thread");
         let id = serde_json::from_slice::<serde_json::Value>(&out.stdout)
             .ok()
             .and_then(|v| v["id"].as_str().map(String::from));
         match id {
-            Some(id) if out.status.success() => ids.push(id),
+            Some(id) if out.status.success() => {
+                submitted.insert(id.clone(), returned);
+                ids.push(id)
+            }
             _ => {
                 steps.check(false, format!("lab submit: {}", String::from_utf8_lossy(&out.stderr)));
             }
@@ -192,7 +218,7 @@ fn run() -> i32 {
         );
         attempts.extend(got);
     }
-    let handoffs = handoffs(&attempts);
+    let (handoffs, before_submit) = handoffs(&attempts, &submitted);
 
     for (host, child) in &agents {
         // SAFETY: kill(2) on our own child's pid, which is not reaped yet, so still ours.
@@ -229,6 +255,9 @@ fn run() -> i32 {
     println!("| device free → next trial started, all {} hand-offs | {all} |", handoffs.len());
     println!("| … within a campaign ({}) | {within} |", handoffs.iter().filter(|h| !h.0).count());
     println!("| … from one campaign to another ({}) | {across} |", handoffs.iter().filter(|h| h.0).count());
+    println!(
+        "| … of these, the device free before the next campaign was submitted (counted from the submit) | {before_submit} |"
+    );
     println!(
         "| transactions (pg_stat_database commit + rollback) | {xacts}, {:.1} a trial |",
         xacts as f64 / trials as f64
@@ -373,21 +402,36 @@ fn wait_exit(child: &mut Child, within: Duration) -> Option<i32> {
 }
 
 /// Each hand-off on a device: (from one campaign to another, ms from the previous
-/// attempt's end to this one's start). A device's attempts of all campaigns, by start.
-fn handoffs(attempts: &[lab::store::AttemptRecord]) -> Vec<(bool, f64)> {
+/// attempt's end to this one's start), and how many hand-offs between campaigns came before
+/// the next campaign was submitted. A device's attempts of all campaigns, by start; a device
+/// that came free before the next campaign existed had nothing to start, so its delay
+/// counts from the campaign's submit (`submitted`, µs), not from its last attempt's end.
+fn handoffs(
+    attempts: &[lab::store::AttemptRecord],
+    submitted: &std::collections::HashMap<String, i64>,
+) -> (Vec<(bool, f64)>, usize) {
     let at = |s: &str| chrono::DateTime::parse_from_rfc3339(s).expect("an RFC 3339 time").timestamp_micros();
     let mut by_device: std::collections::BTreeMap<&str, Vec<(i64, i64, &str)>> = Default::default();
     for a in attempts {
         by_device.entry(&a.device).or_default().push((at(&a.started_at), at(&a.ended_at), &a.campaign));
     }
-    let mut out = Vec::new();
+    let (mut out, mut early) = (Vec::new(), 0);
     for list in by_device.values_mut() {
         list.sort();
         for w in list.windows(2) {
-            out.push((w[0].2 != w[1].2, (w[1].0 - w[0].1) as f64 / 1000.0));
+            let across = w[0].2 != w[1].2;
+            let mut free = w[0].1;
+            if let Some(&sub) = submitted.get(w[1].2)
+                && across
+                && sub > free
+            {
+                free = sub;
+                early += 1;
+            }
+            out.push((across, (w[1].0 - free) as f64 / 1000.0));
         }
     }
-    out
+    (out, early)
 }
 
 struct Percentiles {
