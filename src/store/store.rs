@@ -99,7 +99,7 @@ impl Store {
         Ok(Store {
             db: Db::Postgres(Arc::new(owner)),
             conn: None,
-            locks: Arc::new(backend::PgLocks::new(url)?),
+            locks: backend::PgLocks::shared(url)?,
             lease_db: Arc::default(),
             location: Location::Postgres(url.shown().to_string()),
             attempts: Arc::default(),
@@ -115,14 +115,17 @@ impl Store {
     }
 
     /// The connection leases and queues use: on PostgreSQL a second one, connected at the
-    /// first call (if that fails, the store's own); on SQLite the store's own.
+    /// first call (if that fails, the store's own) and shared by the stores open on the
+    /// database in this process at once (an agent's campaign parts: short statements, where
+    /// a session each cost a server process and a SCRAM exchange as eighty parts started);
+    /// on SQLite the store's own.
     pub(super) fn lease_db(&self) -> Db {
         match &self.db {
             Db::Sqlite(_) => self.db.clone(),
             Db::Postgres(owner) => self
                 .lease_db
-                .get_or_init(|| match super::PgOwner::connect_reconnecting(owner.url()) {
-                    Ok(o) => Db::Postgres(Arc::new(o)),
+                .get_or_init(|| match super::PgOwner::shared_reconnecting(owner.url()) {
+                    Ok(o) => Db::Postgres(o),
                     Err(_) => self.db.clone(),
                 })
                 .clone(),

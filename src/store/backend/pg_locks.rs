@@ -130,6 +130,10 @@ const NO_TIMEOUTS: &str = "SELECT set_config('statement_timeout', '0', false), s
     CASE WHEN current_setting('server_version_num')::int >= 140000
          THEN set_config('idle_session_timeout', '0', false) END";
 
+/// The open stores' locks in this process, by [`PgLocks::kept_key`], while any store has them.
+static SHARED: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<String, std::sync::Weak<PgLocks>>>> =
+    std::sync::LazyLock::new(Default::default);
+
 impl PgLocks {
     pub fn new(url: &PgUrl) -> Result<PgLocks, DbError> {
         Ok(PgLocks {
@@ -137,6 +141,28 @@ impl PgLocks {
             admin: PgOwner::connect_reconnecting(&url.named("lab-admin"))?,
             kept_key: format!("{:?}", url.config),
         })
+    }
+
+    /// The locks of `url`'s stores in this process: one for every store open on it at once,
+    /// so that a store opened next to another (an agent's campaign part, next to the agent's
+    /// own) makes no session of its own for keys and liveness (docs/benchmarks.md, `agents`:
+    /// eighty parts starting at once opened 240 sessions, each a server process and a SCRAM
+    /// exchange). A new one once no store has it, so that nothing outlives the stores.
+    pub fn shared(url: &PgUrl) -> Result<std::sync::Arc<PgLocks>, DbError> {
+        let key = format!("{:?}", url.config);
+        let shared = || SHARED.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(locks) = shared().get(&key).and_then(std::sync::Weak::upgrade) {
+            return Ok(locks);
+        }
+        // Connected without the lock held: a server that is away holds up this store alone.
+        let new = std::sync::Arc::new(PgLocks::new(url)?);
+        let mut all = shared();
+        all.retain(|_, w| w.strong_count() > 0);
+        if let Some(locks) = all.get(&key).and_then(std::sync::Weak::upgrade) {
+            return Ok(locks);
+        }
+        all.insert(key, std::sync::Arc::downgrade(&new));
+        Ok(new)
     }
 
     /// The advisory-lock call's arguments, and what `pg_locks` shows for it.
@@ -524,5 +550,30 @@ impl Drop for HeldAtOnce {
         }
         let name = (std::mem::take(&mut self.unlock), std::mem::take(&mut self.keys));
         self.session.held.lock().unwrap_or_else(|p| p.into_inner()).remove(&name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::PgLocks;
+
+    /// Stores open on one database at once share their locks (one session for keys and
+    /// liveness); once no store has them they are gone, and the next store makes its own.
+    #[test_needs::needs(postgres)]
+    #[test]
+    fn stores_open_at_once_share_their_locks_until_none_has_them() {
+        let url = crate::store::PgUrl::parse(&crate::testing::postgres::fresh_database()).unwrap();
+        let a = PgLocks::shared(&url).unwrap();
+        let b = PgLocks::shared(&url).unwrap();
+        assert!(Arc::ptr_eq(&a, &b), "a second store made locks of its own");
+        let gone = Arc::downgrade(&a);
+        drop((a, b));
+        assert!(gone.upgrade().is_none(), "the locks outlived every store that had them");
+        let c = PgLocks::shared(&url).unwrap();
+        assert_eq!(Arc::strong_count(&c), 1, "the next store's locks are its own");
+        let other = crate::store::PgUrl::parse(&crate::testing::postgres::fresh_database()).unwrap();
+        assert!(!Arc::ptr_eq(&c, &PgLocks::shared(&other).unwrap()), "two databases shared their locks");
     }
 }
