@@ -53,12 +53,7 @@ impl Recorder {
                 if !begins.is_empty() {
                     let result = store.begin_attempts(&begins);
                     for reply in begun {
-                        // Each is told; a lost connection stays one (the error is not `Clone`).
-                        let _ = reply.send(match &result {
-                            Ok(()) => Ok(()),
-                            Err(StoreError::Unreachable(m)) => Err(StoreError::Unreachable(m.clone())),
-                            Err(e) => Err(StoreError::Internal(e.to_string())),
-                        });
+                        let _ = reply.send(result.as_ref().map_err(StoreError::copied).copied());
                     }
                 }
                 if rows.is_empty() {

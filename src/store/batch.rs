@@ -133,22 +133,10 @@ pub(super) fn hand_out(
             (Ok(()), Some(r)) => std::mem::replace(r, Ok(())),
             // An attempt refused on its own is refused whatever became of the others.
             (Err(_), Some(r)) if r.is_err() => std::mem::replace(r, Ok(())),
-            (Err(e), _) => Err(copy(e)),
+            (Err(e), _) => Err(e.copied()),
             (Ok(()), None) => Err(StoreError::Internal("attempt left out of its transaction".into())),
         };
         *ticket.lock().unwrap_or_else(PoisonError::into_inner) = Some(r);
     }
     commits
-}
-
-/// The same error for every attempt of a transaction that failed.
-fn copy(e: &StoreError) -> StoreError {
-    match e {
-        StoreError::Duplicate { campaign, trial, attempt } => {
-            StoreError::Duplicate { campaign: campaign.clone(), trial: *trial, attempt: *attempt }
-        }
-        // The connection was lost: the recorder tries again once it is back.
-        StoreError::Unreachable(m) => StoreError::Unreachable(m.clone()),
-        other => StoreError::Internal(other.to_string()),
-    }
 }

@@ -48,3 +48,19 @@ impl From<DbError> for StoreError {
         }
     }
 }
+
+impl StoreError {
+    /// The same error again, for each of several callers one write failed for (a batch's
+    /// attempts, the attempts that began together): a lost connection stays one (the
+    /// recorder tries again once it is back), a duplicate stays one, anything else is told
+    /// in words (`StoreError` is not `Clone`).
+    pub fn copied(&self) -> StoreError {
+        match self {
+            StoreError::Duplicate { campaign, trial, attempt } => {
+                StoreError::Duplicate { campaign: campaign.clone(), trial: *trial, attempt: *attempt }
+            }
+            StoreError::Unreachable(m) => StoreError::Unreachable(m.clone()),
+            other => StoreError::Internal(other.to_string()),
+        }
+    }
+}
