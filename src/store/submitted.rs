@@ -136,16 +136,29 @@ impl Store {
 
     /// A queued campaign is being run by agents now; false if it is no longer queued or
     /// running (cancelled meanwhile).
+    ///
+    /// Read first, written only while still queued: every agent's part asks this with its
+    /// first free device, and twenty updates of the one row at once queued behind each
+    /// other's row lock (p90 35–180 ms of a hand-off, docs/benchmarks.md, `agents`).
     pub fn start_submitted(&self, id: &str) -> Result<bool, StoreError> {
         let r = vals![id];
-        let n = self.db.call(move |c| {
-            c.execute(
-                "UPDATE campaigns SET status = 'running' WHERE id = ?1 AND cancel_requested = 0
-                    AND status IN ('queued', 'running')",
-                &r,
-            )
+        let started = self.db.call(move |c| {
+            let now = c
+                .query_opt("SELECT status, cancel_requested FROM campaigns WHERE id = ?1", &r)?
+                .map(|row| row.read::<(String, i64)>());
+            match now.transpose()? {
+                None | Some((_, 1)) => Ok(false),
+                Some((status, _)) if status == CampaignStatus::Running.as_str() => Ok(true),
+                Some(_) => c
+                    .execute(
+                        "UPDATE campaigns SET status = 'running' WHERE id = ?1 AND cancel_requested = 0
+                            AND status IN ('queued', 'running')",
+                        &r,
+                    )
+                    .map(|n| n > 0),
+            }
         })?;
-        Ok(n > 0)
+        Ok(started)
     }
 
     /// `lab cancel`: a queued campaign is removed; one agents run is stopped (they see
