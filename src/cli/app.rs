@@ -27,6 +27,13 @@ pub fn main() -> ExitCode {
         Command::Serve(_) => tokio::runtime::Builder::new_current_thread(),
         _ => tokio::runtime::Builder::new_multi_thread(),
     };
+    // An agent's threads wake often and run little: short slices get them on a core sooner
+    // (src/runner/slices.rs). Best effort: a kernel that refuses leaves them as they were.
+    if matches!(&cli.command, Command::Agent(_)) {
+        builder.on_thread_start(|| {
+            let _ = crate::runner::ask_short_slice();
+        });
+    }
     let runtime = match builder.enable_all().build() {
         Ok(r) => r,
         Err(e) => return fail(CliError::internal(format!("cannot start the async runtime: {e}"))),

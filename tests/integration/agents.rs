@@ -669,6 +669,45 @@ fn wakeups(before: &std::collections::BTreeMap<String, u64>, after: &std::collec
     gone + moved
 }
 
+/// Each of an agent's threads runs with the short slice it asked for
+/// (src/runner/slices.rs), where the kernel keeps custom slices (Linux 6.12 and newer;
+/// older kernels show no `se.slice` or ignore it). `/proc/PID/task/TID/sched`'s
+/// `se.slice` is the kernel's own figure, in nanoseconds.
+#[test]
+fn an_agents_threads_run_with_short_slices() {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut v = release.split(|c: char| !c.is_ascii_digit()).filter_map(|p| p.parse::<u32>().ok());
+    let (major, minor) = (v.next().unwrap_or(0), v.next().unwrap_or(0));
+    let lab = spread_lab(&Db::Sqlite(PathBuf::from("artifacts/lab.db")));
+    let agent = Agent::start(&lab, "local");
+    let slices: Vec<(String, Option<u64>)> = std::fs::read_dir(format!("/proc/{}/task", agent.pid()))
+        .unwrap()
+        .flatten()
+        .map(|task| {
+            let sched = std::fs::read_to_string(task.path().join("sched")).unwrap_or_default();
+            let slice = sched
+                .lines()
+                .find(|l| l.starts_with("se.slice"))
+                .and_then(|l| l.rsplit(':').next()?.trim().parse::<u64>().ok());
+            (task.file_name().to_string_lossy().into_owned(), slice)
+        })
+        .collect();
+    // The main thread and the runtime's workers at least.
+    assert!(slices.len() >= 2, "{slices:?}");
+    if (major, minor) >= (6, 12) {
+        let main = slices.iter().find(|(tid, _)| *tid == agent.pid().to_string());
+        // The main thread is not the runtime's: it keeps the default.
+        assert!(main.is_some_and(|(_, s)| *s != Some(lab::runner::SHORT_SLICE_NS)), "{slices:?}");
+        let short = slices.iter().filter(|(_, s)| *s == Some(lab::runner::SHORT_SLICE_NS)).count();
+        assert_eq!(short, slices.len() - 1, "threads without the short slice: {slices:?}");
+    }
+    let (code, out) = {
+        agent.signal(nix::sys::signal::Signal::SIGTERM);
+        agent.exit(Duration::from_secs(30))
+    };
+    assert_eq!(code, 0, "{out}");
+}
+
 /// The measure: an idle agent, and one whose device soaks, over a minute. Tokio's
 /// idle blocking threads end 10 s after their last job; the minute starts after that.
 #[test_needs::needs(postgres)]
