@@ -24,18 +24,22 @@ pub enum OnCtrlC {
     Cancel,
 }
 
-/// Follows campaign `id` until it ends (or Ctrl-C), shown as `output` asks.
+/// Ctrl-C caught from now on: the caller takes it first thing, before it opens the lab or
+/// its store (a PostgreSQL connection takes a while on a busy host), so that a Ctrl-C from
+/// the first moment detaches (or cancels) rather than killing the process.
+pub fn catch_ctrl_c() -> Result<tokio::signal::unix::Signal, CliError> {
+    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|e| CliError::internal(format!("cannot catch Ctrl-C: {e}")))
+}
+
+/// Follows campaign `id` until it ends (or Ctrl-C, caught by [`catch_ctrl_c`]), shown as
+/// `output` asks.
 pub async fn follow(
     lab: Lab,
     id: &str,
-    output: Output,
-    verbose: bool,
-    ctrl_c: OnCtrlC,
+    (output, verbose): (Output, bool),
+    (ctrl_c, mut interrupt): (OnCtrlC, tokio::signal::unix::Signal),
 ) -> Result<RunOutcome, CliError> {
-    // Registered before anything else, not when a task first runs: a Ctrl-C from the first
-    // moment detaches (or cancels) rather than killing the process.
-    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-        .map_err(|e| CliError::internal(format!("cannot catch Ctrl-C: {e}")))?;
     let store = context::existing_store(&lab)?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let signal = tokio::spawn(async move {

@@ -53,18 +53,21 @@ pub async fn run(lab_arg: Option<&Path>, args: &RunArgs) -> Result<RunOutcome, C
     if let Some(path) = &args.runbook
         && on_agents::served(&lab, path)?
     {
+        // Caught before the submit: a Ctrl-C from then on cancels what was submitted.
+        let interrupt = on_agents::catch_ctrl_c()?;
         let s = crate::runner::submit(&lab, path, args.queue.priority)?;
-        return on_agents::follow(lab, &s.id, output, args.verbose, OnCtrlC::Cancel).await;
+        return on_agents::follow(lab, &s.id, (output, args.verbose), (OnCtrlC::Cancel, interrupt)).await;
     }
     if let Some(id) = &args.resume
         && let Some(store) = context::open_store_existing(&lab)?
         && store.submitted(id).ok().flatten().is_some()
     {
         // A submitted campaign goes on on the agents.
+        let interrupt = on_agents::catch_ctrl_c()?;
         if store.resubmit(id, None)? == crate::store::CampaignStatus::Interrupted {
             store.notify(crate::store::Channel::Work)?;
         }
-        return on_agents::follow(lab, id, output, args.verbose, OnCtrlC::Cancel).await;
+        return on_agents::follow(lab, id, (output, args.verbose), (OnCtrlC::Cancel, interrupt)).await;
     }
     let start = match (&args.runbook, &args.resume, &args.from_manifest) {
         (Some(path), _, _) => Start::Runbook { path: path.clone(), id: None, seed: None },

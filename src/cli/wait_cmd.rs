@@ -4,7 +4,7 @@
 use super::campaign_run::{MessageFormat, RunOutcome};
 use super::context;
 use super::exit::CliError;
-use super::on_agents::{OnCtrlC, follow};
+use super::on_agents::{OnCtrlC, catch_ctrl_c, follow};
 use super::reporter::Output;
 
 #[derive(Debug, clap::Args)]
@@ -20,6 +20,7 @@ pub struct WaitArgs {
 }
 
 pub async fn run(lab_arg: Option<&std::path::Path>, args: &WaitArgs) -> Result<RunOutcome, CliError> {
+    let interrupt = catch_ctrl_c()?;
     let lab = context::load_lab(lab_arg)?;
     // An unknown campaign is bad input, before anything is followed.
     context::existing_store(&lab)?.campaign_without_plan(&args.campaign)?;
@@ -27,5 +28,5 @@ pub async fn run(lab_arg: Option<&std::path::Path>, args: &WaitArgs) -> Result<R
         MessageFormat::Json => Output::EventStream,
         MessageFormat::Human => Output::Human,
     };
-    follow(lab, &args.campaign, output, args.verbose, OnCtrlC::Detach).await
+    follow(lab, &args.campaign, (output, args.verbose), (OnCtrlC::Detach, interrupt)).await
 }
