@@ -27,6 +27,7 @@ mod alerts;
 mod attempts;
 mod backend;
 mod batch;
+mod behind;
 mod campaigns;
 mod columns;
 /// A store filled with a campaign's records, for tests outside the store.

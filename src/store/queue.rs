@@ -18,6 +18,7 @@ use super::backend::vals;
 use super::backend::{
     Columns, Conn, DbError, FromRow, Held, LockError, LockName, Owner, Row, new_token, read_all, split_alive,
 };
+use super::behind;
 use super::error::StoreError;
 use super::handover::{self, Ended};
 use super::lease::{DeviceLease, LeaseHolder, LeaseRequest, LeaseSpace, now_rfc3339, who, write_holder};
@@ -146,6 +147,7 @@ impl LeaseSpace {
                     .read::<i64>()
             })
             .map_err(StoreError::from)?;
+        behind::joined(&self.key(device), ticket);
         Ok(Arc::new(QueueTicket {
             space: self.clone(),
             device: device.to_string(),
@@ -260,6 +262,11 @@ impl QueueTicket {
                 return Ok(None);
             }
             if let Some(pred) = self.rows_ahead()?.pop() {
+                // A waiter of this process: waited for here ([`behind`]).
+                if let Some(place) = behind::of_this_process(&self.space.key(&self.device), pred.ticket) {
+                    place.wait();
+                    continue;
+                }
                 // Sleep until the one just ahead is gone from the queue (it got the device,
                 // left, or died).
                 let held = self.space.locks.lock(&pred.lock(), true).map_err(|e| self.lock_err(e))?;
@@ -368,6 +375,7 @@ impl QueueTicket {
             self.space.locks.forget(&LockName::Waiter { device: self.device.clone(), token: self.token.clone() });
             drop(held);
         }
+        behind::left(&self.space.key(&self.device), self.ticket);
     }
 
     /// Removes the row, then lets go of the waiter's own lock.
@@ -381,6 +389,7 @@ impl QueueTicket {
             self.space.locks.forget(&LockName::Waiter { device: self.device.clone(), token: self.token.clone() });
             drop(held);
         }
+        behind::left(&self.space.key(&self.device), self.ticket);
     }
 }
 
@@ -581,6 +590,54 @@ mod tests {
     #[test]
     fn a_cancelled_wait_leaves_no_place_and_the_next_one_is_served_on_postgres() {
         a_cancelled_wait_leaves_no_place_and_the_next_one_is_served(postgres());
+    }
+
+    /// Waiters of one process for one device wait behind each other in the process
+    /// ([`behind`]), with no session of their own on the server, and are served in order.
+    fn waiters_of_one_process_wait_behind_each_other_here(p: Pair) {
+        let a = &p.a;
+        let held = a.try_lease("pixel-1", &req("c-0")).unwrap().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let hold = Duration::from_millis(20);
+        let served: Vec<_> = ["c-1", "c-2", "c-3"].map(|c| waiter(a, req(c), tx.clone(), hold)).into();
+        let tickets: Vec<i64> = a.queued().unwrap().iter().map(|w| w.ticket).collect();
+        assert_eq!(tickets.len(), 3);
+        let key = a.key("pixel-1");
+        let until = Instant::now() + Duration::from_secs(10);
+        while behind::sleepers(&key, tickets[0]) + behind::sleepers(&key, tickets[1]) != 2 {
+            assert!(Instant::now() < until, "the second and third never slept behind the one ahead here");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if p.url.is_some() {
+            let blocked =
+                a.db.call(|c| {
+                    c.query(
+                        "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database()
+                           AND wait_event_type = 'Lock'",
+                        &[],
+                    )
+                })
+                .unwrap()[0]
+                    .read::<i64>()
+                    .unwrap();
+            assert_eq!(blocked, 0, "a waiter waits in a session of its own on the server");
+        }
+        drop(held);
+        let order: Vec<String> = (0..3).map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap()).collect();
+        assert_eq!(order, ["c-1", "c-2", "c-3"]);
+        served.into_iter().for_each(|w| w.join().unwrap());
+        assert!(a.queued().unwrap().is_empty());
+    }
+
+    #[test]
+    fn waiters_of_one_process_wait_behind_each_other_here_on_sqlite() {
+        waiters_of_one_process_wait_behind_each_other_here(sqlite());
+    }
+
+    #[test_needs::needs(postgres)]
+    #[test]
+    fn waiters_of_one_process_wait_behind_each_other_here_on_postgres() {
+        waiters_of_one_process_wait_behind_each_other_here(postgres());
     }
 
     /// A waiter ahead that dies (SIGKILL, in another process) frees its place at once, and

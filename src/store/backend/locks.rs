@@ -64,8 +64,8 @@ pub trait Locks: Send + Sync + std::fmt::Debug {
     fn lock(&self, name: &LockName, wait: bool) -> Result<Option<Box<dyn Held>>, LockError>;
     /// Whether the row's owner still holds what it holds (it is alive).
     fn alive(&self, owner: &Owner) -> bool;
-    /// [`Locks::alive`] of each owner, asked at once (on PostgreSQL one read of
-    /// `pg_locks`, whose cost grows with the server's sessions, rather than one each).
+    /// [`Locks::alive`] of each owner, asked at once (on PostgreSQL one statement rather
+    /// than one each).
     fn alive_all(&self, owners: &[Owner]) -> Vec<bool> {
         owners.iter().map(|o| self.alive(o)).collect()
     }
