@@ -45,6 +45,12 @@ and wait for it to exit, or serve another host"
 /// The longest pause before looking again after the store failed.
 const RETRY_MAX: Duration = Duration::from_secs(10);
 
+/// The least time between two wake-ups of `lab wait` from one campaign's part. Each
+/// `NOTIFY` wakes every listening session of the database in the server (PostgreSQL
+/// signals them all, whatever they listen to): with one a trial, those sessions took 15 %
+/// of the server's CPU in the agents bench (docs/benchmarks.md).
+const TELL_EVERY: Duration = Duration::from_secs(1);
+
 /// A campaign's part running in this agent.
 struct Running {
     devices: Vec<String>,
@@ -382,8 +388,24 @@ async fn run_part(
     let forward = {
         let (store, id) = (store.clone(), id.clone());
         tokio::spawn(async move {
-            // A burst (a trial's phases) is one transaction and one wake-up for `lab wait`.
-            while let Some(first) = rx.recv().await {
+            // A burst (a trial's phases) is one statement; `lab wait` is woken at most once
+            // every `TELL_EVERY` (a burst within it is told with the next, or at its end).
+            let mut told: Option<tokio::time::Instant> = None;
+            let mut owed = false;
+            loop {
+                let next = match told.filter(|_| owed) {
+                    Some(at) => tokio::select! {
+                        e = rx.recv() => e,
+                        () = tokio::time::sleep_until(at + TELL_EVERY) => {
+                            let (s, id) = (store.clone(), id.clone());
+                            let _ = call(move || s.notify_about(Channel::Events, &id)).await;
+                            (told, owed) = (Some(tokio::time::Instant::now()), false);
+                            continue;
+                        }
+                    },
+                    None => rx.recv().await,
+                };
+                let Some(first) = next else { break };
                 let mut batch = vec![first];
                 while let Ok(e) = rx.try_recv() {
                     batch.push(e);
@@ -392,12 +414,17 @@ async fn run_part(
                 for e in batch {
                     agent_events.emit(e);
                 }
+                let tell = told.is_none_or(|at| at.elapsed() >= TELL_EVERY);
                 let (s, id) = (store.clone(), id.clone());
                 let _ = call(move || {
-                    s.append_events(&id, &now_rfc3339(), &lines)?;
-                    s.notify_about(Channel::Events, &id)
+                    let at = now_rfc3339();
+                    if tell { s.append_events_told(&id, &at, &lines) } else { s.append_events(&id, &at, &lines) }
                 })
                 .await;
+                if tell {
+                    told = Some(tokio::time::Instant::now());
+                }
+                owed = !tell;
             }
         })
     };

@@ -24,12 +24,78 @@ const CHUNK: usize = 1000;
 /// of them fails, the batch again attempt by attempt, each in a savepoint, so that an
 /// attempt refused on its own fails alone.
 pub(super) fn record(c: &mut dyn Conn, jobs: Vec<(EncodedAttempt, Ticket)>) -> u64 {
+    match record_in_one(c, &jobs) {
+        Ok(true) => {
+            let all_ok = jobs_ok(jobs.len());
+            return super::batch::hand_out(jobs, Ok(()), all_ok);
+        }
+        Err(e @ StoreError::Unreachable(_)) => return super::batch::hand_out(jobs, Err(e), Vec::new()),
+        // Too big for one statement, or refused (a duplicate among them): as below.
+        Ok(false) | Err(_) => {}
+    }
     match record_together(c, &jobs) {
         Ok(results) => super::batch::hand_out(jobs, Ok(()), results),
         // The connection is gone: every attempt is told, and the recorder tries again.
         Err(e @ StoreError::Unreachable(_)) => super::batch::hand_out(jobs, Err(e), Vec::new()),
         Err(_) => record_one_by_one(c, jobs),
     }
+}
+
+fn jobs_ok(n: usize) -> Vec<Result<(), StoreError>> {
+    (0..n).map(|_| Ok(())).collect()
+}
+
+/// At most this many parameters in [`record_in_one`]'s statement (PostgreSQL takes 65 535).
+const ONE_STATEMENT_PARAMS: usize = 30_000;
+
+/// The whole batch in one statement after the ids' reservation, its inserts and the
+/// in-flight rows' removal as data-modifying `WITH`s (the foreign keys are checked at the
+/// statement's end, when its attempts are in): two round trips a batch rather than a dozen
+/// (a statement this long is prepared for each use), the common case, where no attempt is
+/// there already. A duplicate fails the whole statement, which then changed nothing, and
+/// `false` means too many parameters: either way [`record_together`] sorts them out.
+fn record_in_one(c: &mut dyn Conn, jobs: &[(EncodedAttempt, Ticket)]) -> Result<bool, StoreError> {
+    let attempts: Vec<&EncodedAttempt> = jobs.iter().map(|(a, _)| a).collect();
+    // Per attempt: its row (16), its report's (16), its key for the removal (3), and the
+    // rows of its measurements (9), series (9) and attestations (10).
+    let params: usize =
+        attempts.iter().map(|a| 35 + 9 * a.measurements.len() + 9 * a.series.len() + 10 * a.attestations.len()).sum();
+    if params > ONE_STATEMENT_PARAMS || attempts.is_empty() {
+        return Ok(false);
+    }
+    let next =
+        reserve(c, attempts.iter().map(|a| a.measurements.len()).sum(), attempts.iter().map(|a| a.series.len()).sum())?;
+    let Rows { measurements: m_rows, series: s_rows, reports, attested } = rows(&attempts, next)?;
+    let mut params: Vec<Value> = Vec::with_capacity(params);
+    let mut parts: Vec<String> = Vec::new();
+    // Each part's placeholders numbered after those before it.
+    let mut add = |head: &str, rows: Vec<Vec<Value>>| {
+        let Some(w) = rows.first().map(Vec::len) else { return };
+        let at = params.len();
+        let values: Vec<String> = (0..rows.len())
+            .map(|r| format!("({})", (1..=w).map(|k| format!("?{}", at + r * w + k)).collect::<Vec<_>>().join(", ")))
+            .collect();
+        parts.push(format!("{head} VALUES {}", values.join(", ")));
+        params.extend(rows.into_iter().flatten());
+    };
+    add(
+        "INSERT INTO attempts (campaign, trial_idx, attempt, status, reasons, phases, started_at, ended_at,
+            soak_start_s, artifact_dir, state_before, state_after, device, untether, labels, state_soak)",
+        attempts.iter().map(|a| attempt_row(a)).collect(),
+    );
+    add("INSERT INTO measurements (id, campaign, trial_idx, attempt, seq, metric, value, unit, source)", m_rows);
+    add("INSERT INTO series (id, campaign, trial_idx, attempt, seq, name, unit, source, points)", s_rows);
+    add(&format!("INSERT INTO {REPORT_COLUMNS}"), reports);
+    add(&format!("INSERT INTO {ATTESTATION_COLUMNS}"), attested);
+    let at = params.len();
+    let gone: Vec<String> = (0..attempts.len())
+        .map(|i| format!("(?{}, ?{}, ?{})", at + 3 * i + 1, at + 3 * i + 2, at + 3 * i + 3))
+        .collect();
+    parts.push(format!("DELETE FROM attempts_in_flight WHERE (campaign, trial_idx, attempt) IN ({})", gone.join(", ")));
+    params.extend(attempts.iter().flat_map(|a| key(a)));
+    let with: Vec<String> = parts.iter().enumerate().map(|(i, p)| format!("w{i} AS ({p})")).collect();
+    c.execute(&format!("WITH {} SELECT 1", with.join(", ")), &params)?;
+    Ok(true)
 }
 
 /// The batch in one transaction of a few multi-row statements: the attempts' rows (those
@@ -43,7 +109,7 @@ fn record_together(
 ) -> Result<Vec<Result<(), StoreError>>, StoreError> {
     // Before the transaction: its lock ends with this statement. Ids of attempts that turn
     // out duplicates are left unused (a gap, as a rolled-back insert leaves).
-    let (mut m_next, mut s_next) = reserve(
+    let next = reserve(
         c,
         jobs.iter().map(|(a, _)| a.measurements.len()).sum(),
         jobs.iter().map(|(a, _)| a.series.len()).sum(),
@@ -90,19 +156,7 @@ fn record_together(
             );
             c.execute(&sql, &keys)?;
         }
-        let (mut m_rows, mut s_rows, mut reports, mut attested) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for a in &fresh {
-            let m = span(&mut m_next, a.measurements.len());
-            let sr = span(&mut s_next, a.series.len());
-            for (i, row) in measurement_rows(a).enumerate() {
-                m_rows.push([vals![m.map_or(0, |(from, _)| from + i as i64)].to_vec(), row].concat());
-            }
-            for (i, row) in series_rows(a).enumerate() {
-                s_rows.push([vals![sr.map_or(0, |(from, _)| from + i as i64)].to_vec(), row].concat());
-            }
-            reports.push(report_row(a, m, sr));
-            attested.extend(attestation_rows(a)?);
-        }
+        let Rows { measurements: m_rows, series: s_rows, reports, attested } = rows(&fresh, next)?;
         insert_all(c, "measurements (id, campaign, trial_idx, attempt, seq, metric, value, unit, source)", m_rows)?;
         insert_all(c, "series (id, campaign, trial_idx, attempt, seq, name, unit, source, points)", s_rows)?;
         insert_all(c, REPORT_COLUMNS, reports)?;
@@ -119,6 +173,33 @@ fn record_together(
             Err(e)
         }
     }
+}
+
+/// The rows that go with attempts besides their own, ids given from the reserved ones.
+struct Rows {
+    measurements: Vec<Vec<Value>>,
+    series: Vec<Vec<Value>>,
+    reports: Vec<Vec<Value>>,
+    attested: Vec<Vec<Value>>,
+}
+
+/// [`Rows`] of `attempts`, their measurements' and series' ids from `(m_next, s_next)` on,
+/// each attempt's consecutive.
+fn rows(attempts: &[&EncodedAttempt], (mut m_next, mut s_next): (i64, i64)) -> Result<Rows, StoreError> {
+    let mut out = Rows { measurements: Vec::new(), series: Vec::new(), reports: Vec::new(), attested: Vec::new() };
+    for a in attempts {
+        let m = span(&mut m_next, a.measurements.len());
+        let sr = span(&mut s_next, a.series.len());
+        for (i, row) in measurement_rows(a).enumerate() {
+            out.measurements.push([vals![m.map_or(0, |(from, _)| from + i as i64)].to_vec(), row].concat());
+        }
+        for (i, row) in series_rows(a).enumerate() {
+            out.series.push([vals![sr.map_or(0, |(from, _)| from + i as i64)].to_vec(), row].concat());
+        }
+        out.reports.push(report_row(a, m, sr));
+        out.attested.extend(attestation_rows(a)?);
+    }
+    Ok(out)
 }
 
 /// `m` new ids of `measurements` and `s` of `series`, reserved in one statement that takes
@@ -332,4 +413,46 @@ fn insert_rows(
         }
     }
     Ok(range)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::encoded_attempt::EncodedAttempt;
+    use super::super::store::tests::{attempt, campaign};
+    use super::*;
+    use crate::store::Store;
+
+    fn jobs(from: u32, to: u32) -> Vec<(EncodedAttempt, Ticket)> {
+        (from..to).map(|i| (EncodedAttempt::encode(attempt("c-1", i, 0, true)), Ticket::default())).collect()
+    }
+
+    /// A batch goes in as one statement, with its rows; one whose attempt is there already
+    /// fails whole and changes nothing (the slower path then sorts it out); one too big
+    /// for a statement's parameters is left to that path.
+    #[test_needs::needs(postgres)]
+    #[test]
+    fn a_batch_is_one_statement_unless_it_holds_a_duplicate_or_is_too_big() {
+        let url = crate::store::PgUrl::parse(&crate::testing::postgres::fresh_database()).unwrap();
+        let s = Store::open_postgres(&url).unwrap();
+        s.create_campaign(&campaign("c-1", 2000), 2, 1).unwrap();
+        let count = |table: &'static str| {
+            s.db.call(move |c| c.query(&format!("SELECT COUNT(*) FROM {table}"), &[])).unwrap()[0]
+                .read::<i64>()
+                .unwrap()
+        };
+        let recorded = s.db.call(|c| record_in_one(c, &jobs(0, 3)).map_err(|e| DbError::Closed(e.to_string())));
+        assert!(recorded.unwrap(), "three attempts were not recorded in one statement");
+        let rows = [count("attempts"), count("attempt_report"), count("measurements"), count("series")];
+        assert_eq!(rows, [3, 3, 6, 6], "attempts, reports, measurements, series");
+        let again = s.db.call(|c| Ok(record_in_one(c, &jobs(2, 4)).is_err())).unwrap();
+        assert!(again, "a batch holding a recorded attempt went in");
+        assert_eq!(
+            [count("attempts"), count("attempt_report"), count("measurements")],
+            [3, 3, 6],
+            "it changed something"
+        );
+        let too_big = s.db.call(|c| Ok(record_in_one(c, &jobs(3, 2000)).ok())).unwrap();
+        assert_eq!(too_big, Some(false), "{} attempts in one statement", 2000 - 3);
+        assert_eq!(count("attempts"), 3);
+    }
 }

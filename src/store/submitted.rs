@@ -9,6 +9,7 @@ use super::backend::{Columns, Conn, DbError, FromRow, Row, Value, read_all, vals
 use super::error::StoreError;
 use super::records::{CampaignStatus, NewCampaign};
 use super::store::Store;
+use super::wake::Channel;
 
 /// The shape of a stored plan (`Plan`'s JSON and the trials' rows) this version runs.
 /// Raised when a change means an older agent would run a newer plan differently: an agent
@@ -214,11 +215,12 @@ impl Store {
     }
 
     /// Agents' attempts begin: [`Store::begin_attempt`] of each, in one statement (per
-    /// hundred) and one commit, as the recording thread gathers them.
+    /// hundred) and one commit, as the recording thread gathers them. A hundred or fewer
+    /// need no transaction around their one statement (two round trips fewer).
     pub fn begin_attempts(&self, rows: &[InFlight]) -> Result<(), StoreError> {
         let rows: Vec<InFlight> = rows.to_vec();
         self.db.call(move |c| {
-            c.transaction(|c| {
+            let insert = |c: &mut dyn Conn| -> Result<(), DbError> {
                 for chunk in rows.chunks(100) {
                     let values: Vec<String> = (0..chunk.len())
                         .map(|i| format!("({})", (1..=8).map(|k| format!("?{}", 8 * i + k)).collect::<Vec<_>>().join(", ")))
@@ -243,7 +245,8 @@ impl Store {
                     )?;
                 }
                 Ok(())
-            })
+            };
+            if rows.len() <= 100 { insert(c) } else { c.transaction(insert) }
         })?;
         Ok(())
     }
@@ -312,10 +315,26 @@ impl Store {
 
     /// Appends events (JSON objects) to a campaign's stream, in order, after any others.
     pub fn append_events(&self, campaign: &str, at: &str, events: &[String]) -> Result<(), StoreError> {
+        self.append(campaign, at, events, None)
+    }
+
+    /// [`Store::append_events`], then wakes `lab wait` ([`Channel::Events`] about the
+    /// campaign): on PostgreSQL in the last insert's statement (`pg_notify` sends at its
+    /// commit), one round trip for a trial's burst rather than two.
+    pub fn append_events_told(&self, campaign: &str, at: &str, events: &[String]) -> Result<(), StoreError> {
+        if matches!(self.db, super::backend::Db::Postgres(_)) {
+            return self.append(campaign, at, events, Some(Channel::Events));
+        }
+        self.append(campaign, at, events, None)?;
+        self.notify_about(Channel::Events, campaign)
+    }
+
+    fn append(&self, campaign: &str, at: &str, events: &[String], told: Option<Channel>) -> Result<(), StoreError> {
         let (campaign, at, events) = (campaign.to_string(), at.to_string(), events.to_vec());
         self.db.call(move |c| {
-            for chunk in events.chunks(EVENTS_PER_INSERT) {
-                append_chunk(c, &campaign, &at, chunk)?;
+            let chunks = events.chunks(EVENTS_PER_INSERT).count();
+            for (i, chunk) in events.chunks(EVENTS_PER_INSERT).enumerate() {
+                append_chunk(c, &campaign, &at, chunk, told.filter(|_| i + 1 == chunks))?;
             }
             Ok(())
         })?;
@@ -341,7 +360,14 @@ const EVENTS_PER_INSERT: usize = 500;
 /// order and a reader that has seen number n has seen every number below it. On
 /// PostgreSQL it is one statement (the row locked for that statement alone: the agents'
 /// turns are short); on SQLite, whose writes take turns anyway, a transaction.
-fn append_chunk(c: &mut dyn Conn, campaign: &str, at: &str, events: &[String]) -> Result<(), DbError> {
+/// `told`: on PostgreSQL, the channel the statement also notifies about the campaign.
+fn append_chunk(
+    c: &mut dyn Conn,
+    campaign: &str,
+    at: &str,
+    events: &[String],
+    told: Option<Channel>,
+) -> Result<(), DbError> {
     let n = events.len() as i64;
     let bump = "INSERT INTO event_counters (campaign, seq) VALUES (?1, ?3)
                 ON CONFLICT (campaign) DO UPDATE SET seq = event_counters.seq + excluded.seq";
@@ -349,15 +375,20 @@ fn append_chunk(c: &mut dyn Conn, campaign: &str, at: &str, events: &[String]) -
     params.extend(events.iter().map(Value::from));
     if c.dialect() == super::Dialect::Postgres {
         let rows: Vec<String> = (0..events.len()).map(|k| format!("({}, CAST(?{} AS TEXT))", k + 1, k + 4)).collect();
-        c.execute(
-            &format!(
-                "WITH n AS ({bump} RETURNING seq)
-                 INSERT INTO campaign_events (campaign, at, seq, event)
-                 SELECT ?1, ?2, n.seq - ?3 + x.k, x.e FROM n, (VALUES {}) AS x (k, e)",
-                rows.join(", ")
+        let insert = format!(
+            "INSERT INTO campaign_events (campaign, at, seq, event)
+             SELECT ?1, ?2, n.seq - ?3 + x.k, x.e FROM n, (VALUES {}) AS x (k, e)",
+            rows.join(", ")
+        );
+        let sql = match told {
+            // A data-modifying `WITH` runs whether or not the rest reads it.
+            Some(channel) => format!(
+                "WITH n AS ({bump} RETURNING seq), e AS ({insert} RETURNING 1) SELECT pg_notify('{}', ?1)",
+                channel.name()
             ),
-            &params,
-        )?;
+            None => format!("WITH n AS ({bump} RETURNING seq) {insert}"),
+        };
+        c.execute(&sql, &params)?;
         return Ok(());
     }
     c.transaction(|c| {

@@ -25,7 +25,7 @@ pub enum Channel {
 }
 
 impl Channel {
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Channel::Work => "lab_work",
             Channel::Events => "lab_events",
@@ -122,4 +122,39 @@ fn watch_file(file: &Path, tx: mpsc::UnboundedSender<Wake>) -> Result<(), StoreE
         })
         .map_err(|e| err(e.to_string()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{Channel, Heard, Store};
+
+    /// Events appended "told" are there when `lab wait` wakes, and the wake-up says which
+    /// campaign (on SQLite a touched file says nothing: anything). 501 events: two inserts,
+    /// the second of which notifies.
+    fn told_events_wake_a_listener_about_their_campaign(s: Store, payload: &str) {
+        let mut wakes = s.listen(Channel::Events).unwrap();
+        let events: Vec<String> = (0..501).map(|i| format!("{{\"n\":{i}}}")).collect();
+        s.append_events_told("c-1", "t", &events).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let heard = rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), wakes.next()).await });
+        assert_eq!(heard.expect("no wake-up").expect("the listener ended"), Heard::Notified(payload.into()));
+        let seen = s.events_after("c-1", 0, 1000).unwrap();
+        assert_eq!(seen.len(), 501);
+        assert_eq!(seen.last().unwrap(), &(501, "{\"n\":500}".to_string()));
+    }
+
+    #[test]
+    fn told_events_wake_a_listener_about_their_campaign_on_sqlite() {
+        let dir = tempfile::tempdir().unwrap();
+        told_events_wake_a_listener_about_their_campaign(Store::open(&dir.path().join("lab.db")).unwrap(), "");
+    }
+
+    #[test_needs::needs(postgres)]
+    #[test]
+    fn told_events_wake_a_listener_about_their_campaign_on_postgres() {
+        let url = crate::store::PgUrl::parse(&crate::testing::postgres::fresh_database()).unwrap();
+        told_events_wake_a_listener_about_their_campaign(Store::open_postgres(&url).unwrap(), "c-1");
+    }
 }

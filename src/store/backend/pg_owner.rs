@@ -73,7 +73,7 @@ impl PgOwner {
         let tls_url = url.clone();
         let shown = url.shown().to_string();
         let thread = std::thread::Builder::new()
-            .name("postgres".into())
+            .name("lab-store".into())
             .spawn(move || {
                 let client = match super::pg_tls::connect(&tls_url) {
                     Ok(c) => c,
