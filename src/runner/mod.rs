@@ -37,7 +37,7 @@ pub use manifest::{
     MANIFEST_FILE, MANIFEST_VERSION, Manifest, ManifestDevice, ManifestError, ManifestRunbook, ManifestVariant, RerunOf,
 };
 pub use monitored::{MonitorPlace, SOURCE as MONITOR_SOURCE, UsbOpener, monitor_place};
-pub use slices::{SHORT_SLICE_NS, ask_short_slice};
+pub use slices::{SHORT_SLICE_NS, ask_short_slice, kernel_keeps_slices};
 pub use status_board::StatusBoard;
 pub use submit::{Submitted, planned_hosts, submit, submit_planned};
 pub use trial::{AttemptOutcome, RunError, TrialContext, now_rfc3339, traffic_token};

@@ -675,9 +675,6 @@ fn wakeups(before: &std::collections::BTreeMap<String, u64>, after: &std::collec
 /// `se.slice` is the kernel's own figure, in nanoseconds.
 #[test]
 fn an_agents_threads_run_with_short_slices() {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
-    let mut v = release.split(|c: char| !c.is_ascii_digit()).filter_map(|p| p.parse::<u32>().ok());
-    let (major, minor) = (v.next().unwrap_or(0), v.next().unwrap_or(0));
     let lab = spread_lab(&Db::Sqlite(PathBuf::from("artifacts/lab.db")));
     let agent = Agent::start(&lab, "local");
     let slices: Vec<(String, Option<u64>)> = std::fs::read_dir(format!("/proc/{}/task", agent.pid()))
@@ -694,7 +691,7 @@ fn an_agents_threads_run_with_short_slices() {
         .collect();
     // The main thread and the runtime's workers at least.
     assert!(slices.len() >= 2, "{slices:?}");
-    if (major, minor) >= (6, 12) {
+    if lab::runner::kernel_keeps_slices() {
         let main = slices.iter().find(|(tid, _)| *tid == agent.pid().to_string());
         // The main thread is not the runtime's: it keeps the default.
         assert!(main.is_some_and(|(_, s)| *s != Some(lab::runner::SHORT_SLICE_NS)), "{slices:?}");
