@@ -359,6 +359,9 @@ fn an_allowed_key_is_known_after_a_restart() {
     let phone = Phone::start(&root(&dir), port, &["--auth", "accept"]);
     adb.run(&["disconnect", &phone.serial]);
     adb.connect(&phone);
+    // `adb connect` returns before the phone has authorized the host: until it has, a
+    // command finds the device `unauthorized`.
+    assert_eq!(adb.on(&phone, &["wait-for-device"]).code, 0);
     assert_eq!(adb.sh(&phone, "echo again"), "again\n");
     // The host signed the token with its key and the phone checked the signature.
     assert!(phone.log().contains("host allowed by a signature by a trusted key"), "{}", phone.log());
@@ -366,6 +369,7 @@ fn an_allowed_key_is_known_after_a_restart() {
     // Another host's signature does not verify against the first host's key: it must offer its own.
     let other = Adb::start();
     other.connect(&phone);
+    assert_eq!(other.on(&phone, &["wait-for-device"]).code, 0);
     assert_eq!(other.sh(&phone, "echo third"), "third\n");
     assert_eq!(phone.log().matches("host allowed by a new public key").count(), 2, "{}", phone.log());
     assert_eq!(std::fs::read_to_string(root(&dir).join("adb_keys")).unwrap().lines().count(), 2);
