@@ -261,6 +261,7 @@ async fn look(
     let idle: Vec<String> = devices.iter().filter(|d| !busy.contains(*d)).cloned().collect();
     let (s, h) = (store.clone(), host.to_string());
     let ids: Vec<String> = running.keys().cloned().collect();
+    let known: Vec<String> = ids.iter().chain(refused.keys()).cloned().collect();
     let devs = devices.to_vec();
     let (row, cancelled, claimable) = call(move || {
         for d in &idle {
@@ -268,7 +269,7 @@ async fn look(
         }
         let row = s.agent_row(&h)?;
         let cancelled = s.cancel_requested(&ids)?;
-        let claimable = s.claimable(&devs)?;
+        let claimable = s.claimable(&devs, &known)?;
         Ok::<_, StoreError>((row, cancelled, claimable))
     })
     .await?;

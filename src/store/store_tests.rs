@@ -30,7 +30,29 @@ crate::testing::postgres::on_both!(
     recording_an_attempt_ends_its_in_flight_row_in_the_same_transaction,
     events_appended_at_once_by_two_writers_are_numbered_once_each_in_order,
     a_status_row_stamped_before_the_stored_one_does_not_replace_it,
+    claimable_campaigns_are_those_with_pending_trials_on_the_devices_but_the_known,
 );
+
+/// An agent's look: the submitted campaigns with pending trials on its devices, first to
+/// run first, leaving out those it names (it runs them or refused them), and none whose
+/// trials are all done.
+fn claimable_campaigns_are_those_with_pending_trials_on_the_devices_but_the_known(s: &Store) {
+    for (id, priority) in [("c-low", 0), ("c-high", 5), ("c-done", 9)] {
+        s.submit_campaign(&campaign(id, 2), 3, priority).unwrap();
+    }
+    s.record_attempt(attempt("c-done", 0, 1, true)).unwrap();
+    s.record_attempt(attempt("c-done", 1, 1, true)).unwrap();
+    let ids = |known: &[&str], devices: &[&str]| -> Vec<(String, Vec<String>)> {
+        let known: Vec<String> = known.iter().map(|k| k.to_string()).collect();
+        let devices: Vec<String> = devices.iter().map(|d| d.to_string()).collect();
+        s.claimable(&devices, &known).unwrap().into_iter().map(|c| (c.campaign, c.devices)).collect()
+    };
+    let dev = || vec!["dev".to_string()];
+    assert_eq!(ids(&[], &["dev"]), vec![("c-high".into(), dev()), ("c-low".into(), dev())]);
+    assert_eq!(ids(&["c-high"], &["dev", "other"]), vec![("c-low".into(), dev())]);
+    assert_eq!(ids(&["c-high", "c-low"], &["dev"]), vec![]);
+    assert_eq!(ids(&[], &["other"]), vec![]);
+}
 
 /// A worker writes its device's last state after letting the device go, stamped before: the
 /// next holder's row, stamped later but perhaps written first, stays.
