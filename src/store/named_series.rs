@@ -2,7 +2,7 @@
 //! each as it is read (the report's power bands): at 144 000 trials the power traces are
 //! hundreds of MB, and no step needs them all at once.
 
-use super::backend::{Columns, DbError, vals};
+use super::backend::{Columns, DbError, Dialect, vals};
 use super::error::StoreError;
 use super::store::Store;
 use crate::measure::Series;
@@ -25,6 +25,18 @@ const SERIES_NAMED: &str = "
         AND s.name = ?2 AND length(s.points) > 0
     ORDER BY r.trial_idx, r.attempt, s.seq";
 
+/// [`SERIES_NAMED`] as PostgreSQL must be asked it, each attempt's range in a `LATERAL`
+/// subquery kept apart by `OFFSET 0` (the reason is `attempts.rs`' readers').
+const SERIES_NAMED_PG: &str = "
+    SELECT r.trial_idx, r.attempt, s.points
+    FROM attempt_report r, LATERAL (
+        SELECT x.points, x.seq FROM series x
+        WHERE x.id BETWEEN r.series_from AND r.series_to AND x.campaign = r.campaign
+          AND x.trial_idx = r.trial_idx AND x.attempt = r.attempt AND x.name = ?2 AND length(x.points) > 0
+        OFFSET 0) s
+    WHERE r.campaign = ?1
+    ORDER BY r.trial_idx, r.attempt, s.seq";
+
 impl Store {
     /// Hands every non-empty series called `name` of campaign `id` to a copy of `fold`,
     /// in passes over one snapshot while it asks for another, and returns it. Only one
@@ -37,8 +49,12 @@ impl Store {
             let params = vals![id.as_str(), name.as_str()];
             let mut points = Vec::new();
             c.read_transaction(|c| {
+                let sql = match c.dialect() {
+                    Dialect::Sqlite => SERIES_NAMED,
+                    Dialect::Postgres => SERIES_NAMED_PG,
+                };
                 loop {
-                    c.query_each(SERIES_NAMED, &params, &mut |r| {
+                    c.query_each(sql, &params, &mut |r| {
                         let mut c = Columns::new(&r);
                         let (t, a) = (c.get::<i64>()? as u32, c.get::<i64>()? as u32);
                         let decoded = Series::points_in_blob(c.blob().unwrap_or(&[]))
@@ -55,5 +71,37 @@ impl Store {
             })?;
             Ok(f)
         })?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::store::tests::{grown_postgres_store, plan_of};
+
+    #[derive(Clone, Default)]
+    struct Seen(Vec<(u32, u32, usize)>);
+
+    impl SeriesFold for Seen {
+        fn points(&mut self, trial_idx: u32, attempt: u32, points: &[(f64, f64)]) {
+            self.0.push((trial_idx, attempt, points.len()));
+        }
+        fn again(&mut self) -> bool {
+            false
+        }
+    }
+
+    /// On a new PostgreSQL database (statistics gathered while it was small) the series of one
+    /// name are read through each attempt's
+    /// id range by the primary key, not a scan of the table, and come in key order.
+    #[test_needs::needs(postgres)]
+    #[test]
+    fn a_new_postgres_store_folds_a_series_by_each_attempts_range() {
+        let s = grown_postgres_store();
+        let plan = plan_of(&s, &SERIES_NAMED_PG.replace("?1", "'a'").replace("?2", "'battery_pct'"));
+        assert!(plan.contains("Index Scan on series_pkey"), "{plan}");
+        assert!(!plan.contains("Seq Scan on series"), "{plan}");
+        let seen = s.fold_series_named("a", "battery_pct", Seen::default()).unwrap();
+        assert_eq!(seen.0, (0..150).map(|i| (i, 1, 2)).collect::<Vec<_>>());
     }
 }

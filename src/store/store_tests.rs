@@ -326,6 +326,35 @@ pub(crate) fn campaign(id: &str, n: u32) -> NewCampaign {
     }
 }
 
+/// A new PostgreSQL store with campaigns "a" and "b" of 150 trials, one attempt each (b's
+/// odd trials invalid), recorded interleaved as two campaigns running at once leave them;
+/// its statistics were gathered after the first two trials, as autovacuum does early on in
+/// a new database, and are stale.
+pub(crate) fn grown_postgres_store() -> Store {
+    let url = crate::store::PgUrl::parse(&crate::testing::postgres::fresh_database()).unwrap();
+    let s = Store::open_postgres(&url).unwrap();
+    for id in ["a", "b"] {
+        s.create_campaign(&campaign(id, 150), 3, 1).unwrap();
+    }
+    let record = |from: u32, to: u32| {
+        let all: Vec<_> = (from..to).flat_map(|i| [attempt("a", i, 1, true), attempt("b", i, 1, i % 2 == 0)]).collect();
+        assert!(s.record_attempts(all).into_iter().all(|r| r.is_ok()));
+    };
+    record(0, 2);
+    s.db.call(|c| c.batch("ANALYZE")).unwrap();
+    record(2, 150);
+    s
+}
+
+/// PostgreSQL's plan for `sql` on store `s`, as `EXPLAIN` prints it, with an index scan
+/// named as a bitmap one is ("Index Scan on TABLE_pkey") whichever it is.
+pub(crate) fn plan_of(s: &Store, sql: &str) -> String {
+    let sql = format!("EXPLAIN {sql}");
+    let lines = s.db.call(move |c| c.query(&sql, &[])).unwrap();
+    let text: Vec<String> = lines.iter().map(|r| r.get::<String>(0).unwrap()).collect();
+    text.join("\n").replace("Index Scan using ", "Index Scan on ")
+}
+
 pub(crate) fn attempt(id: &str, idx: u32, n: u32, valid: bool) -> AttemptRecord {
     AttemptRecord {
         campaign: id.into(),
