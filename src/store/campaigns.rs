@@ -326,6 +326,15 @@ impl Store {
         Ok((limit.ok_or_else(|| StoreError::NoCampaign(id.into()))?, rows))
     }
 
+    /// The devices campaign `id`'s trials are planned on, by name.
+    pub fn campaign_devices(&self, id: &str) -> Result<Vec<String>, StoreError> {
+        let id = vals![id];
+        let rows = self
+            .db
+            .call(move |c| c.query("SELECT DISTINCT device FROM trials WHERE campaign = ?1 ORDER BY device", &id))?;
+        Ok(rows.iter().map(|r| r.get::<String>(0)).collect::<Result<_, _>>()?)
+    }
+
     /// Planned trials with their outcome so far, in plan order.
     pub fn trials(&self, id: &str) -> Result<Vec<TrialRecord>, StoreError> {
         let (max_attempts, rows) = self.trial_counts(id, PlannedTrialRow::COLUMNS, "t.idx")?;

@@ -315,6 +315,16 @@ fn an_agent_killed_mid_soak_has_its_attempt_recorded_interrupted_and_the_trial_r
     assert_eq!(store.in_flight_on("this-host").unwrap().len(), 1, "the attempt it began is in the store");
     assert!(store.attempts(&id).unwrap().is_empty(), "and not recorded");
     kill_orphans(&lab);
+    // `lab status` says nothing runs it now, rather than "running".
+    let shown = |id: &str| -> String {
+        let all = status(&lab)["campaigns"].as_array().cloned().unwrap_or_default();
+        all.iter()
+            .find(|c| c["campaign"] == id)
+            .map(|c| c["status"].as_str().unwrap_or_default().to_string())
+            .unwrap_or_default()
+    };
+    wait_until("the killed agent is gone in `lab status`", || agent_state(&lab, "local").as_deref() == Some("gone"));
+    assert_eq!(shown(&id), "running, no agent serves its devices (it goes on when one does)");
 
     // Served again: the lost attempt is recorded, the trial runs again, nothing twice.
     let _local = Agent::start(&lab, "local");

@@ -24,6 +24,17 @@ pub struct AgentLine {
     pub since: String,
     /// Campaigns it refused and why (a plan newer than it runs).
     pub refused: String,
+    /// Its devices, one by one (`devices` is them as shown).
+    #[serde(skip)]
+    #[tabled(skip)]
+    pub device_names: Vec<String>,
+}
+
+impl AgentLine {
+    /// Alive: serving, or draining (finishing what it runs).
+    pub fn alive(&self) -> bool {
+        self.state == "serving" || self.state == "draining"
+    }
 }
 
 pub fn collect(store: Option<&Store>) -> Result<Vec<AgentLine>, CliError> {
@@ -44,6 +55,7 @@ pub fn collect(store: Option<&Store>) -> Result<Vec<AgentLine>, CliError> {
                 process: format!("{} ({})", a.row.machine, a.row.pid),
                 version: a.row.version,
                 devices: a.row.devices.join(", "),
+                device_names: a.row.devices.clone(),
                 since: a.row.since,
                 refused: a.row.refused.replace('\n', "; "),
             }

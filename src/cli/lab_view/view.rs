@@ -2,7 +2,7 @@
 //! batteries and operator steps, read from the store so it works from any terminal while
 //! campaigns run.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -85,9 +85,26 @@ pub fn collect(lab: &Lab, store: Option<&Store>) -> Result<StatusView, CliError>
         Some(s) => s.campaign_list()?,
         None => Vec::new(),
     };
-    // A campaign the agents run has no runner process: it runs while it is `running`.
+    let agents = agents::collect(store)?;
+    // A campaign the agents run has no runner process: it runs while it is `running` and a
+    // live agent serves one of its devices. One whose agents are all gone (killed, their
+    // host down) is resumed when one is back, and until then nothing runs it.
+    let served: BTreeSet<&str> =
+        agents.iter().filter(|a| a.alive()).flat_map(|a| a.device_names.iter().map(String::as_str)).collect();
+    let mut unserved = BTreeSet::new();
+    if let Some(s) = store {
+        for c in campaigns.iter().filter(|c| c.status == CampaignStatus::Running && c.runner_pid.is_none()) {
+            if !s.campaign_devices(&c.id)?.iter().any(|d| served.contains(d.as_str())) {
+                unserved.insert(c.id.clone());
+            }
+        }
+    }
     let live = |c: &CampaignRecord| {
-        c.status == CampaignStatus::Running && (c.runner_pid.is_none() || c.runner().is_some_and(|p| p.alive()))
+        c.status == CampaignStatus::Running
+            && match c.runner_pid {
+                None => !unserved.contains(&c.id),
+                Some(_) => c.runner().is_some_and(|p| p.alive()),
+            }
     };
     let devices: Vec<DeviceLine> = lab
         .devices
@@ -131,6 +148,9 @@ pub fn collect(lab: &Lab, store: Option<&Store>) -> Result<StatusView, CliError>
         let done = valid + failed;
         let status = match c.status {
             CampaignStatus::Running if live(c) => "running".to_string(),
+            CampaignStatus::Running if unserved.contains(&c.id) => {
+                "running, no agent serves its devices (it goes on when one does)".to_string()
+            }
             CampaignStatus::Running => "interrupted (runner gone)".to_string(),
             s => s.as_str().to_string(),
         };
@@ -181,7 +201,7 @@ pub fn collect(lab: &Lab, store: Option<&Store>) -> Result<StatusView, CliError>
         campaigns: lines,
         batteries: batteries::collect(lab, store)?,
         queues: queues::collect(store, chrono::Utc::now())?,
-        agents: agents::collect(store)?,
+        agents,
     })
 }
 
