@@ -3,7 +3,7 @@
 //! that waiter leaves the queue, not on its lock in the server. On PostgreSQL a wait on a
 //! lock needs a session of its own (a server process, a TLS handshake, SCRAM's 4 096
 //! hash rounds on both sides): one for each waiter behind another, which in the agents
-//! bench were about 360 sessions, an eighth of the server's CPU. The two die together,
+//! bench were about 390 sessions, an eighth of the server's CPU. The two die together,
 //! so the server's lock would tell the one behind nothing the process does not know.
 
 use std::collections::HashMap;

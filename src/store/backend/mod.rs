@@ -6,6 +6,7 @@ mod db;
 mod file_locks;
 mod from_row;
 mod locks;
+mod per_url;
 mod pg_copy;
 mod pg_listen;
 mod pg_locks;

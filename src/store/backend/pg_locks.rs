@@ -131,8 +131,7 @@ const NO_TIMEOUTS: &str = "SELECT set_config('statement_timeout', '0', false), s
          THEN set_config('idle_session_timeout', '0', false) END";
 
 /// The open stores' locks in this process, by [`PgLocks::kept_key`], while any store has them.
-static SHARED: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<String, std::sync::Weak<PgLocks>>>> =
-    std::sync::LazyLock::new(Default::default);
+static SHARED: super::per_url::PerUrl<PgLocks> = super::per_url::PerUrl::new();
 
 impl PgLocks {
     pub fn new(url: &PgUrl) -> Result<PgLocks, DbError> {
@@ -149,20 +148,7 @@ impl PgLocks {
     /// eighty parts starting at once opened 240 sessions, each a server process and a SCRAM
     /// exchange). A new one once no store has it, so that nothing outlives the stores.
     pub fn shared(url: &PgUrl) -> Result<std::sync::Arc<PgLocks>, DbError> {
-        let key = format!("{:?}", url.config);
-        let shared = || SHARED.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(locks) = shared().get(&key).and_then(std::sync::Weak::upgrade) {
-            return Ok(locks);
-        }
-        // Connected without the lock held: a server that is away holds up this store alone.
-        let new = std::sync::Arc::new(PgLocks::new(url)?);
-        let mut all = shared();
-        all.retain(|_, w| w.strong_count() > 0);
-        if let Some(locks) = all.get(&key).and_then(std::sync::Weak::upgrade) {
-            return Ok(locks);
-        }
-        all.insert(key, std::sync::Arc::downgrade(&new));
-        Ok(new)
+        SHARED.get(url, || PgLocks::new(url))
     }
 
     /// The advisory-lock call's arguments: one key or two.

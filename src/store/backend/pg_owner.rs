@@ -49,22 +49,8 @@ impl PgOwner {
     /// [`PgOwner::connect_reconnecting`], one for every caller in this process while any
     /// has it (by the URL's settings, its application name included).
     pub fn shared_reconnecting(url: &PgUrl) -> Result<Arc<PgOwner>, DbError> {
-        static SHARED: std::sync::LazyLock<Mutex<std::collections::HashMap<String, std::sync::Weak<PgOwner>>>> =
-            std::sync::LazyLock::new(Default::default);
-        let key = format!("{:?}", url.config);
-        let shared = || SHARED.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(o) = shared().get(&key).and_then(std::sync::Weak::upgrade) {
-            return Ok(o);
-        }
-        // Connected without the lock held: a server that is away holds up this caller alone.
-        let new = Arc::new(Self::connect_reconnecting(url)?);
-        let mut all = shared();
-        all.retain(|_, w| w.strong_count() > 0);
-        if let Some(o) = all.get(&key).and_then(std::sync::Weak::upgrade) {
-            return Ok(o);
-        }
-        all.insert(key, Arc::downgrade(&new));
-        Ok(new)
+        static SHARED: super::per_url::PerUrl<PgOwner> = super::per_url::PerUrl::new();
+        SHARED.get(url, || Self::connect_reconnecting(url))
     }
 
     fn start(url: &PgUrl, reconnect: bool) -> Result<PgOwner, DbError> {
