@@ -974,16 +974,27 @@ pub(super) async fn write_status(
     battery: Option<f64>,
     when: When,
 ) -> Result<(), RunError> {
-    let row = DeviceStatusRow {
+    ctx.status.set(status_row(ctx, device, state, at, battery, now_rfc3339()), when).await
+}
+
+/// `device`'s row for `lab status` in this campaign, stamped `updated_at`.
+pub(super) fn status_row(
+    ctx: &TrialContext,
+    device: &str,
+    state: &str,
+    at: Option<(&str, Phase)>,
+    battery: Option<f64>,
+    updated_at: String,
+) -> DeviceStatusRow {
+    DeviceStatusRow {
         device: device.into(),
         state: state.into(),
         battery_pct: battery,
         campaign: Some(ctx.campaign.clone()),
         trial_key: at.map(|(key, _)| key.to_string()),
         phase: at.map(|(_, phase)| phase.as_str().to_string()),
-        updated_at: now_rfc3339(),
-    };
-    ctx.status.set(row, when).await
+        updated_at,
+    }
 }
 
 /// Waits up to `timeouts.reconnect` for a device that stopped answering with `e`, in

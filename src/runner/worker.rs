@@ -14,7 +14,7 @@ use super::turns::Turn;
 use crate::device::Device;
 use crate::monitor::SharedMonitor;
 use crate::plan::Plan;
-use crate::store::{BatteryReadingRow, DeviceStatusRow, PlannedTrialRow, PortCut};
+use crate::store::{BatteryReadingRow, PlannedTrialRow, PortCut};
 use crate::tether::Tether;
 
 /// The planned trials, found by index: the plan's own rows (no copy per round or per
@@ -87,16 +87,7 @@ pub async fn run_device(
     // Its last word in `lab status`, after the next holder could begin. Informational: a
     // failure to write it must not end the campaign.
     if let Some(state) = left.status {
-        let row = DeviceStatusRow {
-            device: name.clone(),
-            state: state.into(),
-            battery_pct: None,
-            campaign: Some(ctx.campaign.clone()),
-            trial_key: None,
-            phase: None,
-            updated_at: at,
-        };
-        let _ = ctx.status.set(row, When::Now).await;
+        let _ = ctx.status.set(super::trial::status_row(&ctx, &name, state, None, None, at), When::Now).await;
     }
     let committed = match left.recording {
         Some(r) => r.committed().await,

@@ -224,31 +224,22 @@ impl LeaseSpace {
                     if !tickets_has(&params[2..], ticket) {
                         return Ok(None);
                     }
-                    c.execute("DELETE FROM device_queue WHERE ticket = ?1", &vals![ticket])?;
+                    // The waiter's row becomes the holder's, as PostgreSQL's statement does.
                     c.execute(
                         "INSERT INTO device_leases (device, purpose, campaign, runbook, host, pid, pid_start, since,
                             priority, expect_s)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                         SELECT device, purpose, campaign, runbook, host, pid, pid_start, ?2, priority, expect_s
+                           FROM device_queue WHERE ticket = ?1
                          ON CONFLICT (device) DO UPDATE SET purpose = excluded.purpose,
                             campaign = excluded.campaign, runbook = excluded.runbook, host = excluded.host,
                             pid = excluded.pid, pid_start = excluded.pid_start, since = excluded.since,
                             priority = excluded.priority, expect_s = excluded.expect_s",
-                        &[
-                            first.0[1].clone(),
-                            first.0[2].clone(),
-                            first.0[3].clone(),
-                            first.0[4].clone(),
-                            first.0[5].clone(),
-                            first.0[6].clone(),
-                            first.0[7].clone(),
-                            params[1].clone(),
-                            first.0[8].clone(),
-                            first.0[9].clone(),
-                        ],
+                        &vals![ticket, params[1].clone()],
                     )?;
+                    c.execute("DELETE FROM device_queue WHERE ticket = ?1", &vals![ticket])?;
                     let cut = c.query_opt(
                         "SELECT ?2, device, port, since FROM port_cuts WHERE device = ?1",
-                        &vals![first.0[1].clone(), ticket],
+                        &vals![params[0].clone(), ticket],
                     )?;
                     Ok(Some(match cut {
                         Some(r) => read_handed(&r)?,
