@@ -77,6 +77,10 @@ pub(super) const MEASUREMENTS_OF_CAMPAIGN: &str = "
 /// in the agents bench, 7 ms once analyzed, and growing with the product of the two.
 macro_rules! each_range_pg {
     ($columns:literal, $table:literal, $alias:literal) => {
+        $crate::store::attempts::each_range_pg!($columns, $table, $alias, "")
+    };
+    // `$and`: more conditions on the table's row `x`, each after an `AND`.
+    ($columns:literal, $table:literal, $alias:literal, $and:literal) => {
         concat!(
             "SELECT ",
             $columns,
@@ -88,7 +92,9 @@ macro_rules! each_range_pg {
             "_from AND r.",
             $table,
             "_to AND x.campaign = r.campaign
-                  AND x.trial_idx = r.trial_idx AND x.attempt = r.attempt OFFSET 0) ",
+                  AND x.trial_idx = r.trial_idx AND x.attempt = r.attempt",
+            $and,
+            " OFFSET 0) ",
             $alias,
             "
              WHERE r.campaign = ?1 ORDER BY r.trial_idx, r.attempt, ",
@@ -97,6 +103,8 @@ macro_rules! each_range_pg {
         )
     };
 }
+pub(super) use each_range_pg;
+
 const MEASUREMENTS_OF_CAMPAIGN_PG: &str =
     each_range_pg!("m.trial_idx, m.attempt, m.metric, m.value, m.unit, m.source", "measurements", "m");
 const SERIES_OF_CAMPAIGN_PG: &str =

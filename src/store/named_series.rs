@@ -27,15 +27,12 @@ const SERIES_NAMED: &str = "
 
 /// [`SERIES_NAMED`] as PostgreSQL must be asked it, each attempt's range in a `LATERAL`
 /// subquery kept apart by `OFFSET 0` (the reason is `attempts.rs`' readers').
-const SERIES_NAMED_PG: &str = "
-    SELECT r.trial_idx, r.attempt, s.points
-    FROM attempt_report r, LATERAL (
-        SELECT x.points, x.seq FROM series x
-        WHERE x.id BETWEEN r.series_from AND r.series_to AND x.campaign = r.campaign
-          AND x.trial_idx = r.trial_idx AND x.attempt = r.attempt AND x.name = ?2 AND length(x.points) > 0
-        OFFSET 0) s
-    WHERE r.campaign = ?1
-    ORDER BY r.trial_idx, r.attempt, s.seq";
+const SERIES_NAMED_PG: &str = super::attempts::each_range_pg!(
+    "r.trial_idx, r.attempt, s.points",
+    "series",
+    "s",
+    " AND x.name = ?2 AND length(x.points) > 0"
+);
 
 impl Store {
     /// Hands every non-empty series called `name` of campaign `id` to a copy of `fold`,
@@ -92,8 +89,8 @@ mod tests {
     }
 
     /// On a new PostgreSQL database (statistics gathered while it was small) the series of one
-    /// name are read through each attempt's
-    /// id range by the primary key, not a scan of the table, and come in key order.
+    /// name are read through each attempt's id range by the primary key, not a scan of the
+    /// table, and come in key order.
     #[test_needs::needs(postgres)]
     #[test]
     fn a_new_postgres_store_folds_a_series_by_each_attempts_range() {

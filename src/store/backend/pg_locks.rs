@@ -130,7 +130,7 @@ const NO_TIMEOUTS: &str = "SELECT set_config('statement_timeout', '0', false), s
     CASE WHEN current_setting('server_version_num')::int >= 140000
          THEN set_config('idle_session_timeout', '0', false) END";
 
-/// The open stores' locks in this process, by [`PgLocks::kept_key`], while any store has them.
+/// The open stores' locks in this process, by the URL's settings, while any store has them.
 static SHARED: super::per_url::PerUrl<PgLocks> = super::per_url::PerUrl::new();
 
 impl PgLocks {
