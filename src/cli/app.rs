@@ -9,7 +9,7 @@ use super::args::{Cli, Command};
 use super::exit::{self, CliError};
 use super::{
     care_cmd, changes_cmd, compare_cmd, completions_cmd, confirm_cmd, history_cmd, hosts_cmd, hubs_cmd, import_cmd,
-    man_cmd, plan_cmd, report_cmd, rerun_cmd, run_cmd, schedule_cmd, status_cmd, status_watch, store_cmd,
+    man_cmd, noise_cmd, plan_cmd, report_cmd, rerun_cmd, run_cmd, schedule_cmd, status_cmd, status_watch, store_cmd,
 };
 
 pub fn main() -> ExitCode {
@@ -65,6 +65,7 @@ pub fn main() -> ExitCode {
         Command::Changes(a) => changes_cmd::run(a).map(|s| (s, exit::OK)),
         Command::Schedule(a) => runtime.block_on(schedule_cmd::run(lab, a)),
         Command::History(a) => history_cmd::run(lab, a).map(|s| (s, exit::OK)),
+        Command::Noise(a) => noise_cmd::run(lab, a).map(|s| (s, exit::OK)),
         Command::Store(a) => super::context::load_lab(lab).and_then(|l| store_cmd::run(&l, a)).map(|s| (s, exit::OK)),
         Command::Artifacts(a) => {
             super::context::load_lab(lab).and_then(|l| runtime.block_on(super::artifacts_cmd::run(&l, a)))

@@ -79,6 +79,10 @@ pub enum Command {
     /// Every campaign of a runbook, one point per variant × model × metric, with change
     /// points and what the schedule's reviews found (table, JSON or an HTML page with plots).
     History(super::history_cmd::HistoryArgs),
+    /// The lab's own noise floor per device model and metric, from every campaign's
+    /// baseline arm and A/A comparison: the CV with its interval, its weekly drift, and the
+    /// smallest change N trials per arm detect at 80 and 90 % power.
+    Noise(super::noise_cmd::NoiseArgs),
     /// The store itself: `lab store copy FROM TO` copies every campaign and the schedule's
     /// history from one store into another (SQLite into PostgreSQL or back), resumably.
     Store(super::store_cmd::StoreArgs),

@@ -26,6 +26,7 @@ mod init_cmd;
 pub mod lab_view;
 mod listener;
 mod man_cmd;
+mod noise_cmd;
 mod on_agents;
 mod operator;
 pub mod plan_cmd;

@@ -5,6 +5,7 @@ mod files;
 mod history;
 mod junit;
 mod model;
+mod noise;
 mod render;
 mod stored_files;
 
@@ -33,6 +34,11 @@ pub use model::report::{
 pub use model::sequential::SequentialStop;
 pub use model::summaries::summary_rows;
 pub(crate) use model::verdicts::references;
+pub use noise::build_noise::{
+    Detectable, NOISE_POWERS, NOISE_SCHEMA_VERSION, NOISE_TRIALS, NoiseError, NoiseOptions, NoiseReport, NoiseSeries,
+    NoiseWeek, build_noise, noise_floor,
+};
+pub use noise::render::{render_noise_json, render_noise_table};
 pub use render::csv_out::{RESULTS_CSV_HEADER, write_results_csv};
 pub(crate) use render::html::esc;
 pub use render::html::render_html;

@@ -15,7 +15,7 @@ use std::process::Command;
 use common::TempLab;
 
 /// Fails a test that runs (see the module's note) without scipy.
-fn scipy_available() {
+pub(crate) fn scipy_available() {
     let ok = Command::new("python3").args(["-c", "import scipy, numpy"]).output().is_ok_and(|o| o.status.success());
     assert!(
         ok,

@@ -30,6 +30,7 @@ mod cli_hosts;
 mod cli_hubs;
 mod cli_import;
 mod cli_junit;
+mod cli_noise;
 mod cli_offline;
 mod cli_plan_status;
 mod cli_power_cut;
