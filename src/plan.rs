@@ -215,13 +215,79 @@ pub enum PlanError {
         "{runbook}: no build can run on {device} ({platform}); fix: add a [builds.NAME.{platform}] table or deselect the device"
     )]
     NothingRunsOn { runbook: String, device: String, platform: String },
+    #[error(
+        "{runbook}: `repeats` asks for power {power} but names no `cv`, and the lab has no noise figure for {models} yet; fix: write the coefficient of variation you expect, e.g. `cv = \"5%\"`, in `repeats`, or run an A/A campaign first (`lab noise` shows the lab's figures)"
+    )]
+    NoDesignCv { runbook: String, power: f64, models: String },
+    #[error(
+        "{runbook}: the lab's noise floor could not be read ({error}); fix: check the store (`lab noise`), or write `cv = \"5%\"` in `repeats`"
+    )]
+    NoiseUnreadable { runbook: String, error: String },
+    #[error(
+        "{runbook}: `repeats` cannot be sized for power {power} at cv {cv}; fix: check `power` (between 0.5 and 1) and `cv`"
+    )]
+    Unsizable { runbook: String, power: f64, cv: f64 },
+}
+
+/// Trials per variant per model in the first round, and the adaptive rule, with a design
+/// sized from a power given its looks and its most trials (`stats::sequential::Target`),
+/// at the runbook's `cv` or else the lab's noise floor on `models` from `noise`.
+fn sized_repeats(
+    runbook: &Runbook,
+    noise: Option<NoiseLookup>,
+    models: &[String],
+) -> Result<(u32, Option<AdaptiveRepeats>), PlanError> {
+    let Some(mut rule) = runbook.adaptive else { return Ok((runbook.repeats, None)) };
+    let Some(mut asked) = rule.power else { return Ok((runbook.repeats, Some(rule))) };
+    let source = runbook.source.display().to_string();
+    let cv = match asked.cv {
+        Some(cv) => cv,
+        None => {
+            let unreadable = |error: String| PlanError::NoiseUnreadable { runbook: source.clone(), error };
+            let floor = match noise {
+                Some(lookup) => lookup(models).map_err(unreadable)?,
+                None => None,
+            };
+            let Some((cv, campaigns)) = floor else {
+                return Err(PlanError::NoDesignCv { runbook: source, power: asked.power, models: models.join(", ") });
+            };
+            asked.noise_campaigns = campaigns.len() as u32;
+            cv
+        }
+    };
+    asked.cv = Some(cv);
+    let target = crate::stats::sequential::Target { power: asked.power, looks: asked.looks, cv };
+    let s = &runbook.statistics;
+    let sizing = target.size(s.alpha, s.practical_threshold).ok_or(PlanError::Unsizable {
+        runbook: source,
+        power: asked.power,
+        cv,
+    })?;
+    rule.min = sizing.counts[0];
+    rule.max = *sizing.counts.last().unwrap_or(&rule.min);
+    rule.power = Some(asked);
+    Ok((rule.min, Some(rule)))
 }
 
 pub fn variant_name(build: &str, config: &str, single_config: bool) -> String {
     if single_config { build.to_string() } else { format!("{build}+{config}") }
 }
 
+/// Where a design sized from a power finds the lab's noise floor: for the models a runbook
+/// selects, the CV to size for and the campaigns it pools (`report::design_noise`, the
+/// figure `lab noise` shows), or `None` when the lab has none; an error says why it could
+/// not be read.
+pub type NoiseLookup<'a> = &'a dyn Fn(&[String]) -> Result<Option<(f64, Vec<String>)>, String>;
+
+/// The plan of `runbook` on `lab`; a design sized from a power must name its `cv` (see
+/// [`build_with`]).
 pub fn build(runbook: &Runbook, lab: &Lab) -> Result<Plan, PlanError> {
+    build_with(runbook, lab, None)
+}
+
+/// The plan of `runbook` on `lab`, a design sized from a power without a `cv` sized at the
+/// lab's noise floor from `noise`.
+pub fn build_with(runbook: &Runbook, lab: &Lab, noise: Option<NoiseLookup>) -> Result<Plan, PlanError> {
     let single = runbook.configs.len() == 1;
     let variants: Vec<Variant> = runbook
         .builds
@@ -256,6 +322,13 @@ pub fn build(runbook: &Runbook, lab: &Lab) -> Result<Plan, PlanError> {
         }
     }
 
+    let mut models: Vec<String> = Vec::new();
+    for ((model, _), _) in &groups {
+        if !models.contains(model) {
+            models.push(model.clone());
+        }
+    }
+    let (repeats, adaptive) = sized_repeats(runbook, noise, &models)?;
     let per_trial = runbook.duration + runbook.cooldown;
     let mut trials = Vec::new();
     let mut devices = Vec::new();
@@ -275,7 +348,7 @@ pub fn build(runbook: &Runbook, lab: &Lab) -> Result<Plan, PlanError> {
         for (d_i, dev) in devs.iter().enumerate() {
             let d_i = d_i as u32;
             // Repeats r with r mod D == d_i run here; block b holds repeat b*D + d_i.
-            let blocks: Vec<u32> = (0..runbook.repeats).filter(|r| r % n_dev == d_i).collect();
+            let blocks: Vec<u32> = (0..repeats).filter(|r| r % n_dev == d_i).collect();
             let mut queue: Vec<(&Variant, u32, u32)> = Vec::new(); // (variant, repeat, block)
             match runbook.order {
                 Order::Balanced => {
@@ -335,7 +408,7 @@ pub fn build(runbook: &Runbook, lab: &Lab) -> Result<Plan, PlanError> {
         order: runbook.order,
         duration_s: runbook.duration.as_secs_f64(),
         cooldown_s: runbook.cooldown.as_secs_f64(),
-        repeats: runbook.repeats,
+        repeats,
         max_attempts: runbook.retries + 1,
         variants,
         devices,
@@ -343,7 +416,7 @@ pub fn build(runbook: &Runbook, lab: &Lab) -> Result<Plan, PlanError> {
         metrics: runbook.metrics.clone(),
         statistics: runbook.statistics.clone(),
         expected_requests: runbook.workload.expected_requests(runbook.duration),
-        adaptive: runbook.adaptive,
+        adaptive,
         looks: Vec::new(),
     })
 }

@@ -9,7 +9,7 @@ use super::context;
 use super::exit::CliError;
 use crate::config;
 use crate::config::AdaptiveRepeats;
-use crate::plan::{self, Plan};
+use crate::plan::Plan;
 use crate::stats::sequential::Design;
 use crate::text::duration::compact as human_duration;
 
@@ -26,11 +26,22 @@ pub struct PlanArgs {
 pub fn run(lab_arg: Option<&std::path::Path>, args: &PlanArgs) -> Result<String, CliError> {
     let lab = context::load_lab(lab_arg)?;
     let runbook = config::load_runbook(&args.runbook, &lab)?;
-    let plan = plan::build(&runbook, &lab)?;
+    let plan = crate::runner::plan_with_noise(&runbook, &lab)?;
     if args.json {
         return serde_json::to_string_pretty(&plan).map_err(CliError::internal);
     }
-    Ok(render(&plan, args.all))
+    let mut out = render(&plan, args.all);
+    // Where a design's CV came from: the campaigns of the lab's noise floor.
+    if plan.adaptive.and_then(|a| a.power).is_some_and(|p| p.noise_campaigns > 0) {
+        let mut models: Vec<String> = plan.devices.iter().map(|d| d.model.clone()).collect();
+        models.dedup();
+        if let Some((cv, campaigns)) =
+            crate::report::design_noise(&lab, &runbook, &models).map_err(CliError::bad_input)?
+        {
+            let _ = writeln!(out, "noise floor: CV {:.2} % from campaigns {}", cv * 100.0, campaigns.join(", "));
+        }
+    }
+    Ok(out)
 }
 
 #[derive(Tabled)]
@@ -151,8 +162,10 @@ fn sequential_line(plan: &Plan, rule: &AdaptiveRepeats) -> String {
         devices,
         alpha: plan.statistics.alpha,
         threshold: plan.statistics.practical_threshold,
+        target: rule.target(),
     };
-    let cv = design(1).design_cv();
+    let target = rule.target();
+    let cv = target.map_or_else(|| design(1).design_cv(), |t| t.cv);
     let mut rng = crate::seed::rng(plan.seed, &["plan", "expected"]);
     let mut expected = |effect: f64| -> f64 {
         let mut total = 0.0;
@@ -167,6 +180,26 @@ fn sequential_line(plan: &Plan, rule: &AdaptiveRepeats) -> String {
         total / EXPECTED_RUNS as f64 * hours
     };
     let (same, twice) = (expected(0.0), expected(2.0 * plan.statistics.practical_threshold));
+    if let (Some(t), Some(asked)) = (target, rule.power) {
+        let counts = design(1).planned_counts();
+        let counts: Vec<String> = counts.iter().map(u32::to_string).collect();
+        let fixed = design(1).fixed_equivalent(t.cv, 1).map_or(0, |f| f.1);
+        let source = match asked.noise_campaigns {
+            0 => "the runbook's `cv`".to_string(),
+            n => format!("the lab's noise floor over {n} campaigns (below)"),
+        };
+        return format!(
+            "sequential repeats sized for {:.0} % power to call a change of twice the threshold: {} looks, after {} \
+trials per variant per model, each variant stopping once worse, better, the same, or with no change as large as twice \
+the threshold (docs/statistics.md); the fixed design with that power: {fixed}; sized at a CV of {:.1} %, {source}; \
+device-hours at most {most:.1}, expected {same:.1} if no variant changes and {twice:.1} if each changes by twice the \
+threshold",
+            t.power * 100.0,
+            counts.len(),
+            counts.join(", "),
+            t.cv * 100.0,
+        );
+    }
     format!(
         "sequential repeats: {} to {} per variant per model, a look after every round, each variant stopping once \
 worse, better or the same (group-sequential, docs/statistics.md); device-hours at most {most:.1}, expected {same:.1} if no \

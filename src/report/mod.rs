@@ -36,7 +36,7 @@ pub use model::summaries::summary_rows;
 pub(crate) use model::verdicts::references;
 pub use noise::build_noise::{
     Detectable, NOISE_POWERS, NOISE_SCHEMA_VERSION, NOISE_TRIALS, NoiseError, NoiseOptions, NoiseReport, NoiseSeries,
-    NoiseWeek, build_noise, noise_floor,
+    NoiseWeek, build_noise, design_noise, noise_floor,
 };
 pub use noise::render::{render_noise_json, render_noise_table};
 pub use render::csv_out::{RESULTS_CSV_HEADER, write_results_csv};

@@ -224,12 +224,12 @@ pub async fn launch(
             if let Some(seed) = seed {
                 runbook.seed = seed;
             }
-            let plan = plan::build(&runbook, &lab)?;
+            let plan = plan_with_noise(&runbook, &lab)?;
             (runbook, plan, None, id)
         }
         Start::Generated { text, source, id } => {
             let runbook = config::parse_runbook(&text, &source, &lab)?;
-            let plan = plan::build(&runbook, &lab)?;
+            let plan = plan_with_noise(&runbook, &lab)?;
             (runbook, plan, None, Some(id))
         }
         Start::Manifest { manifest, allow_changed_builds } => {
@@ -330,13 +330,19 @@ struct Parts {
     agent: Option<AgentPart>,
 }
 
+/// The plan of `runbook`, a design sized from a power without a `cv` sized at the lab's
+/// noise floor (`report::design_noise`).
+pub fn plan_with_noise(runbook: &Runbook, lab: &Lab) -> Result<Plan, PlanError> {
+    plan::build_with(runbook, lab, Some(&|models: &[String]| crate::report::design_noise(lab, runbook, models)))
+}
+
 /// The runbook and plan a manifest describes, on `lab`, and what the new campaign records
 /// of where it came from. Refused (bad input) when a build's files changed, unless allowed.
 fn from_manifest(lab: &Lab, m: &Manifest, allow_changed_builds: bool) -> Result<(Runbook, Plan, RerunOf), LaunchError> {
     // Relative paths in the runbook (its build files) resolve from where it was read.
     let mut runbook = config::parse_runbook(&m.runbook.text, Path::new(&m.runbook.path), lab)?;
     runbook.seed = m.seed;
-    let plan = plan::build(&runbook, lab)?;
+    let plan = plan_with_noise(&runbook, lab)?;
     let changed = m.changed_builds(&runbook, &super::campaign::content_hashes(&runbook));
     if !changed.is_empty() && !allow_changed_builds {
         return Err(LaunchError::BuildsChanged { campaign: m.campaign.clone(), changed: changed.join("; ") });

@@ -227,6 +227,7 @@ pub(super) fn pair_states(
             devices: *devices,
             alpha: s.alpha,
             threshold: s.practical_threshold,
+            target: rule.target(),
         };
         let mut compared: HashSet<&str> = HashSet::new();
         for variant in &v.variants {
@@ -358,9 +359,17 @@ pub(super) async fn look(store: &Store, id: &str, plan: &mut Plan) -> Result<Ext
         let devices = plan.devices.iter().filter(|d| d.model == model).count() as u32;
         let mut wanted: Vec<(String, u32)> = Vec::new();
         for (_, variant, why) in more.iter().filter(|m| m.0 == model) {
-            let room = rule.max.saturating_sub(plan.planned(&model, variant));
+            let planned = plan.planned(&model, variant);
+            let room = rule.max.saturating_sub(planned);
+            // A design sized from a power looks after its blocks; the other, every round.
+            let step = match rule.target() {
+                Some(t) => {
+                    t.counts(rule.max, rule.min).into_iter().find(|&c| c > planned).map_or(room, |c| c - planned)
+                }
+                None => devices,
+            };
             if room > 0 && !wanted.iter().any(|w| &w.0 == variant) {
-                wanted.push((variant.clone(), room.min(devices)));
+                wanted.push((variant.clone(), room.min(step)));
             }
             if let Some(why) = why.as_ref().filter(|_| room > 0) {
                 reasons.push(format!("{model} / {variant}: {why}"));
@@ -368,8 +377,15 @@ pub(super) async fn look(store: &Store, id: &str, plan: &mut Plan) -> Result<Ext
         }
         // Variants in plan order, as a balanced block lists them.
         wanted.sort_by_key(|(v, _)| plan.variants.iter().position(|p| &p.name == v));
-        if !wanted.is_empty() {
-            trials.extend(plan.add_block(&model, &wanted));
+        // A round gives each device at most one trial of a variant: a block larger than the
+        // model's devices takes several rounds, each balanced.
+        while wanted.iter().any(|w| w.1 > 0) {
+            let round: Vec<(String, u32)> =
+                wanted.iter().filter(|w| w.1 > 0).map(|(v, n)| (v.clone(), (*n).min(devices))).collect();
+            trials.extend(plan.add_block(&model, &round));
+            for w in &mut wanted {
+                w.1 = w.1.saturating_sub(devices);
+            }
         }
     }
     let plan_json = serde_json::to_string(&*plan).map_err(|e| RunError::Internal(format!("plan to JSON: {e}")))?;

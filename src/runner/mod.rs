@@ -32,7 +32,7 @@ pub use desk::{OperatorDesk, StepAsk, StepError};
 pub use event::*;
 pub use follow::{Followed, follow};
 pub use footprint::{Footprint, TARGET_CPU_PCT, TARGET_WAKEUPS_PER_S};
-pub use launch::{AgentPart, Ending, LaunchError, LaunchFailure, Launched, Queueing, Start, launch};
+pub use launch::{AgentPart, Ending, LaunchError, LaunchFailure, Launched, Queueing, Start, launch, plan_with_noise};
 pub use manifest::{
     MANIFEST_FILE, MANIFEST_VERSION, Manifest, ManifestDevice, ManifestError, ManifestRunbook, ManifestVariant, RerunOf,
 };

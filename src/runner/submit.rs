@@ -28,7 +28,7 @@ pub struct Submitted {
 /// would (bad input changes nothing).
 pub fn planned_hosts(lab: &Lab, runbook: &Path) -> Result<Vec<String>, LaunchError> {
     let rb = config::load_runbook(runbook, lab)?;
-    let plan = plan::build(&rb, lab)?;
+    let plan = super::launch::plan_with_noise(&rb, lab)?;
     Ok(hosts_of(lab, plan.devices.iter().map(|d| d.name.as_str())))
 }
 
@@ -42,7 +42,7 @@ fn hosts_of<'a>(lab: &Lab, devices: impl Iterator<Item = &'a str>) -> Vec<String
 /// Validates and plans `runbook` on `lab`, and stores it queued with `priority`.
 pub fn submit(lab: &Lab, runbook: &Path, priority: i32) -> Result<Submitted, LaunchError> {
     let rb = config::load_runbook(runbook, lab)?;
-    let plan = plan::build(&rb, lab)?;
+    let plan = super::launch::plan_with_noise(&rb, lab)?;
     let store = Store::open_at(&lab.store)?;
     let id = new_id(&rb.name, &store)?;
     let record = new_record(&id, lab, &rb, &plan);

@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use super::campaign_launcher::failed_launch;
 use super::slot_runner::{Job, JobRunbook, Launch, SlotOutcome};
 use crate::config::{self, Lab, Runbook};
-use crate::plan::{self, Plan};
+use crate::plan::Plan;
 use crate::runner::{self, EventSink, Followed};
 use crate::store::{CampaignStatus, Cancelled, Channel, Store, StoreError};
 
@@ -58,7 +58,7 @@ pub fn place(lab: &Lab, job: &Job) -> Result<Place, SlotOutcome> {
     if let Some(seed) = job.seed {
         rb.seed = seed;
     }
-    let plan = plan::build(&rb, lab).map_err(|e| bad(e.to_string()))?;
+    let plan = crate::runner::plan_with_noise(&rb, lab).map_err(|e| bad(e.to_string()))?;
     let mut hosts: Vec<&str> =
         plan.devices.iter().filter_map(|d| lab.device(&d.name)).map(|d| d.host.as_str()).collect();
     hosts.sort_unstable();

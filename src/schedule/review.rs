@@ -571,6 +571,7 @@ fn verdict_text(v: Verdict) -> &'static str {
         Verdict::Changed => "changed",
         Verdict::Same => "the same (shown within the practical threshold)",
         Verdict::Inconclusive => "no decision (inconclusive)",
+        Verdict::NoLargeChange => "no change as large as twice the practical threshold",
         Verdict::TooFewTrials => "too few trials",
     }
 }

@@ -7,7 +7,7 @@
 use super::sequential::LookLevels;
 use super::{
     Comparison, Direction, RelativeChange, Summary, Verdict, compare, decide, decide_significance, holm,
-    min_attainable_p, rank_test_floor, relative_change, summarize, trials_per_arm,
+    min_attainable_p, rank_test_floor, relative_change, summarize, trials_per_arm, welch,
 };
 
 /// Power the sample-size advice aims at.
@@ -64,9 +64,36 @@ pub struct MetricDecision {
 /// the order of `pairs`. With `look` (a sequential campaign) each family's step-down runs
 /// at the look's nominal levels instead of α.
 pub fn judge(pairs: &[MetricPair], rule: &DecisionRule, look: Option<&LookLevels>) -> Vec<MetricDecision> {
+    judge_as(pairs, rule, look, Shown::All)
+}
+
+/// What a judgement computes beyond the verdicts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shown {
+    /// Everything the report shows: the rank test, Hedges' g, the sample-size advice.
+    All,
+    /// Only what the verdicts are made of (Welch's test, the relative change's intervals):
+    /// what simulated campaigns need, thousands of times.
+    Verdicts,
+}
+
+fn judge_as(pairs: &[MetricPair], rule: &DecisionRule, look: Option<&LookLevels>, shown: Shown) -> Vec<MetricDecision> {
     let comparisons: Vec<_> = pairs
         .iter()
-        .map(|p| compare(p.treatment.values, p.treatment.stats, p.reference.values, p.reference.stats, rule.confidence))
+        .map(|p| {
+            let (t, r) = (&p.treatment, &p.reference);
+            match shown {
+                Shown::All => compare(t.values, t.stats, r.values, r.stats, rule.confidence),
+                Shown::Verdicts => Comparison {
+                    n_treatment: t.values.len(),
+                    n_baseline: r.values.len(),
+                    change: relative_change(t.stats, r.stats, rule.confidence),
+                    welch: welch(t.values, r.values),
+                    mann_whitney: None,
+                    hedges_g: None,
+                },
+            }
+        })
         .collect();
     let mut adjusted: Vec<Option<f64>> = vec![None; pairs.len()];
     let mut family_size = vec![0; pairs.len()];
@@ -121,23 +148,27 @@ pub fn judge(pairs: &[MetricPair], rule: &DecisionRule, look: Option<&LookLevels
                     let equivalence = relative_change(t, r, 1.0 - 2.0 * look.same());
                     let verdict = match sequential[i] {
                         Some(_) if too_few(&stats, rule.alpha) => Verdict::TooFewTrials,
-                        Some((level, significant)) => {
-                            // The change's interval at the level the test was run at.
-                            let at_level = Comparison { change: relative_change(t, r, 1.0 - level), ..stats.clone() };
-                            decide_significance(
+                        Some((_, significant)) => {
+                            // The change's interval at the look's level for α, as the fixed
+                            // rule's is at α whatever Holm asks of the p-value: `worse` at the
+                            // threshold stays within α/2 a metric.
+                            let at_level =
+                                Comparison { change: relative_change(t, r, 1.0 - look.change(1)), ..stats.clone() };
+                            let v = decide_significance(
                                 &at_level,
                                 significant,
                                 rule.threshold,
                                 Direction::of(pair.metric),
                                 equivalence.as_ref(),
-                            )
+                            );
+                            futile(v, look, t, r)
                         }
                         None => Verdict::TooFewTrials,
                     };
                     (equivalence, verdict)
                 }
             };
-            let advice = advice(pair, rule, family_size[i].max(1));
+            let advice = if shown == Shown::All { advice(pair, rule, family_size[i].max(1)) } else { None };
             MetricDecision {
                 stats,
                 p_adjusted: adjusted[i],
@@ -166,9 +197,21 @@ pub fn overall_verdict<'m>(metrics: impl IntoIterator<Item = (&'m str, Verdict)>
         Verdict::TooFewTrials
     } else if gated.is_empty() || any(Verdict::Inconclusive) {
         Verdict::Inconclusive
+    } else if any(Verdict::NoLargeChange) {
+        Verdict::NoLargeChange
     } else {
         Verdict::Same
     }
+}
+
+/// `NoLargeChange` for an inconclusive metric whose relative change's interval at the
+/// look's futility level lies within ±the design effect.
+fn futile(v: Verdict, look: &LookLevels, t: &Summary, r: &Summary) -> Verdict {
+    let Some(f) = look.futility.filter(|f| f.level > 0.0 && v == Verdict::Inconclusive) else { return v };
+    let within = relative_change(t, r, 1.0 - 2.0 * f.level)
+        .and_then(|c| Some((c.ci_low?, c.ci_high?)))
+        .is_some_and(|(lo, hi)| lo >= -f.effect && hi <= f.effect);
+    if within { Verdict::NoLargeChange } else { v }
 }
 
 /// The verdict of a treatment against a reference from their values per metric (metric,
@@ -192,7 +235,7 @@ pub fn verdict_of(metrics: &[(&str, &[f64], &[f64])], rule: &DecisionRule, look:
             })
         })
         .collect();
-    let judged = judge(&pairs, rule, look);
+    let judged = judge_as(&pairs, rule, look, Shown::Verdicts);
     overall_verdict(pairs.iter().map(|p| p.metric).zip(judged.iter().map(|d| d.verdict)), rule.gating)
 }
 

@@ -22,6 +22,10 @@ pub enum Verdict {
     /// of lab before issue 34 wrote `~` for this and for `same` alike: read as this.)
     #[serde(alias = "~")]
     Inconclusive,
+    /// A sequential look of a design sized from a power ruled out a change as large as its
+    /// design effect (twice the threshold) without showing equivalence within the
+    /// threshold: the futility bound (docs/statistics.md, "Designs sized from a power").
+    NoLargeChange,
     /// The arms are too small for any data to reach significance.
     TooFewTrials,
 }
@@ -34,6 +38,7 @@ impl Verdict {
             Verdict::Changed => "changed",
             Verdict::Same => "same",
             Verdict::Inconclusive => "inconclusive",
+            Verdict::NoLargeChange => "no large change",
             Verdict::TooFewTrials => "too few trials",
         }
     }

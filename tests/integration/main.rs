@@ -77,6 +77,7 @@ mod serve_submit;
 mod shared_lab;
 mod shared_lab_postgres;
 mod sim_monitor;
+mod sized_design;
 mod ssh_forward;
 mod ssh_transport;
 mod uhubctl_standin;

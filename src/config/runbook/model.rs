@@ -375,21 +375,59 @@ pub struct AdaptiveRepeats {
     /// What ends the repeats. Absent in plans stored before sequential campaigns.
     #[serde(default)]
     pub stop: StopRule,
+    /// A sequential design sized from a power (`power = 0.9`): `min` and `max` are then
+    /// its first look and its most trials per arm, set when the campaign is planned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power: Option<PowerDesign>,
+}
+
+/// `repeats = { stop = "decided", power = 0.9, looks = 5, cv = "5%" }`: what a sequential
+/// design sized from a power asks for (docs/statistics.md, "Designs sized from a power").
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct PowerDesign {
+    /// Power to call a change of twice the threshold.
+    pub power: f64,
+    /// Looks, after equal blocks.
+    pub looks: u32,
+    /// The CV it is sized for: the runbook's `cv`, or (when planned) the lab's noise
+    /// floor; `None` in a runbook that leaves it to the lab.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cv: Option<f64>,
+    /// How many campaigns the lab's noise floor pooled, when `cv` came from it (0: the
+    /// runbook's); `lab plan` names them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub noise_campaigns: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl PowerDesign {
+    /// The design's target once its CV is known.
+    pub fn target(&self) -> Option<crate::stats::sequential::Target> {
+        Some(crate::stats::sequential::Target { power: self.power, looks: self.looks, cv: self.cv? })
+    }
 }
 
 impl AdaptiveRepeats {
     /// Repeats until every gating interval is within `target_ci`.
     pub fn precise(min: u32, max: u32, target_ci: f64) -> AdaptiveRepeats {
-        AdaptiveRepeats { min, max, target_ci, stop: StopRule::Precise }
+        AdaptiveRepeats { min, max, target_ci, stop: StopRule::Precise, power: None }
     }
 
     /// Repeats until every compared variant is decided (a group-sequential design).
     pub fn decided(min: u32, max: u32) -> AdaptiveRepeats {
-        AdaptiveRepeats { min, max, target_ci: 0.0, stop: StopRule::Decided }
+        AdaptiveRepeats { min, max, target_ci: 0.0, stop: StopRule::Decided, power: None }
     }
 
     pub fn sequential(&self) -> bool {
         self.stop == StopRule::Decided
+    }
+
+    /// The target of a design sized from a power, once planned (its CV known).
+    pub fn target(&self) -> Option<crate::stats::sequential::Target> {
+        self.power.and_then(|p| p.target())
     }
 }
 

@@ -14,7 +14,8 @@ use crate::config::runbook::read_steps::read_steps;
 use crate::config::syntax::names::check_name;
 use crate::config::syntax::problems::Problems;
 use crate::config::syntax::table::{Field, Table};
-use crate::config::{AdaptiveRepeats, Lab, OnOffline, Order, Platform, Runbook, Selector, StopRule};
+use crate::config::{AdaptiveRepeats, Lab, OnOffline, Order, Platform, PowerDesign, Runbook, Selector, StopRule};
+use crate::stats::sequential::{DEFAULT_LOOKS, MAX_LOOKS};
 
 const ROOT_KEYS: &[&str] = &[
     "name",
@@ -125,7 +126,19 @@ fn read_repeats(f: &Field, p: &mut Problems) -> (u32, Option<AdaptiveRepeats>) {
         return (f.u32_at_least(p, 1).unwrap_or(1), None);
     }
     let Some(t) = f.table(p) else { return (1, None) };
-    t.check_keys(p, &["min", "max", "target_ci", "stop"]);
+    t.check_keys(p, &["min", "max", "target_ci", "stop", "power", "looks", "cv"]);
+    if let Some(power) = t.get("power") {
+        return read_power_design(f, &t, &power, p);
+    }
+    for key in ["looks", "cv"] {
+        if let Some(k) = t.get(key) {
+            k.problem(
+                p,
+                format!("`{key}` without `power`"),
+                format!("add `power = 0.9` (a sequential design sized from a power) or remove `{key}`"),
+            );
+        }
+    }
     // Two values per arm are the fewest that have a confidence interval at all.
     let min = t.required(p, "min", "min = 5").and_then(|f| f.u32_at_least(p, 2));
     let max = t.required(p, "max", "max = 30").and_then(|f| f.u32_at_least(p, 2));
@@ -169,9 +182,55 @@ fn read_repeats(f: &Field, p: &mut Problems) -> (u32, Option<AdaptiveRepeats>) {
     }
     match (min, max, target, stop) {
         (Some(min), Some(max), Some(target_ci), Some(stop)) => {
-            (min, Some(AdaptiveRepeats { min, max, target_ci, stop }))
+            (min, Some(AdaptiveRepeats { min, max, target_ci, stop, power: None }))
         }
         (min, ..) => (min.unwrap_or(1), None),
+    }
+}
+
+/// `repeats = { stop = "decided", power = 0.9, looks = 5, cv = "5%" }`: a sequential
+/// design sized from a power; its `min` and `max` are set when it is planned (0 until then).
+fn read_power_design(f: &Field, t: &Table, power: &Field, p: &mut Problems) -> (u32, Option<AdaptiveRepeats>) {
+    let example = "repeats = { stop = \"decided\", power = 0.9 }";
+    let power = power.fraction_in(p, 0.5, 1.0, true);
+    let decided = match t.get("stop") {
+        None => {
+            f.problem(p, "`power` without `stop = \"decided\"`", format!("write `{example}`"));
+            false
+        }
+        Some(stop) => match stop.str(p) {
+            Some("decided") => true,
+            Some(other) => {
+                stop.problem(
+                    p,
+                    format!("`power` with `stop = \"{other}\"`"),
+                    format!("a design sized from a power stops when decided: write `{example}`"),
+                );
+                false
+            }
+            None => false,
+        },
+    };
+    for key in ["min", "max", "target_ci"] {
+        if let Some(k) = t.get(key) {
+            k.problem(
+                p,
+                format!("`{key}` with `power`: the design sizes its looks and its most trials from the power"),
+                format!("remove `{key}`, or remove `power` to set `min` and `max` yourself"),
+            );
+        }
+    }
+    let looks = match t.get("looks") {
+        Some(l) => l.integer_in(p, 1, i64::from(MAX_LOOKS)).map(|v| v as u32),
+        None => Some(DEFAULT_LOOKS),
+    };
+    let cv = t.get("cv").map(|c| c.fraction_in(p, 0.0, 1.0, true));
+    match (power, looks, cv, decided) {
+        (Some(power), Some(looks), None | Some(Some(_)), true) => {
+            let power = PowerDesign { power, looks, cv: cv.flatten(), noise_campaigns: 0 };
+            (1, Some(AdaptiveRepeats { min: 0, max: 0, target_ci: 0.0, stop: StopRule::Decided, power: Some(power) }))
+        }
+        _ => (1, None),
     }
 }
 

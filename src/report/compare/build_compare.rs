@@ -187,7 +187,7 @@ pub fn compare_models(
             let judged = judge(&pairs, against, ComparisonKind::EarlierCampaign, settings, None);
             if !pairs.is_empty() {
                 let named: Vec<(&str, &MetricComparison)> = pairs.iter().map(|p| p.metric).zip(&judged).collect();
-                let mut v = overall(variant, against, ComparisonKind::EarlierCampaign, &named, &settings.gating);
+                let mut v = overall(variant, against, ComparisonKind::EarlierCampaign, &named, settings);
                 v.summary = v.summary.replacen(&format!(" vs {against}"), "", 1);
                 verdicts.push(v);
             }

@@ -346,6 +346,7 @@ impl Sequential<'_> {
             devices: self.devices,
             alpha: settings.alpha,
             threshold: settings.practical_threshold,
+            target: self.rule.target(),
         }
     }
 
@@ -403,7 +404,7 @@ fn compare_variants(
             let judged: Vec<(usize, MetricComparison)> =
                 decision.judged.into_iter().map(|(k, d)| (k, comparison(&against, kind, d))).collect();
             let named: Vec<(&str, &MetricComparison)> = judged.iter().map(|(k, c)| (pairs[*k].metric, c)).collect();
-            let mut verdict = overall(&v.name, &against, kind, &named, &settings.gating);
+            let mut verdict = overall(&v.name, &against, kind, &named, settings);
             if let (Some(look), Some(s)) = (&decision.look, sequential) {
                 verdict.sequential = Some(SequentialStop::of(look, s.trial_hours));
             }

@@ -3,7 +3,7 @@
 
 use crate::config::StatsSettings;
 use crate::report::model::report::{ComparisonKind, MetricComparison, VariantSummary, VariantVerdict};
-use crate::report::render::format::change_with_ci;
+use crate::report::render::format::{change_with_ci, percent};
 use crate::stats::sequential::LookLevels;
 use crate::stats::{DecisionRule, MetricDecision, MetricPair, Verdict, overall_verdict};
 
@@ -69,8 +69,9 @@ pub(crate) fn overall(
     against: &str,
     kind: ComparisonKind,
     metrics: &[(&str, &MetricComparison)],
-    gating: &[String],
+    settings: &StatsSettings,
 ) -> VariantVerdict {
+    let gating = &settings.gating;
     let gated: Vec<&(&str, &MetricComparison)> =
         metrics.iter().filter(|(m, _)| gating.iter().any(|g| g == m)).collect();
     let names = |v: Verdict| -> Vec<String> {
@@ -95,6 +96,13 @@ pub(crate) fn overall(
         Verdict::Same => format!(
             "every gating metric shown the same within the practical threshold ({})",
             gated.iter().map(|(m, _)| *m).collect::<Vec<_>>().join(", ")
+        ),
+        // The futility bound of a design sized from a power: what it rules out, not `same`.
+        Verdict::NoLargeChange => format!(
+            "no change as large as ±{} (twice the practical threshold) in {}; not shown the same within ±{}",
+            percent(2.0 * settings.practical_threshold),
+            gated.iter().map(|(m, _)| *m).collect::<Vec<_>>().join(", "),
+            percent(settings.practical_threshold)
         ),
         _ => format!(
             "no gating metric changed beyond the practical threshold, and not shown the same within it: {}",
@@ -181,10 +189,10 @@ mod tests {
         assert!(out.iter().all(|c| c.advice_trials_per_arm.is_some_and(|n| n >= 4)));
 
         let named: Vec<(&str, &MetricComparison)> = pairs.iter().map(|p| p.metric).zip(&out).collect();
-        let o = overall("envoy-poll", "control", ComparisonKind::BaselineBuild, &named, &settings.gating);
+        let o = overall("envoy-poll", "control", ComparisonKind::BaselineBuild, &named, &settings);
         assert_eq!((o.verdict, o.worse.as_slice()), (Verdict::Worse, ["cpu_pct".to_string()].as_slice()));
         assert!(o.summary.starts_with("envoy-poll vs control: worse — cpu_pct +1"), "{}", o.summary);
-        let o = overall("envoy-poll", "control", ComparisonKind::BaselineBuild, &named[1..], &settings.gating);
+        let o = overall("envoy-poll", "control", ComparisonKind::BaselineBuild, &named[1..], &settings);
         assert_eq!(o.verdict, Verdict::Same);
         assert_eq!(
             o.summary,

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use chrono::{Datelike, NaiveDate};
 use serde::Serialize;
 
+use crate::config::{Lab, Runbook};
 use crate::plan::Variant;
 use crate::report::model::build_report::build_report;
 use crate::report::model::input::{ReportError, load, load_head};
@@ -136,6 +137,25 @@ pub fn noise_floor(
     let arms: Vec<NoiseArm> =
         arms.into_iter().filter(|a| a.model == model && a.metric == metric).map(|a| a.arm).collect();
     Ok(NoiseFloor::pool(&arms, confidence))
+}
+
+/// The noise floor a design sized from a power is sized at (`plan::build_with`): the
+/// largest CV of `runbook`'s gating metrics on `models`, and the campaigns it pools.
+/// `None` when the lab has no store or no figure for them; nothing is created or written.
+pub fn design_noise(lab: &Lab, runbook: &Runbook, models: &[String]) -> Result<Option<(f64, Vec<String>)>, String> {
+    let Some(store) = Store::open_existing_at(&lab.store).map_err(|e| e.to_string())? else { return Ok(None) };
+    let mut worst: Option<(f64, Vec<String>)> = None;
+    for model in models {
+        for metric in &runbook.statistics.gating {
+            let floor = noise_floor(&store, model, metric, runbook.statistics.confidence).map_err(|e| e.to_string())?;
+            if let Some(f) = floor
+                && worst.as_ref().is_none_or(|w| f.cv > w.0)
+            {
+                worst = Some((f.cv, f.campaigns));
+            }
+        }
+    }
+    Ok(worst)
 }
 
 /// The noise floor per model × metric (`lab noise`). Nothing is written: a campaign whose

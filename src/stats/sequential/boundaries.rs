@@ -37,6 +37,10 @@ pub enum Spending {
     ObrienFleming,
     /// Lan–DeMets Pocock type: nearly even over the looks.
     Pocock,
+    /// In proportion to the information, α·t: the power family's ρ = 1 (Kim & DeMets,
+    /// Biometrics 43, 1987). The futility bound spends β this way: less at the first looks
+    /// than the Pocock type, so it costs the design less power.
+    Linear,
 }
 
 impl Spending {
@@ -49,6 +53,7 @@ impl Spending {
         match self {
             Spending::ObrienFleming => 4.0 * normal::sf(normal::quantile(1.0 - alpha / 4.0) / t.sqrt()),
             Spending::Pocock => alpha * (1.0 + (std::f64::consts::E - 1.0) * t).ln(),
+            Spending::Linear => alpha * t,
         }
     }
 }
@@ -101,15 +106,23 @@ impl Look<'_> {
 
     /// P(first crossing above +b here), P(first crossing below −b here).
     fn crossing(&self, b: f64) -> (f64, f64) {
+        self.crossing_between(-b, b)
+    }
+
+    /// P(first crossing above `hi` here), P(first crossing below `lo` here), bounds on the
+    /// z scale (±∞: no bound on that side).
+    fn crossing_between(&self, lo: f64, hi: f64) -> (f64, f64) {
         let (mean, sd) = self.increment();
-        let edge = b * self.info.sqrt();
+        let (lo, hi) = (lo * self.info.sqrt(), hi * self.info.sqrt());
+        let above = |x: f64| if hi == f64::INFINITY { 0.0 } else { normal::sf((hi - x - mean) / sd) };
+        let below = |x: f64| if lo == f64::NEG_INFINITY { 0.0 } else { normal::cdf((lo - x - mean) / sd) };
         match self.prev {
-            None => (normal::sf((edge - mean) / sd), normal::cdf((-edge - mean) / sd)),
+            None => (above(0.0), below(0.0)),
             Some(w) => {
                 let (mut up, mut down) = (0.0, 0.0);
                 for ((&u, &f), &wt) in w.s.iter().zip(&w.f).zip(&w.w) {
-                    up += wt * f * normal::sf((edge - u - mean) / sd);
-                    down += wt * f * normal::cdf((-edge - u - mean) / sd);
+                    up += wt * f * above(u);
+                    down += wt * f * below(u);
                 }
                 (up, down)
             }
@@ -118,9 +131,17 @@ impl Look<'_> {
 
     /// The sub-density on (−b, b) after this look.
     fn advance(&self, b: f64) -> Walk {
+        self.advance_between(-b, b)
+    }
+
+    /// The sub-density on (`lo`, `hi`) (z scale) after this look. An open side is cut
+    /// where the walk's own density is negligible: 10 sd of Sₖ from its mean θ·Iₖ.
+    fn advance_between(&self, lo: f64, hi: f64) -> Walk {
         let (mean, sd) = self.increment();
-        let edge = b * self.info.sqrt();
-        let (s, h) = grid(-edge, edge, sd);
+        let (centre, reach) = (self.theta * self.info, 10.0 * self.info.sqrt());
+        let lo = (lo * self.info.sqrt()).max(centre - reach);
+        let hi = (hi * self.info.sqrt()).min(centre + reach);
+        let (s, h) = grid(lo, hi.max(lo), sd);
         let f: Vec<f64> = match self.prev {
             None => s.iter().map(|&x| normal::pdf((x - mean) / sd) / sd).collect(),
             Some(w) => s
@@ -138,6 +159,28 @@ impl Look<'_> {
         let w = simpson_weights(s.len(), h);
         Walk { s, f, w, info: self.info }
     }
+}
+
+/// Per look, the probabilities of first crossing above `upper[k]` and below `lower[k]`
+/// (z scale, ±∞ for no bound) for a walk that goes on between them, with the information
+/// fractions `info` under a drift `theta` per unit of information: what a one-sided design
+/// with a futility bound needs (its power, its β-spending).
+pub fn crossings_between(lower: &[f64], upper: &[f64], info: &[f64], theta: f64) -> Vec<(f64, f64)> {
+    let mut out = Vec::with_capacity(upper.len());
+    let mut walk: Option<Walk> = None;
+    for k in 0..upper.len() {
+        if walk.as_ref().is_some_and(|w| info[k] <= w.info) {
+            // No new information: the same look again, nothing more to cross.
+            out.push((0.0, 0.0));
+            continue;
+        }
+        let look = Look { prev: walk.as_ref(), info: info[k], theta };
+        out.push(look.crossing_between(lower[k], upper[k]));
+        if k + 1 < upper.len() {
+            walk = Some(look.advance_between(lower[k], upper[k]));
+        }
+    }
+    out
 }
 
 /// Per look, the probabilities of first crossing +`bounds[k]` and −`bounds[k]` (z scale),
@@ -231,6 +274,62 @@ pub fn spending_bounds(spending: Spending, t: &[f64], alpha: f64) -> Vec<f64> {
     }
     BOUNDS.lock().unwrap_or_else(|p| p.into_inner()).insert(key, bounds.clone());
     bounds
+}
+
+type FutilityKey = (Spending, u64, u64, Vec<u64>, Vec<u64>);
+
+/// Futility bounds already computed: every look of every pair of a campaign asks again.
+static FUTILITY: LazyLock<Mutex<HashMap<FutilityKey, Vec<f64>>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// Lower (futility) bounds, z scale, for a one-sided test with upper bounds `upper` at
+/// information fractions `t`, spending `beta` by `spending` under the design's drift
+/// `theta` (E[Zₖ] = θ·√tₖ): each look's bound found by bisection so that the probability
+/// of first crossing below it there, having crossed neither bound before, is
+/// β(tₖ) − β(tₖ₋₁) (β-spending, Pampallona, Tsiatis & Kim, Stat. Med. 20, 2001; the
+/// non-binding kind of `gsDesign`'s `test.type = 4`: the upper bounds are computed without
+/// it, so stopping or not at a futility bound leaves the type-I error as it was). A bound
+/// never rises above the upper one; a look that spends nothing has −∞.
+pub fn futility_bounds(spending: Spending, upper: &[f64], t: &[f64], theta: f64, beta: f64) -> Vec<f64> {
+    let key: FutilityKey = (
+        spending,
+        theta.to_bits(),
+        beta.to_bits(),
+        upper.iter().map(|x| x.to_bits()).collect(),
+        t.iter().map(|x| x.to_bits()).collect(),
+    );
+    if let Some(b) = FUTILITY.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return b.clone();
+    }
+    let mut lower: Vec<f64> = Vec::with_capacity(t.len());
+    let mut walk: Option<Walk> = None;
+    let mut reached = 0.0f64;
+    for k in 0..t.len() {
+        let spend = spending.spent(t[k], beta) - spending.spent(reached, beta);
+        let look = Look { prev: walk.as_ref(), info: t[k], theta };
+        let l = if spend <= 0.0 || t[k] <= reached || !upper[k].is_finite() {
+            f64::NEG_INFINITY
+        } else if look.crossing_between(upper[k], upper[k]).1 <= spend {
+            // Even a bound at the upper one spends no more: the two meet.
+            upper[k]
+        } else {
+            let (mut lo, mut hi) = (-40.0, upper[k]);
+            for _ in 0..60 {
+                let mid = (lo + hi) / 2.0;
+                if look.crossing_between(mid, upper[k]).1 > spend { hi = mid } else { lo = mid }
+            }
+            (lo + hi) / 2.0
+        };
+        lower.push(l);
+        // A look with no new information is the look before: the walk stays as it was.
+        if t[k] > reached {
+            reached = t[k];
+            if k + 1 < t.len() {
+                walk = Some(look.advance_between(l, upper[k]));
+            }
+        }
+    }
+    FUTILITY.lock().unwrap_or_else(|p| p.into_inner()).insert(key, lower.clone());
+    lower
 }
 
 #[cfg(test)]

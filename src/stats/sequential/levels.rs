@@ -23,6 +23,9 @@ use crate::stats::Verdict;
 /// about 70 % (docs/statistics.md has the benchmark's figures for both).
 pub const SPENDING: Spending = Spending::Pocock;
 
+/// How a design sized from a power spends β on its futility bound.
+pub const FUTILITY_SPENDING: Spending = Spending::Linear;
+
 /// The one-sided level of a bound: 1 − Φ(b), none past an infinite bound (a look that
 /// spends nothing).
 fn level_of(b: f64) -> f64 {
@@ -39,6 +42,17 @@ pub struct LookLevels {
     pub fractions: Vec<f64>,
     pub alpha: f64,
     pub spending: Spending,
+    /// The look's futility test, in a design sized from a power.
+    pub futility: Option<Futility>,
+}
+
+/// A look's futility test: no change as large as `effect` (the design effect, twice the
+/// threshold) when the relative change's (1 − 2·`level`) interval lies within ±`effect`
+/// (the β-spending bound as a nominal one-sided level: `Target::futility_level`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Futility {
+    pub effect: f64,
+    pub level: f64,
 }
 
 impl LookLevels {
@@ -82,7 +96,7 @@ pub fn fractions(recorded: impl IntoIterator<Item = f64>, now: f64) -> Vec<f64> 
 
 /// A decision that ends a variant's trials.
 pub fn decided(v: Verdict) -> bool {
-    matches!(v, Verdict::Worse | Verdict::Better | Verdict::Same | Verdict::Changed)
+    matches!(v, Verdict::Worse | Verdict::Better | Verdict::Same | Verdict::Changed | Verdict::NoLargeChange)
 }
 
 #[cfg(test)]
@@ -104,17 +118,17 @@ mod tests {
     /// share (Holm's first step) stricter still.
     #[test]
     fn one_look_is_the_fixed_level_and_early_looks_are_stricter() {
-        let one = LookLevels { fractions: vec![1.0], alpha: 0.05, spending: SPENDING };
+        let one = LookLevels { fractions: vec![1.0], alpha: 0.05, spending: SPENDING, futility: None };
         assert!((one.change(1) - 0.05).abs() < 1e-6, "{}", one.change(1));
         assert!((one.same() - 0.05).abs() < 1e-6, "{}", one.same());
         // Pocock type: a first look at t = 0.3 spends 0.05·ln(1 + (e − 1)·0.3) = 0.0208.
-        let early = LookLevels { fractions: vec![0.3], alpha: 0.05, spending: SPENDING };
+        let early = LookLevels { fractions: vec![0.3], alpha: 0.05, spending: SPENDING, futility: None };
         assert!((early.change(1) - 0.020_80).abs() < 1e-4, "{}", early.change(1));
         assert!(early.change(2) < early.change(1));
         let obf = LookLevels { spending: Spending::ObrienFleming, ..early.clone() };
         assert!(obf.change(1) < 0.002, "{}", obf.change(1));
         // The last of several looks is stricter than the fixed test, more so for Pocock's.
-        let last = LookLevels { fractions: vec![0.3, 0.6, 1.0], alpha: 0.05, spending: SPENDING };
+        let last = LookLevels { fractions: vec![0.3, 0.6, 1.0], alpha: 0.05, spending: SPENDING, futility: None };
         let obf_last = LookLevels { spending: Spending::ObrienFleming, ..last.clone() };
         assert!(last.change(1) < obf_last.change(1) && obf_last.change(1) < 0.05, "{}", last.change(1));
         assert!(last.change(1) > 0.015, "{}", last.change(1));

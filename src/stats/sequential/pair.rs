@@ -4,7 +4,7 @@
 //! look stops a pair exactly when its report says it is decided.
 
 use super::design::Design;
-use super::levels::{LookLevels, SPENDING, decided, fractions, information};
+use super::levels::{LookLevels, decided, fractions, information};
 use crate::stats::{
     Arm, DecisionRule, MetricDecision, MetricPair, Summary, Verdict, judge, overall_verdict, summarize,
 };
@@ -167,6 +167,6 @@ fn pair_look(
         n_reference: n_b as u32,
         t,
         fixed: cv.and_then(|cv| design.fixed_equivalent(cv, gated.len())),
-        levels: LookLevels { fractions, alpha: rule.alpha, spending: SPENDING },
+        levels: design.levels(fractions),
     }
 }
