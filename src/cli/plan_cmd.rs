@@ -1,5 +1,6 @@
 //! `lab plan RUNBOOK`: what a campaign would run, without running it.
 
+use std::cell::RefCell;
 use std::fmt::Write as _;
 
 use tabled::settings::Style;
@@ -9,7 +10,7 @@ use super::context;
 use super::exit::CliError;
 use crate::config;
 use crate::config::AdaptiveRepeats;
-use crate::plan::Plan;
+use crate::plan::{self, Plan};
 use crate::stats::sequential::Design;
 use crate::text::duration::compact as human_duration;
 
@@ -26,20 +27,23 @@ pub struct PlanArgs {
 pub fn run(lab_arg: Option<&std::path::Path>, args: &PlanArgs) -> Result<String, CliError> {
     let lab = context::load_lab(lab_arg)?;
     let runbook = config::load_runbook(&args.runbook, &lab)?;
-    let plan = crate::runner::plan_with_noise(&runbook, &lab)?;
+    // The lab's noise floor, read once: the plan is sized from it and the output names
+    // the campaigns it comes from.
+    let floor: RefCell<Option<(f64, Vec<String>)>> = RefCell::new(None);
+    let lookup = |models: &[String]| {
+        let found = crate::report::design_noise(&lab, &runbook, models);
+        if let Ok(Some(f)) = &found {
+            *floor.borrow_mut() = Some(f.clone());
+        }
+        found
+    };
+    let plan = plan::build_with(&runbook, &lab, Some(&lookup))?;
     if args.json {
         return serde_json::to_string_pretty(&plan).map_err(CliError::internal);
     }
     let mut out = render(&plan, args.all);
-    // Where a design's CV came from: the campaigns of the lab's noise floor.
-    if plan.adaptive.and_then(|a| a.power).is_some_and(|p| p.noise_campaigns > 0) {
-        let mut models: Vec<String> = plan.devices.iter().map(|d| d.model.clone()).collect();
-        models.dedup();
-        if let Some((cv, campaigns)) =
-            crate::report::design_noise(&lab, &runbook, &models).map_err(CliError::bad_input)?
-        {
-            let _ = writeln!(out, "noise floor: CV {:.2} % from campaigns {}", cv * 100.0, campaigns.join(", "));
-        }
+    if let Some((cv, campaigns)) = floor.into_inner() {
+        let _ = writeln!(out, "noise floor: CV {:.2} % from campaigns {}", cv * 100.0, campaigns.join(", "));
     }
     Ok(out)
 }
@@ -183,7 +187,7 @@ fn sequential_line(plan: &Plan, rule: &AdaptiveRepeats) -> String {
     if let (Some(t), Some(asked)) = (target, rule.power) {
         let counts = design(1).planned_counts();
         let counts: Vec<String> = counts.iter().map(u32::to_string).collect();
-        let fixed = design(1).fixed_equivalent(t.cv, 1).map_or(0, |f| f.1);
+        let fixed = design(1).fixed_equivalent(t.cv).map_or(0, |f| f.1);
         let source = match asked.noise_campaigns {
             0 => "the runbook's `cv`".to_string(),
             n => format!("the lab's noise floor over {n} campaigns (below)"),
