@@ -121,7 +121,7 @@ fn tally(decider: Decider, phone: &Phone, effect: f64, runs: usize, seed: u64) -
 /// The every-round design (`min = 3`) with the smallest `max` whose power reaches `power`.
 fn every_round(power: f64) -> Design {
     let design = |max: u32| Design { min: 3, max, devices: 1, alpha: ALPHA, threshold: THRESHOLD, target: None };
-    let max = (4..400).find(|&m| design(m).fixed_equivalent(ENERGY_SD, 1).is_some_and(|(p, _)| p >= power));
+    let max = (4..400).find(|&m| design(m).fixed_equivalent(ENERGY_SD).is_some_and(|(p, _)| p >= power));
     design(max.unwrap_or(400))
 }
 

@@ -48,10 +48,10 @@ impl Design {
     /// design with the same α and that power (`stats::trials_per_arm`, Julious 2004, for
     /// the design effect's distance from the threshold on the log scale, `distance`), at
     /// least as many as the rank test needs to reach α. A design sized from a power is
-    /// compared with the fixed design of its target power. `family` is not used since
-    /// issue 48: `worse` is the relative change's interval at α beyond the threshold,
-    /// whatever Holm asks of the p-value, in both rules.
-    pub fn fixed_equivalent(&self, cv: f64, _family: usize) -> Option<(f64, u32)> {
+    /// compared with the fixed design of its target power. No family size: `worse` is the
+    /// relative change's interval at α beyond the threshold, whatever Holm asks of the
+    /// p-value, in both rules (issue 48).
+    pub fn fixed_equivalent(&self, cv: f64) -> Option<(f64, u32)> {
         if !(cv > 0.0 && cv.is_finite()) {
             return None;
         }
@@ -225,10 +225,10 @@ mod tests {
     fn the_fixed_equivalent_has_the_designs_power() {
         let one = design(30, 30, 1).power(0.05);
         let design = design(3, 30, 1);
-        let (power, n) = design.fixed_equivalent(0.05, 1).unwrap();
+        let (power, n) = design.fixed_equivalent(0.05).unwrap();
         assert!(power > 0.8 && power < one, "{power} {one}");
         assert_eq!(Some(n), trials_per_arm(0.05, distance(0.05), 0.05, power));
         assert!((20..30).contains(&n), "{n}");
-        assert_eq!(design.fixed_equivalent(0.0, 1), None);
+        assert_eq!(design.fixed_equivalent(0.0), None);
     }
 }

@@ -166,7 +166,7 @@ fn pair_look(
         n_treatment: n_t as u32,
         n_reference: n_b as u32,
         t,
-        fixed: cv.and_then(|cv| design.fixed_equivalent(cv, gated.len())),
+        fixed: cv.and_then(|cv| design.fixed_equivalent(cv)),
         levels: design.levels(fractions),
     }
 }
